@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Idempotent set-up shared by the two README commands: Python venv from the lock, npm
+# packages from package-lock.json, and the solcjs shim registered as solc for py-solc-x,
+# ape-solidity and forge. Each step is skipped when its stamp says it is up to date.
+#
+# Source it (`. scripts/bootstrap.sh`) to get VERDE_ROOT, VENV, PATH and SOLCX_BINARY_PATH
+# exported; run it to just set up.
+set -euo pipefail
+
+VERDE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VERDE_VENV:-$VERDE_ROOT/.venv}"
+PYTHON="${VERDE_PYTHON:-python3.11}"
+SOLC_VERSION="0.8.37"
+
+say() { printf '[bootstrap] %s\n' "$*" >&2; }
+die() { printf '[bootstrap] ERROR: %s\n' "$*" >&2; exit 1; }
+stamp_of() { cat "$@" | sha256sum | cut -c1-64; }
+
+need() {  # need CMD WHAT FIX
+  command -v "$1" >/dev/null 2>&1 || die "$2 not found on PATH ($1). Fix: $3"
+}
+
+setup_python() {
+  need "$PYTHON" "Python 3.11" "install Python 3.11 or set VERDE_PYTHON=/path/to/python3.11"
+  local want; want="$(stamp_of "$VERDE_ROOT/requirements.lock" "$VERDE_ROOT/pyproject.toml")"
+  if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.verde-stamp" 2>/dev/null)" = "$want" ]; then
+    say "Python venv up to date ($VENV)"
+    return
+  fi
+  if [ ! -x "$VENV/bin/python" ]; then
+    say "creating Python venv at $VENV"
+    "$PYTHON" -m venv "$VENV" || die "could not create a venv with $PYTHON. Fix: install the venv module (Debian: python3.11-venv)"
+  fi
+  say "installing pinned Python packages from requirements.lock (no resolver; first time ~2 min)"
+  if ! "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+      -r "$VERDE_ROOT/requirements.lock" 2> >(grep -v "^WARNING: Location" >&2); then
+    die "pip could not install requirements.lock. If it says it cannot reach the index, the PyPI registry is unreachable: check the network/proxy and run again (nothing is lost; finished packages are kept)."
+  fi
+  say "installing the verde packages (repops, offchain) in editable mode"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
+      -e "$VERDE_ROOT" 2> >(grep -v "^WARNING: Location" >&2) \
+    || die "editable install of $VERDE_ROOT failed (see above)"
+  echo "$want" > "$VENV/.verde-stamp"
+}
+
+setup_node() {
+  need node "Node.js" "install Node.js >= 18 (Debian: apt-get install nodejs npm)"
+  need npm "npm" "install npm (Debian: apt-get install npm)"
+  local want; want="$(stamp_of "$VERDE_ROOT/package-lock.json")"
+  if [ -d "$VERDE_ROOT/node_modules" ] && [ "$(cat "$VERDE_ROOT/node_modules/.verde-stamp" 2>/dev/null)" = "$want" ]; then
+    say "npm packages up to date (solc, anvil, forge)"
+    return
+  fi
+  say "installing npm packages from package-lock.json (solc $SOLC_VERSION, @foundry-rs/anvil, @foundry-rs/forge)"
+  if ! (cd "$VERDE_ROOT" && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>"$VERDE_ROOT/.npm-ci.log"); then
+    tail -5 "$VERDE_ROOT/.npm-ci.log" >&2 || true
+    if grep -qiE "ENOTFOUND|ECONNREFUSED|ETIMEDOUT|EAI_AGAIN|network" "$VERDE_ROOT/.npm-ci.log"; then
+      die "npm could not reach its registry. Fix: check the network or npm proxy/registry config, then run again."
+    fi
+    die "npm ci failed (log above, full log in .npm-ci.log)."
+  fi
+  rm -f "$VERDE_ROOT/.npm-ci.log"
+  echo "$want" > "$VERDE_ROOT/node_modules/.verde-stamp"
+}
+
+register_solc() {
+  # py-solc-x and ape-solidity look for solc-v<version> in SOLCX_BINARY_PATH; a copy of the
+  # node script cannot find node_modules, so the registered file is a wrapper that execs it.
+  export SOLCX_BINARY_PATH="$VENV/solcx"
+  local exe="$SOLCX_BINARY_PATH/solc-v$SOLC_VERSION"
+  local body="#!/bin/sh
+exec node \"$VERDE_ROOT/scripts/solc.cjs\" \"\$@\""
+  if [ "$(cat "$exe" 2>/dev/null)" != "$body" ]; then
+    say "registering the solcjs shim as solc $SOLC_VERSION ($exe)"
+    mkdir -p "$SOLCX_BINARY_PATH"
+    printf '%s\n' "$body" > "$exe"
+    chmod +x "$exe"
+  fi
+  "$exe" --version | grep -q "Version: $SOLC_VERSION" \
+    || die "the solc shim does not answer --version with $SOLC_VERSION. Fix: rm -rf node_modules and run again."
+  export FOUNDRY_SOLC="$exe"
+}
+
+setup_python
+setup_node
+register_solc
+export VERDE_ROOT VENV PATH="$VENV/bin:$VERDE_ROOT/node_modules/@foundry-rs/anvil-linux-amd64/bin:$VERDE_ROOT/node_modules/@foundry-rs/forge-linux-amd64/bin:$PATH"
