@@ -1,0 +1,101 @@
+"""The three ways to get a Chain: `embedded` (in-process py-evm, the default), `anvil`
+(a node we start and stop), `rpc URL` (any node; key from the environment/keystore)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from eth_account import Account
+from web3 import Web3
+
+from .anvil import CHAIN_ID, GAS_LIMIT, MNEMONIC, AnvilProcess
+from .client import Chain
+from .compiler import compile_contracts
+from .errors import ChainError, ChainUnavailable, KeyError_
+
+N_ACCOUNTS = 10
+RPC_TIMEOUT_S = 10
+
+
+def _mnemonic_accounts(n: int = N_ACCOUNTS):
+    Account.enable_unaudited_hdwallet_features()
+    return [Account.from_mnemonic(MNEMONIC, account_path=f"m/44'/60'/0'/0/{i}") for i in range(n)]
+
+
+def embedded(artifacts=None) -> Chain:
+    from eth_tester import EthereumTester, PyEVMBackend
+    from web3.providers.eth_tester import EthereumTesterProvider
+
+    accounts = _mnemonic_accounts()
+    genesis = PyEVMBackend.generate_genesis_params(overrides={"gas_limit": GAS_LIMIT})
+    # Same mnemonic and HD path as Anvil: the same funded accounts on every local backend.
+    backend = PyEVMBackend(genesis_parameters=genesis, mnemonic=MNEMONIC, hd_path="m/44'/60'/0'/0")
+    w3 = Web3(EthereumTesterProvider(EthereumTester(backend)))
+    return Chain(w3, accounts, "embedded", artifacts or compile_contracts())
+
+
+def anvil(artifacts=None, port: int | None = None) -> Chain:
+    artifacts = artifacts or compile_contracts()  # compile errors before a node is started
+    node = AnvilProcess(port=port).start()
+    try:
+        w3 = Web3(Web3.HTTPProvider(node.url, request_kwargs={"timeout": RPC_TIMEOUT_S}))
+        chain = Chain(w3, _mnemonic_accounts(), "anvil", artifacts)
+        chain._closer = node
+        return chain
+    except BaseException:
+        node.stop()
+        raise
+
+
+def load_key() -> "Account":
+    """VERDE_PRIVATE_KEY (hex), or VERDE_KEYSTORE (file) + VERDE_KEYSTORE_PASSWORD."""
+    key = os.environ.get("VERDE_PRIVATE_KEY")
+    if key:
+        try:
+            return Account.from_key(key)
+        except Exception as e:
+            raise KeyError_(f"VERDE_PRIVATE_KEY is not a valid secp256k1 private key ({type(e).__name__})",
+                            "set it to 32 bytes of hex, with or without 0x") from None
+    path = os.environ.get("VERDE_KEYSTORE")
+    if path:
+        try:
+            blob = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as e:
+            raise KeyError_(f"cannot read keystore {path}: {e}", "point VERDE_KEYSTORE at a JSON keystore file") from None
+        try:
+            return Account.from_key(Account.decrypt(blob, os.environ.get("VERDE_KEYSTORE_PASSWORD", "")))
+        except ValueError:
+            raise KeyError_(f"wrong password for keystore {path}", "set VERDE_KEYSTORE_PASSWORD") from None
+    raise KeyError_("no key for the rpc backend", "set VERDE_PRIVATE_KEY, or VERDE_KEYSTORE and VERDE_KEYSTORE_PASSWORD")
+
+
+def rpc(url: str, artifacts=None) -> Chain:
+    if not url.startswith(("http://", "https://")):
+        raise ChainError(f"RPC URL {url!r} is not an http(s) URL", "pass e.g. rpc:http://127.0.0.1:8545")
+    account = load_key()
+    w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": RPC_TIMEOUT_S}))
+    try:
+        w3.eth.chain_id
+    except Exception as e:
+        raise ChainUnavailable(f"cannot reach an Ethereum node at {url}: {type(e).__name__}: {e}",
+                               "check the URL and that the node is running") from None
+    chain = Chain(w3, [account], f"rpc {url}", artifacts or compile_contracts())
+    chain.gas = None  # a real node: estimate gas per transaction
+    return chain
+
+
+def connect(spec: str = "embedded", artifacts=None) -> Chain:
+    """`embedded` | `anvil` | `anvil:PORT` | `rpc:URL` | a bare http(s) URL."""
+    if spec == "embedded":
+        return embedded(artifacts)
+    if spec == "anvil" or spec.startswith("anvil:"):
+        port = spec.partition(":")[2]
+        if port and not port.isdigit():
+            raise ChainError(f"bad Anvil port in {spec!r}", "use anvil or anvil:PORT")
+        return anvil(artifacts, int(port) if port else None)
+    if spec.startswith("rpc:"):
+        return rpc(spec[4:], artifacts)
+    if spec.startswith(("http://", "https://")):
+        return rpc(spec, artifacts)
+    raise ChainError(f"unknown chain backend {spec!r}", "use embedded, anvil, anvil:PORT or rpc:URL")

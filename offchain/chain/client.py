@@ -1,0 +1,147 @@
+"""A connected chain: web3 + funded local accounts + deploy/transact/call that decode
+custom-error reverts the same way on every backend."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from eth_account.signers.local import LocalAccount
+from eth_utils import function_abi_to_4byte_selector
+from web3 import Web3
+from web3.exceptions import ContractCustomError, ContractLogicError, TimeExhausted
+
+from .compiler import Artifacts, compile_contracts
+from .errors import ChainUnavailable, TransactionReverted
+
+RECEIPT_TIMEOUT_S = 120
+
+
+def error_selectors(artifacts: Artifacts) -> dict[bytes, dict]:
+    """4-byte selector -> error ABI entry, over every compiled contract."""
+    out = {}
+    for art in artifacts.values():
+        for item in art.abi:
+            if item["type"] == "error":
+                out[function_abi_to_4byte_selector(item)] = item
+    return out
+
+
+def _revert_data(exc: Exception) -> bytes:
+    """py-evm raises TransactionFailed with the raw bytes; Anvil gives ContractCustomError
+    with hex data. Both are reduced to the raw revert bytes here."""
+    data = getattr(exc, "data", None)
+    if data is None and exc.args:
+        data = exc.args[0]
+    if isinstance(data, (bytes, bytearray)):
+        return bytes(data)
+    if isinstance(data, str) and data.startswith("execution reverted: b"):
+        # eth-tester puts the bytes' repr into the message
+        import ast
+        try:
+            return bytes(ast.literal_eval(data[len("execution reverted: "):]))
+        except (ValueError, SyntaxError):
+            return b""
+    if isinstance(data, str) and data.startswith("0x"):
+        try:
+            return bytes.fromhex(data[2:])
+        except ValueError:
+            return b""
+    return b""
+
+
+@dataclass
+class Chain:
+    w3: Web3
+    accounts: list[LocalAccount]
+    backend: str
+    artifacts: Artifacts = field(default_factory=compile_contracts)
+    gas: int | None = 30_000_000  # explicit limit: estimate_gas on py-evm is very slow
+    _closer: object = None
+    gas_log: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self._errors = error_selectors(self.artifacts)
+        self._nonces: dict[str, int] = {}
+
+    # -- errors ---------------------------------------------------------------------
+    def decode_revert(self, what: str, exc: Exception) -> TransactionReverted:
+        raw = _revert_data(exc)
+        abi = self._errors.get(raw[:4])
+        if abi is None:
+            return TransactionReverted(what, None, raw=raw)
+        from eth_abi import decode
+        types = [i["type"] for i in abi["inputs"]]
+        return TransactionReverted(what, abi["name"], tuple(decode(types, raw[4:])), raw)
+
+    def _guard(self, what, fn):
+        try:
+            return fn()
+        except (ContractCustomError, ContractLogicError) as e:
+            raise self.decode_revert(what, e) from None
+        except Exception as e:  # py-evm's TransactionFailed, or the node went away
+            if type(e).__name__ == "TransactionFailed":
+                raise self.decode_revert(what, e) from None
+            if isinstance(e, (ConnectionError, OSError)) or "Connection" in type(e).__name__:
+                check = getattr(self._closer, "check_alive", None)
+                if check:
+                    check()
+                raise ChainUnavailable(f"lost the connection to the {self.backend} chain during {what}: {e}",
+                                       "check that the node is still running") from None
+            raise
+
+    # -- transactions ---------------------------------------------------------------
+    def _send(self, what: str, tx: dict, sender: LocalAccount):
+        tx.setdefault("chainId", self.w3.eth.chain_id)
+        tx["nonce"] = self.w3.eth.get_transaction_count(sender.address, "pending")
+        if self.gas is not None:
+            tx.setdefault("gas", self.gas)
+        tx.setdefault("maxPriorityFeePerGas", 0)
+        tx.setdefault("maxFeePerGas", 2 * self.w3.eth.get_block("latest")["baseFeePerGas"] + 1)
+        signed = sender.sign_transaction(tx)
+        txh = self._guard(what, lambda: self.w3.eth.send_raw_transaction(signed.raw_transaction))
+        try:
+            receipt = self.w3.eth.wait_for_transaction_receipt(txh, timeout=RECEIPT_TIMEOUT_S)
+        except TimeExhausted:
+            raise ChainUnavailable(f"{what}: no receipt within {RECEIPT_TIMEOUT_S} s for 0x{txh.hex()}",
+                                   "the node is not mining; check it") from None
+        if receipt["status"] != 1:
+            # Replay on the parent state to recover the revert data (each tx is its own block
+            # on the local chains; on a public chain this is a best effort).
+            call = {k: tx[k] for k in ("to", "data", "value") if k in tx}
+            call["from"] = sender.address
+            self._guard(what, lambda: self.w3.eth.call(call, receipt["blockNumber"] - 1))
+            raise TransactionReverted(what, None)
+        self.gas_log.append((what, receipt["gasUsed"]))
+        return receipt
+
+    def deploy(self, name: str, *args, sender: LocalAccount | None = None, value: int = 0):
+        art = self.artifacts[name]
+        sender = sender or self.accounts[0]
+        factory = self.w3.eth.contract(abi=art.abi, bytecode=art.bytecode)
+        tx = factory.constructor(*args).build_transaction({"from": sender.address, "value": value,
+                                                            "gas": self.gas or 10_000_000, "nonce": 0,
+                                                            "maxFeePerGas": 0, "maxPriorityFeePerGas": 0})
+        tx = {k: tx[k] for k in ("data", "value", "gas")}
+        receipt = self._send(f"deploy {name}", tx, sender)
+        return self.w3.eth.contract(address=receipt["contractAddress"], abi=art.abi)
+
+    def transact(self, fn, sender: LocalAccount | None = None, value: int = 0):
+        """Send a contract function call (web3 ContractFunction) as a signed transaction."""
+        sender = sender or self.accounts[0]
+        what = f"{fn.fn_name}()"
+        tx = {"to": fn.address, "data": fn._encode_transaction_data(), "value": value}
+        return self._send(what, tx, sender)
+
+    def call(self, fn, sender: LocalAccount | None = None):
+        sender = sender or self.accounts[0]
+        return self._guard(f"{fn.fn_name}() call", lambda: fn.call({"from": sender.address, "gas": self.gas or 30_000_000}))
+
+    def close(self):
+        closer, self._closer = self._closer, None
+        if closer is not None:
+            closer.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
