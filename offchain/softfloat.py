@@ -318,3 +318,54 @@ def to_int32_trunc(a: int) -> int:
 
 def to_int32_rne(a: int) -> int:
     return _to_int32(a, rint(a))
+
+
+# -- the primitive table ------------------------------------------------------------------------
+# Opcode ids are part of the wire format (docs/NUMERICS.md, "Primitive table"): the one-step
+# executor in contracts/ uses the same numbers. Every operand and result is a uint32 word:
+# floats as their bits, int32 as two's complement, booleans as 0/1.
+def _i32(word: int) -> int:
+    return word - (1 << 32) if word & SIGN else word
+
+
+def _u32(i: int) -> int:
+    return i & 0xFFFFFFFF
+
+
+PRIMITIVES = {
+    # name: (opcode, arity, word-level function)
+    "add": (0, 2, add),
+    "sub": (1, 2, sub),
+    "mul": (2, 2, mul),
+    "fma": (3, 3, fma),
+    "div": (4, 2, div),
+    "sqrt": (5, 1, sqrt),
+    "neg": (6, 1, neg),
+    "abs": (7, 1, abs_),
+    "min": (8, 2, min_),
+    "max": (9, 2, max_),
+    "eq": (10, 2, lambda a, b: int(eq(a, b))),
+    "lt": (11, 2, lambda a, b: int(lt(a, b))),
+    "le": (12, 2, lambda a, b: int(le(a, b))),
+    "select": (13, 3, lambda c, a, b: select(c != 0, a, b)),
+    "rint": (14, 1, rint),
+    "floor": (15, 1, floor),
+    "trunc": (16, 1, trunc),
+    "ldexp": (17, 2, lambda a, n: ldexp(a, _i32(n))),
+    "from_int32": (18, 1, lambda i: from_int32(_i32(i))),
+    "to_int32_trunc": (19, 1, lambda a: _u32(to_int32_trunc(a))),
+    "to_int32_rne": (20, 1, lambda a: _u32(to_int32_rne(a))),
+    "copy": (21, 1, lambda a: a),  # data movement: the exact bits, NaN payload included
+}
+BY_OPCODE = {code: (name, arity, fn) for name, (code, arity, fn) in PRIMITIVES.items()}
+
+
+def apply(opcode: int, a: int, b: int = 0, c: int = 0) -> int:
+    """Execute one primitive on uint32 words, as the one-step executor does on chain."""
+    if opcode not in BY_OPCODE:
+        raise ValueError(f"unknown primitive opcode {opcode}; known: 0..{max(BY_OPCODE)}")
+    for w in (a, b, c):
+        if not 0 <= w <= 0xFFFFFFFF:
+            raise ValueError(f"operand {w} is not a uint32 word")
+    _, arity, fn = BY_OPCODE[opcode]
+    return fn(*(a, b, c)[:arity])

@@ -90,14 +90,19 @@ class Chain:
 
     # -- transactions ---------------------------------------------------------------
     def _send(self, what: str, tx: dict, sender: LocalAccount):
+        return self._guard(what, lambda: self._send_unguarded(what, tx, sender))
+
+    def _send_unguarded(self, what: str, tx: dict, sender: LocalAccount):
         tx.setdefault("chainId", self.w3.eth.chain_id)
         tx["nonce"] = self.w3.eth.get_transaction_count(sender.address, "pending")
         if self.gas is not None:
             tx.setdefault("gas", self.gas)
+        elif "gas" not in tx:  # a real node: estimate, with headroom
+            tx["gas"] = self.w3.eth.estimate_gas({**tx, "from": sender.address}) * 6 // 5
         tx.setdefault("maxPriorityFeePerGas", 0)
         tx.setdefault("maxFeePerGas", 2 * self.w3.eth.get_block("latest")["baseFeePerGas"] + 1)
         signed = sender.sign_transaction(tx)
-        txh = self._guard(what, lambda: self.w3.eth.send_raw_transaction(signed.raw_transaction))
+        txh = self.w3.eth.send_raw_transaction(signed.raw_transaction)
         try:
             receipt = self.w3.eth.wait_for_transaction_receipt(txh, timeout=RECEIPT_TIMEOUT_S)
         except TimeExhausted:
@@ -108,7 +113,7 @@ class Chain:
             # on the local chains; on a public chain this is a best effort).
             call = {k: tx[k] for k in ("to", "data", "value") if k in tx}
             call["from"] = sender.address
-            self._guard(what, lambda: self.w3.eth.call(call, receipt["blockNumber"] - 1))
+            self.w3.eth.call(call, receipt["blockNumber"] - 1)
             raise TransactionReverted(what, None)
         self.gas_log.append((what, receipt["gasUsed"]))
         return receipt
@@ -117,10 +122,8 @@ class Chain:
         art = self.artifacts[name]
         sender = sender or self.accounts[0]
         factory = self.w3.eth.contract(abi=art.abi, bytecode=art.bytecode)
-        tx = factory.constructor(*args).build_transaction({"from": sender.address, "value": value,
-                                                            "gas": self.gas or 10_000_000, "nonce": 0,
-                                                            "maxFeePerGas": 0, "maxPriorityFeePerGas": 0})
-        tx = {k: tx[k] for k in ("data", "value", "gas")}
+        # Encoded locally: building the transaction must not touch the node.
+        tx = {"data": factory.constructor(*args)._encode_data_in_transaction(), "value": value}
         receipt = self._send(f"deploy {name}", tx, sender)
         return self.w3.eth.contract(address=receipt["contractAddress"], abi=art.abi)
 

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {F32, Float32} from "./Float32.sol";
+
+/// @title Primitives: the binary32 primitive table of docs/NUMERICS.md, on uint32 words
+/// @notice Opcodes and word encodings are shared with offchain/softfloat.py PRIMITIVES:
+///         floats as bits, int32 as two's complement, booleans as 0/1.
+library Primitives {
+    using Float32 for F32;
+
+    uint256 internal constant COUNT = 22;
+
+    /// @notice The opcode is not in the primitive table.
+    error UnknownPrimitive(uint256 opcode);
+
+    function f(uint256 w) private pure returns (F32) {
+        return F32.wrap(uint32(w));
+    }
+
+    function w(F32 x) private pure returns (uint256) {
+        return F32.unwrap(x);
+    }
+
+    function i32(uint256 word) private pure returns (int256) {
+        return int256(int32(uint32(word)));
+    }
+
+    function u32(int256 i) private pure returns (uint256) {
+        return uint256(uint32(int32(i)));
+    }
+
+    function opAdd(uint256 a, uint256 b, uint256) private pure returns (uint256) { return Float32.addBits(a, b); }
+    function opSub(uint256 a, uint256 b, uint256) private pure returns (uint256) { return w(f(a).sub(f(b))); }
+    function opMul(uint256 a, uint256 b, uint256) private pure returns (uint256) { return w(f(a).mul(f(b))); }
+    function opFma(uint256 a, uint256 b, uint256 c) private pure returns (uint256) { return w(f(a).fma(f(b), f(c))); }
+    function opDiv(uint256 a, uint256 b, uint256) private pure returns (uint256) { return w(f(a).div(f(b))); }
+    function opSqrt(uint256 a, uint256, uint256) private pure returns (uint256) { return w(f(a).sqrt()); }
+    function opNeg(uint256 a, uint256, uint256) private pure returns (uint256) { return w(f(a).neg()); }
+    function opAbs(uint256 a, uint256, uint256) private pure returns (uint256) { return w(f(a).abs()); }
+    function opMin(uint256 a, uint256 b, uint256) private pure returns (uint256) { return w(f(a).min(f(b))); }
+    function opMax(uint256 a, uint256 b, uint256) private pure returns (uint256) { return w(f(a).max(f(b))); }
+    function opEq(uint256 a, uint256 b, uint256) private pure returns (uint256) { return f(a).eq(f(b)) ? 1 : 0; }
+    function opLt(uint256 a, uint256 b, uint256) private pure returns (uint256) { return f(a).lt(f(b)) ? 1 : 0; }
+    function opLe(uint256 a, uint256 b, uint256) private pure returns (uint256) { return f(a).le(f(b)) ? 1 : 0; }
+    function opSelect(uint256 c, uint256 a, uint256 b) private pure returns (uint256) { return w(Float32.select(c != 0, f(a), f(b))); }
+    function opRint(uint256 a, uint256, uint256) private pure returns (uint256) { return w(f(a).rint()); }
+    function opFloor(uint256 a, uint256, uint256) private pure returns (uint256) { return w(f(a).floor()); }
+    function opTrunc(uint256 a, uint256, uint256) private pure returns (uint256) { return w(f(a).trunc()); }
+    function opLdexp(uint256 a, uint256 n, uint256) private pure returns (uint256) { return w(f(a).ldexp(i32(n))); }
+    function opFromInt32(uint256 a, uint256, uint256) private pure returns (uint256) { return w(Float32.fromInt32(i32(a))); }
+    function opToInt32Trunc(uint256 a, uint256, uint256) private pure returns (uint256) { return u32(f(a).toInt32Trunc()); }
+    function opToInt32Rne(uint256 a, uint256, uint256) private pure returns (uint256) { return u32(f(a).toInt32Rne()); }
+    function opCopy(uint256 a, uint256, uint256) private pure returns (uint256) { return a; }
+
+    /// @notice The word function of an opcode (reverts UnknownPrimitive).
+    function fn(uint256 opcode) internal pure returns (function(uint256, uint256, uint256) pure returns (uint256)) {
+        if (opcode >= COUNT) revert UnknownPrimitive(opcode);
+        if (opcode < 11) {
+            if (opcode < 5) {
+                if (opcode == 0) return opAdd;
+                if (opcode == 1) return opSub;
+                if (opcode == 2) return opMul;
+                if (opcode == 3) return opFma;
+                return opDiv;
+            }
+            if (opcode == 5) return opSqrt;
+            if (opcode == 6) return opNeg;
+            if (opcode == 7) return opAbs;
+            if (opcode == 8) return opMin;
+            if (opcode == 9) return opMax;
+            return opEq;
+        }
+        if (opcode < 16) {
+            if (opcode == 11) return opLt;
+            if (opcode == 12) return opLe;
+            if (opcode == 13) return opSelect;
+            if (opcode == 14) return opRint;
+            return opFloor;
+        }
+        if (opcode == 16) return opTrunc;
+        if (opcode == 17) return opLdexp;
+        if (opcode == 18) return opFromInt32;
+        if (opcode == 19) return opToInt32Trunc;
+        if (opcode == 20) return opToInt32Rne;
+        return opCopy;
+    }
+
+    /// @notice Execute one primitive on uint32 words (operands must be < 2**32).
+    function exec(uint256 opcode, uint256 a, uint256 b, uint256 c) internal pure returns (uint256) {
+        if (a > 0xFFFFFFFF) revert Float32.NotBinary32(a);
+        if (b > 0xFFFFFFFF) revert Float32.NotBinary32(b);
+        if (c > 0xFFFFFFFF) revert Float32.NotBinary32(c);
+        return fn(opcode)(a, b, c);
+    }
+}
