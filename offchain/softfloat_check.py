@@ -1,0 +1,203 @@
+"""Differential checking of the binary32 primitives: operand generators (TestFloat-style
+edge set + random patterns) and an independent reference per primitive, taken from the
+hardware through numpy float32 (or exact rationals for fma, which numpy lacks).
+
+One table drives the CI tests, the soak command and the gas benchmark.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from . import softfloat as sf
+
+_EDGE_POSITIVE = [
+    0x00000000,              # +0
+    0x00000001, 0x00000002,  # smallest subnormals
+    0x00400000,              # mid subnormal
+    0x007FFFFF,              # largest subnormal
+    0x00800000, 0x00800001,  # smallest normals
+    0x01000000,
+    0x33800000, 0x34000000,  # 2^-24, 2^-23: half-ulp and ulp of 1
+    0x3EFFFFFF, 0x3F000000, 0x3F000001,  # around 0.5 (rint ties)
+    0x3F7FFFFF, 0x3F800000, 0x3F800001,  # 1 and neighbours
+    0x3FC00000, 0x40000000, 0x40200000, 0x40400000,  # 1.5, 2, 2.5, 3
+    0x4AFFFFFF, 0x4B000000, 0x4B000001, 0x4B7FFFFF, 0x4B800000,  # 2^23 .. 2^24 (integral limit)
+    0x4EFFFFFF, 0x4F000000, 0x4F000001,  # around 2^31 (int32 limit)
+    0x5F000000,
+    0x7E800000, 0x7F000000, 0x7F7FFFFE, 0x7F7FFFFF,  # overflow boundary
+    0x7F800000,              # +inf
+    0x7FC00000, 0x7F800001, 0x7FFFFFFF,  # NaNs (quiet, signalling, max payload)
+]
+EDGE = sorted({x | s for x in _EDGE_POSITIVE for s in (0, 0x80000000)})
+
+
+def _f(u):
+    return np.asarray(u, dtype=np.uint32).view(np.float32)
+
+
+def _u(f):
+    return np.asarray(f, dtype=np.float32).view(np.uint32)
+
+
+def _i32(u):
+    return np.asarray(u, dtype=np.uint32).view(np.int32)
+
+
+def _exact_round(x: Fraction) -> int:
+    """Round a rational to binary32 independently of softfloat.round_pack: find the
+    binade by comparison, round the scaled value with Python's ties-to-even round(),
+    and let numpy place the (exactly representable) result."""
+    if x == 0:
+        return 0
+    sign = 0x80000000 if x < 0 else 0
+    ax = abs(x)
+    e = ax.numerator.bit_length() - ax.denominator.bit_length()
+    while Fraction(2) ** e > ax:
+        e -= 1
+    while Fraction(2) ** (e + 1) <= ax:
+        e += 1
+    lsb = max(e - 23, -149)
+    q = round(ax / Fraction(2) ** lsb)
+    with np.errstate(over="ignore"):
+        return int(_u(np.float32(float(q) * 2.0 ** lsb))) | sign if q * Fraction(2) ** lsb < Fraction(2) ** 128 else 0x7F800000 | sign
+
+
+def _fraction(u: int) -> Fraction:
+    s, m, e = sf.unpack(u)
+    v = Fraction(m) * Fraction(2) ** e
+    return -v if s else v
+
+
+def fma_exact(a: int, b: int, c: int) -> int:
+    """fma from exact rationals; specials from the IEEE rules via numpy's a*b+c on the
+    non-finite cases, zero signs as IEEE 754 §6.3 states them."""
+    fa, fb, fc = (float(_f(x)) for x in (a, b, c))
+    if not all(np.isfinite([fa, fb, fc])):
+        with np.errstate(all="ignore"):
+            return int(_u(np.float32(fa * fb + fc)))  # no rounding happens: inf/NaN only
+    x = _fraction(a) * _fraction(b) + _fraction(c)
+    if x == 0:
+        psign = (a ^ b) >> 31
+        both_zero = (sf.is_zero(a) or sf.is_zero(b)) and sf.is_zero(c)
+        return 0x80000000 if (both_zero and psign and c >> 31) else 0
+    return _exact_round(x)
+
+
+def _binary(npop):
+    def ref(a, b, c):
+        with np.errstate(all="ignore"):
+            return _u(npop(_f(a), _f(b)))
+    return ref
+
+
+def _unary(npop):
+    def ref(a, b, c):
+        with np.errstate(all="ignore"):
+            return _u(npop(_f(a)))
+    return ref
+
+
+def _minmax(npop, both_zero_bits):
+    # Hardware max/min disagree on signed zeros (numpy's vector and scalar paths, torch's
+    # SIMD lanes and tail); the spec fixes IEEE 754-2019 maximum/minimum on those lanes.
+    def ref(a, b, c):
+        a, b = np.asarray(a, np.uint32), np.asarray(b, np.uint32)
+        hw = _u(npop(_f(a), _f(b)))
+        both_zero = ((a & 0x7FFFFFFF) == 0) & ((b & 0x7FFFFFFF) == 0)
+        return np.where(both_zero, both_zero_bits(a, b), hw).astype(np.uint32)
+    return ref
+
+
+def _compare(npop):
+    def ref(a, b, c):
+        return npop(_f(a), _f(b)).astype(np.uint32)
+    return ref
+
+
+def _to_int32(npround):
+    # x86 cvt gives INT32_MIN for NaN and out-of-range; the spec saturates (NaN -> 0).
+    def ref(a, b, c):
+        with np.errstate(all="ignore"):
+            r = npround(_f(a)).astype(np.float64)
+        out = np.where(np.isnan(r), 0, np.clip(np.nan_to_num(r, posinf=2**31, neginf=-2**31), -2**31, 2**31 - 1))
+        return out.astype(np.int64).astype(np.uint32)
+    return ref
+
+
+def _fma_ref(a, b, c):
+    return np.array([fma_exact(int(x), int(y), int(z)) for x, y, z in zip(a, b, c)], dtype=np.uint32)
+
+
+REFERENCE = {
+    "add": _binary(np.add),
+    "sub": _binary(np.subtract),
+    "mul": _binary(np.multiply),
+    "fma": _fma_ref,
+    "div": _binary(np.divide),
+    "sqrt": _unary(np.sqrt),
+    "neg": _unary(np.negative),
+    "abs": _unary(np.abs),
+    "min": _minmax(np.minimum, lambda a, b: a | b),
+    "max": _minmax(np.maximum, lambda a, b: a & b),
+    "eq": _compare(np.equal),
+    "lt": _compare(np.less),
+    "le": _compare(np.less_equal),
+    "select": lambda c, a, b: np.where(np.asarray(c) != 0, np.asarray(a, np.uint32), np.asarray(b, np.uint32)),
+    "rint": _unary(np.rint),
+    "floor": _unary(np.floor),
+    "trunc": _unary(np.trunc),
+    "ldexp": lambda a, n, c: _u(np.ldexp(_f(a), _i32(n))),
+    "from_int32": lambda a, b, c: _u(_i32(a).astype(np.float32)),
+    "to_int32_trunc": _to_int32(np.trunc),
+    "to_int32_rne": _to_int32(np.rint),
+    "copy": lambda a, b, c: np.asarray(a, np.uint32),
+}
+assert set(REFERENCE) == set(sf.PRIMITIVES), "every primitive needs a reference"
+INT_RESULT = {"eq", "lt", "le", "to_int32_trunc", "to_int32_rne"}
+
+
+def operands(name: str, n: int, rng: np.random.Generator, edges: bool = True):
+    """(a, b, c) uint32 arrays: the edge cross product (when edges) then random patterns,
+    half of them with exponents matched so additions interact and cancel."""
+    arity = sf.PRIMITIVES[name][1]
+    cols = []
+    if edges:
+        e = np.array(EDGE, dtype=np.uint32)
+        grids = np.meshgrid(*([e] * min(arity, 2)), indexing="ij")
+        cols = [g.ravel() for g in grids]
+        if arity == 3:  # edge pairs against a random third operand
+            cols.append(rng.integers(0, 2**32, cols[0].size, dtype=np.uint64).astype(np.uint32))
+    r = [rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32) for _ in range(3)]
+    half = np.arange(n) % 2 == 1
+    if name == "fma":  # c near a*b's exponent: the interesting cancellations
+        ea, eb = (r[0] >> 23) & 0xFF, (r[1] >> 23) & 0xFF
+        ec = (ea.astype(np.int64) + eb - 127 + rng.integers(-30, 30, n)).clip(0, 254).astype(np.uint32)
+        r[2] = np.where(half, (r[2] & 0x807FFFFF) | (ec << 23), r[2])
+    else:
+        r[1] = np.where(half, (r[1] & 0x807FFFFF) | (r[0] & 0x7F800000), r[1])
+    if name == "ldexp":
+        r[1] = rng.integers(-320, 320, n).astype(np.int32).view(np.uint32)
+    if name == "select":
+        r[0] = rng.integers(0, 2, n, dtype=np.uint32)
+    out = []
+    for i in range(3):
+        parts = ([cols[i]] if i < len(cols) else [np.zeros(cols[0].size, np.uint32)] if cols else []) + [r[i]]
+        out.append(np.concatenate(parts).astype(np.uint32))
+    return tuple(out)
+
+
+def mismatches(name: str, got, want):
+    """Mask of disagreeing lanes; two NaN results agree (the soft-float's is canonical)."""
+    got, want = np.asarray(got, np.uint32), np.asarray(want, np.uint32)
+    if name in INT_RESULT:
+        return got != want
+    both_nan = np.isnan(_f(got)) & np.isnan(_f(want))
+    return (got != want) & ~both_nan
+
+
+def softfloat_results(name: str, a, b, c) -> np.ndarray:
+    _, arity, fn = sf.PRIMITIVES[name]
+    args = [x.tolist() for x in (a, b, c)[:arity]]
+    return np.fromiter((fn(*t) for t in zip(*args)), dtype=np.uint32, count=len(a))
