@@ -201,3 +201,36 @@ def softfloat_results(name: str, a, b, c) -> np.ndarray:
     _, arity, fn = sf.PRIMITIVES[name]
     args = [x.tolist() for x in (a, b, c)[:arity]]
     return np.fromiter((fn(*t) for t in zip(*args)), dtype=np.uint32, count=len(a))
+
+
+# -- vectors for the Solidity tests ----------------------------------------------------------
+VECTOR_FORMAT = "records of 5 big-endian uint32: opcode, a, b, c, result (Python soft-float)"
+
+
+def make_vectors(per_op: int = 150, seed: int = 2026) -> bytes:
+    """Half edge-set combinations, half random patterns, per primitive."""
+    rng = np.random.default_rng(seed)
+    out = bytearray()
+    for name in sorted(sf.PRIMITIVES, key=lambda k: sf.PRIMITIVES[k][0]):
+        code, arity, _ = sf.PRIMITIVES[name]
+        a, b, c = operands(name, per_op // 2, rng)
+        n_edge = len(a) - per_op // 2
+        k = min(n_edge, per_op - per_op // 2)
+        pick = np.concatenate([rng.choice(n_edge, k, replace=False), np.arange(n_edge, len(a))])
+        a, b, c = a[pick], b[pick], c[pick]
+        r = softfloat_results(name, a, b, c)
+        for rec in zip([code] * len(a), a.tolist(), b.tolist(), c.tolist(), r.tolist()):
+            out += b"".join(int(v).to_bytes(4, "big") for v in rec)
+    return bytes(out)
+
+
+def vectors_json(per_op: int = 150, seed: int = 2026) -> str:
+    import json
+    blob = make_vectors(per_op, seed)
+    return json.dumps({"format": VECTOR_FORMAT, "count": len(blob) // 20, "per_op": per_op, "seed": seed,
+                       "vectors": "0x" + blob.hex()}, indent=1) + "\n"
+
+
+if __name__ == "__main__":  # python -m offchain.softfloat_check > tests/vectors/float32.json
+    import sys
+    sys.stdout.write(vectors_json())

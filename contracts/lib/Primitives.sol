@@ -14,11 +14,11 @@ library Primitives {
     /// @notice The opcode is not in the primitive table.
     error UnknownPrimitive(uint256 opcode);
 
-    function f(uint256 w) private pure returns (F32) {
-        return F32.wrap(uint32(w));
+    function fl(uint256 word) private pure returns (F32) {
+        return F32.wrap(uint32(word));
     }
 
-    function w(F32 x) private pure returns (uint256) {
+    function wd(F32 x) private pure returns (uint256) {
         return F32.unwrap(x);
     }
 
@@ -31,26 +31,26 @@ library Primitives {
     }
 
     function opAdd(uint256 a, uint256 b, uint256) private pure returns (uint256) { return Float32.addBits(a, b); }
-    function opSub(uint256 a, uint256 b, uint256) private pure returns (uint256) { return w(f(a).sub(f(b))); }
-    function opMul(uint256 a, uint256 b, uint256) private pure returns (uint256) { return w(f(a).mul(f(b))); }
-    function opFma(uint256 a, uint256 b, uint256 c) private pure returns (uint256) { return w(f(a).fma(f(b), f(c))); }
-    function opDiv(uint256 a, uint256 b, uint256) private pure returns (uint256) { return w(f(a).div(f(b))); }
-    function opSqrt(uint256 a, uint256, uint256) private pure returns (uint256) { return w(f(a).sqrt()); }
-    function opNeg(uint256 a, uint256, uint256) private pure returns (uint256) { return w(f(a).neg()); }
-    function opAbs(uint256 a, uint256, uint256) private pure returns (uint256) { return w(f(a).abs()); }
-    function opMin(uint256 a, uint256 b, uint256) private pure returns (uint256) { return w(f(a).min(f(b))); }
-    function opMax(uint256 a, uint256 b, uint256) private pure returns (uint256) { return w(f(a).max(f(b))); }
-    function opEq(uint256 a, uint256 b, uint256) private pure returns (uint256) { return f(a).eq(f(b)) ? 1 : 0; }
-    function opLt(uint256 a, uint256 b, uint256) private pure returns (uint256) { return f(a).lt(f(b)) ? 1 : 0; }
-    function opLe(uint256 a, uint256 b, uint256) private pure returns (uint256) { return f(a).le(f(b)) ? 1 : 0; }
-    function opSelect(uint256 c, uint256 a, uint256 b) private pure returns (uint256) { return w(Float32.select(c != 0, f(a), f(b))); }
-    function opRint(uint256 a, uint256, uint256) private pure returns (uint256) { return w(f(a).rint()); }
-    function opFloor(uint256 a, uint256, uint256) private pure returns (uint256) { return w(f(a).floor()); }
-    function opTrunc(uint256 a, uint256, uint256) private pure returns (uint256) { return w(f(a).trunc()); }
-    function opLdexp(uint256 a, uint256 n, uint256) private pure returns (uint256) { return w(f(a).ldexp(i32(n))); }
-    function opFromInt32(uint256 a, uint256, uint256) private pure returns (uint256) { return w(Float32.fromInt32(i32(a))); }
-    function opToInt32Trunc(uint256 a, uint256, uint256) private pure returns (uint256) { return u32(f(a).toInt32Trunc()); }
-    function opToInt32Rne(uint256 a, uint256, uint256) private pure returns (uint256) { return u32(f(a).toInt32Rne()); }
+    function opSub(uint256 a, uint256 b, uint256) private pure returns (uint256) { return wd(fl(a).sub(fl(b))); }
+    function opMul(uint256 a, uint256 b, uint256) private pure returns (uint256) { return wd(fl(a).mul(fl(b))); }
+    function opFma(uint256 a, uint256 b, uint256 c) private pure returns (uint256) { return wd(fl(a).fma(fl(b), fl(c))); }
+    function opDiv(uint256 a, uint256 b, uint256) private pure returns (uint256) { return wd(fl(a).div(fl(b))); }
+    function opSqrt(uint256 a, uint256, uint256) private pure returns (uint256) { return wd(fl(a).sqrt()); }
+    function opNeg(uint256 a, uint256, uint256) private pure returns (uint256) { return wd(fl(a).neg()); }
+    function opAbs(uint256 a, uint256, uint256) private pure returns (uint256) { return wd(fl(a).abs()); }
+    function opMin(uint256 a, uint256 b, uint256) private pure returns (uint256) { return wd(fl(a).min(fl(b))); }
+    function opMax(uint256 a, uint256 b, uint256) private pure returns (uint256) { return wd(fl(a).max(fl(b))); }
+    function opEq(uint256 a, uint256 b, uint256) private pure returns (uint256) { return fl(a).eq(fl(b)) ? 1 : 0; }
+    function opLt(uint256 a, uint256 b, uint256) private pure returns (uint256) { return fl(a).lt(fl(b)) ? 1 : 0; }
+    function opLe(uint256 a, uint256 b, uint256) private pure returns (uint256) { return fl(a).le(fl(b)) ? 1 : 0; }
+    function opSelect(uint256 c, uint256 a, uint256 b) private pure returns (uint256) { return wd(Float32.select(c != 0, fl(a), fl(b))); }
+    function opRint(uint256 a, uint256, uint256) private pure returns (uint256) { return wd(fl(a).rint()); }
+    function opFloor(uint256 a, uint256, uint256) private pure returns (uint256) { return wd(fl(a).floor()); }
+    function opTrunc(uint256 a, uint256, uint256) private pure returns (uint256) { return wd(fl(a).trunc()); }
+    function opLdexp(uint256 a, uint256 n, uint256) private pure returns (uint256) { return wd(fl(a).ldexp(i32(n))); }
+    function opFromInt32(uint256 a, uint256, uint256) private pure returns (uint256) { return wd(Float32.fromInt32(i32(a))); }
+    function opToInt32Trunc(uint256 a, uint256, uint256) private pure returns (uint256) { return u32(fl(a).toInt32Trunc()); }
+    function opToInt32Rne(uint256 a, uint256, uint256) private pure returns (uint256) { return u32(fl(a).toInt32Rne()); }
     function opCopy(uint256 a, uint256, uint256) private pure returns (uint256) { return a; }
 
     /// @notice The word function of an opcode (reverts UnknownPrimitive).

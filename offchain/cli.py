@@ -1,0 +1,115 @@
+"""`verde` command line. `verde demo` is README command 1: today it shows what exists
+(contracts compiled and deployed, the on-chain referee arithmetic agreeing bit for bit
+with the off-chain one); it grows into the full delegated-training job."""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+from .chain import ChainError
+
+console = Console()
+
+
+def _step(msg: str):
+    console.print(f"[bold cyan]==>[/] {msg}")
+
+
+def cmd_compile(args) -> int:
+    from .chain import compile_contracts
+    t = time.time()
+    arts = compile_contracts(use_cache=not args.force)
+    console.print(f"compiled {len(arts)} contracts in {time.time() - t:.1f} s: {', '.join(sorted(arts))}")
+    return 0
+
+
+def cmd_node(args) -> int:
+    """Run an Anvil node in the foreground (for ape or agents to connect to)."""
+    from .chain import AnvilProcess
+    with AnvilProcess(port=args.port) as node:
+        console.print(f"Anvil listening on {node.url} (chain id 31337); Ctrl-C stops it")
+        try:
+            while node.proc.poll() is None:
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        node.check_alive()
+    return 0
+
+
+def cmd_demo(args) -> int:
+    import numpy as np
+
+    from . import softfloat as sf
+    from . import softfloat_check as chk
+    from .chain import compile_contracts, connect
+
+    t0 = time.time()
+    _step("compiling contracts/ (solcjs through py-solc-x standard JSON; cached by source hash)")
+    arts = compile_contracts()
+    console.print(f"    {len(arts)} contracts: {', '.join(sorted(arts))}")
+
+    _step(f"connecting to the {args.chain} chain")
+    with connect(args.chain, arts) as chain:
+        console.print(f"    chain id {chain.w3.eth.chain_id}, {len(chain.accounts)} funded accounts, "
+                      f"block {chain.w3.eth.block_number}")
+        _step("deploying the binary32 referee arithmetic (Float32.sol via the Primitives table)")
+        harness = chain.deploy("Float32Harness")
+        console.print(f"    Float32Harness at {harness.address} ({chain.gas_log[-1][1]:,} gas)")
+
+        _step(f"checking every primitive on chain against the Python soft-float "
+              f"({args.vectors} vectors each: edge cases + random bit patterns)")
+        rng = np.random.default_rng(args.seed)
+        table = Table("primitive", "opcode", "vectors", "mismatches", "gas median", "gas max")
+        failures = 0
+        for name, (code, arity, _) in sorted(sf.PRIMITIVES.items(), key=lambda kv: kv[1][0]):
+            a, b, c = chk.operands(name, args.vectors, rng)
+            pick = rng.choice(len(a), args.vectors, replace=False)
+            a, b, c = a[pick], b[pick], c[pick]
+            want = chk.softfloat_results(name, a, b, c)
+            got, gas = chain.call(harness.functions.run(code, a.tolist(), b.tolist(), c.tolist()))
+            bad = int((np.array(got, dtype=np.uint32) != want).sum())
+            failures += bad
+            table.add_row(name, str(code), str(len(a)), ("[red]" if bad else "[green]") + str(bad),
+                          f"{statistics.median(gas):,.0f}", f"{max(gas):,}")
+        console.print(table)
+
+    _step("not built yet: RepOps kernels, traced training, the dispute game, trainer agents "
+          "(see `issues`); this command grows into the full delegated-training job")
+    verdict = "[green]OK[/]" if failures == 0 else f"[red]{failures} MISMATCHES[/]"
+    console.print(f"done in {time.time() - t0:.1f} s: on-chain soft-float vs off-chain soft-float {verdict}")
+    return 0 if failures == 0 else 1
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="verde", description="Verifiable delegated training (Verde + RepOps)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("demo", help="the main job, end to end on the embedded defaults")
+    d.add_argument("--chain", default="embedded", help="embedded (default) | anvil | anvil:PORT | rpc:URL")
+    d.add_argument("--vectors", type=int, default=40, help="vectors per primitive (default 40)")
+    d.add_argument("--seed", type=int, default=0)
+    d.set_defaults(fn=cmd_demo)
+    c = sub.add_parser("compile", help="compile contracts/ (cached)")
+    c.add_argument("--force", action="store_true", help="ignore the artifact cache")
+    c.set_defaults(fn=cmd_compile)
+    n = sub.add_parser("node", help="run an Anvil node in the foreground")
+    n.add_argument("--port", type=int, default=8545)
+    n.set_defaults(fn=cmd_node)
+    args = p.parse_args(argv)
+    try:
+        return args.fn(args)
+    except ChainError as e:
+        console.print(f"[red]error:[/] {e}")
+        return 2
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/]")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
