@@ -131,8 +131,8 @@ def fma_round_to_odd(a, b, c):
     TwoSum gives the addition's error; when inexact, the binary64 sum is moved one ulp
     toward the exact value if its last bit is even (round-to-odd), and the final rounding
     to binary32 is then correct (53 >= 24 + 2). Specials fall out of binary64 arithmetic."""
-    x, y, z = (_f(v).astype(np.float64) for v in (a, b, c))
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):  # casting signalling NaNs sets the invalid flag
+        x, y, z = (_f(v).astype(np.float64) for v in (a, b, c))
         p = x * y
         s = p + z
         bb = s - p

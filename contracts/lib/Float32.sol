@@ -47,12 +47,13 @@ library Float32 {
         return (a & 0x7FFFFFFF) == 0;
     }
 
-    /// @dev |a| == m * 2**e exactly, for finite a.
+    /// @dev |a| == m * 2**e exactly, for finite a. Branchless: a subnormal (or zero) has
+    ///      no hidden bit and the exponent of the smallest normal.
     function unpack(uint256 a) internal pure returns (uint256 m, int256 e) {
-        unchecked {
-            uint256 ex = (a >> 23) & 0xFF;
-            if (ex == 0) return (a & FRAC_MASK, EMIN_LSB);
-            return ((a & FRAC_MASK) | HIDDEN, int256(ex) - 150);
+        assembly {
+            let ex := and(shr(23, a), 0xff)
+            m := or(and(a, 0x7fffff), shl(23, iszero(iszero(ex))))
+            e := sub(add(ex, iszero(ex)), 150)
         }
     }
 
@@ -85,35 +86,46 @@ library Float32 {
 
     // -- the one rounding point ------------------------------------------------------------
     /// @dev Round (-1)**sign * m * 2**e to binary32, nearest-even. m may carry a sticky
-    ///      bit in its lsb provided it has >= 26 significant bits.
+    ///      bit in its lsb provided it has >= 26 significant bits. m < 2**255.
     function roundPack(uint256 sign, uint256 m, int256 e) internal pure returns (uint256) {
-        unchecked {
-            if (m == 0) return sign << 31;
-            uint256 n = bitLength(m);
-            int256 lsb = e + int256(n) - 24;
-            if (lsb < EMIN_LSB) lsb = EMIN_LSB;
-            uint256 q;
-            if (lsb > e) {
-                uint256 shift = uint256(lsb - e);
-                if (shift > n) {
-                    q = 0;
-                } else {
-                    q = m >> shift;
-                    uint256 rem = m & ((1 << shift) - 1);
-                    uint256 half = 1 << (shift - 1);
-                    if (rem > half || (rem == half && (q & 1) == 1)) q += 1;
+        return roundPackN(sign, m, e, bitLength(m));
+    }
+
+    /// @dev roundPack for a caller that knows n == bitLength(m) (the fast paths know it
+    ///      from one comparison; the general bit length costs ~200 gas).
+    function roundPackN(uint256 sign, uint256 m, int256 e, uint256 n) internal pure returns (uint256 r) {
+        assembly {
+            r := shl(31, sign)
+            if m {
+                // lsb: exponent of the result's last kept bit (never below the subnormal lsb)
+                let lsb := sub(add(e, n), 24)
+                if slt(lsb, sub(0, 149)) { lsb := sub(0, 149) }
+                let q
+                switch sgt(lsb, e)
+                case 1 {
+                    let shift := sub(lsb, e)
+                    if iszero(gt(shift, n)) {
+                        q := shr(shift, m)
+                        let rem := and(m, sub(shl(shift, 1), 1))
+                        let half := shl(sub(shift, 1), 1)
+                        q := add(q, or(gt(rem, half), and(eq(rem, half), and(q, 1))))
+                    }
                 }
-            } else {
-                q = m << uint256(e - lsb);
+                default { q := shl(sub(e, lsb), m) }
+                if eq(q, 0x1000000) {
+                    // rounding carried into a new binade
+                    q := 0x800000
+                    lsb := add(lsb, 1)
+                }
+                switch lt(q, 0x800000)
+                case 1 { r := or(r, q) } // subnormal, or rounded to zero
+                default {
+                    let biased := add(lsb, 150)
+                    switch sgt(biased, 254)
+                    case 1 { r := or(r, 0x7f800000) }
+                    default { r := or(r, or(shl(23, biased), and(q, 0x7fffff))) }
+                }
             }
-            if (q == 1 << 24) {
-                q >>= 1;
-                lsb += 1;
-            }
-            if (q < HIDDEN) return (sign << 31) | q;
-            int256 biased = lsb + 150;
-            if (biased >= 0xFF) return (sign << 31) | POS_INF;
-            return (sign << 31) | (uint256(biased) << 23) | (q & FRAC_MASK);
         }
     }
 
@@ -125,28 +137,57 @@ library Float32 {
         pure
         returns (uint256)
     {
-        unchecked {
-            if (mx == 0) return my == 0 ? zeroSign << 31 : roundPack(sy, my, ey);
-            if (my == 0) return roundPack(sx, mx, ex);
+        uint256 s;
+        uint256 m;
+        int256 e;
+        assembly {
             // Order so that x has the larger lsb exponent.
-            if (ex < ey) (sx, mx, ex, sy, my, ey) = (sy, my, ey, sx, mx, ex);
-            uint256 d = uint256(ex - ey);
-            uint256 big;
-            uint256 small;
-            int256 e;
-            if (d <= 100) {
-                (big, small, e) = (mx << d, my, ey);          // exact: < 2**150
-            } else {
-                // SAFETY: my < 2**49 lies more than 2**51 units below mx's lsb; as one
-                // sticky unit under mx << 80 it cannot move the result across a rounding
-                // boundary (those are >= 2**56 units apart here).
-                (big, small, e) = (mx << 80, 1, ex - 80);
+            if slt(ex, ey) {
+                let t := sx
+                sx := sy
+                sy := t
+                t := mx
+                mx := my
+                my := t
+                t := ex
+                ex := ey
+                ey := t
             }
-            if (sx == sy) return roundPack(sx, big + small, e);
-            if (big > small) return roundPack(sx, big - small, e);
-            if (small > big) return roundPack(sy, small - big, e);
-            return zeroSign << 31;                            // exact cancellation: +0
+            let d := sub(ex, ey)
+            let big := shl(d, mx)
+            e := ey
+            if gt(d, 100) {
+                // SAFETY: with mx != 0, my < 2**49 lies more than 2**51 units below mx's
+                // lsb; as one sticky unit under mx << 80 it cannot move the result across
+                // a rounding boundary (those are >= 2**56 units apart here). With mx == 0
+                // the sum is exactly y, so y must not be collapsed.
+                switch iszero(mx)
+                case 1 { big := 0 }
+                default {
+                    big := shl(80, mx)
+                    my := iszero(iszero(my))
+                    e := sub(ex, 80)
+                }
+            }
+            switch eq(sx, sy)
+            case 1 {
+                s := sx
+                m := add(big, my)
+            }
+            default {
+                switch gt(big, my)
+                case 1 {
+                    s := sx
+                    m := sub(big, my)
+                }
+                default {
+                    s := sy
+                    m := sub(my, big)
+                }
+            }
+            if iszero(m) { s := zeroSign } // exact zero: +0 unless both addends were -0
         }
+        return roundPack(s, m, e);
     }
 
     // -- arithmetic --------------------------------------------------------------------------
@@ -154,17 +195,84 @@ library Float32 {
         return F32.wrap(uint32(addBits(F32.unwrap(fa), F32.unwrap(fb))));
     }
 
-    function addBits(uint256 a, uint256 b) internal pure returns (uint256) {
-        unchecked {
-            if (isNaN(a) || isNaN(b)) return CANONICAL_NAN;
-            if (isInf(a) || isInf(b)) {
-                if (isInf(a) && isInf(b) && (a ^ b) >= SIGN) return CANONICAL_NAN;
-                return isInf(a) ? a : b;
-            }
-            (uint256 ma, int256 ea) = unpack(a);
-            (uint256 mb, int256 eb) = unpack(b);
-            return sumPack(a >> 31, ma, ea, b >> 31, mb, eb, (a & b) >> 31);
+    /// @dev True when the exponent field of a or of b is all ones (inf or NaN).
+    function anySpecial(uint256 a, uint256 b) private pure returns (bool r) {
+        assembly {
+            r := or(eq(and(a, 0x7f800000), 0x7f800000), eq(and(b, 0x7f800000), 0x7f800000))
         }
+    }
+
+    function addBits(uint256 a, uint256 b) internal pure returns (uint256) {
+        if (anySpecial(a, b)) {
+            if (isNaN(a) || isNaN(b)) return CANONICAL_NAN;
+            if (isInf(a) && isInf(b) && (a ^ b) >= SIGN) return CANONICAL_NAN;
+            return isInf(a) ? a : b;
+        }
+        uint256 s;
+        uint256 m;
+        int256 e;
+        uint256 n;
+        assembly {
+            // unpack both (branchless; zeros and subnormals included)
+            let xa := and(shr(23, a), 0xff)
+            let ma := or(and(a, 0x7fffff), shl(23, iszero(iszero(xa))))
+            xa := add(xa, iszero(xa))
+            let xb := and(shr(23, b), 0xff)
+            let mb := or(and(b, 0x7fffff), shl(23, iszero(iszero(xb))))
+            xb := add(xb, iszero(xb))
+            let sa := shr(31, a)
+            let sb := shr(31, b)
+            if lt(xa, xb) {
+                let t := xa
+                xa := xb
+                xb := t
+                t := ma
+                ma := mb
+                mb := t
+                t := sa
+                sa := sb
+                sb := t
+            }
+            // x at bit 40; y aligned below it, bits shifted out folded into a sticky lsb.
+            // SAFETY: when d > 40, x is normal, the sum has >= 63 bits and rounding drops
+            // >= 39 of them, so the sticky lsb only breaks ties the right way.
+            let d := sub(xa, xb)
+            let big := shl(40, ma)
+            let small
+            switch gt(d, 40)
+            case 0 { small := shl(sub(40, d), mb) }
+            default {
+                switch gt(d, 64)
+                case 1 { small := iszero(iszero(mb)) }
+                default {
+                    let k := sub(d, 40)
+                    small := or(shr(k, mb), iszero(iszero(and(mb, sub(shl(k, 1), 1)))))
+                }
+            }
+            e := sub(xa, 190)
+            switch eq(sa, sb)
+            case 1 {
+                s := sa
+                m := add(big, small)
+            }
+            default {
+                switch gt(big, small)
+                case 1 {
+                    s := sa
+                    m := sub(big, small)
+                }
+                default {
+                    s := sb
+                    m := sub(small, big)
+                }
+            }
+            if iszero(m) { s := and(sa, sb) } // exact zero: +0 unless both were -0
+            // bit length: one comparison unless the sum cancelled (or is subnormal)
+            switch gt(m, 0x7fffffffffffffff)
+            case 1 { n := add(64, gt(m, 0xffffffffffffffff)) }
+            default { if gt(m, 0x3fffffffffffffff) { n := 63 } }
+        }
+        return n == 0 ? roundPack(s, m, e) : roundPackN(s, m, e, n);
     }
 
     function sub(F32 a, F32 b) internal pure returns (F32) {
@@ -177,15 +285,18 @@ library Float32 {
         unchecked {
             uint256 a = F32.unwrap(fa);
             uint256 b = F32.unwrap(fb);
-            if (isNaN(a) || isNaN(b)) return F32.wrap(uint32(CANONICAL_NAN));
             uint256 sign = (a ^ b) >> 31;
-            if (isInf(a) || isInf(b)) {
+            if (anySpecial(a, b)) {
+                if (isNaN(a) || isNaN(b)) return F32.wrap(uint32(CANONICAL_NAN));
                 if (isZero(a) || isZero(b)) return F32.wrap(uint32(CANONICAL_NAN));
                 return F32.wrap(uint32((sign << 31) | POS_INF));
             }
             (uint256 ma, int256 ea) = unpack(a);
             (uint256 mb, int256 eb) = unpack(b);
-            return F32.wrap(uint32(roundPack(sign, ma * mb, ea + eb)));
+            uint256 m = ma * mb;
+            // both normal: m in [2**46, 2**48), so its bit length is one comparison away
+            if (m >= 1 << 46) return F32.wrap(uint32(roundPackN(sign, m, ea + eb, 47 + (m >> 47))));
+            return F32.wrap(uint32(roundPack(sign, m, ea + eb)));
         }
     }
 
@@ -226,7 +337,8 @@ library Float32 {
             uint256 num = ma << 28;
             uint256 q = num / mb;
             uint256 sticky = num - q * mb == 0 ? 0 : 1;
-            return F32.wrap(uint32(roundPack(sign, (q << 1) | sticky, ea - eb - 29)));
+            uint256 m = (q << 1) | sticky; // 29 or 30 bits
+            return F32.wrap(uint32(roundPackN(sign, m, ea - eb - 29, 29 + (m >> 29))));
         }
     }
 
@@ -243,25 +355,22 @@ library Float32 {
             uint256 x = m << k;
             uint256 r = isqrt(x);
             uint256 sticky = r * r == x ? 0 : 1;
-            return F32.wrap(uint32(roundPack(0, (r << 1) | sticky, (e - int256(k)) / 2 - 1)));
+            uint256 rm = (r << 1) | sticky; // 28 or 29 bits
+            return F32.wrap(uint32(roundPackN(0, rm, (e - int256(k)) / 2 - 1, 28 + (rm >> 28))));
         }
     }
 
-    /// @dev floor(sqrt(x)) for 2**53 <= x < 2**56, by Newton's method from above.
+    /// @dev floor(sqrt(x)) for 2**53 <= x < 2**55. The first Newton step from 2**27 is
+    ///      the tangent of sqrt at 2**54: at most 6.1% high (AM-GM: never low); three more
+    ///      steps bring the error below 2e-12 relative (< 1 unit). Integer Newton from
+    ///      above never goes below the floor, so r is floor or floor + 1; r*r > x tells.
     function isqrt(uint256 x) internal pure returns (uint256 r) {
-        unchecked {
-            r = 1 << 28; // >= sqrt(2**56) > sqrt(x): the iteration decreases monotonically
-            r = (r + x / r) >> 1;
-            r = (r + x / r) >> 1;
-            r = (r + x / r) >> 1;
-            r = (r + x / r) >> 1;
-            r = (r + x / r) >> 1;
-            r = (r + x / r) >> 1;
-            uint256 next = (r + x / r) >> 1;
-            while (next < r) {
-                r = next;
-                next = (r + x / r) >> 1;
-            }
+        assembly {
+            r := add(0x4000000, shr(28, x))
+            r := shr(1, add(r, div(x, r)))
+            r := shr(1, add(r, div(x, r)))
+            r := shr(1, add(r, div(x, r)))
+            if gt(mul(r, r), x) { r := sub(r, 1) }
         }
     }
 
