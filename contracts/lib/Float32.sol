@@ -130,6 +130,34 @@ library Float32 {
     }
 
     // -- exact sums ------------------------------------------------------------------------
+    /// @dev (-1)**sx * big + (-1)**sy * small as sign and magnitude; an exact zero gets
+    ///      zeroSign (IEEE: +0 unless both addends were -0).
+    function combine(uint256 sx, uint256 big, uint256 sy, uint256 small, uint256 zeroSign)
+        internal
+        pure
+        returns (uint256 s, uint256 m)
+    {
+        assembly {
+            switch eq(sx, sy)
+            case 1 {
+                s := sx
+                m := add(big, small)
+            }
+            default {
+                switch gt(big, small)
+                case 1 {
+                    s := sx
+                    m := sub(big, small)
+                }
+                default {
+                    s := sy
+                    m := sub(small, big)
+                }
+            }
+            if iszero(m) { s := zeroSign }
+        }
+    }
+
     /// @dev Round sx*mx*2**ex + sy*my*2**ey (s = 1 means negative); an exact zero gets
     ///      zeroSign. Requires mx, my < 2**49.
     function sumPack(uint256 sx, uint256 mx, int256 ex, uint256 sy, uint256 my, int256 ey, uint256 zeroSign)
@@ -140,6 +168,7 @@ library Float32 {
         uint256 s;
         uint256 m;
         int256 e;
+        uint256 big;
         assembly {
             // Order so that x has the larger lsb exponent.
             if slt(ex, ey) {
@@ -154,7 +183,7 @@ library Float32 {
                 ey := t
             }
             let d := sub(ex, ey)
-            let big := shl(d, mx)
+            big := shl(d, mx)
             e := ey
             if gt(d, 100) {
                 // SAFETY: with mx != 0, my < 2**49 lies more than 2**51 units below mx's
@@ -169,24 +198,8 @@ library Float32 {
                     e := sub(ex, 80)
                 }
             }
-            switch eq(sx, sy)
-            case 1 {
-                s := sx
-                m := add(big, my)
-            }
-            default {
-                switch gt(big, my)
-                case 1 {
-                    s := sx
-                    m := sub(big, my)
-                }
-                default {
-                    s := sy
-                    m := sub(my, big)
-                }
-            }
-            if iszero(m) { s := zeroSign } // exact zero: +0 unless both addends were -0
         }
+        (s, m) = combine(sx, big, sy, my, zeroSign);
         return roundPack(s, m, e);
     }
 
@@ -212,6 +225,10 @@ library Float32 {
         uint256 m;
         int256 e;
         uint256 n;
+        uint256 sx;
+        uint256 sy;
+        uint256 big;
+        uint256 small;
         assembly {
             // unpack both (branchless; zeros and subnormals included)
             let xa := and(shr(23, a), 0xff)
@@ -237,8 +254,7 @@ library Float32 {
             // SAFETY: when d > 40, x is normal, the sum has >= 63 bits and rounding drops
             // >= 39 of them, so the sticky lsb only breaks ties the right way.
             let d := sub(xa, xb)
-            let big := shl(40, ma)
-            let small
+            big := shl(40, ma)
             switch gt(d, 40)
             case 0 { small := shl(sub(40, d), mb) }
             default {
@@ -250,23 +266,11 @@ library Float32 {
                 }
             }
             e := sub(xa, 190)
-            switch eq(sa, sb)
-            case 1 {
-                s := sa
-                m := add(big, small)
-            }
-            default {
-                switch gt(big, small)
-                case 1 {
-                    s := sa
-                    m := sub(big, small)
-                }
-                default {
-                    s := sb
-                    m := sub(small, big)
-                }
-            }
-            if iszero(m) { s := and(sa, sb) } // exact zero: +0 unless both were -0
+            sx := sa
+            sy := sb
+        }
+        (s, m) = combine(sx, big, sy, small, sx & sy);
+        assembly {
             // bit length: one comparison unless the sum cancelled (or is subnormal)
             switch gt(m, 0x7fffffffffffffff)
             case 1 { n := add(64, gt(m, 0xffffffffffffffff)) }
