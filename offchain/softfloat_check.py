@@ -1,6 +1,7 @@
 """Differential checking of the binary32 primitives: operand generators (TestFloat-style
-edge set + random patterns) and an independent reference per primitive, taken from the
-hardware through numpy float32 (or exact rationals for fma, which numpy lacks).
+edge set + random patterns) and the reference per primitive: the RepOps numpy kernels
+(hardware float32; binary64 round-to-odd for fma), adapted to uint32 words, plus an exact
+rational fma as a second, independent reference.
 
 One table drives the CI tests, the soak command and the gas benchmark.
 """
@@ -9,6 +10,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+
+from repops.reference import prims as P
 
 from . import softfloat as sf
 
@@ -39,10 +42,6 @@ def _f(u):
 
 def _u(f):
     return np.asarray(f, dtype=np.float32).view(np.uint32)
-
-
-def _i32(u):
-    return np.asarray(u, dtype=np.uint32).view(np.int32)
 
 
 def _exact_round(x: Fraction) -> int:
@@ -76,7 +75,8 @@ def fma_exact(a: int, b: int, c: int) -> int:
     fa, fb, fc = (float(_f(x)) for x in (a, b, c))
     if not all(np.isfinite([fa, fb, fc])):
         with np.errstate(all="ignore"):
-            return int(_u(np.float32(fa * fb + fc)))  # no rounding happens: inf/NaN only
+            r = np.float32(fa * fb + fc)  # no rounding happens: inf/NaN only
+        return 0x7FC00000 if np.isnan(r) else int(_u(r))  # NUMERICS.md §2: canonical NaN
     x = _fraction(a) * _fraction(b) + _fraction(c)
     if x == 0:
         psign = (a ^ b) >> 31
@@ -85,95 +85,26 @@ def fma_exact(a: int, b: int, c: int) -> int:
     return _exact_round(x)
 
 
-def _binary(npop):
+def _word_reference(name: str):
+    """The RepOps reference kernel of a primitive, on uint32 words (the table's encoding)."""
+    fn, arity = P.PRIMS[name], sf.PRIMITIVES[name][1]
+    int_operand = {("ldexp", 1), ("from_int32", 0)}
+
     def ref(a, b, c):
-        with np.errstate(all="ignore"):
-            return _u(npop(_f(a), _f(b)))
+        args = []
+        for i, w in enumerate((a, b, c)[:arity]):
+            w = np.asarray(w, np.uint32)
+            if name == "select" and i == 0:
+                args.append(w != 0)
+            else:
+                args.append(w.view(np.int32) if (name, i) in int_operand else w.view(np.float32))
+        r = np.asarray(fn(*args))
+        return r.astype(np.uint32) if r.dtype == bool else r.view(np.uint32)
     return ref
 
 
-def _unary(npop):
-    def ref(a, b, c):
-        with np.errstate(all="ignore"):
-            return _u(npop(_f(a)))
-    return ref
-
-
-def _minmax(npop, both_zero_bits):
-    # Hardware max/min disagree on signed zeros (numpy's vector and scalar paths, torch's
-    # SIMD lanes and tail); the spec fixes IEEE 754-2019 maximum/minimum on those lanes.
-    def ref(a, b, c):
-        a, b = np.asarray(a, np.uint32), np.asarray(b, np.uint32)
-        hw = _u(npop(_f(a), _f(b)))
-        both_zero = ((a & 0x7FFFFFFF) == 0) & ((b & 0x7FFFFFFF) == 0)
-        return np.where(both_zero, both_zero_bits(a, b), hw).astype(np.uint32)
-    return ref
-
-
-def _compare(npop):
-    def ref(a, b, c):
-        return npop(_f(a), _f(b)).astype(np.uint32)
-    return ref
-
-
-def _to_int32(npround):
-    # x86 cvt gives INT32_MIN for NaN and out-of-range; the spec saturates (NaN -> 0).
-    def ref(a, b, c):
-        with np.errstate(all="ignore"):
-            r = npround(_f(a)).astype(np.float64)
-        out = np.where(np.isnan(r), 0, np.clip(np.nan_to_num(r, posinf=2**31, neginf=-2**31), -2**31, 2**31 - 1))
-        return out.astype(np.int64).astype(np.uint32)
-    return ref
-
-
-def fma_round_to_odd(a, b, c):
-    """Vectorised fma reference (DESIGN §3): the binary32 product is exact in binary64;
-    TwoSum gives the addition's error; when inexact, the binary64 sum is moved one ulp
-    toward the exact value if its last bit is even (round-to-odd), and the final rounding
-    to binary32 is then correct (53 >= 24 + 2). Specials fall out of binary64 arithmetic."""
-    with np.errstate(all="ignore"):  # casting signalling NaNs sets the invalid flag
-        x, y, z = (_f(v).astype(np.float64) for v in (a, b, c))
-        p = x * y
-        s = p + z
-        bb = s - p
-        err = (p - (s - bb)) + (z - bb)
-        bits = s.view(np.uint64)
-        nudge = np.isfinite(s) & (err != 0) & ((bits & 1) == 0)
-        away = (err > 0) == (s > 0)
-        bits = np.where(nudge, np.where(away, bits + 1, bits - 1), bits)
-        return _u(bits.view(np.float64).astype(np.float32))
-
-
-def _fma_ref(a, b, c):
-    return fma_round_to_odd(a, b, c)
-
-
-REFERENCE = {
-    "add": _binary(np.add),
-    "sub": _binary(np.subtract),
-    "mul": _binary(np.multiply),
-    "fma": _fma_ref,
-    "div": _binary(np.divide),
-    "sqrt": _unary(np.sqrt),
-    "neg": _unary(np.negative),
-    "abs": _unary(np.abs),
-    "min": _minmax(np.minimum, lambda a, b: a | b),
-    "max": _minmax(np.maximum, lambda a, b: a & b),
-    "eq": _compare(np.equal),
-    "lt": _compare(np.less),
-    "le": _compare(np.less_equal),
-    "select": lambda c, a, b: np.where(np.asarray(c) != 0, np.asarray(a, np.uint32), np.asarray(b, np.uint32)),
-    "rint": _unary(np.rint),
-    "floor": _unary(np.floor),
-    "trunc": _unary(np.trunc),
-    "ldexp": _binary(lambda x, n: np.ldexp(x, n.view(np.uint32).view(np.int32))),
-    "from_int32": lambda a, b, c: _u(_i32(a).astype(np.float32)),
-    "to_int32_trunc": _to_int32(np.trunc),
-    "to_int32_rne": _to_int32(np.rint),
-    "copy": lambda a, b, c: np.asarray(a, np.uint32),
-}
-assert set(REFERENCE) == set(sf.PRIMITIVES), "every primitive needs a reference"
-INT_RESULT = {"eq", "lt", "le", "to_int32_trunc", "to_int32_rne"}
+REFERENCE = {name: _word_reference(name) for name in sf.PRIMITIVES}
+assert set(P.PRIMS) == set(sf.PRIMITIVES), "RepOps and the soft-float must share one primitive table"
 
 
 def operands(name: str, n: int, rng: np.random.Generator, edges: bool = True):
@@ -207,12 +138,8 @@ def operands(name: str, n: int, rng: np.random.Generator, edges: bool = True):
 
 
 def mismatches(name: str, got, want):
-    """Mask of disagreeing lanes; two NaN results agree (the soft-float's is canonical)."""
-    got, want = np.asarray(got, np.uint32), np.asarray(want, np.uint32)
-    if name in INT_RESULT:
-        return got != want
-    both_nan = np.isnan(_f(got)) & np.isnan(_f(want))
-    return (got != want) & ~both_nan
+    """Mask of lanes whose bits differ (both sides canonicalise NaN, so bits must agree)."""
+    return np.asarray(got, np.uint32) != np.asarray(want, np.uint32)
 
 
 def softfloat_results(name: str, a, b, c) -> np.ndarray:
