@@ -1,0 +1,48 @@
+"""RepOps fast CPU backend: compiled kernels equal to repops.reference bit for bit."""
+from __future__ import annotations
+
+import ctypes
+import os
+
+import numpy as np
+
+from ..errors import BackendError, DTypeError
+from .build import lib
+
+__all__ = ["matmul", "default_threads", "lib"]
+
+
+def default_threads() -> int:
+    """REPOPS_NUM_THREADS, else the CPUs this process may use (never torch's setting:
+    results do not depend on it, and RepOps does not share torch's pool)."""
+    env = os.environ.get("REPOPS_NUM_THREADS")
+    return int(env) if env else len(os.sched_getaffinity(0))
+
+
+def _f32(x, what: str) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype != np.float32:
+        raise DTypeError(f"{what}: RepOps v1 computes in float32, got {x.dtype}")
+    return np.ascontiguousarray(x)  # an exact copy when strided: layout never changes bits
+
+
+def _ptr(x: np.ndarray):
+    return x.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+
+
+def matmul(a, b, threads: int | None = None) -> np.ndarray:
+    """a [..., M, K] @ b [..., K, N]; equals repops.reference.linalg.matmul bit for bit."""
+    a, b = _f32(a, "matmul a"), _f32(b, "matmul b")
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not chain")
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    a = np.ascontiguousarray(np.broadcast_to(a, batch + (M, K)))
+    b = np.ascontiguousarray(np.broadcast_to(b, batch + (K, N)))
+    out = np.empty(batch + (M, N), np.float32)
+    t = threads or default_threads()
+    L = lib()
+    for idx in np.ndindex(*batch):
+        if L.repops_matmul_f32(_ptr(a[idx]), _ptr(b[idx]), _ptr(out[idx]), M, N, K, t) != 0:
+            raise BackendError(f"matmul: out of memory packing a {M}x{K}x{N} problem")
+    return out

@@ -1,0 +1,65 @@
+"""Build the CPU kernels (repops/cpu/kernels/*.c) into one shared library with gcc, cached
+by a hash of the sources, flags and compiler version.
+
+Why gcc + ctypes rather than numba: the kernels need explicit AVX2 fma intrinsics, control
+of MXCSR and `-ffp-contract=off` (numba's fastmath choices do not give all three), and a C
+source is what the CUDA backend's emulation shares habits with. The flags are part of the
+numerics contract: never -ffast-math/-Ofast; no implicit contraction.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from ..errors import BackendError
+
+KERNELS = Path(__file__).parent / "kernels"
+CACHE = Path(os.environ.get("REPOPS_CACHE", Path(__file__).resolve().parents[2] / ".cache" / "repops"))
+CC = os.environ.get("REPOPS_CC", "gcc")
+FLAGS = ["-O3", "-std=gnu11", "-fPIC", "-shared", "-fopenmp", "-ffp-contract=off", "-fno-fast-math",
+         "-fno-math-errno", "-Wall", "-Werror"]
+
+_lib = None
+
+
+def library_path() -> Path:
+    if shutil.which(CC) is None:
+        raise BackendError(f"C compiler {CC!r} not found: RepOps' CPU kernels are built with it. "
+                           "Install gcc (Debian: apt-get install gcc) or set REPOPS_CC.")
+    version = subprocess.run([CC, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    sources = sorted(KERNELS.glob("*.c"))
+    h = hashlib.sha256(" ".join(FLAGS + [version]).encode())
+    for s in sources:
+        h.update(s.name.encode() + s.read_bytes())
+    return CACHE / f"librepops-{h.hexdigest()[:16]}.so"
+
+
+def build() -> Path:
+    out = library_path()
+    if out.exists():
+        return out
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".tmp{os.getpid()}.so")
+    cmd = [CC, *FLAGS, *map(str, sorted(KERNELS.glob("*.c"))), "-lm", "-o", str(tmp)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise BackendError(f"building the RepOps CPU kernels failed:\n$ {' '.join(cmd)}\n{r.stderr}")
+    tmp.replace(out)  # atomic: concurrent builders never load half a file
+    return out
+
+
+def lib() -> ctypes.CDLL:
+    global _lib
+    if _lib is None:
+        L = ctypes.CDLL(str(build()))
+        f32p = ctypes.POINTER(ctypes.c_float)
+        L.repops_matmul_f32.argtypes = [f32p, f32p, f32p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        L.repops_matmul_f32.restype = ctypes.c_int
+        L.repops_test_set_ftz_daz.argtypes = [ctypes.c_int]
+        L.repops_test_set_ftz_daz.restype = ctypes.c_uint
+        _lib = L
+    return _lib

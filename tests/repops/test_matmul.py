@@ -1,0 +1,136 @@
+"""RepOps CPU matmul == the spec's reference, bit for bit, whatever the layout, thread
+count, batch size or MXCSR state."""
+import ctypes
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+from repops import cpu
+from repops.cpu.build import build
+from repops.errors import DTypeError
+from repops.reference.linalg import matmul as ref
+
+
+def bits(x):
+    return np.asarray(x, np.float32).view(np.uint32)
+
+
+def assert_bitwise(got, want):
+    assert got.shape == want.shape
+    bad = bits(got) != bits(want)
+    assert not bad.any(), f"{bad.sum()} of {bad.size} outputs differ, first at {np.argwhere(bad)[0]}"
+
+
+def rand(rng, *shape, specials=False):
+    x = rng.standard_normal(shape).astype(np.float32)
+    if specials:
+        pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-45, 3e38, -3e38], np.float32)
+        mask = rng.random(shape) < 0.05
+        x[mask] = rng.choice(pool, mask.sum())
+    return x
+
+
+# K=600 spans three K blocks; N=2100 spans two N blocks; 1, primes, non-multiples of 6/16.
+SHAPES = [(1, 1, 1), (1, 7, 1), (2, 3, 17), (7, 13, 5), (37, 29, 53), (6, 256, 16), (73, 600, 31),
+          (97, 1, 101), (5, 257, 2100), (150, 40, 0), (0, 4, 4), (3, 0, 5)]
+
+
+@pytest.mark.parametrize("M,K,N", SHAPES)
+def test_fast_equals_reference(M, K, N):
+    rng = np.random.default_rng(M * 10007 + K * 101 + N)
+    a, b = rand(rng, M, K), rand(rng, K, N)
+    assert_bitwise(cpu.matmul(a, b), ref(a, b))
+
+
+def test_specials_subnormals_and_nan_canonical():
+    rng = np.random.default_rng(1)
+    a, b = rand(rng, 41, 70, specials=True), rand(rng, 70, 23, specials=True)
+    out = cpu.matmul(a, b)
+    assert_bitwise(out, ref(a, b))
+    nan = np.isnan(out)
+    assert nan.any() and (bits(out)[nan] == 0x7FC00000).all()
+
+
+def test_zero_sum_is_plus_zero_and_negative_products_keep_order():
+    a = np.array([[-0.0, -1e-45]], np.float32)
+    b = np.array([[1.0], [0.0]], np.float32)
+    assert bits(cpu.matmul(a, b))[0, 0] == 0  # +0 start: fma(-0, 1, +0) = +0
+
+
+@pytest.mark.parametrize("layout", ["transposed", "strided", "fortran", "broadcast_batch"])
+def test_layout_never_changes_bits(layout):
+    rng = np.random.default_rng(2)
+    a, b = rand(rng, 45, 66), rand(rng, 66, 39)
+    want = ref(a, b)
+    if layout == "transposed":
+        got = cpu.matmul(np.ascontiguousarray(a.T).T, np.ascontiguousarray(b.T).T)
+    elif layout == "strided":
+        big = np.zeros((90, 132), np.float32)
+        big[::2, ::2] = a
+        got = cpu.matmul(big[::2, ::2], b)
+    elif layout == "fortran":
+        got = cpu.matmul(np.asfortranarray(a), np.asfortranarray(b))
+    else:
+        got = cpu.matmul(np.broadcast_to(a, (3, 45, 66)), b)[2]
+    assert_bitwise(got, want)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 7])
+def test_thread_count_never_changes_bits(threads):
+    rng = np.random.default_rng(3)
+    a, b = rand(rng, 200, 300, specials=True), rand(rng, 300, 90)
+    assert_bitwise(cpu.matmul(a, b, threads=threads), cpu.matmul(a, b, threads=1))
+
+
+def test_row_of_a_batch_equals_the_row_alone():
+    rng = np.random.default_rng(4)
+    a, b = rand(rng, 7, 513), rand(rng, 513, 40)
+    full = cpu.matmul(a, b)
+    for i in range(7):
+        assert_bitwise(cpu.matmul(a[i:i + 1], b), full[i:i + 1])
+
+
+def test_batched_matmul_equals_each_matrix():
+    rng = np.random.default_rng(5)
+    a, b = rand(rng, 2, 3, 9, 17), rand(rng, 3, 17, 11)
+    got = cpu.matmul(a, b)
+    assert_bitwise(got, ref(a, b))
+    assert_bitwise(got[1, 2], cpu.matmul(a[1, 2], b[2]))
+
+
+def test_ftz_daz_in_the_caller_does_not_change_bits():
+    rng = np.random.default_rng(6)
+    a = (rand(rng, 30, 40) * np.float32(1e-38)).astype(np.float32)  # subnormal products
+    b = rand(rng, 40, 20)
+    want = ref(a, b)
+    L = cpu.lib()
+    old = L.repops_test_set_ftz_daz(1)
+    try:
+        got = cpu.matmul(a, b, threads=1)
+    finally:
+        L.repops_test_set_ftz_daz(old & 0x8040)  # restore the caller's flags
+    assert (np.abs(want) < np.float32(1.2e-38)).any(), "the case must produce subnormals"
+    assert_bitwise(got, want)
+
+
+def test_non_float32_is_a_clear_error():
+    with pytest.raises(DTypeError, match="float32, got float64"):
+        cpu.matmul(np.ones((2, 2)), np.ones((2, 2), np.float32))
+    with pytest.raises(ValueError, match="do not chain"):
+        cpu.matmul(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32))
+
+
+def test_only_the_intended_kernel_contains_fma_instructions():
+    """No implicit contraction anywhere: fused instructions appear only where the spec
+    says fma (the AVX2 tile); everything else compiled with -ffp-contract=off."""
+    dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(build())], capture_output=True, text=True).stdout
+    owners, current = set(), None
+    for line in dis.splitlines():
+        m = re.match(r"^[0-9a-f]+ <([^>]+)>:", line)
+        if m:
+            current = m.group(1)
+        elif re.search(r"\bv?f(n)?m(add|sub)", line):
+            owners.add(current)
+    assert owners == {"kernel_6x16"}, owners
