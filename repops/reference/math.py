@@ -1,0 +1,50 @@
+"""Transcendentals as fixed sequences of binary32 primitives (docs/NUMERICS.md, RepOps).
+
+Each function is range reduction + a polynomial evaluated with fma (Horner), then an
+exact reconstruction. Coefficients are binary32 constants written as hex bit patterns so
+no decimal->binary conversion is involved; their provenance is in NUMERICS.md. Accuracy is
+measured over all 2^32 inputs by benchmarks/repops_ulp.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import prims as P
+
+
+def c(bits: int) -> np.float32:
+    return np.uint32(bits).view(np.float32)
+
+
+def horner(x, coeffs):
+    """coeffs from the highest degree down: ((c0*x + c1)*x + c2)... with fma."""
+    acc = np.full(np.shape(x), coeffs[0], np.float32)
+    for k in coeffs[1:]:
+        acc = P.fma(acc, x, np.full(np.shape(x), k, np.float32))
+    return acc
+
+
+# -- exp ------------------------------------------------------------------------------------
+LOG2E = c(0x3FB8AA3B)        # 1.44269502 = RN(1/ln 2)
+LN2_HI = c(0x3F317200)       # 0.693145752: ln 2 to 15 bits, so n * LN2_HI is exact for |n| < 512
+LN2_LO = c(0x35BFBE8E)       # RN(ln 2 - LN2_HI) = 1.42860677e-06
+EXP_OVER = c(0x42B17218)     # 88.7228394: the least x whose exp rounds to +inf
+EXP_UNDER = c(0xC2D00000)    # -104: exp(-104) < 2^-150 rounds to +0
+# exp(r) = 1 + r + r^2 Q(r) on |r| <= ln2/2; Q: degree-5 least-squares fit of
+# (e^r - 1 - r)/r^2 (benchmarks/repops_fit.py), max polynomial error 0.014 ulp.
+EXP_Q = [c(b) for b in (0x3950AF03, 0x3AB6A7A0, 0x3C088860, 0x3D2AAA70, 0x3E2AAAAB, 0x3F000000)]
+
+
+def exp(x):
+    """exp: x clamped to [-104, EXP_OVER]; n = rint(x log2 e); r = x - n ln2 with a two-part
+    ln2 (Cody-Waite, both steps fma); p = 1 + (r + r^2 Q(r)); result ldexp(p, n), which
+    rounds once more only for subnormal results. NaN -> NaN, +inf -> +inf, -inf -> +0."""
+    x = np.asarray(x, np.float32)
+    k = lambda v: np.full(x.shape, v, np.float32)  # noqa: E731  (a broadcast constant)
+    xc = P.min_(P.max_(x, k(EXP_UNDER)), k(EXP_OVER))
+    n = P.rint(P.mul(xc, k(LOG2E)))
+    r = P.fma(P.neg(n), k(LN2_HI), xc)
+    r = P.fma(P.neg(n), k(LN2_LO), r)
+    p = P.add(P.fma(P.mul(r, r), horner(r, EXP_Q), r), k(1.0))
+    y = P.ldexp(p, P.to_int32_rne(n))
+    return P.select(P.le(k(EXP_OVER), x), k(np.inf), y)
