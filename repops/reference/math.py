@@ -48,3 +48,55 @@ def exp(x):
     p = P.add(P.fma(P.mul(r, r), horner(r, EXP_Q), r), k(1.0))
     y = P.ldexp(p, P.to_int32_rne(n))
     return P.select(P.le(k(EXP_OVER), x), k(np.inf), y)
+
+
+# -- frexp (exact, primitives only) ---------------------------------------------------------------
+def frexp1(x):
+    """For finite x > 0: (m, k) with x == m * 2^k, m in [1, 2), k a float32 integer. A binary
+    search over the exponent with compare/select/ldexp, every step exact."""
+    x = np.asarray(x, np.float32)
+    k = lambda v: np.full(x.shape, v, np.float32)  # noqa: E731
+    sub = P.lt(x, k(2.0 ** -126))
+    m = P.select(sub, P.ldexp(x, np.full(x.shape, 64, np.int32)), x)
+    e = P.select(sub, k(-64.0), k(0.0))
+    for j in (64, 32, 16, 8, 4, 2, 1):          # scale down while m >= 2
+        big = P.le(k(2.0 ** j), m)
+        m = P.select(big, P.ldexp(m, np.full(x.shape, -j, np.int32)), m)
+        e = P.select(big, P.add(e, k(j)), e)
+    for j in (64, 32, 16, 8, 4, 2, 1):          # scale up while m < 1
+        small = P.lt(m, k(2.0 ** (1 - j)))
+        m = P.select(small, P.ldexp(m, np.full(x.shape, j, np.int32)), m)
+        e = P.select(small, P.sub(e, k(j)), e)
+    return m, e
+
+
+# -- log --------------------------------------------------------------------------------------------
+SQRT2 = c(0x3FB504F3)
+# log(1+f) = f - hfsq + s (hfsq + R), s = f/(2+f), z = s^2, R = z (L1 + z (L2 + z (L3 + z L4)))
+# (fdlibm's structure: f stays exact as the leading term). L: least-squares fit, max error of
+# the R term 1e-10 absolute (benchmarks/repops_fit.py).
+LOG_R = [c(b) for b in (0x3E6F265F, 0x3E922CF4, 0x3ECCCCF8, 0x3F2AAAAB)]
+
+
+def log(x):
+    """Natural log: x = m 2^k with m in [sqrt2/2, sqrt2); f = m - 1 (exact);
+    k ln2_hi - ((hfsq - (s (hfsq + R) + k ln2_lo)) - f). x < 0 -> NaN, +-0 -> -inf."""
+    x = np.asarray(x, np.float32)
+    k = lambda v: np.full(x.shape, v, np.float32)  # noqa: E731
+    pos = P.lt(k(0.0), x)
+    fin = P.lt(x, k(np.inf))
+    safe = P.select(pos & fin, x, k(1.0))
+    m, e = frexp1(safe)
+    up = P.lt(k(SQRT2), m)
+    m = P.select(up, P.ldexp(m, np.full(x.shape, -1, np.int32)), m)
+    e = P.select(up, P.add(e, k(1.0)), e)
+    f = P.sub(m, k(1.0))
+    s = P.div(f, P.add(k(2.0), f))
+    z = P.mul(s, s)
+    R = P.mul(z, horner(z, LOG_R))
+    hfsq = P.mul(P.mul(k(0.5), f), f)
+    t = P.fma(e, k(LN2_LO), P.mul(s, P.add(hfsq, R)))
+    y = P.fma(e, k(LN2_HI), P.neg(P.sub(P.sub(hfsq, t), f)))
+    y = P.select(P.eq(x, k(np.inf)), k(np.inf), y)
+    y = P.select(P.eq(x, k(0.0)), k(-np.inf), y)
+    return P.select(P.lt(x, k(0.0)) | np.isnan(x), k(np.nan), y)
