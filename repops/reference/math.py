@@ -83,9 +83,7 @@ def log(x):
     k ln2_hi - ((hfsq - (s (hfsq + R) + k ln2_lo)) - f). x < 0 -> NaN, +-0 -> -inf."""
     x = np.asarray(x, np.float32)
     k = lambda v: np.full(x.shape, v, np.float32)  # noqa: E731
-    pos = P.lt(k(0.0), x)
-    fin = P.lt(x, k(np.inf))
-    safe = P.select(pos & fin, x, k(1.0))
+    safe = P.select(P.lt(k(0.0), x), P.select(P.lt(x, k(np.inf)), x, k(1.0)), k(1.0))
     m, e = frexp1(safe)
     up = P.lt(k(SQRT2), m)
     m = P.select(up, P.ldexp(m, np.full(x.shape, -1, np.int32)), m)
@@ -99,4 +97,36 @@ def log(x):
     y = P.fma(e, k(LN2_HI), P.neg(P.sub(P.sub(hfsq, t), f)))
     y = P.select(P.eq(x, k(np.inf)), k(np.inf), y)
     y = P.select(P.eq(x, k(0.0)), k(-np.inf), y)
-    return P.select(P.lt(x, k(0.0)) | np.isnan(x), k(np.nan), y)
+    y = P.select(P.lt(x, k(0.0)), k(np.nan), y)
+    return P.select(P.eq(x, x), y, x)                  # NaN in, NaN out
+
+
+# -- erf, sigmoid ----------------------------------------------------------------------------------
+# |x| < 1: erf(x) = x P(x^2), degree-6 least-squares fit of erf(x)/x.
+ERF_P = [c(b) for b in (0x38A6609F, 0xBA52A0F1, 0x3BAA1B19, 0xBCDBFFDB, 0x3DE716B2, 0xBEC093A0, 0x3F906EBB)]
+# 1 <= |x| < ERF_ONE: erf(|x|) = 1 - exp(-x^2) R(1/|x|), degree-8 fit of erfc(x) e^(x^2).
+ERF_R = [c(b) for b in (0xBC02FDB5, 0x3CAD6637, 0x3D22EF03, 0xBE85C703, 0x3F02DD89, 0xBEF4CC16, 0x3D3351B8,
+                        0x3F0F0C0C, 0x3996715C)]
+ERF_ONE = c(0x407AE148)      # 3.92: above, erfc(x) < 2^-25 and erf rounds to 1
+
+
+def erf(x):
+    """erf in three pieces (|x| < 1 polynomial; exp(-x^2)-scaled tail; +-1), sign restored
+    exactly. Accuracy: see NUMERICS.md (measured, not the <= 1 ulp goal of exp/log)."""
+    x = np.asarray(x, np.float32)
+    k = lambda v: np.full(x.shape, v, np.float32)  # noqa: E731
+    a = P.abs_(x)
+    z = P.mul(x, x)
+    small = P.mul(x, horner(z, ERF_P))
+    tail = P.sub(k(1.0), P.mul(exp(P.neg(z)), horner(P.div(k(1.0), P.max_(a, k(1.0))), ERF_R)))
+    tail = P.select(P.lt(a, ERF_ONE), tail, k(1.0))
+    big = P.select(P.lt(x, k(0.0)), P.neg(tail), tail)
+    y = P.select(P.lt(a, k(1.0)), small, big)
+    return P.select(P.eq(x, x), y, x)                  # NaN in, NaN out
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x))."""
+    x = np.asarray(x, np.float32)
+    one = np.ones(x.shape, np.float32)
+    return P.div(one, P.add(one, exp(P.neg(x))))

@@ -1,0 +1,470 @@
+"""RepOps definitions of the aten ops that float32 training dispatches.
+
+Each float-producing op is defined ONCE here as a composition of the binary32 primitives,
+folds and matmul (docs/NUMERICS.md, "Operators"); the backend table decides which
+implementation of matmul/fold runs (reference numpy loops or compiled kernels), and the
+tests check that every backend gives the same bits. Ops that only move or alias data are
+exact and run natively (EXACT). Anything else raises UnsupportedOpError.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from .errors import DTypeError, UnsupportedOpError
+from .reference import linalg as RL
+from .reference import math as M
+from .reference import prims as P
+from .reference.fold import fold as ref_fold
+
+aten = torch.ops.aten
+F32 = np.float32
+
+
+@dataclass
+class Backend:
+    name: str
+    matmul: Callable
+    fold: Callable
+
+
+REFERENCE = Backend("reference", RL.matmul, ref_fold)
+_backend = REFERENCE
+
+
+def set_backend(b: Backend) -> Backend:
+    global _backend
+    old, _backend = _backend, b
+    return old
+
+
+# -- tensor <-> numpy ----------------------------------------------------------------------------
+def np_(t, op) -> np.ndarray:
+    """A float32 view of a tensor argument (python numbers and 0-dim wrapped scalars become
+    float32 scalars, rounded once from their double value)."""
+    if isinstance(t, (int, float, bool)):
+        return np.asarray(t, F32)
+    if t.dtype == torch.float32:
+        return t.detach().numpy()
+    if t.dim() == 0 and t.dtype.is_floating_point:
+        return np.asarray(t.item(), F32)
+    if t.dtype.is_floating_point:
+        raise DTypeError(f"{op}: RepOps v1 computes in float32; got a {t.dtype} tensor of shape "
+                         f"{tuple(t.shape)}. Convert the model and data with .float().")
+    return t.detach().numpy()
+
+
+def tt(a: np.ndarray) -> torch.Tensor:
+    a = np.asarray(a, dtype=F32)  # (np.ascontiguousarray would turn 0-d into 1-d)
+    return torch.from_numpy(a if a.flags.c_contiguous and a.flags.writeable else a.copy())
+
+
+def full(shape, v):
+    return np.full(shape, v, F32)
+
+
+REGISTRY: dict = {}
+
+
+def register(*ops):
+    def deco(fn):
+        for op in ops:
+            REGISTRY[op] = fn
+        return fn
+    return deco
+
+
+def _inplace(self, result: np.ndarray):
+    self.copy_(tt(result))  # exact copy back into the mutated tensor
+    return self
+
+
+# -- elementwise ------------------------------------------------------------------------------------
+def _scaled(b, alpha, op):
+    return b if alpha == 1 else P.mul(b, np_(alpha, op))
+
+
+@register(aten.add.Tensor, aten.add.Scalar)
+def add(a, b, alpha=1):
+    return tt(P.add(np_(a, "add"), _scaled(np_(b, "add"), alpha, "add")))
+
+
+@register(aten.add_.Tensor, aten.add_.Scalar)
+def add_(a, b, alpha=1):
+    return _inplace(a, P.add(np_(a, "add_"), _scaled(np_(b, "add_"), alpha, "add_")))
+
+
+@register(aten.sub.Tensor, aten.sub.Scalar)
+def sub(a, b, alpha=1):
+    return tt(P.sub(np_(a, "sub"), _scaled(np_(b, "sub"), alpha, "sub")))
+
+
+@register(aten.sub_.Tensor, aten.sub_.Scalar)
+def sub_(a, b, alpha=1):
+    return _inplace(a, P.sub(np_(a, "sub_"), _scaled(np_(b, "sub_"), alpha, "sub_")))
+
+
+@register(aten.rsub.Scalar, aten.rsub.Tensor)
+def rsub(a, b, alpha=1):
+    return tt(P.sub(np_(b, "rsub"), _scaled(np_(a, "rsub"), alpha, "rsub")))
+
+
+@register(aten.mul.Tensor, aten.mul.Scalar)
+def mul(a, b):
+    return tt(P.mul(np_(a, "mul"), np_(b, "mul")))
+
+
+@register(aten.mul_.Tensor, aten.mul_.Scalar)
+def mul_(a, b):
+    return _inplace(a, P.mul(np_(a, "mul_"), np_(b, "mul_")))
+
+
+@register(aten.div.Tensor, aten.div.Scalar)
+def div(a, b):
+    return tt(P.div(np_(a, "div"), np_(b, "div")))
+
+
+@register(aten.div_.Tensor, aten.div_.Scalar)
+def div_(a, b):
+    return _inplace(a, P.div(np_(a, "div_"), np_(b, "div_")))
+
+
+@register(aten.neg.default)
+def neg(a):
+    return tt(P.neg(np_(a, "neg")))
+
+
+@register(aten.sqrt.default)
+def sqrt(a):
+    return tt(P.sqrt(np_(a, "sqrt")))
+
+
+def _rsqrt(x):
+    return P.div(full(x.shape, 1.0), P.sqrt(x))
+
+
+@register(aten.rsqrt.default)
+def rsqrt(a):
+    """rsqrt(x) = 1 / sqrt(x): two correctly rounded primitives (no hardware rsqrt)."""
+    return tt(_rsqrt(np_(a, "rsqrt")))
+
+
+@register(aten.pow.Tensor_Scalar)
+def pow_(a, p):
+    x = np_(a, "pow")
+    if p in (2, 3, 4):  # left to right: ((x*x)*x)*x
+        y = x
+        for _ in range(int(p) - 1):
+            y = P.mul(y, x)
+        return tt(y)
+    if p == 1:
+        return tt(P.copy(x))
+    if p == 0.5:
+        return tt(P.sqrt(x))
+    if p == -1:
+        return tt(P.div(full(x.shape, 1.0), x))
+    if p == -0.5:
+        return tt(_rsqrt(x))
+    raise UnsupportedOpError(f"aten.pow.Tensor_Scalar with exponent {p!r}: RepOps defines pow only for "
+                             "exponents 1, 2, 3, 4, 0.5, -1, -0.5 (write x*x*x or exp(p*log(x)) explicitly)")
+
+
+@register(aten.exp.default)
+def exp(a):
+    return tt(M.exp(np_(a, "exp")))
+
+
+@register(aten.log.default)
+def log(a):
+    return tt(M.log(np_(a, "log")))
+
+
+@register(aten.relu.default)
+def relu(a):
+    """relu(x) = max(x, +0) (NaN stays NaN)."""
+    x = np_(a, "relu")
+    return tt(P.max_(x, full(x.shape, 0.0)))
+
+
+@register(aten.threshold_backward.default)
+def threshold_backward(grad, x, threshold):
+    g, x = np_(grad, "threshold_backward"), np_(x, "threshold_backward")
+    return tt(P.select(P.lt(full(x.shape, threshold), x), g, full(g.shape, 0.0)))
+
+
+SQRT1_2 = M.c(0x3F3504F3)   # RN(1/sqrt 2)
+INV_SQRT_2PI = M.c(0x3ECC422A)  # RN(1/sqrt(2 pi))
+
+
+@register(aten.gelu.default)
+def gelu(a, approximate="none"):
+    """gelu(x) = (0.5 x) (1 + erf(x / sqrt2)), erf form only."""
+    if approximate != "none":
+        raise UnsupportedOpError(f"aten.gelu with approximate={approximate!r}: only the erf form is defined")
+    x = np_(a, "gelu")
+    e = M.erf(P.mul(x, full(x.shape, SQRT1_2)))
+    return tt(P.mul(P.mul(full(x.shape, 0.5), x), P.add(full(x.shape, 1.0), e)))
+
+
+@register(aten.gelu_backward.default)
+def gelu_backward(grad, a, approximate="none"):
+    """d gelu = 0.5 (1 + erf(x/sqrt2)) + x exp(-x^2/2) / sqrt(2 pi)."""
+    if approximate != "none":
+        raise UnsupportedOpError(f"aten.gelu_backward with approximate={approximate!r}")
+    g, x = np_(grad, "gelu_backward"), np_(a, "gelu_backward")
+    cdf = P.mul(full(x.shape, 0.5), P.add(full(x.shape, 1.0), M.erf(P.mul(x, full(x.shape, SQRT1_2)))))
+    pdf = P.mul(M.exp(P.mul(full(x.shape, -0.5), P.mul(x, x))), full(x.shape, INV_SQRT_2PI))
+    return tt(P.mul(g, P.add(cdf, P.mul(x, pdf))))
+
+
+@register(aten.silu.default)
+def silu(a):
+    """silu(x) = x * sigmoid(x)."""
+    x = np_(a, "silu")
+    return tt(P.mul(x, M.sigmoid(x)))
+
+
+@register(aten.silu_backward.default)
+def silu_backward(grad, a):
+    """d silu = s (1 + x (1 - s)), s = sigmoid(x)."""
+    g, x = np_(grad, "silu_backward"), np_(a, "silu_backward")
+    s = M.sigmoid(x)
+    one = full(x.shape, 1.0)
+    return tt(P.mul(g, P.mul(s, P.add(one, P.mul(x, P.sub(one, s))))))
+
+
+@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def masked_fill(a, mask, value):
+    x = np_(a, "masked_fill")
+    return tt(P.select(mask.numpy(), full(x.shape, np_(value, "masked_fill")), x))
+
+
+@register(aten.addcmul_.default)
+def addcmul_(self, t1, t2, value=1):
+    """self + value * (t1 * t2)."""
+    x = np_(self, "addcmul_")
+    return _inplace(self, P.add(x, P.mul(np_(value, "addcmul_"), P.mul(np_(t1, "addcmul_"), np_(t2, "addcmul_")))))
+
+
+@register(aten.addcdiv_.default)
+def addcdiv_(self, t1, t2, value=1):
+    """self + value * (t1 / t2)."""
+    x = np_(self, "addcdiv_")
+    return _inplace(self, P.add(x, P.mul(np_(value, "addcdiv_"), P.div(np_(t1, "addcdiv_"), np_(t2, "addcdiv_")))))
+
+
+@register(aten.lerp_.Scalar, aten.lerp_.Tensor)
+def lerp_(self, end, weight):
+    """self + weight * (end - self)."""
+    x = np_(self, "lerp_")
+    return _inplace(self, P.add(x, P.mul(np_(weight, "lerp_"), P.sub(np_(end, "lerp_"), x))))
+
+
+# -- reductions ------------------------------------------------------------------------------------------
+def _dims(x, dims):
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return tuple(range(x.ndim))
+    return tuple(sorted(d % x.ndim for d in ([dims] if isinstance(dims, int) else dims)))
+
+
+def fold_dims(prim, x, dims, init, keepdim):
+    """Fold over several dims = over their elements in row-major order (last dim fastest)."""
+    dims = _dims(x, dims)
+    rest = [d for d in range(x.ndim) if d not in dims]
+    moved = np.transpose(x, rest + list(dims))
+    flat = moved.reshape(moved.shape[:len(rest)] + (-1,))
+    out = _backend.fold(prim, flat, -1, init)
+    if keepdim:
+        out = out.reshape([1 if d in dims else x.shape[d] for d in range(x.ndim)])
+    return out
+
+
+SUM_INIT = -0.0   # the additive identity: sum([x]) == x bit for bit (-0 + -0 = -0)
+
+
+def sum_np(x, dims, keepdim=False):
+    return fold_dims(P.add, x, dims, SUM_INIT, keepdim)
+
+
+def mean_np(x, dims, keepdim=False):
+    n = int(np.prod([x.shape[d] for d in _dims(x, dims)]))
+    s = sum_np(x, dims, keepdim)
+    return P.div(s, full(s.shape, n))
+
+
+@register(aten.sum.dim_IntList)
+def sum_dim(a, dims=None, keepdim=False, dtype=None):
+    return tt(sum_np(np_(a, "sum"), dims, keepdim))
+
+
+@register(aten.sum.default)
+def sum_all(a, dtype=None):
+    return tt(sum_np(np_(a, "sum"), None))
+
+
+@register(aten.mean.dim)
+def mean_dim(a, dims=None, keepdim=False, dtype=None):
+    return tt(mean_np(np_(a, "mean"), dims, keepdim))
+
+
+@register(aten.mean.default)
+def mean_all(a, dtype=None):
+    return tt(mean_np(np_(a, "mean"), None))
+
+
+def softmax_np(x, dim):
+    """e = exp(x - max), e / sum(e); max folds from -inf, sum from -0."""
+    m = fold_dims(P.max_, x, [dim], -np.inf, True)
+    e = M.exp(P.sub(x, m))
+    return P.div(e, sum_np(e, [dim], True))
+
+
+@register(aten._softmax.default)
+def softmax(a, dim, half_to_float=False):
+    return tt(softmax_np(np_(a, "_softmax"), dim))
+
+
+@register(aten._softmax_backward_data.default)
+def softmax_backward(grad, y, dim, input_dtype=None):
+    """y * (g - sum(g * y))."""
+    g, y = np_(grad, "_softmax_backward_data"), np_(y, "_softmax_backward_data")
+    return tt(P.mul(y, P.sub(g, sum_np(P.mul(g, y), [dim], True))))
+
+
+@register(aten._log_softmax.default)
+def log_softmax(a, dim, half_to_float=False):
+    """(x - max) - log(sum(exp(x - max)))."""
+    x = np_(a, "_log_softmax")
+    sh = P.sub(x, fold_dims(P.max_, x, [dim], -np.inf, True))
+    return tt(P.sub(sh, M.log(sum_np(M.exp(sh), [dim], True))))
+
+
+@register(aten._log_softmax_backward_data.default)
+def log_softmax_backward(grad, y, dim, input_dtype=None):
+    """g - exp(y) * sum(g)."""
+    g, y = np_(grad, "_log_softmax_backward_data"), np_(y, "_log_softmax_backward_data")
+    return tt(P.sub(g, P.mul(M.exp(y), sum_np(g, [dim], True))))
+
+
+def _nll_pick(x, target, ignore_index):
+    t = target.numpy().astype(np.int64)
+    keep = t != ignore_index
+    rows = np.arange(x.shape[0])
+    picked = np.where(keep, x[rows, np.where(keep, t, 0)], F32(-0.0)).astype(F32)  # gather: exact
+    return picked, keep
+
+
+@register(aten.nll_loss_forward.default)
+def nll_loss_forward(x, target, weight, reduction, ignore_index):
+    """mean reduction: -(sum of picked log-probs, in row order) / count."""
+    if weight is not None or x.dim() != 2 or reduction not in (0, 1, 2):
+        raise UnsupportedOpError("aten.nll_loss_forward: RepOps supports 2-D input, no class weights")
+    picked, keep = _nll_pick(np_(x, "nll_loss_forward"), target, ignore_index)
+    loss = P.neg(picked)
+    count = F32(keep.sum())
+    if reduction == 0:
+        return tt(P.select(keep, loss, full(loss.shape, 0.0))), tt(np.asarray(count))
+    s = sum_np(P.select(keep, loss, full(loss.shape, -0.0)), None)
+    out = P.div(s, np.asarray(count, F32)) if reduction == 1 else s
+    return tt(np.asarray(out)), tt(np.asarray(count))
+
+
+@register(aten.nll_loss_backward.default)
+def nll_loss_backward(grad, x, target, weight, reduction, ignore_index, total_weight):
+    """d/dx[i, t_i] = -grad / total_weight (mean) or -grad (sum); zeros elsewhere."""
+    if weight is not None or x.dim() != 2:
+        raise UnsupportedOpError("aten.nll_loss_backward: RepOps supports 2-D input, no class weights")
+    g = np_(grad, "nll_loss_backward")
+    v = P.neg(P.div(g, np_(total_weight, "nll_loss_backward")) if reduction == 1 else g)
+    t = target.numpy().astype(np.int64)
+    keep = t != ignore_index
+    out = np.zeros(tuple(x.shape), F32)
+    rows = np.arange(x.shape[0])[keep]
+    out[rows, t[keep]] = np.broadcast_to(v, t.shape)[keep] if v.ndim else v
+    return tt(out)
+
+
+# -- normalisation -------------------------------------------------------------------------------------------
+@register(aten.native_layer_norm.default)
+def layer_norm(a, normalized_shape, weight, bias, eps):
+    """mean = sum(x)/n; var = sum((x-mean)^2)/n; rstd = 1/sqrt(var + eps);
+    y = ((x - mean) * rstd) * w + b."""
+    x = np_(a, "native_layer_norm")
+    dims = list(range(x.ndim - len(normalized_shape), x.ndim))
+    mean = mean_np(x, dims, True)
+    d = P.sub(x, mean)
+    var = mean_np(P.mul(d, d), dims, True)
+    rstd = _rsqrt(P.add(var, full(var.shape, eps)))
+    y = P.mul(d, rstd)
+    if weight is not None:
+        y = P.mul(y, np_(weight, "native_layer_norm"))
+    if bias is not None:
+        y = P.add(y, np_(bias, "native_layer_norm"))
+    return tt(y), tt(mean), tt(rstd)
+
+
+@register(aten.native_layer_norm_backward.default)
+def layer_norm_backward(grad, a, normalized_shape, mean, rstd, weight, bias, mask):
+    """xhat = (x-mean)*rstd; g = grad*w; dx = rstd*((g - mean(g)) - xhat*mean(g*xhat));
+    dw = sum over rows of grad*xhat; db = sum over rows of grad."""
+    go, x = np_(grad, "native_layer_norm_backward"), np_(a, "native_layer_norm_backward")
+    mean, rstd = np_(mean, "native_layer_norm_backward"), np_(rstd, "native_layer_norm_backward")
+    dims = list(range(x.ndim - len(normalized_shape), x.ndim))
+    rows = list(range(x.ndim - len(normalized_shape)))
+    xhat = P.mul(P.sub(x, mean), rstd)
+    g = P.mul(go, np_(weight, "native_layer_norm_backward")) if weight is not None else go
+    dx = P.mul(rstd, P.sub(P.sub(g, mean_np(g, dims, True)), P.mul(xhat, mean_np(P.mul(g, xhat), dims, True))))
+    dw = tt(sum_np(P.mul(go, xhat), rows)) if (weight is not None and mask[1]) else None
+    db = tt(sum_np(go, rows)) if (bias is not None and mask[2]) else None
+    return (tt(dx) if mask[0] else None), dw, db
+
+
+# -- linear algebra ----------------------------------------------------------------------------------------------
+@register(aten.mm.default, aten.bmm.default, aten.matmul.default)
+def mm(a, b):
+    return tt(_backend.matmul(np_(a, "mm"), np_(b, "mm")))
+
+
+@register(aten.addmm.default)
+def addmm(bias, a, b, beta=1, alpha=1):
+    """(a @ b) + bias (beta = alpha = 1 only)."""
+    if beta != 1 or alpha != 1:
+        raise UnsupportedOpError(f"aten.addmm with beta={beta}, alpha={alpha}: only 1, 1 is defined")
+    return tt(P.add(_backend.matmul(np_(a, "addmm"), np_(b, "addmm")), np_(bias, "addmm")))
+
+
+@register(aten.embedding_dense_backward.default)
+def embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
+    """Row w of the result = fold(add) of grad rows at positions p with indices[p] == w, in
+    increasing p, from +0 (rows never indexed stay +0)."""
+    if scale_grad_by_freq:
+        raise UnsupportedOpError("aten.embedding_dense_backward with scale_grad_by_freq=True")
+    g = np_(grad, "embedding_dense_backward")
+    idx = indices.numpy().reshape(-1)
+    g = g.reshape(idx.size, -1)
+    out = np.zeros((num_weights, g.shape[1]), F32)
+    for p, w in enumerate(idx.tolist()):
+        if w != padding_idx:
+            out[w] = P.add(out[w], g[p])
+    return tt(out)
+
+
+# -- exact ops: data movement, views, creation, reads ---------------------------------------------------------------
+EXACT = {
+    aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.t.default, aten.transpose.int,
+    aten.permute.default, aten.expand.default, aten.slice.Tensor, aten.select.int, aten.unbind.int,
+    aten.split.Tensor, aten.split_with_sizes.default, aten.squeeze.dim, aten.unsqueeze.default,
+    aten.detach.default, aten.alias.default, aten.lift_fresh.default, aten.clone.default, aten.contiguous.default,
+    aten.copy_.default, aten._to_copy.default, aten.stack.default, aten.cat.default, aten.zeros_like.default,
+    aten.ones_like.default, aten.empty_like.default, aten.zeros.default, aten.ones.default, aten.empty.memory_format,
+    aten.full.default, aten.full_like.default, aten.fill_.Scalar, aten.zero_.default, aten.new_zeros.default,
+    aten.new_ones.default, aten.new_empty.default, aten.new_empty_strided.default, aten.empty_strided.default,
+    aten.slice_backward.default, aten.select_backward.default, aten.embedding.default, aten.index_select.default,
+    aten._local_scalar_dense.default, aten.arange.default, aten.arange.start, aten.arange.start_step,
+    aten.triu.default, aten.tril.default, aten.flatten.using_ints, aten.unflatten.int, aten.as_strided.default,
+    aten._reshape_alias.default, aten.view_as_real.default, aten.eq.Scalar, aten.ne.Scalar,
+    aten.set_.source_Tensor, aten.resize_.default, aten.squeeze.default, aten.masked_fill_.Scalar,
+}

@@ -1,0 +1,62 @@
+"""`with repops.deterministic():` runs ordinary PyTorch code on RepOps kernels: every aten
+op below autograd is either a RepOps definition (repops.aten.REGISTRY), an exact data
+movement (EXACT), or an UnsupportedOpError. Never a silent fall-back."""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import aten as A
+from .errors import UnsupportedOpError
+
+
+def _describe(args) -> str:
+    parts = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            parts.append(f"{a.dtype}{list(a.shape)}@{a.device.type}")
+        elif isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
+            parts.append("[" + ", ".join(f"{t.dtype}{list(t.shape)}" for t in a) + "]")
+        else:
+            parts.append(repr(a))
+    return ", ".join(parts)
+
+
+class RepOpsMode(TorchDispatchMode):
+    def __init__(self, trace=None):
+        super().__init__()
+        self.trace = trace  # optional callback(func, args, kwargs, out): the Verde recorder hooks here
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        devices = {a.device.type for a in args if isinstance(a, torch.Tensor)}
+        if devices - {"cpu", "meta"}:
+            raise UnsupportedOpError(f"{func}: RepOps' CPU backend got tensors on {sorted(devices)}; "
+                                     "the CUDA backend is not available in this build")
+        impl = A.REGISTRY.get(func)
+        if impl is not None:
+            out = impl(*args, **kwargs)
+        elif func in A.EXACT or func.namespace == "profiler":
+            out = func(*args, **kwargs)
+        else:
+            raise UnsupportedOpError(f"{func} is not implemented by RepOps (args: {_describe(args)}). "
+                                     "Add a definition in repops/aten.py, or keep this op out of "
+                                     "repops.deterministic().")
+        if self.trace is not None:
+            self.trace(func, args, kwargs, out)
+        return out
+
+
+@contextlib.contextmanager
+def deterministic(backend: str = "cpu", trace=None):
+    """Run the enclosed PyTorch code with RepOps semantics. backend: "cpu" (compiled
+    kernels) or "reference" (the numpy spec itself; slow)."""
+    from .backends import get
+    old = A.set_backend(get(backend))
+    try:
+        with RepOpsMode(trace):
+            yield
+    finally:
+        A.set_backend(old)

@@ -1,0 +1,46 @@
+"""AdamW whose every scalar is a binary32 tensor computed by RepOps primitives.
+
+torch.optim.AdamW reads the step counter into Python and computes the bias corrections
+with a double-precision `**` (libm pow), so they are neither binary32 nor portable. Here,
+per parameter, in this order (docs/NUMERICS.md, "AdamW"):
+  p      = p * (1 - lr*wd)                      [1 - lr*wd: IEEE double +,*, rounded once]
+  m      = m + (1 - b1) * (g - m)               (lerp)
+  v      = v * b2 + (1 - b2) * (g * g)          (mul, addcmul)
+  b1t    = b1t * b1 ; b2t = b2t * b2            (b1^t as a running binary32 product)
+  step   = lr / (1 - b1t)
+  denom  = sqrt(v) / sqrt(1 - b2t) + eps
+  p      = p - (m / denom) * step
+"""
+from __future__ import annotations
+
+import torch
+
+
+class AdamW(torch.optim.Optimizer):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group in self.param_groups:
+            lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                st = self.state[p]
+                if not st:
+                    st["m"] = torch.zeros_like(p)
+                    st["v"] = torch.zeros_like(p)
+                    st["b1t"] = torch.ones((), dtype=torch.float32)
+                    st["b2t"] = torch.ones((), dtype=torch.float32)
+                g = p.grad
+                p.mul_(1.0 - lr * wd)
+                st["m"].lerp_(g, 1.0 - b1)
+                st["v"].mul_(b2).addcmul_(g, g, value=1.0 - b2)
+                st["b1t"].mul_(b1)
+                st["b2t"].mul_(b2)
+                step = torch.div(torch.full((), lr, dtype=torch.float32), torch.rsub(st["b1t"], 1.0))
+                denom = torch.add(torch.div(st["v"].sqrt(), torch.rsub(st["b2t"], 1.0).sqrt()), eps)
+                p.sub_(torch.mul(torch.div(st["m"], denom), step))
+        return loss
