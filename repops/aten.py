@@ -160,6 +160,11 @@ def pow_(a, p):
         for _ in range(int(p) - 1):
             y = P.mul(y, x)
         return tt(y)
+    if p in (-2, -3, -4):  # 1 / x^|p|
+        y = x
+        for _ in range(-int(p) - 1):
+            y = P.mul(y, x)
+        return tt(P.div(full(x.shape, 1.0), y))
     if p == 1:
         return tt(P.copy(x))
     if p == 0.5:
@@ -169,7 +174,30 @@ def pow_(a, p):
     if p == -0.5:
         return tt(_rsqrt(x))
     raise UnsupportedOpError(f"aten.pow.Tensor_Scalar with exponent {p!r}: RepOps defines pow only for "
-                             "exponents 1, 2, 3, 4, 0.5, -1, -0.5 (write x*x*x or exp(p*log(x)) explicitly)")
+                             "exponents +-1..4, 0.5, -0.5 (write x*x*x or exp(p*log(x)) explicitly)")
+
+
+_INT_CMP = {P.lt: np.less, P.le: np.less_equal, P.eq: np.equal}
+
+
+def _compare(prim, swap=False, negate=False):
+    def cmp(a, b):
+        ints = not any(isinstance(v, torch.Tensor) and v.is_floating_point() or isinstance(v, float) for v in (a, b))
+        x, y = (v.numpy() if isinstance(v, torch.Tensor) else v for v in (a, b)) if ints else \
+            (np_(a, "compare"), np_(b, "compare"))
+        f = _INT_CMP[prim] if ints else prim  # integers compare exactly as integers
+        r = np.asarray(f(y, x) if swap else f(x, y))
+        return torch.from_numpy(~r if negate else r)
+    return cmp
+
+
+# IEEE comparisons are exact; NaN compares false (ne: true).
+register(aten.lt.Tensor, aten.lt.Scalar)(_compare(P.lt))
+register(aten.le.Tensor, aten.le.Scalar)(_compare(P.le))
+register(aten.gt.Tensor, aten.gt.Scalar)(_compare(P.lt, swap=True))
+register(aten.ge.Tensor, aten.ge.Scalar)(_compare(P.le, swap=True))
+register(aten.eq.Tensor, aten.eq.Scalar)(_compare(P.eq))
+register(aten.ne.Tensor, aten.ne.Scalar)(_compare(P.eq, negate=True))
 
 
 @register(aten.exp.default)
@@ -465,6 +493,6 @@ EXACT = {
     aten.slice_backward.default, aten.select_backward.default, aten.embedding.default, aten.index_select.default,
     aten._local_scalar_dense.default, aten.arange.default, aten.arange.start, aten.arange.start_step,
     aten.triu.default, aten.tril.default, aten.flatten.using_ints, aten.unflatten.int, aten.as_strided.default,
-    aten._reshape_alias.default, aten.view_as_real.default, aten.eq.Scalar, aten.ne.Scalar,
+    aten._reshape_alias.default, aten.view_as_real.default,
     aten.set_.source_Tensor, aten.resize_.default, aten.squeeze.default, aten.masked_fill_.Scalar,
 }

@@ -9,8 +9,9 @@ class UnsupportedOpError(RepOpsError):
     """An operation RepOps has no reproducible kernel for (never silently falls back)."""
 
 
-class DTypeError(RepOpsError, TypeError):
-    """RepOps v1 computes in binary32 only."""
+class DTypeError(RepOpsError):
+    """RepOps v1 computes in binary32 only. (Not a TypeError: Python's operator protocol
+    would swallow it and retry the reflected operator.)"""
 
 
 class BackendError(RepOpsError):

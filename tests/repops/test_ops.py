@@ -1,0 +1,117 @@
+"""Every sample op: semantically right (close to native torch, forward and gradients) and
+reproducible (bitwise across backends, batch rows, memory layouts and thread counts)."""
+import numpy as np
+import pytest
+import torch
+
+import repops
+from repops import DTypeError, UnsupportedOpError
+
+from repops_samples import SAMPLES
+
+
+def run(fn, inputs, backend="cpu", grad=True):
+    xs = [x.clone().requires_grad_(grad and x.is_floating_point()) for x in inputs]
+    with repops.deterministic(backend):
+        out = fn(*xs)
+        if grad and any(x.requires_grad for x in xs):
+            out.float().sum().backward()
+    return out.detach(), [x.grad for x in xs if x.requires_grad]
+
+
+def bits(t):
+    return t.contiguous().view(torch.int32)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_definition_is_close_to_native_torch(name):
+    """A semantic check of each definition (tolerance, not bits: native kernels differ)."""
+    fn, make = SAMPLES[name]
+    inputs = make()
+    out, grads = run(fn, inputs)
+    xs = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    ref = fn(*xs)
+    ref.float().sum().backward()
+    torch.testing.assert_close(out, ref.detach(), rtol=2e-5, atol=2e-6)
+    for g, x in zip(grads, [x for x in xs if x.requires_grad]):
+        torch.testing.assert_close(g, x.grad, rtol=5e-5, atol=5e-6)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_backends_agree_bitwise(name):
+    fn, make = SAMPLES[name]
+    inputs = make()
+    o1, g1 = run(fn, inputs, "cpu")
+    o2, g2 = run(fn, inputs, "reference")
+    assert torch.equal(bits(o1), bits(o2))
+    for a, b in zip(g1, g2):
+        assert torch.equal(bits(a), bits(b))
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "layer_norm", "linear", "gelu", "silu", "exp_log"])
+def test_row_of_a_batch_equals_the_row_alone(name):
+    fn, make = SAMPLES[name]
+    inputs = list(make())
+    full, _ = run(fn, inputs, grad=False)
+    for i in range(inputs[0].shape[0]):
+        one, _ = run(fn, [inputs[0][i:i + 1]] + inputs[1:], grad=False)
+        assert torch.equal(bits(one), bits(full[i:i + 1])), f"row {i}"
+
+
+@pytest.mark.parametrize("name", ["softmax", "layer_norm", "linear", "bmm", "sum_mean"])
+def test_memory_layout_never_changes_bits(name):
+    fn, make = SAMPLES[name]
+    inputs = make()
+    contiguous, _ = run(fn, inputs)
+    strided = [x.t().contiguous().t() if x.dim() == 2 and x.is_floating_point() else x for x in inputs]
+    assert not strided[0].is_contiguous() or inputs[0].dim() != 2
+    other, _ = run(fn, strided)
+    assert torch.equal(bits(contiguous), bits(other))
+
+
+def test_torch_thread_setting_never_changes_bits():
+    fn, make = SAMPLES["linear"]
+    inputs = make()
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        a, ga = run(fn, inputs)
+        torch.set_num_threads(2)
+        b, gb = run(fn, inputs)
+    finally:
+        torch.set_num_threads(old)
+    assert torch.equal(bits(a), bits(b)) and all(torch.equal(bits(x), bits(y)) for x, y in zip(ga, gb))
+
+
+def test_nan_outputs_are_canonical():
+    x = torch.tensor([-1.0, 0.0, float("nan"), float("inf")])
+    with repops.deterministic():
+        y = torch.sqrt(x) + torch.log(x)
+    nan = torch.isnan(y)
+    assert nan.sum() >= 2 and (bits(y)[nan] == 0x7FC00000).all()
+
+
+def test_unsupported_op_names_the_op():
+    with pytest.raises(UnsupportedOpError, match=r"aten\.cumsum.*float32\[4\]"):
+        with repops.deterministic():
+            torch.cumsum(torch.ones(4), 0)
+
+
+def test_unsupported_pow_exponent():
+    with pytest.raises(UnsupportedOpError, match="exponent 1.5"):
+        with repops.deterministic():
+            torch.ones(3).pow(1.5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16])
+def test_non_binary32_inputs_are_a_clear_error(dtype):
+    with pytest.raises(DTypeError, match=f"float32; got a {dtype}"):
+        with repops.deterministic():
+            torch.ones(3, dtype=dtype) * torch.ones(3, dtype=dtype)
+
+
+def test_unknown_backend():
+    from repops.errors import BackendError
+    with pytest.raises(BackendError, match="unknown RepOps backend 'gpu9'"):
+        with repops.deterministic("gpu9"):
+            pass
