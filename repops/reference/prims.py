@@ -9,9 +9,33 @@ opcode the referee can re-execute.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import numpy as np
 
 F32 = np.float32
+_TAPE: contextvars.ContextVar = contextvars.ContextVar("repops_tape", default=None)
+
+
+@contextlib.contextmanager
+def tape():
+    """Record every primitive kernel the reference executes, in order, as
+    (name, inputs, output): the dispute's level 3 (kernels of one operator) and level 4
+    (elements of one kernel) read it. Folds and matmul appear as one kernel per step."""
+    rec = []
+    token = _TAPE.set(rec)
+    try:
+        yield rec
+    finally:
+        _TAPE.reset(token)
+
+
+def _record(name, args, out):
+    rec = _TAPE.get()
+    if rec is not None:
+        rec.append((name, tuple(np.array(a, copy=True) for a in args), np.array(out, copy=True)))
+    return out
 CANONICAL_NAN = np.uint32(0x7FC00000).view(np.float32)
 
 
@@ -21,11 +45,12 @@ def canon(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x), CANONICAL_NAN, x).astype(F32)
 
 
-def _map(f):
+def _map(f, name):
     def prim(*args):
         with np.errstate(all="ignore"):
-            return canon(f(*(np.asarray(a, dtype=F32) for a in args)))
-    prim.__name__ = f.__name__
+            xs = tuple(np.asarray(a, dtype=F32) for a in args)
+            return _record(name, xs, canon(f(*xs)))
+    prim.__name__ = name
     return prim
 
 
@@ -61,56 +86,59 @@ def _to_int32(rounder):
         with np.errstate(all="ignore"):
             r = rounder(np.asarray(a, dtype=F32)).astype(np.float64)
         r = np.nan_to_num(r, nan=0.0, posinf=2.0**31, neginf=-(2.0**31))
-        return np.clip(r, -(2.0**31), 2.0**31 - 1).astype(np.int32)
+        return _record(conv.__name__, (a,), np.clip(r, -(2.0**31), 2.0**31 - 1).astype(np.int32))
     return conv
 
 
-add = _map(np.add)
-sub = _map(np.subtract)
-mul = _map(np.multiply)
-fma = _map(_fma)
-div = _map(np.divide)
-sqrt = _map(np.sqrt)
-neg = _map(np.negative)
-abs_ = _map(np.abs)
-max_ = _map(_maximum)
-min_ = _map(_minimum)
-rint = _map(np.rint)
-floor = _map(np.floor)
-trunc = _map(np.trunc)
+add = _map(np.add, "add")
+sub = _map(np.subtract, "sub")
+mul = _map(np.multiply, "mul")
+fma = _map(_fma, "fma")
+div = _map(np.divide, "div")
+sqrt = _map(np.sqrt, "sqrt")
+neg = _map(np.negative, "neg")
+abs_ = _map(np.abs, "abs")
+max_ = _map(_maximum, "max")
+min_ = _map(_minimum, "min")
+rint = _map(np.rint, "rint")
+floor = _map(np.floor, "floor")
+trunc = _map(np.trunc, "trunc")
 
 
 def ldexp(a, n):
     with np.errstate(all="ignore"):
-        return canon(np.ldexp(np.asarray(a, F32), np.clip(np.asarray(n, np.int64), -400, 400).astype(np.int32)))
+        out = canon(np.ldexp(np.asarray(a, F32), np.clip(np.asarray(n, np.int64), -400, 400).astype(np.int32)))
+    return _record("ldexp", (a, n), out)
 
 
 def eq(a, b):
-    return np.asarray(a, F32) == np.asarray(b, F32)
+    return _record("eq", (a, b), np.asarray(a, F32) == np.asarray(b, F32))
 
 
 def lt(a, b):
-    return np.asarray(a, F32) < np.asarray(b, F32)
+    return _record("lt", (a, b), np.asarray(a, F32) < np.asarray(b, F32))
 
 
 def le(a, b):
-    return np.asarray(a, F32) <= np.asarray(b, F32)
+    return _record("le", (a, b), np.asarray(a, F32) <= np.asarray(b, F32))
 
 
 def select(cond, a, b):
-    return canon(np.where(np.asarray(cond, bool), np.asarray(a, F32), np.asarray(b, F32)))
+    return _record("select", (cond, a, b), canon(np.where(np.asarray(cond, bool), np.asarray(a, F32), np.asarray(b, F32))))
 
 
 def from_int32(i):
-    return np.asarray(i, np.int32).astype(F32)
+    return _record("from_int32", (i,), np.asarray(i, np.int32).astype(F32))
 
 
 to_int32_trunc = _to_int32(np.trunc)
+to_int32_trunc.__name__ = "to_int32_trunc"
 to_int32_rne = _to_int32(np.rint)
+to_int32_rne.__name__ = "to_int32_rne"
 
 
 def copy(a):
-    return np.array(a, dtype=F32, copy=True)
+    return _record("copy", (a,), np.array(a, dtype=F32, copy=True))
 
 
 # name -> reference kernel; the same names as offchain.softfloat.PRIMITIVES
