@@ -210,6 +210,40 @@ def log(a):
     return tt(M.log(np_(a, "log")))
 
 
+@register(aten.tanh.default)
+def tanh(a):
+    return tt(M.tanh(np_(a, "tanh")))
+
+
+@register(aten.tanh_backward.default)
+def tanh_backward(grad, y):
+    """g * (1 - y*y)."""
+    g, y = np_(grad, "tanh_backward"), np_(y, "tanh_backward")
+    return tt(P.mul(g, P.sub(full(y.shape, 1.0), P.mul(y, y))))
+
+
+@register(aten.sigmoid.default)
+def sigmoid(a):
+    return tt(M.sigmoid(np_(a, "sigmoid")))
+
+
+@register(aten.sigmoid_backward.default)
+def sigmoid_backward(grad, y):
+    """g * (y * (1 - y))."""
+    g, y = np_(grad, "sigmoid_backward"), np_(y, "sigmoid_backward")
+    return tt(P.mul(g, P.mul(y, P.sub(full(y.shape, 1.0), y))))
+
+
+@register(aten.sin.default)
+def sin(a):
+    return tt(M.sin(np_(a, "sin")))
+
+
+@register(aten.cos.default)
+def cos(a):
+    return tt(M.cos(np_(a, "cos")))
+
+
 @register(aten.relu.default)
 def relu(a):
     """relu(x) = max(x, +0) (NaN stays NaN)."""

@@ -29,11 +29,15 @@ class RMSNorm(nn.Module):
 
 
 def rope_tables(cfg: LlamaConfig):
-    """cos/sin tables are a function of the config only: a buffer, built once."""
+    """cos/sin tables, a function of the config only. Built under RepOps (its exp, log, sin,
+    cos), not libm: every party derives the same bits. inv_freq_i = exp(-(2i/hd) log base)."""
+    import repops
     hd = cfg.d_model // cfg.n_heads
-    inv = 1.0 / (cfg.rope_base ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
-    ang = torch.arange(cfg.max_seq, dtype=torch.float64)[:, None] * inv[None, :]
-    return torch.cos(ang).float(), torch.sin(ang).float()
+    with repops.deterministic():
+        i2 = torch.arange(0, hd, 2, dtype=torch.float32)            # exact small integers
+        inv = torch.exp(-(i2 / hd) * torch.log(torch.full((), cfg.rope_base)))
+        ang = torch.arange(cfg.max_seq, dtype=torch.float32)[:, None] * inv[None, :]
+        return torch.cos(ang), torch.sin(ang)
 
 
 def apply_rope(x, cos, sin):

@@ -130,3 +130,68 @@ def sigmoid(x):
     x = np.asarray(x, np.float32)
     one = np.ones(x.shape, np.float32)
     return P.div(one, P.add(one, exp(P.neg(x))))
+
+
+# -- tanh ------------------------------------------------------------------------------------------------
+# |x| < 1: tanh x = x + x^3 T(x^2), degree-8 fit (0.24 ulp); else 1 - 2/(exp(2|x|) + 1), whose
+# error is damped by q/(1-q) <= 0.31 with q = 2/(e^2+1) (the switch is at 1 for that reason).
+TANH_T = [c(b) for b in (0xB82D740F, 0x39A0CDD7, 0xBA9B7DA3, 0x3B606E99, 0xBC101EC8, 0x3CB30523, 0xBD5D0B63,
+                         0x3E08887E, 0xBEAAAAAB)]
+TANH_SMALL = c(0x3F800000)   # 1.0
+TANH_ONE = c(0x4111999A)     # 9.1: beyond, 1 - tanh < 2^-26 and tanh rounds to +-1
+
+
+def tanh(x):
+    x = np.asarray(x, np.float32)
+    k = lambda v: np.full(x.shape, v, np.float32)  # noqa: E731
+    a = P.abs_(x)
+    z = P.mul(x, x)
+    small = P.fma(P.mul(x, z), horner(z, TANH_T), x)
+    e = exp(P.mul(k(2.0), P.min_(a, TANH_ONE)))
+    big = P.sub(k(1.0), P.div(k(2.0), P.add(e, k(1.0))))
+    big = P.select(P.lt(a, TANH_ONE), big, k(1.0))
+    big = P.select(P.lt(x, k(0.0)), P.neg(big), big)
+    y = P.select(P.lt(a, TANH_SMALL), small, big)
+    y = P.select(P.eq(x, k(0.0)), x, y)                # tanh(+-0) = +-0
+    return P.select(P.eq(x, x), y, x)
+
+
+# -- sin, cos --------------------------------------------------------------------------------------------
+TWO_OVER_PI = c(0x3F22F983)
+PIO2 = [c(0x3FC90000), c(0x39FDA000), c(0x33A22169)]  # pi/2 in three parts of <= 12 bits
+SIN_S = [c(b) for b in (0x363665BB, 0xB95007B0, 0x3C088884, 0xBE2AAAAB)]   # sin r = r + r^3 S(r^2)
+COS_C = [c(b) for b in (0xB4920B86, 0x37D0085B, 0xBAB60B5C, 0x3D2AAAAB)]   # cos r = 1 - r^2/2 + r^4 C(r^2)
+
+
+def _sincos(x):
+    """Shared reduction: n = rint(x 2/pi), r = x - n pi/2 (three fma steps), quadrant
+    q = n - 4 floor(n/4) in {0,1,2,3}; returns (sin, cos). Accurate while |n| < 2^12
+    (|x| < ~6400); beyond, still deterministic, increasingly inaccurate."""
+    x = np.asarray(x, np.float32)
+    k = lambda v: np.full(x.shape, v, np.float32)  # noqa: E731
+    n = P.rint(P.mul(x, k(TWO_OVER_PI)))
+    r = x
+    for part in PIO2:
+        r = P.fma(P.neg(n), k(part), r)
+    q = P.sub(n, P.mul(k(4.0), P.floor(P.mul(n, k(0.25)))))
+    z = P.mul(r, r)
+    s = P.fma(P.mul(r, z), horner(z, SIN_S), r)
+    cz = P.sub(k(1.0), P.mul(k(0.5), z))
+    co = P.fma(P.mul(z, z), horner(z, COS_C), cz)
+    # quadrant: (sin, cos) = (s, c), (c, -s), (-s, -c), (-c, s) for q = 0, 1, 2, 3
+    odd = P.eq(P.sub(q, P.mul(k(2.0), P.floor(P.mul(q, k(0.5))))), k(1.0))
+    neg_sin = P.le(k(2.0), q)
+    neg_cos = P.select(P.eq(q, k(1.0)), k(1.0), P.select(P.eq(q, k(2.0)), k(1.0), k(0.0)))
+    sin_v = P.select(odd, co, s)
+    cos_v = P.select(odd, s, co)
+    sin_v = P.select(neg_sin, P.neg(sin_v), sin_v)
+    cos_v = P.select(P.eq(neg_cos, k(1.0)), P.neg(cos_v), cos_v)
+    return sin_v, cos_v
+
+
+def sin(x):
+    return _sincos(x)[0]
+
+
+def cos(x):
+    return _sincos(x)[1]

@@ -64,11 +64,12 @@ def _fma(a, b, c):
     s = p + z
     bb = s - p
     err = (p - (s - bb)) + (z - bb)             # TwoSum: s + err == p + z exactly
-    bits = s.view(np.uint64)
-    nudge = np.isfinite(s) & (err != 0) & ((bits & 1) == 0)
+    one = np.uint64(1)
+    bits = np.asarray(s).view(np.uint64)
+    nudge = np.isfinite(s) & (err != 0) & ((bits & one) == 0)
     away = (err > 0) == (s > 0)                 # toward the exact value
-    bits = np.where(nudge, np.where(away, bits + 1, bits - 1), bits)
-    return bits.view(np.float64).astype(F32)    # round-to-odd then RNE: correct
+    bits = np.where(nudge, np.where(away, bits + one, bits - one), bits)
+    return np.asarray(bits).view(np.float64).astype(F32)  # round-to-odd then RNE: correct
 
 
 def _maximum(a, b):

@@ -30,3 +30,8 @@ SAMPLES = {
     "embedding": (lambda w, i: F.embedding(i, w), lambda: (_x(10, 4), torch.tensor([[1, 3, 3], [0, 9, 1]]))),
     "masked_fill": (lambda a: a.masked_fill(a > 0, float("-inf")), lambda: (_x(4, 4),)),
 }
+SAMPLES.update({
+    "tanh": (lambda a: torch.tanh(a), lambda: (_x(4, 8),)),
+    "sigmoid": (lambda a: torch.sigmoid(a), lambda: (_x(4, 8),)),
+    "sin_cos": (lambda a: torch.sin(a) * torch.cos(a), lambda: (_x(5, 7, lo=-60, hi=60),)),
+})

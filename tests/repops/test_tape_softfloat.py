@@ -41,7 +41,7 @@ def check_tape(rec, per_step=6, rng=None):
 SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-40, 88.7, -104.5, 3.4e38], np.float32)
 
 
-@pytest.mark.parametrize("fn", [M.exp, M.log, M.erf, M.sigmoid], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("fn", [M.exp, M.log, M.erf, M.sigmoid, M.tanh, M.sin, M.cos], ids=lambda f: f.__name__)
 def test_transcendental_steps_are_softfloat_primitives(fn):
     rng = np.random.default_rng(1)
     x = np.concatenate([rng.standard_normal(50).astype(np.float32) * 20, SPECIALS])
