@@ -161,18 +161,22 @@ TWO_OVER_PI = c(0x3F22F983)
 PIO2 = [c(0x3FC90000), c(0x39FDA000), c(0x33A22169)]  # pi/2 in three parts of <= 12 bits
 SIN_S = [c(b) for b in (0x363665BB, 0xB95007B0, 0x3C088884, 0xBE2AAAAB)]   # sin r = r + r^3 S(r^2)
 COS_C = [c(b) for b in (0xB4920B86, 0x37D0085B, 0xBAB60B5C, 0x3D2AAAAB)]   # cos r = 1 - r^2/2 + r^4 C(r^2)
+R_CLAMP = c(0x3F4A3D71)      # 0.79 > pi/4
 
 
 def _sincos(x):
     """Shared reduction: n = rint(x 2/pi), r = x - n pi/2 (three fma steps), quadrant
     q = n - 4 floor(n/4) in {0,1,2,3}; returns (sin, cos). Accurate while |n| < 2^12
-    (|x| < ~6400); beyond, still deterministic, increasingly inaccurate."""
+    (|x| < ~6400); beyond, deterministic and in [-1, 1] but inaccurate (no Payne-Hanek yet)."""
     x = np.asarray(x, np.float32)
     k = lambda v: np.full(x.shape, v, np.float32)  # noqa: E731
     n = P.rint(P.mul(x, k(TWO_OVER_PI)))
     r = x
     for part in PIO2:
         r = P.fma(P.neg(n), k(part), r)
+    # Beyond the accurate range the reduction can leave a huge r; clamping keeps the result
+    # finite and in [-1, 1] (inaccurate there, but deterministic). No effect below ~6400.
+    r = P.min_(P.max_(r, k(-R_CLAMP)), k(R_CLAMP))
     q = P.sub(n, P.mul(k(4.0), P.floor(P.mul(n, k(0.25)))))
     z = P.mul(r, r)
     s = P.fma(P.mul(r, z), horner(z, SIN_S), r)
