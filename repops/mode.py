@@ -54,9 +54,14 @@ def deterministic(backend: str = "cpu", trace=None):
     """Run the enclosed PyTorch code with RepOps semantics. backend: "cpu" (compiled
     kernels) or "reference" (the numpy spec itself; slow)."""
     from .backends import get
+    from .cpu.build import lib
     old = A.set_backend(get(backend))
+    # numpy's elementwise kernels run in this thread under its MXCSR: force IEEE modes
+    # (no FTZ/DAZ, round-to-nearest) for the block, whatever the process had set.
+    csr = lib().repops_mxcsr_ieee()
     try:
         with RepOpsMode(trace):
             yield
     finally:
+        lib().repops_mxcsr_set(csr)
         A.set_backend(old)

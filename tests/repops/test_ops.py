@@ -115,3 +115,21 @@ def test_unknown_backend():
     with pytest.raises(BackendError, match="unknown RepOps backend 'gpu9'"):
         with repops.deterministic("gpu9"):
             pass
+
+
+def test_ftz_daz_set_by_the_process_does_not_change_bits():
+    from repops.cpu import lib
+    x = torch.tensor([1e-39, 3e-39, -2e-40]) * 1.0
+    with repops.deterministic():
+        want = (x * 0.5 + x).clone()
+    L = lib()
+    old = L.repops_test_set_ftz_daz(1)
+    try:
+        assert L.repops_mxcsr_get() & 0x8040 == 0x8040
+        with repops.deterministic():
+            got = (x * 0.5 + x).clone()
+        assert L.repops_mxcsr_get() & 0x8040 == 0x8040, "the caller's MXCSR must be restored"
+    finally:
+        L.repops_mxcsr_set(old)
+    assert (want != 0).all(), "the case must produce subnormals"
+    assert torch.equal(bits(got), bits(want))
