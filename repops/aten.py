@@ -87,69 +87,36 @@ def _scaled(b, alpha, op):
     return b if alpha == 1 else P.mul(b, np_(alpha, op))
 
 
-@register(aten.add.Tensor, aten.add.Scalar)
-def add(a, b, alpha=1):
-    return tt(P.add(np_(a, "add"), _scaled(np_(b, "add"), alpha, "add")))
+def _binary(prim, name, inplace=False, reflected=False):
+    """aten binary op: prim(a, alpha * b) (the mul only when alpha != 1); in-place variants
+    copy the result back into a; reflected (rsub) swaps the operands."""
+    def impl(a, b, alpha=1):
+        x, y = np_(a, name), np_(b, name)
+        if reflected:
+            x, y = y, x
+        r = prim(x, _scaled(y, alpha, name))
+        return _inplace(a, r) if inplace else tt(r)
+    return impl
 
 
-@register(aten.add_.Tensor, aten.add_.Scalar)
-def add_(a, b, alpha=1):
-    return _inplace(a, P.add(np_(a, "add_"), _scaled(np_(b, "add_"), alpha, "add_")))
-
-
-@register(aten.sub.Tensor, aten.sub.Scalar)
-def sub(a, b, alpha=1):
-    return tt(P.sub(np_(a, "sub"), _scaled(np_(b, "sub"), alpha, "sub")))
-
-
-@register(aten.sub_.Tensor, aten.sub_.Scalar)
-def sub_(a, b, alpha=1):
-    return _inplace(a, P.sub(np_(a, "sub_"), _scaled(np_(b, "sub_"), alpha, "sub_")))
-
-
-@register(aten.rsub.Scalar, aten.rsub.Tensor)
-def rsub(a, b, alpha=1):
-    return tt(P.sub(np_(b, "rsub"), _scaled(np_(a, "rsub"), alpha, "rsub")))
-
-
-@register(aten.mul.Tensor, aten.mul.Scalar)
-def mul(a, b):
-    return tt(P.mul(np_(a, "mul"), np_(b, "mul")))
-
-
-@register(aten.mul_.Tensor, aten.mul_.Scalar)
-def mul_(a, b):
-    return _inplace(a, P.mul(np_(a, "mul_"), np_(b, "mul_")))
-
-
-@register(aten.div.Tensor, aten.div.Scalar)
-def div(a, b):
-    return tt(P.div(np_(a, "div"), np_(b, "div")))
-
-
-@register(aten.div_.Tensor, aten.div_.Scalar)
-def div_(a, b):
-    return _inplace(a, P.div(np_(a, "div_"), np_(b, "div_")))
-
-
-@register(aten.neg.default)
-def neg(a):
-    return tt(P.neg(np_(a, "neg")))
-
-
-@register(aten.sqrt.default)
-def sqrt(a):
-    return tt(P.sqrt(np_(a, "sqrt")))
+for _name, _prim in (("add", P.add), ("sub", P.sub), ("mul", P.mul), ("div", P.div)):
+    register(getattr(aten, _name).Tensor, getattr(aten, _name).Scalar)(_binary(_prim, _name))
+    register(getattr(aten, _name + "_").Tensor, getattr(aten, _name + "_").Scalar)(_binary(_prim, _name + "_", True))
+register(aten.rsub.Scalar, aten.rsub.Tensor)(_binary(P.sub, "rsub", reflected=True))
 
 
 def _rsqrt(x):
     return P.div(full(x.shape, 1.0), P.sqrt(x))
 
 
-@register(aten.rsqrt.default)
-def rsqrt(a):
-    """rsqrt(x) = 1 / sqrt(x): two correctly rounded primitives (no hardware rsqrt)."""
-    return tt(_rsqrt(np_(a, "rsqrt")))
+def _unary(fn, name):
+    return lambda a: tt(fn(np_(a, name)))
+
+
+# rsqrt(x) = 1 / sqrt(x): two correctly rounded primitives (no hardware rsqrt).
+for _name, _fn in (("neg", P.neg), ("sqrt", P.sqrt), ("rsqrt", _rsqrt), ("exp", M.exp), ("log", M.log),
+                   ("tanh", M.tanh), ("sigmoid", M.sigmoid), ("sin", M.sin), ("cos", M.cos)):
+    register(getattr(aten, _name).default)(_unary(_fn, _name))
 
 
 @register(aten.pow.Tensor_Scalar)
@@ -200,21 +167,6 @@ register(aten.eq.Tensor, aten.eq.Scalar)(_compare(P.eq))
 register(aten.ne.Tensor, aten.ne.Scalar)(_compare(P.eq, negate=True))
 
 
-@register(aten.exp.default)
-def exp(a):
-    return tt(M.exp(np_(a, "exp")))
-
-
-@register(aten.log.default)
-def log(a):
-    return tt(M.log(np_(a, "log")))
-
-
-@register(aten.tanh.default)
-def tanh(a):
-    return tt(M.tanh(np_(a, "tanh")))
-
-
 @register(aten.tanh_backward.default)
 def tanh_backward(grad, y):
     """g * (1 - y*y)."""
@@ -222,26 +174,11 @@ def tanh_backward(grad, y):
     return tt(P.mul(g, P.sub(full(y.shape, 1.0), P.mul(y, y))))
 
 
-@register(aten.sigmoid.default)
-def sigmoid(a):
-    return tt(M.sigmoid(np_(a, "sigmoid")))
-
-
 @register(aten.sigmoid_backward.default)
 def sigmoid_backward(grad, y):
     """g * (y * (1 - y))."""
     g, y = np_(grad, "sigmoid_backward"), np_(y, "sigmoid_backward")
     return tt(P.mul(g, P.mul(y, P.sub(full(y.shape, 1.0), y))))
-
-
-@register(aten.sin.default)
-def sin(a):
-    return tt(M.sin(np_(a, "sin")))
-
-
-@register(aten.cos.default)
-def cos(a):
-    return tt(M.cos(np_(a, "cos")))
 
 
 @register(aten.relu.default)
