@@ -8,7 +8,7 @@ exact and run natively (EXACT). Anything else raises UnsupportedOpError.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -29,6 +29,7 @@ class Backend:
     name: str
     matmul: Callable
     fold: Callable
+    prims: dict = field(default_factory=dict)  # primitive name -> compiled kernel (same bits)
 
 
 REFERENCE = Backend("reference", RL.matmul, ref_fold)

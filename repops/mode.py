@@ -55,12 +55,14 @@ def deterministic(backend: str = "cpu", trace=None):
     kernels) or "reference" (the numpy spec itself; slow)."""
     from .backends import get
     from .cpu.build import lib
-    old = A.set_backend(get(backend))
+    from .reference.prims import implementations
+    b = get(backend)
+    old = A.set_backend(b)
     # numpy's elementwise kernels run in this thread under its MXCSR: force IEEE modes
     # (no FTZ/DAZ, round-to-nearest) for the block, whatever the process had set.
     csr = lib().repops_mxcsr_ieee()
     try:
-        with RepOpsMode(trace):
+        with implementations(b.prims), RepOpsMode(trace):
             yield
     finally:
         lib().repops_mxcsr_set(csr)

@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import BackendError, DTypeError
 from .build import lib
 
-__all__ = ["matmul", "default_threads", "lib"]
+__all__ = ["fma", "matmul", "default_threads", "lib"]
 
 
 def default_threads() -> int:
@@ -45,4 +45,14 @@ def matmul(a, b, threads: int | None = None) -> np.ndarray:
     for idx in np.ndindex(*batch):
         if L.repops_matmul_f32(_ptr(a[idx]), _ptr(b[idx]), _ptr(out[idx]), M, N, K, t) != 0:
             raise BackendError(f"matmul: out of memory packing a {M}x{K}x{N} problem")
+    return out
+
+
+def fma(a, b, c) -> np.ndarray:
+    """The fma primitive with the hardware's fused multiply-add (IEEE, one rounding), NaN
+    canonical: the same bits as repops.reference.prims.fma, much faster."""
+    a, b, c = np.broadcast_arrays(*(np.asarray(v, np.float32) for v in (a, b, c)))
+    a, b, c = (np.ascontiguousarray(v) for v in (a, b, c))
+    out = np.empty(a.shape, np.float32)
+    lib().repops_fma_f32(_ptr(a), _ptr(b), _ptr(c), _ptr(out), out.size, default_threads())
     return out

@@ -124,7 +124,7 @@ def test_non_float32_is_a_clear_error():
 
 def test_only_the_intended_kernel_contains_fma_instructions():
     """No implicit contraction anywhere: fused instructions appear only where the spec
-    says fma (the AVX2 tile); everything else compiled with -ffp-contract=off."""
+    says fma (the matmul tile, the fma primitive); everything else has -ffp-contract=off."""
     dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(build())], capture_output=True, text=True).stdout
     owners, current = set(), None
     for line in dis.splitlines():
@@ -133,4 +133,16 @@ def test_only_the_intended_kernel_contains_fma_instructions():
             current = m.group(1)
         elif re.search(r"\bv?f(n)?m(add|sub)", line):
             owners.add(current)
-    assert owners == {"kernel_6x16"}, owners
+    assert owners == {"kernel_6x16", "fma_avx2"}, owners
+
+
+def test_fma_kernel_equals_reference_fma_including_specials_and_broadcast():
+    from repops.reference import prims as P
+    rng = np.random.default_rng(9)
+    a, b = rand(rng, 1000, 3, specials=True), rand(rng, 1, 3, specials=True)
+    c = rand(rng, 1000, 3, specials=True) * np.float32(1e-3)
+    with np.errstate(all="ignore"):  # specials overflow here, on purpose
+        c[::7] = -a[::7] * b[0]      # exact cancellations: +0
+    assert_bitwise(cpu.fma(a, b, c), P.fma(a, b, c))
+    big = rand(rng, 300_000)
+    assert_bitwise(cpu.fma(big, big[::-1], big), P.fma(big, big[::-1], big))  # threaded path
