@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 
 import torch
+from torch._C import DispatchKey
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import aten as A
@@ -40,6 +41,12 @@ class RepOpsMode(TorchDispatchMode):
             out = impl(*args, **kwargs)
         elif func in A.EXACT or func.namespace == "profiler":
             out = func(*args, **kwargs)
+        elif func.has_kernel_for_dispatch_key(DispatchKey.CompositeImplicitAutograd):
+            # A composite op (linear, layer_norm, ...) reaching us whole (inference_mode skips
+            # autograd's decomposition). Decompose it with this mode re-entered, so each piece
+            # runs on RepOps in torch's fixed order, exactly as under autograd.
+            with self:
+                return func.decompose(*args, **kwargs)
         else:
             raise UnsupportedOpError(f"{func} is not implemented by RepOps (args: {_describe(args)}). "
                                      "Add a definition in repops/aten.py, or keep this op out of "

@@ -70,3 +70,19 @@ def test_repops_adamw_is_the_same_algorithm_as_torch_adamw():
                 opt.step()
         outs.append(torch.cat([p.detach().flatten() for p in m.parameters()]))
     torch.testing.assert_close(outs[0], outs[1], rtol=1e-3, atol=1e-5)  # same algorithm
+
+
+@pytest.mark.parametrize("name", ["mlp", "llama"])
+def test_inference_equals_training_forward_and_never_falls_back(name):
+    from repops import aten as A
+    torch.manual_seed(0)
+    model = build(name)
+    x = (torch.randn(4, 32),) if name == "mlp" else (torch.randint(0, 256, (2, 9)),)
+    with repops.deterministic():
+        want = model(*x).detach()
+    for ctx in (torch.no_grad, torch.inference_mode):
+        ops = []
+        with ctx(), repops.deterministic(trace=lambda f, a, k, o: ops.append(f)):
+            got = model(*x)
+        assert torch.equal(got.view(torch.int32), want.view(torch.int32)), ctx.__name__
+        assert all(f in A.REGISTRY or f in A.EXACT for f in ops), [str(f) for f in ops if f not in A.REGISTRY and f not in A.EXACT]
