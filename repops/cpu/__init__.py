@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import BackendError, DTypeError
 from .build import lib
 
-__all__ = ["fma", "matmul", "default_threads", "lib"]
+__all__ = ["fma", "fold", "matmul", "default_threads", "lib"]
 
 
 def default_threads() -> int:
@@ -56,3 +56,24 @@ def fma(a, b, c) -> np.ndarray:
     out = np.empty(a.shape, np.float32)
     lib().repops_fma_f32(_ptr(a), _ptr(b), _ptr(c), _ptr(out), out.size, default_threads())
     return out
+
+
+def fold(prim, x, axis: int, init: float, keepdims: bool = False) -> np.ndarray:
+    """repops.reference.fold.fold with compiled kernels for add and max (other primitives
+    use the reference): same order, same bits."""
+    from ..reference import prims as P
+    from ..reference.fold import fold as ref_fold
+    code = {P.add: 0, P.max_: 1}.get(prim)
+    x = np.asarray(x, np.float32)
+    if code is None or x.ndim == 0:
+        return ref_fold(prim, x, axis, init, keepdims)
+    axis = axis % x.ndim
+    moved = np.ascontiguousarray(np.moveaxis(x, axis, -1))
+    n = moved.shape[-1]
+    rows = moved.size // n if n else int(np.prod(moved.shape[:-1]))
+    out = np.empty(moved.shape[:-1], np.float32)
+    if n == 0:
+        out.fill(init)
+    elif rows:
+        lib().repops_fold_f32(code, _ptr(moved), _ptr(out), rows, n, init, default_threads())
+    return np.expand_dims(out, axis) if keepdims else out

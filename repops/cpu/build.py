@@ -62,6 +62,8 @@ def lib() -> ctypes.CDLL:
         L.repops_test_set_ftz_daz.argtypes = [ctypes.c_int]
         L.repops_test_set_ftz_daz.restype = ctypes.c_uint
         L.repops_fma_f32.argtypes = [f32p, f32p, f32p, f32p, ctypes.c_long, ctypes.c_int]
+        L.repops_fold_f32.argtypes = [ctypes.c_int, f32p, f32p, ctypes.c_long, ctypes.c_long, ctypes.c_float, ctypes.c_int]
+        L.repops_fold_f32.restype = ctypes.c_int
         L.repops_mxcsr_get.restype = ctypes.c_uint
         L.repops_mxcsr_set.argtypes = [ctypes.c_uint]
         L.repops_mxcsr_ieee.restype = ctypes.c_uint

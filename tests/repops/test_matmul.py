@@ -146,3 +146,18 @@ def test_fma_kernel_equals_reference_fma_including_specials_and_broadcast():
     assert_bitwise(cpu.fma(a, b, c), P.fma(a, b, c))
     big = rand(rng, 300_000)
     assert_bitwise(cpu.fma(big, big[::-1], big), P.fma(big, big[::-1], big))  # threaded path
+
+
+@pytest.mark.parametrize("shape,axis", [((1,), 0), ((7,), 0), ((13, 1), 1), ((3, 257), 1), ((300, 5), 0),
+                                        ((2, 3, 129), 2), ((2, 3, 129), 1), ((600, 40), 1), ((4, 0), 1)])
+@pytest.mark.parametrize("which", ["add", "max"])
+def test_fold_kernel_equals_reference(shape, axis, which):
+    from repops.reference import prims as P
+    from repops.reference.fold import fold as ref_fold
+    prim, init = (P.add, -0.0) if which == "add" else (P.max_, -np.inf)
+    rng = np.random.default_rng(sum(shape) + axis)
+    x = rand(rng, *shape, specials=True)
+    if x.size:
+        x.reshape(-1)[::3] = -0.0  # signed zeros decide max(-0, +0) and -0 sums
+    assert_bitwise(cpu.fold(prim, x, axis, init), ref_fold(prim, x, axis, init))
+    assert_bitwise(cpu.fold(prim, x, axis, init, keepdims=True), ref_fold(prim, x, axis, init, keepdims=True))
