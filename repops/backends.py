@@ -8,7 +8,7 @@ from .errors import BackendError
 
 def _cpu() -> Backend:
     from . import cpu
-    return Backend("cpu", matmul=cpu.matmul, fold=cpu.fold, prims={"fma": cpu.fma})
+    return Backend("cpu", matmul=cpu.matmul, fold=cpu.fold, prims={"fma": cpu.fma, "exp": cpu.exp})
 
 
 _TABLE = {"reference": lambda: REFERENCE, "cpu": _cpu}

@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import BackendError, DTypeError
 from .build import lib
 
-__all__ = ["fma", "fold", "matmul", "default_threads", "lib"]
+__all__ = ["exp", "fma", "fold", "matmul", "default_threads", "lib"]
 
 
 def default_threads() -> int:
@@ -77,3 +77,11 @@ def fold(prim, x, axis: int, init: float, keepdims: bool = False) -> np.ndarray:
     elif rows:
         lib().repops_fold_f32(code, _ptr(moved), _ptr(out), rows, n, init, default_threads())
     return np.expand_dims(out, axis) if keepdims else out
+
+
+def exp(x) -> np.ndarray:
+    """repops.reference.math.exp fused into one pass (same sequence, same bits)."""
+    x = np.ascontiguousarray(np.asarray(x, np.float32))
+    out = np.empty(x.shape, np.float32)
+    lib().repops_exp_f32(_ptr(x), _ptr(out), x.size, default_threads())
+    return out

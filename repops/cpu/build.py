@@ -31,7 +31,7 @@ def library_path() -> Path:
         raise BackendError(f"C compiler {CC!r} not found: RepOps' CPU kernels are built with it. "
                            "Install gcc (Debian: apt-get install gcc) or set REPOPS_CC.")
     version = subprocess.run([CC, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    sources = sorted(KERNELS.glob("*.c"))
+    sources = sorted(KERNELS.glob("*.[ch]"))
     h = hashlib.sha256(" ".join(FLAGS + [version]).encode())
     for s in sources:
         h.update(s.name.encode() + s.read_bytes())
@@ -64,6 +64,7 @@ def lib() -> ctypes.CDLL:
         L.repops_fma_f32.argtypes = [f32p, f32p, f32p, f32p, ctypes.c_long, ctypes.c_int]
         L.repops_fold_f32.argtypes = [ctypes.c_int, f32p, f32p, ctypes.c_long, ctypes.c_long, ctypes.c_float, ctypes.c_int]
         L.repops_fold_f32.restype = ctypes.c_int
+        L.repops_exp_f32.argtypes = [f32p, f32p, ctypes.c_long, ctypes.c_int]
         L.repops_mxcsr_get.restype = ctypes.c_uint
         L.repops_mxcsr_set.argtypes = [ctypes.c_uint]
         L.repops_mxcsr_ieee.restype = ctypes.c_uint

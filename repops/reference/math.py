@@ -35,6 +35,7 @@ EXP_UNDER = c(0xC2D00000)    # -104: exp(-104) < 2^-150 rounds to +0
 EXP_Q = [c(b) for b in (0x3950AF03, 0x3AB6A7A0, 0x3C088860, 0x3D2AAA70, 0x3E2AAAAB, 0x3F000000)]
 
 
+@P.overridable("exp")
 def exp(x):
     """exp: x clamped to [-104, EXP_OVER]; n = rint(x log2 e); r = x - n ln2 with a two-part
     ln2 (Cody-Waite, both steps fma); p = 1 + (r + r^2 Q(r)); result ldexp(p, n), which

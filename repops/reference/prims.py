@@ -16,8 +16,8 @@ import numpy as np
 
 F32 = np.float32
 _TAPE: contextvars.ContextVar = contextvars.ContextVar("repops_tape", default=None)
-# Backend overrides: primitive name -> a compiled kernel with identical semantics. Empty for
-# the reference; repops.backends fills it (tests compare the two bit for bit).
+# Backend overrides: primitive (or operator) name -> a compiled kernel with identical bits.
+# Empty for the reference; repops.backends fills it (tests compare the two bit for bit).
 _IMPLS: contextvars.ContextVar = contextvars.ContextVar("repops_impls", default={})
 
 
@@ -36,10 +36,11 @@ def tape():
     (name, inputs, output): the dispute's level 3 (kernels of one operator) and level 4
     (elements of one kernel) read it. Folds and matmul appear as one kernel per step."""
     rec = []
-    token = _TAPE.set(rec)
+    token, impls = _TAPE.set(rec), _IMPLS.set({})  # a tape always shows the reference steps
     try:
         yield rec
     finally:
+        _IMPLS.reset(impls)
         _TAPE.reset(token)
 
 
@@ -55,6 +56,17 @@ def canon(x: np.ndarray) -> np.ndarray:
     """Replace every NaN by the canonical one (bit pattern 0x7FC00000)."""
     x = np.asarray(x, dtype=F32)
     return np.where(np.isnan(x), CANONICAL_NAN, x).astype(F32)
+
+
+def overridable(name):
+    """Let a backend replace this function (an operator of the reference) by a fused kernel."""
+    def deco(f):
+        def run(*args):
+            fast = _IMPLS.get().get(name)
+            return fast(*args) if fast is not None else f(*args)
+        run.__name__, run.__doc__, run.reference = f.__name__, f.__doc__, f
+        return run
+    return deco
 
 
 def _map(f, name):

@@ -161,3 +161,11 @@ def test_fold_kernel_equals_reference(shape, axis, which):
         x.reshape(-1)[::3] = -0.0  # signed zeros decide max(-0, +0) and -0 sums
     assert_bitwise(cpu.fold(prim, x, axis, init), ref_fold(prim, x, axis, init))
     assert_bitwise(cpu.fold(prim, x, axis, init, keepdims=True), ref_fold(prim, x, axis, init, keepdims=True))
+
+
+def test_fused_exp_equals_reference_sequence():
+    from repops.reference import math as M
+    rng = np.random.default_rng(10)
+    x = np.concatenate([rng.uniform(-110, 95, 200_000).astype(np.float32), rand(rng, 5000, specials=True),
+                        np.arange(0, 1 << 32, 1 << 10, dtype=np.uint64).astype(np.uint32).view(np.float32)])
+    assert_bitwise(cpu.exp(x), M.exp.reference(x))

@@ -1,17 +1,8 @@
 /* Elementwise primitives with the hardware's IEEE operation (same bits as the reference),
  * NaN canonicalised in the same pass. Inputs are contiguous and already broadcast. */
-#include <immintrin.h>
 #include <math.h>
-#include <stdint.h>
-#include <string.h>
 
-static inline float canon(float r) {
-    uint32_t u;
-    memcpy(&u, &r, 4);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) u = 0x7FC00000u;
-    memcpy(&r, &u, 4);
-    return r;
-}
+#include "common.h"
 
 __attribute__((target("avx2,fma")))
 static void fma_avx2(const float *a, const float *b, const float *c, float *out, long lo, long hi) {
@@ -22,11 +13,11 @@ static void fma_avx2(const float *a, const float *b, const float *c, float *out,
         __m256 nan = _mm256_cmp_ps(r, r, _CMP_UNORD_Q);
         _mm256_storeu_ps(out + i, _mm256_blendv_ps(r, canon_nan, nan));
     }
-    for (; i < hi; i++) out[i] = canon(fmaf(a[i], b[i], c[i]));
+    for (; i < hi; i++) out[i] = repops_canon(fmaf(a[i], b[i], c[i]));
 }
 
 static void fma_scalar(const float *a, const float *b, const float *c, float *out, long lo, long hi) {
-    for (long i = lo; i < hi; i++) out[i] = canon(fmaf(a[i], b[i], c[i]));
+    for (long i = lo; i < hi; i++) out[i] = repops_canon(fmaf(a[i], b[i], c[i]));
 }
 
 void repops_fma_f32(const float *a, const float *b, const float *c, float *out, long n, int nthreads) {
@@ -35,8 +26,7 @@ void repops_fma_f32(const float *a, const float *b, const float *c, float *out, 
     long chunk = 1L << 16;
 #pragma omp parallel for num_threads(nthreads) schedule(static) if (n > 4 * chunk)
     for (long lo = 0; lo < n; lo += chunk) {
-        unsigned old = _mm_getcsr();
-        _mm_setcsr(old & ~(0x8000u | 0x0040u | 0x6000u));   /* RN, no FTZ/DAZ */
+        unsigned old = repops_ieee_enter();
         long hi = lo + chunk < n ? lo + chunk : n;
         if (avx2) fma_avx2(a, b, c, out, lo, hi); else fma_scalar(a, b, c, out, lo, hi);
         _mm_setcsr(old);

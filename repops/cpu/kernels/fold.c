@@ -3,30 +3,16 @@
  * in increasing i, exactly the reference's order. Work is spread across rows only (each
  * row is an independent output); NaN canonicalised at the end (add and IEEE-2019 max
  * propagate NaN, so this equals canonicalising every step). */
-#include <immintrin.h>
-#include <stdint.h>
-#include <string.h>
+#include "common.h"
 
 enum { FOLD_ADD = 0, FOLD_MAX = 1 };
-
-static inline float max2019(float a, float b) {
-    if (a != a) return a;
-    if (b != b) return b;
-    if (a == b) {                 /* equal, or +0 vs -0: +0 wins */
-        uint32_t ua;
-        memcpy(&ua, &a, 4);
-        return (ua >> 31) ? b : a;
-    }
-    return a > b ? a : b;
-}
 
 int repops_fold_f32(int op, const float *x, float *out, long rows, long n, float init, int nthreads) {
     if (op != FOLD_ADD && op != FOLD_MAX) return -1;
     const long block = 256;       /* rows per task: the row accumulators stay in L1 */
 #pragma omp parallel for num_threads(nthreads) schedule(static) if (rows * n > (1L << 18))
     for (long r0 = 0; r0 < rows; r0 += block) {
-        unsigned old = _mm_getcsr();
-        _mm_setcsr(old & ~(0x8000u | 0x0040u | 0x6000u));   /* RN, no FTZ/DAZ */
+        unsigned old = repops_ieee_enter();
         long r1 = r0 + block < rows ? r0 + block : rows;
         float acc[256];
         for (long r = r0; r < r1; r++) acc[r - r0] = init;
@@ -34,14 +20,9 @@ int repops_fold_f32(int op, const float *x, float *out, long rows, long n, float
             if (op == FOLD_ADD)
                 for (long r = r0; r < r1; r++) acc[r - r0] = acc[r - r0] + x[r * n + i];
             else
-                for (long r = r0; r < r1; r++) acc[r - r0] = max2019(acc[r - r0], x[r * n + i]);
+                for (long r = r0; r < r1; r++) acc[r - r0] = repops_max(acc[r - r0], x[r * n + i]);
         }
-        for (long r = r0; r < r1; r++) {
-            uint32_t u;
-            memcpy(&u, &acc[r - r0], 4);
-            if ((u & 0x7FFFFFFFu) > 0x7F800000u) u = 0x7FC00000u;
-            memcpy(&out[r], &u, 4);
-        }
+        for (long r = r0; r < r1; r++) out[r] = repops_canon(acc[r - r0]);
         _mm_setcsr(old);
     }
     return 0;

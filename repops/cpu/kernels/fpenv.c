@@ -1,14 +1,10 @@
 /* The calling thread's SSE floating-point state (MXCSR): RepOps needs round-to-nearest,
  * no flush-to-zero (bit 15), no denormals-are-zero (bit 6), whatever the process set. */
-#include <immintrin.h>
+#include "common.h"
 
 unsigned repops_mxcsr_get(void) { return _mm_getcsr(); }
 
 void repops_mxcsr_set(unsigned v) { _mm_setcsr(v); }
 
 /* Force the IEEE default modes and return the previous MXCSR for restoring. */
-unsigned repops_mxcsr_ieee(void) {
-    unsigned old = _mm_getcsr();
-    _mm_setcsr(old & ~(0x8000u | 0x0040u | 0x6000u));
-    return old;
-}
+unsigned repops_mxcsr_ieee(void) { return repops_ieee_enter(); }

@@ -8,24 +8,16 @@
  * sums stored in C, and threads over independent row blocks. Never: split-K partial sums,
  * implicit contraction (built with -ffp-contract=off), FTZ/DAZ (MXCSR is set per thread).
  */
-#include <immintrin.h>
 #include <math.h>
-#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
+
+#include "common.h"
 
 #define MR 6
 #define NR 16
 #define KC 256
 #define MC 72
 #define NC 2048
-
-/* Round-to-nearest, no flush-to-zero (bit 15), no denormals-are-zero (bit 6). */
-static unsigned repops_mxcsr_enter(void) {
-    unsigned old = _mm_getcsr();
-    _mm_setcsr((old & ~(0x8000u | 0x0040u | 0x6000u)));
-    return old;
-}
 
 /* Twelve named accumulators: an array of __m256 makes gcc spill them every k step. */
 #define ROW_LOAD(i)                                                                        \
@@ -83,10 +75,8 @@ static void pack_b(const float *B, long ldb, int k0, int kc, int c0, int nc, flo
 }
 
 static void canonicalise_nan(float *C, long n, int nthreads) {
-    uint32_t *u = (uint32_t *)C;
 #pragma omp parallel for num_threads(nthreads) schedule(static)
-    for (long i = 0; i < n; i++)
-        if ((u[i] & 0x7FFFFFFFu) > 0x7F800000u) u[i] = 0x7FC00000u;
+    for (long i = 0; i < n; i++) C[i] = repops_canon(C[i]);
 }
 
 /* Row-major contiguous A [M,K], B [K,N], C [M,N]. Returns 0, or -1 on allocation failure. */
@@ -109,7 +99,7 @@ int repops_matmul_f32(const float *A, const float *B, float *C, int M, int N, in
             pack_b(B, N, pc, kc, jc, nc, Bp);
 #pragma omp parallel num_threads(nthreads) reduction(| : failed)
             {
-                unsigned old = repops_mxcsr_enter();
+                unsigned old = repops_ieee_enter();
                 float *Ap = aligned_alloc(64, sizeof(float) * (size_t)MC * KC);
                 float edge[MR * NR];
                 if (!Ap) failed = 1;
