@@ -53,9 +53,11 @@ CANONICAL_NAN = np.uint32(0x7FC00000).view(np.float32)
 
 
 def canon(x: np.ndarray) -> np.ndarray:
-    """Replace every NaN by the canonical one (bit pattern 0x7FC00000)."""
+    """Replace every NaN by the canonical one (bit pattern 0x7FC00000); no copy when there
+    is no NaN (the common case)."""
     x = np.asarray(x, dtype=F32)
-    return np.where(np.isnan(x), CANONICAL_NAN, x).astype(F32)
+    nan = np.isnan(x)
+    return np.where(nan, CANONICAL_NAN, x).astype(F32) if nan.any() else x
 
 
 def overridable(name):
