@@ -12,7 +12,7 @@ from web3 import Web3
 from .anvil import CHAIN_ID, GAS_LIMIT, MNEMONIC, AnvilProcess
 from .client import Chain
 from .compiler import compile_contracts
-from .errors import ChainError, ChainUnavailable, KeyError_
+from .errors import ChainError, ChainUnavailable, KeyLoadError
 
 N_ACCOUNTS = 10
 RPC_TIMEOUT_S = 10
@@ -55,19 +55,19 @@ def load_key() -> "Account":
         try:
             return Account.from_key(key)
         except Exception as e:
-            raise KeyError_(f"VERDE_PRIVATE_KEY is not a valid secp256k1 private key ({type(e).__name__})",
+            raise KeyLoadError(f"VERDE_PRIVATE_KEY is not a valid secp256k1 private key ({type(e).__name__})",
                             "set it to 32 bytes of hex, with or without 0x") from None
     path = os.environ.get("VERDE_KEYSTORE")
     if path:
         try:
             blob = json.loads(Path(path).read_text())
         except (OSError, ValueError) as e:
-            raise KeyError_(f"cannot read keystore {path}: {e}", "point VERDE_KEYSTORE at a JSON keystore file") from None
+            raise KeyLoadError(f"cannot read keystore {path}: {e}", "point VERDE_KEYSTORE at a JSON keystore file") from None
         try:
             return Account.from_key(Account.decrypt(blob, os.environ.get("VERDE_KEYSTORE_PASSWORD", "")))
         except ValueError:
-            raise KeyError_(f"wrong password for keystore {path}", "set VERDE_KEYSTORE_PASSWORD") from None
-    raise KeyError_("no key for the rpc backend", "set VERDE_PRIVATE_KEY, or VERDE_KEYSTORE and VERDE_KEYSTORE_PASSWORD")
+            raise KeyLoadError(f"wrong password for keystore {path}", "set VERDE_KEYSTORE_PASSWORD") from None
+    raise KeyLoadError("no key for the rpc backend", "set VERDE_PRIVATE_KEY, or VERDE_KEYSTORE and VERDE_KEYSTORE_PASSWORD")
 
 
 def rpc(url: str, artifacts=None) -> Chain:

@@ -21,7 +21,7 @@ class ChainUnavailable(ChainError):
     """The node cannot be reached, did not start, or died."""
 
 
-class KeyError_(ChainError):
+class KeyLoadError(ChainError):
     """A private key or keystore could not be loaded."""
 
 

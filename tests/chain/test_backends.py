@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from offchain.chain import (AnvilProcess, ChainError, ChainUnavailable, KeyError_, TransactionReverted,
+from offchain.chain import (AnvilProcess, ChainError, ChainUnavailable, KeyLoadError, TransactionReverted,
                             connect, load_key)
 from offchain.chain.anvil import rpc
 
@@ -122,14 +122,14 @@ def test_rpc_bad_url_scheme():
 @pytest.mark.parametrize("key", ["0x1234", "zz" * 32, "0x" + "00" * 32])
 def test_wrong_private_key_is_a_clear_error(monkeypatch, key):
     monkeypatch.setenv("VERDE_PRIVATE_KEY", key)
-    with pytest.raises(KeyError_, match="VERDE_PRIVATE_KEY is not a valid"):
+    with pytest.raises(KeyLoadError, match="VERDE_PRIVATE_KEY is not a valid"):
         load_key()
 
 
 def test_missing_key_says_which_variables(monkeypatch):
     for v in ("VERDE_PRIVATE_KEY", "VERDE_KEYSTORE"):
         monkeypatch.delenv(v, raising=False)
-    with pytest.raises(KeyError_, match="VERDE_KEYSTORE_PASSWORD"):
+    with pytest.raises(KeyLoadError, match="VERDE_KEYSTORE_PASSWORD"):
         load_key()
 
 
@@ -141,7 +141,7 @@ def test_keystore_wrong_password(monkeypatch, tmp_path):
     monkeypatch.delenv("VERDE_PRIVATE_KEY", raising=False)
     monkeypatch.setenv("VERDE_KEYSTORE", str(tmp_path / "k.json"))
     monkeypatch.setenv("VERDE_KEYSTORE_PASSWORD", "wrong")
-    with pytest.raises(KeyError_, match="wrong password"):
+    with pytest.raises(KeyLoadError, match="wrong password"):
         load_key()
     monkeypatch.setenv("VERDE_KEYSTORE_PASSWORD", "right")
     assert load_key().key.hex().endswith("22" * 32)
