@@ -50,6 +50,8 @@ def _revert_data(exc: Exception) -> bytes:
 
 @dataclass
 class Chain:
+    """A connected chain. Transactions are signed locally (the same code path for every
+    backend); `gas_log` keeps (what, gasUsed) of every mined transaction, for reports."""
     w3: Web3
     accounts: list[LocalAccount]
     backend: str
@@ -60,7 +62,6 @@ class Chain:
 
     def __post_init__(self):
         self._errors = error_selectors(self.artifacts)
-        self._nonces: dict[str, int] = {}
 
     # -- errors ---------------------------------------------------------------------
     def decode_revert(self, what: str, exc: Exception) -> TransactionReverted:
