@@ -167,3 +167,21 @@ def test_backends_agree_bitwise_on_specials_and_strided_inputs(name, variant):
     assert torch.equal(bits(o1), bits(o2))
     for a, b in zip(g1, g2):
         assert torch.equal(bits(a), bits(b))
+
+
+SHAPED = {
+    "softmax": lambda x: torch.softmax(x, -1),
+    "log_softmax": lambda x: torch.log_softmax(x, 0),
+    "layer_norm": lambda x: torch.nn.functional.layer_norm(x, x.shape[-1:]),
+    "sum_mean": lambda x: x.sum(0, keepdim=True) * x.mean(),
+    "gelu_silu": lambda x: torch.nn.functional.gelu(x) + torch.nn.functional.silu(x),
+}
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 7), (13, 1), (3, 17), (31, 5), (2, 3, 11)])
+@pytest.mark.parametrize("name", sorted(SHAPED))
+def test_backends_agree_bitwise_on_odd_shapes(name, shape):
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(len(shape) * 100 + shape[-1])) * 3
+    o1, g1 = run(SHAPED[name], [x], "cpu")
+    o2, g2 = run(SHAPED[name], [x], "reference")
+    assert torch.equal(bits(o1), bits(o2)) and torch.equal(bits(g1[0]), bits(g2[0]))
