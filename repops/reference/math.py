@@ -134,25 +134,44 @@ def sigmoid(x):
 
 
 # -- tanh ------------------------------------------------------------------------------------------------
-# |x| < 1: tanh x = x + x^3 T(x^2), degree-8 fit (0.24 ulp); else 1 - 2/(exp(2|x|) + 1), whose
-# error is damped by q/(1-q) <= 0.31 with q = 2/(e^2+1) (the switch is at 1 for that reason).
-TANH_T = [c(b) for b in (0xB82D740F, 0x39A0CDD7, 0xBA9B7DA3, 0x3B606E99, 0xBC101EC8, 0x3CB30523, 0xBD5D0B63,
-                         0x3E08887E, 0xBEAAAAAB)]
-TANH_SMALL = c(0x3F800000)   # 1.0
+# Four pieces, each <= 0.77 ulp over every binary32 in its range (fits: NUMERICS.md §8):
+#   |x| < 0.625:       x + x^3 T(x^2)                         (degree-6 T)
+#   0.625 .. 1.4375:   three centred pieces c_hi + fma(t, P(t), c_lo), t = |x| - C0, with
+#                      tanh(C0) = c_hi + c_lo in two parts so only the last add rounds at
+#                      the result's scale (degree-9 P)
+#   1.4375 .. 9.1:     1 - 2/(exp(2|x|) + 1): there q = 2/(e^2x+1) <= 0.107, so exp's error
+#                      reaches the result damped 8x
+#   beyond 9.1:        +-1
+TANH_T = [c(b) for b in (0xBA53BB26, 0x3B540429, 0xBC0F7130, 0x3CB300F5, 0xBD5D0C09, 0x3E088884, 0xBEAAAAAB)]
+TANH_MID = [  # (upper bound, C0, c_hi, c_lo, P highest degree first)
+    (c(0x3F600000), c(0x3F400000), c(0x3F22991F), c(0x322A5E45),
+     [c(b) for b in (0x3B9004A3, 0xBB0720F3, 0xBC2A570D, 0x3CB1554D, 0xBA82E12E, 0xBD83256F, 0x3DCC4AB3,
+                     0x3D2B402C, 0xBEC201EA, 0x3F18B9D9)]),
+    (c(0x3F900000), c(0x3F800000), c(0x3F42F7D6), c(0xB2AEB0C7),
+     [c(b) for b in (0x39074DD7, 0x3B52E841, 0xBBE12F91, 0x3B1FD4F8, 0x3C9B0302, 0xBD3DACE2, 0x3CE3048B,
+                     0x3DD42E91, 0xBEA3C361, 0x3ED706E0)]),
+    (c(0x3FB80000), c(0x3FA40000), c(0x3F5B5866), c(0xB10976EB),
+     [c(b) for b in (0xBA4F360E, 0x3ABEF0AD, 0xB9E23272, 0xBB9E83F1, 0x3C67D333, 0xBC86B314, 0xBC7BCFD7,
+                     0x3DDA3B94, 0xBE694384, 0x3E881F46)]),
+]
+TANH_SMALL = c(0x3F200000)   # 0.625
 TANH_ONE = c(0x4111999A)     # 9.1: beyond, 1 - tanh < 2^-26 and tanh rounds to +-1
 
 
 def tanh(x):
     x = np.asarray(x, np.float32)
-    k = np.float32  # constants broadcast (0-d), no full-size arrays
+    k = np.float32
     a = P.abs_(x)
     z = P.mul(x, x)
     small = P.fma(P.mul(x, z), horner(z, TANH_T), x)
     e = exp(P.mul(k(2.0), P.min_(a, TANH_ONE)))
-    big = P.sub(k(1.0), P.div(k(2.0), P.add(e, k(1.0))))
-    big = P.select(P.lt(a, TANH_ONE), big, k(1.0))
-    big = P.select(P.lt(x, k(0.0)), P.neg(big), big)
-    y = P.select(P.lt(a, TANH_SMALL), small, big)
+    y = P.sub(k(1.0), P.div(k(2.0), P.add(e, k(1.0))))
+    y = P.select(P.lt(a, TANH_ONE), y, k(1.0))
+    for upper, c0, hi, lo, coeffs in reversed(TANH_MID):
+        t = P.sub(a, c0)
+        y = P.select(P.lt(a, upper), P.add(P.fma(t, horner(t, coeffs), lo), hi), y)
+    y = P.select(P.lt(x, k(0.0)), P.neg(y), y)
+    y = P.select(P.lt(a, TANH_SMALL), small, y)
     y = P.select(P.eq(x, k(0.0)), x, y)                # tanh(+-0) = +-0
     return P.select(P.eq(x, x), y, x)
 
