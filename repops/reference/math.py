@@ -127,10 +127,12 @@ def erf(x):
 
 
 def sigmoid(x):
-    """1 / (1 + exp(-x))."""
+    """e = exp(-|x|) (never overflows); 1/(1 + e) for x >= 0, e/(1 + e) for x < 0, so
+    results down in the subnormal range (x > -104) are kept instead of flushed to 0."""
     x = np.asarray(x, np.float32)
-    one = np.ones(x.shape, np.float32)
-    return P.div(one, P.add(one, exp(P.neg(x))))
+    e = exp(P.neg(P.abs_(x)))
+    d = P.add(np.float32(1.0), e)
+    return P.select(P.lt(x, np.float32(0.0)), P.div(e, d), P.div(np.float32(1.0), d))
 
 
 # -- tanh ------------------------------------------------------------------------------------------------
