@@ -79,10 +79,19 @@ def cmd_demo(args) -> int:
                           f"{statistics.median(gas):,.0f}", f"{max(gas):,}")
         console.print(table)
 
-    _step("not built yet: RepOps kernels, traced training, the dispute game, trainer agents "
-          "(see `issues`); this command grows into the full delegated-training job")
+    from repops.models.quick_train import quick_train
+    _step("RepOps determinism: the Llama-style model, 10 AdamW steps under repops.deterministic(), "
+          "with 1 and with 2 threads")
+    runs = [quick_train("llama", 10, t) for t in (1, 2)]
+    same = runs[0][0] == runs[1][0]
+    failures += 0 if same else 1
+    for t, (digest, losses) in zip((1, 2), runs):
+        console.print(f"    {t} thread(s): loss {losses[0]:.4f} -> {losses[-1]:.4f}, parameters sha256 {digest[:16]}…")
+    console.print(f"    {'[green]identical bits[/]' if same else '[red]DIFFERENT bits[/]'}")
+    _step("not built yet: traced training, the dispute game, trainer agents (see `issues`); "
+          "this command grows into the full delegated-training job")
     verdict = "[green]OK[/]" if failures == 0 else f"[red]{failures} MISMATCHES[/]"
-    console.print(f"done in {time.time() - t0:.1f} s: on-chain soft-float vs off-chain soft-float {verdict}")
+    console.print(f"done in {time.time() - t0:.1f} s: on-chain vs off-chain soft-float and RepOps determinism {verdict}")
     return 0 if failures == 0 else 1
 
 

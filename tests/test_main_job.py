@@ -14,7 +14,8 @@ def test_main_job_runs_and_reports(chain):
                        capture_output=True, text=True, timeout=300, env={"COLUMNS": "120", "PATH": "/usr/bin:/bin"})
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]
-    assert "on-chain soft-float vs off-chain soft-float OK" in out
+    assert "on-chain vs off-chain soft-float and RepOps determinism OK" in out
+    assert "identical bits" in out
     assert "to_int32_rne" in out  # every primitive is in the table
 
 
