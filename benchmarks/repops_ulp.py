@@ -70,10 +70,15 @@ def main():
     ap.add_argument("--chunk-bits", type=int, default=22)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "repops_ulp")
+    ap.add_argument("--table", action="store_true", help="redraw the PNG and print the table of saved results")
     args = ap.parse_args()
     size = 1 << args.chunk_bits
     path = args.out.with_suffix(".json")
     results = json.loads(path.read_text()) if path.exists() else {}
+    if args.table:  # redraw and print from saved results, no computation
+        _plot(results, args.out.with_suffix(".png"))
+        print(table(results))
+        return
     with ProcessPoolExecutor(args.workers) as pool:
         for name in args.only:
             t = time.time()
@@ -88,6 +93,19 @@ def main():
             print(f"{name:8s} max error {per_binade.max():.3f} ulp over all 2^32 inputs "
                   f"(goal {GOALS.get(name, '-')}) in {time.time() - t:.0f} s", flush=True)
     _plot(results, args.out.with_suffix(".png"))
+    print(table(results))
+
+
+def table(results) -> str:
+    """Markdown: max error over all inputs, and over |x| < 2^12 (sin/cos's accurate range)."""
+    rows = ["| function | max ulp, all 2^32 inputs | max ulp, \\|x\\| < 2^12 | goal |", "|---|---:|---:|---:|"]
+    for name in FUNCS:
+        if name not in results:
+            continue
+        pb = np.array(results[name]["per_binade"])
+        small = max(pb[:127 + 12].max(), pb[256:256 + 127 + 12].max())
+        rows.append(f"| {name} | {results[name]['max_ulp']:.3g} | {small:.3f} | {GOALS.get(name, '-')} |")
+    return "\n".join(rows)
 
 
 def _plot(results, png):
@@ -101,6 +119,7 @@ def _plot(results, png):
         ax.plot(e, np.maximum(pb[:256], pb[256:]), label=f"{name} (max {r['max_ulp']:.2f})")
     ax.axhline(1.0, color="r", ls="--", lw=1)
     ax.set_yscale("symlog", linthresh=1)
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("input binade (unbiased exponent; both signs)")
     ax.set_ylabel("max error (ulp)")
     ax.set_title("RepOps transcendentals: max ulp error over all binary32 inputs")
