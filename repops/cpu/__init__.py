@@ -41,10 +41,12 @@ def matmul(a, b, threads: int | None = None) -> np.ndarray:
     b = np.ascontiguousarray(np.broadcast_to(b, batch + (K, N)))
     out = np.empty(batch + (M, N), np.float32)
     t = threads or default_threads()
-    L = lib()
-    for idx in np.ndindex(*batch):
-        if L.repops_matmul_f32(_ptr(a[idx]), _ptr(b[idx]), _ptr(out[idx]), M, N, K, t) != 0:
-            raise BackendError(f"matmul: out of memory packing a {M}x{K}x{N} problem")
+    n = int(np.prod(batch)) if batch else 1
+    # one product: threads across its rows; a batch: threads across entries (same bits)
+    rc = (lib().repops_matmul_f32(_ptr(a), _ptr(b), _ptr(out), M, N, K, t) if n == 1 else
+          lib().repops_matmul_batched_f32(_ptr(a), _ptr(b), _ptr(out), n, M, N, K, t))
+    if rc != 0:
+        raise BackendError(f"matmul: out of memory packing a {M}x{K}x{N} problem")
     return out
 
 

@@ -59,6 +59,8 @@ def lib() -> ctypes.CDLL:
         f32p = ctypes.POINTER(ctypes.c_float)
         L.repops_matmul_f32.argtypes = [f32p, f32p, f32p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
         L.repops_matmul_f32.restype = ctypes.c_int
+        L.repops_matmul_batched_f32.argtypes = [f32p, f32p, f32p] + [ctypes.c_int] * 5
+        L.repops_matmul_batched_f32.restype = ctypes.c_int
         L.repops_test_set_ftz_daz.argtypes = [ctypes.c_int]
         L.repops_test_set_ftz_daz.restype = ctypes.c_uint
         L.repops_fma_f32.argtypes = [f32p, f32p, f32p, f32p, ctypes.c_long, ctypes.c_int]

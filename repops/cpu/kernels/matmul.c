@@ -140,3 +140,15 @@ unsigned repops_test_set_ftz_daz(int on) {
     _mm_setcsr(on ? (old | 0x8040u) : (old & ~0x8040u));
     return old;
 }
+
+/* A batch of independent products (contiguous [batch, M, K] @ [batch, K, N]): threads go
+ * across batch entries, each entry computed by the same single-threaded kernel as above,
+ * so every output has the same bits as the unbatched call. */
+int repops_matmul_batched_f32(const float *A, const float *B, float *C, int batch, int M, int N, int K,
+                              int nthreads) {
+    int failed = 0;
+#pragma omp parallel for num_threads(nthreads) schedule(static) reduction(| : failed)
+    for (int b = 0; b < batch; b++)
+        failed |= repops_matmul_f32(A + (long)b * M * K, B + (long)b * K * N, C + (long)b * M * N, M, N, K, 1) != 0;
+    return failed ? -1 : 0;
+}
