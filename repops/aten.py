@@ -2,14 +2,11 @@
 
 Each float-producing op is defined ONCE here as a composition of the binary32 primitives,
 folds and matmul (docs/NUMERICS.md, "Operators"); the backend table decides which
-implementation of matmul/fold runs (reference numpy loops or compiled kernels), and the
+kernel runs (repops.backends: reference numpy, or compiled kernels with the same bits), and the
 tests check that every backend gives the same bits. Ops that only move or alias data are
 exact and run natively (EXACT). Anything else raises UnsupportedOpError.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import torch
@@ -22,24 +19,6 @@ from .reference.fold import fold as ref_fold
 
 aten = torch.ops.aten
 F32 = np.float32
-
-
-@dataclass
-class Backend:
-    name: str
-    matmul: Callable
-    fold: Callable
-    prims: dict = field(default_factory=dict)  # primitive name -> compiled kernel (same bits)
-
-
-REFERENCE = Backend("reference", RL.matmul, ref_fold)
-_backend = REFERENCE
-
-
-def set_backend(b: Backend) -> Backend:
-    global _backend
-    old, _backend = _backend, b
-    return old
 
 
 # -- tensor <-> numpy ----------------------------------------------------------------------------
@@ -276,7 +255,7 @@ def fold_dims(prim, x, dims, init, keepdim):
     rest = [d for d in range(x.ndim) if d not in dims]
     moved = np.transpose(x, rest + list(dims))
     flat = moved.reshape(moved.shape[:len(rest)] + (-1,))
-    out = _backend.fold(prim, flat, -1, init)
+    out = ref_fold(prim, flat, -1, init)
     if keepdim:
         out = out.reshape([1 if d in dims else x.shape[d] for d in range(x.ndim)])
     return out
@@ -425,7 +404,7 @@ def layer_norm_backward(grad, a, normalized_shape, mean, rstd, weight, bias, mas
 # -- linear algebra ----------------------------------------------------------------------------------------------
 @register(aten.mm.default, aten.bmm.default, aten.matmul.default)
 def mm(a, b):
-    return tt(_backend.matmul(np_(a, "mm"), np_(b, "mm")))
+    return tt(RL.matmul(np_(a, "mm"), np_(b, "mm")))
 
 
 @register(aten.addmm.default)
@@ -433,7 +412,7 @@ def addmm(bias, a, b, beta=1, alpha=1):
     """(a @ b) + bias (beta = alpha = 1 only)."""
     if beta != 1 or alpha != 1:
         raise UnsupportedOpError(f"aten.addmm with beta={beta}, alpha={alpha}: only 1, 1 is defined")
-    return tt(P.add(_backend.matmul(np_(a, "addmm"), np_(b, "addmm")), np_(bias, "addmm")))
+    return tt(P.add(RL.matmul(np_(a, "addmm"), np_(b, "addmm")), np_(bias, "addmm")))
 
 
 @register(aten.embedding_dense_backward.default)

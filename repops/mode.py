@@ -63,14 +63,12 @@ def deterministic(backend: str = "cpu", trace=None):
     from .backends import get
     from .cpu.build import lib
     from .reference.prims import implementations
-    b = get(backend)
-    old = A.set_backend(b)
+    table = get(backend)
     # numpy's elementwise kernels run in this thread under its MXCSR: force IEEE modes
     # (no FTZ/DAZ, round-to-nearest) for the block, whatever the process had set.
     csr = lib().repops_mxcsr_ieee()
     try:
-        with implementations(b.prims), RepOpsMode(trace):
+        with implementations(table), RepOpsMode(trace):
             yield
     finally:
         lib().repops_mxcsr_set(csr)
-        A.set_backend(old)

@@ -68,7 +68,7 @@ def fold(prim, x, axis: int, init: float, keepdims: bool = False) -> np.ndarray:
     code = {P.add: 0, P.max_: 1}.get(prim)
     x = np.asarray(x, np.float32)
     if code is None or x.ndim == 0:
-        return ref_fold(prim, x, axis, init, keepdims)
+        return ref_fold.reference(prim, x, axis, init, keepdims)  # not the override: that is us
     axis = axis % x.ndim
     moved = np.ascontiguousarray(np.moveaxis(x, axis, -1))
     n = moved.shape[-1]

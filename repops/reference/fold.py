@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import prims as P
 
+
+@P.overridable("fold")
 def fold(prim, x: np.ndarray, axis: int, init: float, keepdims: bool = False) -> np.ndarray:
     """acc = init; for i in 0..n-1: acc = prim(acc, x[..., i, ...]) (vectorised across the
     other axes, which are independent outputs)."""

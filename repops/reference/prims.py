@@ -63,9 +63,9 @@ def canon(x: np.ndarray) -> np.ndarray:
 def overridable(name):
     """Let a backend replace this function (an operator of the reference) by a fused kernel."""
     def deco(f):
-        def run(*args):
+        def run(*args, **kwargs):
             fast = _IMPLS.get().get(name)
-            return fast(*args) if fast is not None else f(*args)
+            return (fast or f)(*args, **kwargs)
         run.__name__, run.__doc__, run.reference = f.__name__, f.__doc__, f
         return run
     return deco

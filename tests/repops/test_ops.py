@@ -185,3 +185,17 @@ def test_backends_agree_bitwise_on_odd_shapes(name, shape):
     o1, g1 = run(SHAPED[name], [x], "cpu")
     o2, g2 = run(SHAPED[name], [x], "reference")
     assert torch.equal(bits(o1), bits(o2)) and torch.equal(bits(g1[0]), bits(g2[0]))
+
+
+def test_cpu_backend_really_runs_its_compiled_kernels(monkeypatch):
+    """Otherwise every cpu-vs-reference test above would compare the reference with itself."""
+    from repops import backends
+    calls = []
+    table = backends.get("cpu")
+    monkeypatch.setattr(backends, "_TABLE", {**backends._TABLE, "cpu": lambda: {
+        k: (lambda *a, _k=k, _f=f, **kw: calls.append(_k) or _f(*a, **kw)) for k, f in table.items()}})
+    x = torch.randn(4, 5)
+    with repops.deterministic("cpu"):
+        torch.softmax(x @ x.T, -1)
+        torch.log(x.abs() + 1)  # log's polynomial: fma
+    assert set(calls) == {"matmul", "fold", "exp", "fma"}
