@@ -94,7 +94,7 @@ def _unary(fn, name):
 
 
 # rsqrt(x) = 1 / sqrt(x): two correctly rounded primitives (no hardware rsqrt).
-for _name, _fn in (("neg", P.neg), ("sqrt", P.sqrt), ("rsqrt", _rsqrt), ("exp", M.exp), ("log", M.log),
+for _name, _fn in (("neg", P.neg), ("abs", P.abs_), ("sqrt", P.sqrt), ("rsqrt", _rsqrt), ("exp", M.exp), ("log", M.log),
                    ("tanh", M.tanh), ("sigmoid", M.sigmoid), ("sin", M.sin), ("cos", M.cos)):
     register(getattr(aten, _name).default)(_unary(_fn, _name))
 
