@@ -102,16 +102,11 @@ for _name, _fn in (("neg", P.neg), ("abs", P.abs_), ("sqrt", P.sqrt), ("rsqrt", 
 @register(aten.pow.Tensor_Scalar)
 def pow_(a, p):
     x = np_(a, "pow")
-    if p in (2, 3, 4):  # left to right: ((x*x)*x)*x
+    if p in (2, 3, 4, -2, -3, -4):  # ((x*x)*x)*x, left to right; negative: 1 / that
         y = x
-        for _ in range(int(p) - 1):
+        for _ in range(abs(int(p)) - 1):
             y = P.mul(y, x)
-        return tt(y)
-    if p in (-2, -3, -4):  # 1 / x^|p|
-        y = x
-        for _ in range(-int(p) - 1):
-            y = P.mul(y, x)
-        return tt(P.div(full(x.shape, 1.0), y))
+        return tt(y if p > 0 else P.div(full(x.shape, 1.0), y))
     if p == 1:
         return tt(P.copy(x))
     if p == 0.5:
@@ -215,10 +210,13 @@ def silu_backward(grad, a):
     return tt(P.mul(g, P.mul(s, P.add(one, P.mul(x, P.sub(one, s))))))
 
 
-@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
-def masked_fill(a, mask, value):
+def _masked_fill(a, mask, value):
     x = np_(a, "masked_fill")
-    return tt(P.select(mask.numpy(), full(x.shape, np_(value, "masked_fill")), x))
+    return P.select(mask.numpy(), full(x.shape, np_(value, "masked_fill")), x)
+
+
+register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)(lambda a, m, v: tt(_masked_fill(a, m, v)))
+register(aten.masked_fill_.Scalar, aten.masked_fill_.Tensor)(lambda a, m, v: _inplace(a, _masked_fill(a, m, v)))
 
 
 @register(aten.addcmul_.default)
@@ -274,24 +272,21 @@ def mean_np(x, dims, keepdim=False):
     return P.div(s, full(s.shape, n))
 
 
-@register(aten.sum.dim_IntList)
-def sum_dim(a, dims=None, keepdim=False, dtype=None):
+def _result_dtype(op, dtype):
+    if dtype not in (None, torch.float32):
+        raise DTypeError(f"{op} with dtype={dtype}: RepOps v1 accumulates and returns float32 only")
+
+
+@register(aten.sum.dim_IntList, aten.sum.default)
+def sum_(a, dims=None, keepdim=False, dtype=None):
+    _result_dtype("sum", dtype)
     return tt(sum_np(np_(a, "sum"), dims, keepdim))
 
 
-@register(aten.sum.default)
-def sum_all(a, dtype=None):
-    return tt(sum_np(np_(a, "sum"), None))
-
-
-@register(aten.mean.dim)
-def mean_dim(a, dims=None, keepdim=False, dtype=None):
+@register(aten.mean.dim, aten.mean.default)
+def mean(a, dims=None, keepdim=False, dtype=None):
+    _result_dtype("mean", dtype)
     return tt(mean_np(np_(a, "mean"), dims, keepdim))
-
-
-@register(aten.mean.default)
-def mean_all(a, dtype=None):
-    return tt(mean_np(np_(a, "mean"), None))
 
 
 def softmax_np(x, dim):
@@ -445,5 +440,7 @@ EXACT = {
     aten._local_scalar_dense.default, aten.arange.default, aten.arange.start, aten.arange.start_step,
     aten.triu.default, aten.tril.default, aten.flatten.using_ints, aten.unflatten.int, aten.as_strided.default,
     aten._reshape_alias.default, aten.view_as_real.default,
-    aten.set_.source_Tensor, aten.resize_.default, aten.squeeze.default, aten.masked_fill_.Scalar,
+    aten.set_.source_Tensor, aten.resize_.default, aten.squeeze.default,
 }
+# Note: float arange (above) computes start + i*step in double then rounds once: IEEE
+# arithmetic, no libm, so it is portable; with integral values it is exact.

@@ -199,3 +199,18 @@ def test_cpu_backend_really_runs_its_compiled_kernels(monkeypatch):
         torch.softmax(x @ x.T, -1)
         torch.log(x.abs() + 1)  # log's polynomial: fma
     assert set(calls) == {"matmul", "fold", "exp", "fma"}
+
+
+def test_sum_with_another_result_dtype_is_refused():
+    with pytest.raises(DTypeError, match="sum with dtype=torch.float64"):
+        with repops.deterministic():
+            torch.ones(3).sum(dtype=torch.float64)
+
+
+def test_masked_fill_in_place_equals_out_of_place():
+    x = torch.randn(4, 4)
+    m = x > 0
+    with repops.deterministic():
+        a = x.masked_fill(m, float("nan"))
+        b = x.clone().masked_fill_(m, float("nan"))
+    assert torch.equal(bits(a), bits(b)) and (bits(a)[m] == 0x7FC00000).all()
