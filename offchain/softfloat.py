@@ -358,6 +358,8 @@ PRIMITIVES = {
     "copy": (21, 1, lambda a: a),  # data movement: the exact bits, NaN payload included
 }
 BY_OPCODE = {code: (name, arity, fn) for name, (code, arity, fn) in PRIMITIVES.items()}
+# Operands that are int32 words rather than binary32 (select's first operand is a 0/1 word).
+INT32_OPERANDS = {("ldexp", 1), ("from_int32", 0)}
 
 
 def apply(opcode: int, a: int, b: int = 0, c: int = 0) -> int:

@@ -58,9 +58,10 @@ def _exact_round(x: Fraction) -> int:
     while Fraction(2) ** (e + 1) <= ax:
         e += 1
     lsb = max(e - 23, -149)
-    q = round(ax / Fraction(2) ** lsb)
-    with np.errstate(over="ignore"):
-        return int(_u(np.float32(float(q) * 2.0 ** lsb))) | sign if q * Fraction(2) ** lsb < Fraction(2) ** 128 else 0x7F800000 | sign
+    q = round(ax / Fraction(2) ** lsb)          # Python rounds a Fraction ties-to-even
+    if q * Fraction(2) ** lsb >= Fraction(2) ** 128:
+        return 0x7F800000 | sign                 # overflow
+    return int(_u(np.float32(float(q) * 2.0 ** lsb))) | sign  # exact: q <= 2^24
 
 
 def _fraction(u: int) -> Fraction:
@@ -85,21 +86,28 @@ def fma_exact(a: int, b: int, c: int) -> int:
     return _exact_round(x)
 
 
+def from_words(name: str, i: int, w) -> np.ndarray:
+    """Operand i of a primitive, from the table's uint32 words to the array RepOps takes."""
+    w = np.asarray(w, np.uint32)
+    if name == "select" and i == 0:
+        return w != 0
+    return w.view(np.int32) if (name, i) in sf.INT32_OPERANDS else w.view(np.float32)
+
+
+def to_words(x) -> np.ndarray:
+    """A RepOps array (float32, int32 or bool) as the table's uint32 words."""
+    x = np.asarray(x)
+    if x.dtype == bool:
+        return x.astype(np.uint32)
+    return x.astype(np.int32 if x.dtype.kind in "iu" else np.float32).view(np.uint32)
+
+
 def _word_reference(name: str):
     """The RepOps reference kernel of a primitive, on uint32 words (the table's encoding)."""
     fn, arity = P.PRIMS[name], sf.PRIMITIVES[name][1]
-    int_operand = {("ldexp", 1), ("from_int32", 0)}
 
     def ref(a, b, c):
-        args = []
-        for i, w in enumerate((a, b, c)[:arity]):
-            w = np.asarray(w, np.uint32)
-            if name == "select" and i == 0:
-                args.append(w != 0)
-            else:
-                args.append(w.view(np.int32) if (name, i) in int_operand else w.view(np.float32))
-        r = np.asarray(fn(*args))
-        return r.astype(np.uint32) if r.dtype == bool else r.view(np.uint32)
+        return to_words(fn(*(from_words(name, i, w) for i, w in enumerate((a, b, c)[:arity]))))
     return ref
 
 

@@ -5,20 +5,10 @@ import numpy as np
 import pytest
 
 from offchain import softfloat as sf
+from offchain.softfloat_check import to_words
 from repops.reference import math as M
 from repops.reference import prims as P
 from repops.reference.linalg import matmul
-
-INT_OPERANDS = {("ldexp", 1), ("from_int32", 0)}
-
-
-def word(x, name, i):
-    x = np.asarray(x)
-    if x.dtype == bool:
-        return x.astype(np.uint32)
-    if (name, i) in INT_OPERANDS or x.dtype == np.int32:
-        return x.astype(np.int32).view(np.uint32)
-    return x.astype(np.float32).view(np.uint32)
 
 
 def check_tape(rec, per_step=6, rng=None):
@@ -27,8 +17,8 @@ def check_tape(rec, per_step=6, rng=None):
     for name, args, out in rec:
         out = np.asarray(out)
         shape = out.shape
-        ins = [np.broadcast_to(word(a, name, i), shape) for i, a in enumerate(args)]
-        outw = word(out, name, -1).reshape(shape) if out.dtype != bool else out.astype(np.uint32)
+        ins = [np.broadcast_to(to_words(a), shape) for a in args]
+        outw = to_words(out).reshape(shape)
         flat = [x.reshape(-1) for x in ins]
         for j in rng.choice(outw.size, min(per_step, outw.size), replace=False):
             operands = [int(f[j]) for f in flat] + [0] * (3 - len(flat))
