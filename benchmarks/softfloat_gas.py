@@ -33,9 +33,7 @@ def measure(chain, n: int, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     out = {}
     for name, (code, _, _) in sorted(sf.PRIMITIVES.items(), key=lambda kv: kv[1][0]):
-        a, b, c = chk.operands(name, n // 2, rng)
-        pick = rng.choice(len(a), min(n, len(a)), replace=False)
-        a, b, c = a[pick], b[pick], c[pick]
+        a, b, c = chk.sample(name, n, rng)
         gas = []
         for i in range(0, len(a), 2000):
             _, g = chain.call(h.functions.run(code, a[i:i + 2000].tolist(), b[i:i + 2000].tolist(), c[i:i + 2000].tolist()))

@@ -68,9 +68,7 @@ def cmd_demo(args) -> int:
         table = Table("primitive", "opcode", "vectors", "mismatches", "gas median", "gas max")
         failures = 0
         for name, (code, arity, _) in sorted(sf.PRIMITIVES.items(), key=lambda kv: kv[1][0]):
-            a, b, c = chk.operands(name, args.vectors, rng)
-            pick = rng.choice(len(a), args.vectors, replace=False)
-            a, b, c = a[pick], b[pick], c[pick]
+            a, b, c = chk.sample(name, args.vectors, rng)
             want = chk.softfloat_results(name, a, b, c)
             got, gas = chain.call(harness.functions.run(code, a.tolist(), b.tolist(), c.tolist()))
             bad = int((np.array(got, dtype=np.uint32) != want).sum())

@@ -145,6 +145,15 @@ def operands(name: str, n: int, rng: np.random.Generator, edges: bool = True):
     return tuple(out)
 
 
+def sample(name: str, n: int, rng: np.random.Generator):
+    """n vectors: up to half drawn from the edge set's combinations, the rest random."""
+    n_random = n - n // 2
+    a, b, c = operands(name, n_random, rng)
+    n_edge = len(a) - n_random
+    pick = np.concatenate([rng.choice(n_edge, min(n_edge, n // 2), replace=False), np.arange(n_edge, len(a))])
+    return a[pick], b[pick], c[pick]
+
+
 def mismatches(name: str, got, want):
     """Mask of lanes whose bits differ (both sides canonicalise NaN, so bits must agree)."""
     return np.asarray(got, np.uint32) != np.asarray(want, np.uint32)
@@ -166,11 +175,7 @@ def make_vectors(per_op: int = 150, seed: int = 2026) -> bytes:
     out = bytearray()
     for name in sorted(sf.PRIMITIVES, key=lambda k: sf.PRIMITIVES[k][0]):
         code, arity, _ = sf.PRIMITIVES[name]
-        a, b, c = operands(name, per_op // 2, rng)
-        n_edge = len(a) - per_op // 2
-        k = min(n_edge, per_op - per_op // 2)
-        pick = np.concatenate([rng.choice(n_edge, k, replace=False), np.arange(n_edge, len(a))])
-        a, b, c = a[pick], b[pick], c[pick]
+        a, b, c = sample(name, per_op, rng)
         r = softfloat_results(name, a, b, c)
         for rec in zip([code] * len(a), a.tolist(), b.tolist(), c.tolist(), r.tolist()):
             out += b"".join(int(v).to_bytes(4, "big") for v in rec)
