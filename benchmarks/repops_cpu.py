@@ -81,12 +81,31 @@ def _step_fn(name, native):
     return rep_step
 
 
+def primitive_calls(step) -> int:
+    """Primitive kernels the reference layer dispatches in one step (each is one numpy pass
+    or one compiled-kernel call): the Python overhead the fused kernels remove."""
+    from repops.reference import prims as P
+    count, record = [0], P._record
+
+    def counting(*a):
+        count[0] += 1
+        return record(*a)
+    P._record = counting
+    try:
+        step()
+    finally:
+        P._record = record
+    return count[0]
+
+
 def bench_steps(reps):
     rows = []
     for name in ("mlp", "llama"):
         t_native = best_time(_step_fn(name, True), reps, 1.0)
-        t_rep = best_time(_step_fn(name, False), 1, 0.0)
-        rows.append({"model": name, "native_s": t_native, "repops_s": t_rep, "slowdown": t_rep / t_native})
+        rep_step = _step_fn(name, False)
+        t_rep = best_time(rep_step, 1, 0.0)
+        rows.append({"model": name, "native_s": t_native, "repops_s": t_rep, "slowdown": t_rep / t_native,
+                     "primitive_calls": primitive_calls(rep_step)})
     return rows
 
 
@@ -107,9 +126,10 @@ def main():
     con.print(t)
     steps = [] if args.skip_steps else bench_steps(3)
     if steps:
-        t = Table("model", "native step (s)", "RepOps step (s)", "slowdown")
+        t = Table("model", "native step (s)", "RepOps step (s)", "slowdown", "primitive calls / step")
         for r in steps:
-            t.add_row(r["model"], f"{r['native_s']:.3f}", f"{r['repops_s']:.3f}", f"{r['slowdown']:.1f}x")
+            t.add_row(r["model"], f"{r['native_s']:.3f}", f"{r['repops_s']:.3f}", f"{r['slowdown']:.1f}x",
+                      f"{r['primitive_calls']:,}")
         con.print(t)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     cpu_name = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
