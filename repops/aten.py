@@ -28,16 +28,27 @@ def np_(t, op) -> np.ndarray:
     if isinstance(t, (int, float, bool)):
         return np.asarray(t, F32)
     if t.dtype == torch.float32:
-        return t.detach().numpy()
+        return arr(t)
     if t.dim() == 0 and t.dtype.is_floating_point:
         return np.asarray(t.item(), F32)
     if t.dtype.is_floating_point:
         raise DTypeError(f"{op}: RepOps v1 computes in float32; got a {t.dtype} tensor of shape "
                          f"{tuple(t.shape)}. Convert the model and data with .float().")
+    return arr(t)
+
+
+def arr(t: torch.Tensor):
+    """The tensor's data as an array of its device: numpy (shared memory) or CuPy (DLPack,
+    zero-copy)."""
+    if t.device.type == "cuda":
+        import cupy
+        return cupy.from_dlpack(t.detach())
     return t.detach().numpy()
 
 
-def tt(a: np.ndarray) -> torch.Tensor:
+def tt(a) -> torch.Tensor:
+    if P.xp_of(a) is not np:
+        return torch.from_dlpack(a.astype(F32, copy=False))
     a = np.asarray(a, dtype=F32)  # (np.ascontiguousarray would turn 0-d into 1-d)
     return torch.from_numpy(a if a.flags.c_contiguous and a.flags.writeable else a.copy())
 
@@ -125,11 +136,12 @@ _INT_CMP = {P.lt: np.less, P.le: np.less_equal, P.eq: np.equal}
 def _compare(prim, swap=False, negate=False):
     def cmp(a, b):
         ints = not any(isinstance(v, torch.Tensor) and v.is_floating_point() or isinstance(v, float) for v in (a, b))
-        x, y = (v.numpy() if isinstance(v, torch.Tensor) else v for v in (a, b)) if ints else \
+        x, y = (arr(v) if isinstance(v, torch.Tensor) else v for v in (a, b)) if ints else \
             (np_(a, "compare"), np_(b, "compare"))
         f = _INT_CMP[prim] if ints else prim  # integers compare exactly as integers
-        r = np.asarray(f(y, x) if swap else f(x, y))
-        return torch.from_numpy(~r if negate else r)
+        r = f(y, x) if swap else f(x, y)
+        r = ~r if negate else r
+        return torch.from_numpy(np.asarray(r)) if P.xp_of(r) is np else torch.from_dlpack(r)
     return cmp
 
 
@@ -212,7 +224,7 @@ def silu_backward(grad, a):
 
 def _masked_fill(a, mask, value):
     x = np_(a, "masked_fill")
-    return P.select(mask.numpy(), full(x.shape, np_(value, "masked_fill")), x)
+    return P.select(arr(mask), full(x.shape, np_(value, "masked_fill")), x)
 
 
 register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)(lambda a, m, v: tt(_masked_fill(a, m, v)))
@@ -324,10 +336,11 @@ def log_softmax_backward(grad, y, dim, input_dtype=None):
 
 
 def _nll_pick(x, target, ignore_index):
-    t = target.numpy().astype(np.int64)
+    xp = P.xp_of(x)
+    t = arr(target).astype(np.int64)
     keep = t != ignore_index
-    rows = np.arange(x.shape[0])
-    picked = np.where(keep, x[rows, np.where(keep, t, 0)], F32(-0.0)).astype(F32)  # gather: exact
+    rows = xp.arange(x.shape[0])
+    picked = xp.where(keep, x[rows, xp.where(keep, t, 0)], F32(-0.0)).astype(F32)  # gather: exact
     return picked, keep
 
 
@@ -338,12 +351,13 @@ def nll_loss_forward(x, target, weight, reduction, ignore_index):
         raise UnsupportedOpError("aten.nll_loss_forward: RepOps supports 2-D input, no class weights")
     picked, keep = _nll_pick(np_(x, "nll_loss_forward"), target, ignore_index)
     loss = P.neg(picked)
-    count = F32(keep.sum())
+    count = F32(int(keep.sum()))
+    total = tt(np.asarray(count)).to(x.device)
     if reduction == 0:
-        return tt(P.select(keep, loss, full(loss.shape, 0.0))), tt(np.asarray(count))
+        return tt(P.select(keep, loss, full(loss.shape, 0.0))), total
     s = sum_np(P.select(keep, loss, full(loss.shape, -0.0)), None)
     out = P.div(s, np.asarray(count, F32)) if reduction == 1 else s
-    return tt(np.asarray(out)), tt(np.asarray(count))
+    return tt(out), total
 
 
 @register(aten.nll_loss_backward.default)
@@ -353,11 +367,12 @@ def nll_loss_backward(grad, x, target, weight, reduction, ignore_index, total_we
         raise UnsupportedOpError("aten.nll_loss_backward: RepOps supports 2-D input, no class weights")
     g = np_(grad, "nll_loss_backward")
     v = P.neg(P.div(g, np_(total_weight, "nll_loss_backward")) if reduction == 1 else g)
-    t = target.numpy().astype(np.int64)
+    xp = P.xp_of(g)
+    t = arr(target).astype(np.int64)
     keep = t != ignore_index
-    out = np.zeros(tuple(x.shape), F32)
-    rows = np.arange(x.shape[0])[keep]
-    out[rows, t[keep]] = np.broadcast_to(v, t.shape)[keep] if v.ndim else v
+    out = xp.zeros(tuple(x.shape), F32)
+    rows = xp.arange(x.shape[0])[keep]
+    out[rows, t[keep]] = xp.broadcast_to(xp.asarray(v), t.shape)[keep] if v.ndim else v
     return tt(out)
 
 
@@ -417,9 +432,9 @@ def embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_fr
     if scale_grad_by_freq:
         raise UnsupportedOpError("aten.embedding_dense_backward with scale_grad_by_freq=True")
     g = np_(grad, "embedding_dense_backward")
-    idx = indices.numpy().reshape(-1)
+    idx = indices.detach().cpu().numpy().reshape(-1)
     g = g.reshape(idx.size, -1)
-    out = np.zeros((num_weights, g.shape[1]), F32)
+    out = P.xp_of(g).zeros((num_weights, g.shape[1]), F32)
     for p, w in enumerate(idx.tolist()):
         if w != padding_idx:
             out[w] = P.add(out[w], g[p])

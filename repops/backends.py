@@ -12,7 +12,20 @@ def _cpu() -> dict:
     return {"matmul": cpu.matmul, "fold": cpu.fold, "fma": cpu.fma, "exp": cpu.exp}
 
 
-_TABLE = {"reference": dict, "cpu": _cpu}
+def _cuda() -> dict:
+    from .cuda.device import device
+    from .cuda.ops import Ops
+    return Ops(device()).table()
+
+
+def _cuda_emu() -> dict:
+    """The CUDA kernels' sources run on the CPU emulator: slow; for checking their bits."""
+    from .cuda.emulator import emulator
+    from .cuda.ops import Ops
+    return Ops(emulator()).table()
+
+
+_TABLE = {"reference": dict, "cpu": _cpu, "cuda": _cuda, "cuda-emu": _cuda_emu}
 
 
 def get(name: str) -> dict:

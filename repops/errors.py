@@ -16,3 +16,7 @@ class DTypeError(RepOpsError):
 
 class BackendError(RepOpsError):
     """A compiled backend could not be built or loaded."""
+
+
+class DeviceError(RepOpsError):
+    """Inputs on several devices, or on one RepOps has no backend for."""

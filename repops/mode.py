@@ -10,7 +10,7 @@ from torch._C import DispatchKey
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import aten as A
-from .errors import UnsupportedOpError
+from .errors import DeviceError, UnsupportedOpError
 
 
 def _describe(args) -> str:
@@ -25,19 +25,33 @@ def _describe(args) -> str:
     return ", ".join(parts)
 
 
+def _device(func, args) -> str:
+    """The one device an op runs on; CPU 0-dim tensors (wrapped scalars) go with any."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    tensors += [t for a in args if isinstance(a, (list, tuple)) for t in a if isinstance(t, torch.Tensor)]
+    devices = {t.device.type for t in tensors if not (t.device.type == "cpu" and t.dim() == 0)}
+    if len(devices - {"meta"}) > 1:
+        raise DeviceError(f"{func}: inputs on several devices ({_describe(args)}); move them to one "
+                          "device first (RepOps never copies between devices behind your back)")
+    if devices - {"cpu", "meta", "cuda"}:
+        raise DeviceError(f"{func}: RepOps has no backend for device {sorted(devices)}; use cpu or cuda")
+    return "cuda" if "cuda" in devices else "cpu"
+
+
 class RepOpsMode(TorchDispatchMode):
-    def __init__(self, trace=None):
+    def __init__(self, trace=None, cuda_table=None):
         super().__init__()
         self.trace = trace  # optional callback(func, args, kwargs, out): the Verde recorder hooks here
+        self._cuda_table = cuda_table  # () -> the CUDA backend table, built on first CUDA op
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        devices = {a.device.type for a in args if isinstance(a, torch.Tensor)}
-        if devices - {"cpu", "meta"}:
-            raise UnsupportedOpError(f"{func}: RepOps' CPU backend got tensors on {sorted(devices)}; "
-                                     "the CUDA backend is not available in this build")
         impl = A.REGISTRY.get(func)
-        if impl is not None:
+        if impl is not None and _device(func, args) == "cuda":
+            from .reference.prims import implementations
+            with implementations(self._cuda_table()):
+                out = impl(*args, **kwargs)
+        elif impl is not None:
             out = impl(*args, **kwargs)
         elif func in A.EXACT or func.namespace == "profiler":
             out = func(*args, **kwargs)
@@ -58,17 +72,24 @@ class RepOpsMode(TorchDispatchMode):
 
 @contextlib.contextmanager
 def deterministic(backend: str = "cpu", trace=None):
-    """Run the enclosed PyTorch code with RepOps semantics. backend: "cpu" (compiled
-    kernels) or "reference" (the numpy spec itself; slow)."""
+    """Run the enclosed PyTorch code with RepOps semantics. backend: the kernels for CPU
+    tensors: "cpu" (compiled), "reference" (the numpy spec itself; slow) or "cuda-emu" (the
+    CUDA sources emulated; slower). CUDA tensors always run the "cuda" backend (CuPy)."""
     from .backends import get
     from .cpu.build import lib
     from .reference.prims import implementations
     table = get(backend)
+    cuda = []
+
+    def cuda_table():
+        if not cuda:
+            cuda.append(get("cuda"))
+        return cuda[0]
     # numpy's elementwise kernels run in this thread under its MXCSR: force IEEE modes
     # (no FTZ/DAZ, round-to-nearest) for the block, whatever the process had set.
     csr = lib().repops_mxcsr_ieee()
     try:
-        with implementations(table), RepOpsMode(trace):
+        with implementations(table), RepOpsMode(trace, cuda_table):
             yield
     finally:
         lib().repops_mxcsr_set(csr)

@@ -23,18 +23,18 @@ def synthetic_batches(name: str, steps: int, seed: int = 1):
     return [(T[i % 4 * 2:(i % 4 + 1) * 2],) for i in range(steps)]
 
 
-def quick_train(name: str, steps: int, threads: int, backend: str = "cpu", seed: int = 0):
+def quick_train(name: str, steps: int, threads: int, backend: str = "cpu", seed: int = 0, device: str = "cpu"):
     """-> (SHA-256 of the final parameters, per-step losses), with `threads` for both torch
-    and RepOps (restored afterwards)."""
+    and RepOps (restored afterwards). device "cuda" trains on the GPU (the CUDA backend)."""
     old_t, old_env = torch.get_num_threads(), os.environ.get("REPOPS_NUM_THREADS")
     torch.set_num_threads(threads)
     os.environ["REPOPS_NUM_THREADS"] = str(threads)
     try:
         torch.manual_seed(seed)
-        model = build(name)
+        model = build(name).to(device)
         opt = AdamW(model.parameters(), lr=3e-3)
         losses = []
-        batches = synthetic_batches(name, steps)  # outside: RepOps refuses RNG ops
+        batches = [tuple(t.to(device) for t in b) for b in synthetic_batches(name, steps)]  # outside: RepOps refuses RNG ops
         with deterministic(backend):
             for batch in batches:
                 opt.zero_grad(set_to_none=True)
@@ -42,7 +42,7 @@ def quick_train(name: str, steps: int, threads: int, backend: str = "cpu", seed:
                 loss.backward()
                 opt.step()
                 losses.append(loss.item())
-        digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
+        digest = hashlib.sha256(b"".join(p.detach().cpu().numpy().tobytes() for p in model.parameters())).hexdigest()
         return digest, losses
     finally:
         torch.set_num_threads(old_t)

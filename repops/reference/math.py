@@ -40,7 +40,7 @@ def exp(x):
     """exp: x clamped to [-104, EXP_OVER]; n = rint(x log2 e); r = x - n ln2 with a two-part
     ln2 (Cody-Waite, both steps fma); p = 1 + (r + r^2 Q(r)); result ldexp(p, n), which
     rounds once more only for subnormal results. NaN -> NaN, +inf -> +inf, -inf -> +0."""
-    x = np.asarray(x, np.float32)
+    x = P.f32(x)
     k = np.float32  # constants broadcast (0-d), no full-size arrays
     xc = P.min_(P.max_(x, k(EXP_UNDER)), k(EXP_OVER))
     n = P.rint(P.mul(xc, k(LOG2E)))
@@ -55,7 +55,7 @@ def exp(x):
 def frexp1(x):
     """For finite x > 0: (m, k) with x == m * 2^k, m in [1, 2), k a float32 integer. A binary
     search over the exponent with compare/select/ldexp, every step exact."""
-    x = np.asarray(x, np.float32)
+    x = P.f32(x)
     k = np.float32  # constants broadcast (0-d), no full-size arrays
     sub = P.lt(x, k(2.0 ** -126))
     m = P.select(sub, P.ldexp(x, np.full(x.shape, 64, np.int32)), x)
@@ -82,7 +82,7 @@ LOG_R = [c(b) for b in (0x3E6F265F, 0x3E922CF4, 0x3ECCCCF8, 0x3F2AAAAB)]
 def log(x):
     """Natural log: x = m 2^k with m in [sqrt2/2, sqrt2); f = m - 1 (exact);
     k ln2_hi - ((hfsq - (s (hfsq + R) + k ln2_lo)) - f). x < 0 -> NaN, +-0 -> -inf."""
-    x = np.asarray(x, np.float32)
+    x = P.f32(x)
     k = np.float32  # constants broadcast (0-d), no full-size arrays
     safe = P.select(P.lt(k(0.0), x), P.select(P.lt(x, k(np.inf)), x, k(1.0)), k(1.0))
     m, e = frexp1(safe)
@@ -114,7 +114,7 @@ ERF_ONE = c(0x407AE148)      # 3.92: above, erfc(x) < 2^-25 and erf rounds to 1
 def erf(x):
     """erf in three pieces (|x| < 1 polynomial; exp(-x^2)-scaled tail; +-1), sign restored
     exactly. Accuracy: see NUMERICS.md (measured, not the <= 1 ulp goal of exp/log)."""
-    x = np.asarray(x, np.float32)
+    x = P.f32(x)
     k = np.float32  # constants broadcast (0-d), no full-size arrays
     a = P.abs_(x)
     z = P.mul(x, x)
@@ -129,7 +129,7 @@ def erf(x):
 def sigmoid(x):
     """e = exp(-|x|) (never overflows); 1/(1 + e) for x >= 0, e/(1 + e) for x < 0, so
     results down in the subnormal range (x > -104) are kept instead of flushed to 0."""
-    x = np.asarray(x, np.float32)
+    x = P.f32(x)
     e = exp(P.neg(P.abs_(x)))
     d = P.add(np.float32(1.0), e)
     return P.select(P.lt(x, np.float32(0.0)), P.div(e, d), P.div(np.float32(1.0), d))
@@ -161,7 +161,7 @@ TANH_ONE = c(0x4111999A)     # 9.1: beyond, 1 - tanh < 2^-26 and tanh rounds to 
 
 
 def tanh(x):
-    x = np.asarray(x, np.float32)
+    x = P.f32(x)
     k = np.float32
     a = P.abs_(x)
     z = P.mul(x, x)
@@ -190,7 +190,7 @@ def _sincos(x):
     """Shared reduction: n = rint(x 2/pi), r = x - n pi/2 (three fma steps), quadrant
     q = n - 4 floor(n/4) in {0,1,2,3}; returns (sin, cos). Accurate while |n| < 2^12
     (|x| < ~6400); beyond, deterministic and in [-1, 1] but inaccurate (no Payne-Hanek yet)."""
-    x = np.asarray(x, np.float32)
+    x = P.f32(x)
     k = np.float32  # constants broadcast (0-d), no full-size arrays
     n = P.rint(P.mul(x, k(TWO_OVER_PI)))
     r = x

@@ -52,6 +52,19 @@ def _record(name, args, out):
 CANONICAL_NAN = np.uint32(0x7FC00000).view(np.float32)
 
 
+def xp_of(x):
+    """The array module of x: CuPy for a device array (the CUDA backend), else numpy."""
+    if hasattr(x, "__cuda_array_interface__"):
+        import cupy
+        return cupy
+    return np
+
+
+def f32(x):
+    """x as a float32 array of its own array module (a device array stays on the device)."""
+    return xp_of(x).asarray(x, dtype=F32)
+
+
 def canon(x: np.ndarray) -> np.ndarray:
     """Replace every NaN by the canonical one (bit pattern 0x7FC00000); no copy when there
     is no NaN (the common case)."""
@@ -72,11 +85,9 @@ def overridable(name):
 
 
 def _map(f, name):
+    @overridable(name)
     def prim(*args):
         xs = tuple(np.asarray(a, dtype=F32) for a in args)
-        fast = _IMPLS.get().get(name)
-        if fast is not None:
-            return _record(name, xs, fast(*xs))
         with np.errstate(all="ignore"):
             return _record(name, xs, canon(f(*xs)))
     prim.__name__ = name
@@ -111,12 +122,13 @@ def _minimum(a, b):
     return np.where(both_zero, (_bits(a) | _bits(b)).view(F32), np.minimum(a, b))
 
 
-def _to_int32(rounder):
+def _to_int32(rounder, name):
+    @overridable(name)
     def conv(a):
         with np.errstate(all="ignore"):
             r = rounder(np.asarray(a, dtype=F32)).astype(np.float64)
         r = np.nan_to_num(r, nan=0.0, posinf=2.0**31, neginf=-(2.0**31))
-        return _record(conv.__name__, (a,), np.clip(r, -(2.0**31), 2.0**31 - 1).astype(np.int32))
+        return _record(name, (a,), np.clip(r, -(2.0**31), 2.0**31 - 1).astype(np.int32))
     return conv
 
 
@@ -135,38 +147,43 @@ floor = _map(np.floor, "floor")
 trunc = _map(np.trunc, "trunc")
 
 
+@overridable("ldexp")
 def ldexp(a, n):
     with np.errstate(all="ignore"):
         out = canon(np.ldexp(np.asarray(a, F32), np.clip(np.asarray(n, np.int64), -400, 400).astype(np.int32)))
     return _record("ldexp", (a, n), out)
 
 
+@overridable("eq")
 def eq(a, b):
     return _record("eq", (a, b), np.asarray(a, F32) == np.asarray(b, F32))
 
 
+@overridable("lt")
 def lt(a, b):
     return _record("lt", (a, b), np.asarray(a, F32) < np.asarray(b, F32))
 
 
+@overridable("le")
 def le(a, b):
     return _record("le", (a, b), np.asarray(a, F32) <= np.asarray(b, F32))
 
 
+@overridable("select")
 def select(cond, a, b):
     return _record("select", (cond, a, b), canon(np.where(np.asarray(cond, bool), np.asarray(a, F32), np.asarray(b, F32))))
 
 
+@overridable("from_int32")
 def from_int32(i):
     return _record("from_int32", (i,), np.asarray(i, np.int32).astype(F32))
 
 
-to_int32_trunc = _to_int32(np.trunc)
-to_int32_trunc.__name__ = "to_int32_trunc"
-to_int32_rne = _to_int32(np.rint)
-to_int32_rne.__name__ = "to_int32_rne"
+to_int32_trunc = _to_int32(np.trunc, "to_int32_trunc")
+to_int32_rne = _to_int32(np.rint, "to_int32_rne")
 
 
+@overridable("copy")
 def copy(a):
     return _record("copy", (a,), np.array(a, dtype=F32, copy=True))
 

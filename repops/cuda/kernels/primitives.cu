@@ -1,0 +1,62 @@
+// The binary32 primitives (offchain/softfloat.py PRIMITIVES; same opcodes), one output per
+// thread. Operand strides are 1 (a full array) or 0 (a broadcast scalar): general
+// broadcasting is materialised by the caller, an exact copy.
+#include "common.cuh"
+
+extern "C" __global__ void prim_map_f32(int op, const float *a, long long sa, const float *b, long long sb,
+                                        const float *c, long long sc, float *out, long long n) {
+    REPOPS_FOR_EACH(i, n) {
+        float x = a[i * sa], y, r;
+        switch (op) {
+            case 0: y = b[i * sb]; r = x + y; break;
+            case 1: y = b[i * sb]; r = x - y; break;
+            case 2: y = b[i * sb]; r = x * y; break;
+            case 3: r = __fmaf_rn(x, b[i * sb], c[i * sc]); break;
+            case 4: y = b[i * sb]; r = x / y; break;
+            case 5: r = sqrtf(x); break;
+            case 6: r = __uint_as_float(__float_as_uint(x) ^ 0x80000000u); break;
+            case 7: r = __uint_as_float(__float_as_uint(x) & 0x7FFFFFFFu); break;
+            case 8: r = repops_min(x, b[i * sb]); break;
+            case 9: r = repops_max(x, b[i * sb]); break;
+            case 14: r = rintf(x); break;
+            case 15: r = floorf(x); break;
+            case 16: r = truncf(x); break;
+            default: out[i] = x; continue;     // 21 copy: data movement, bits unchanged
+        }
+        out[i] = repops_canon(r);
+    }
+}
+
+// eq (10), lt (11), le (12): IEEE comparisons, false on NaN.
+extern "C" __global__ void prim_compare_f32(int op, const float *a, long long sa, const float *b, long long sb,
+                                            unsigned char *out, long long n) {
+    REPOPS_FOR_EACH(i, n) {
+        float x = a[i * sa], y = b[i * sb];
+        out[i] = op == 10 ? x == y : (op == 11 ? x < y : x <= y);
+    }
+}
+
+// select (13): cond ? a : b.
+extern "C" __global__ void prim_select_f32(const unsigned char *cond, long long scond, const float *a, long long sa,
+                                           const float *b, long long sb, float *out, long long n) {
+    REPOPS_FOR_EACH(i, n) out[i] = repops_canon(cond[i * scond] ? a[i * sa] : b[i * sb]);
+}
+
+// ldexp (17).
+extern "C" __global__ void prim_ldexp_f32(const float *a, long long sa, const int *e, long long se, float *out,
+                                          long long n) {
+    REPOPS_FOR_EACH(i, n) out[i] = repops_ldexp(a[i * sa], e[i * se]);
+}
+
+// from_int32 (18): one RNE conversion.
+extern "C" __global__ void prim_from_int32_f32(const int *a, long long sa, float *out, long long n) {
+    REPOPS_FOR_EACH(i, n) out[i] = (float)a[i * sa];
+}
+
+// to_int32_trunc (19), to_int32_rne (20): saturating, NaN -> 0.
+extern "C" __global__ void prim_to_int32_f32(int op, const float *a, long long sa, int *out, long long n) {
+    REPOPS_FOR_EACH(i, n) {
+        float x = a[i * sa];
+        out[i] = repops_to_int32(op == 19 ? truncf(x) : rintf(x));
+    }
+}

@@ -1,0 +1,211 @@
+"""The CUDA kernel sources must equal the reference bit for bit: every kernel, through the
+same Python glue, on sizes that are not multiples of the tiles, with specials and
+broadcast operands. Each test runs on the CPU emulator (unmodified sources under
+repops/cuda/emu; CI) and, marked gpu, on a real GPU where CuPy finds one."""
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from repops.backends import get
+from repops.cuda.kernels import KERNELS, sources
+from repops.reference import linalg as RL
+from repops.reference import math as M
+from repops.reference import prims as P
+from repops.reference.fold import fold as ref_fold
+
+
+def _table(name):
+    from repops.errors import BackendError
+    try:
+        return get(name)
+    except BackendError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="module", params=["cuda-emu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def emu(request):
+    return _table(request.param)
+
+
+def host(x):
+    return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else np.asarray(x)
+
+
+def bits(x):
+    x = host(x)
+    return x.view(np.uint32) if x.dtype == np.float32 else x
+
+
+def same(a, b):
+    a, b = host(a), host(b)
+    assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, a.dtype, b.shape, b.dtype)
+    diff = np.flatnonzero(bits(a).reshape(-1) != bits(b).reshape(-1))
+    assert diff.size == 0, f"{diff.size} elements differ, first at {diff[0]}: {a.reshape(-1)[diff[0]]!r} vs {b.reshape(-1)[diff[0]]!r}"
+
+
+SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1.1754942e-38, 3.4028235e38, -3.4028235e38,
+                     1.0, -1.0, 0.5, 2.5, -2.5, 3.5, 2.0**31, -2.0**31, 2.0**31 - 128, 1e10], np.float32)
+
+
+def operand(rng, n, kind="normal"):
+    x = rng.standard_normal(n).astype(np.float32) * np.float32(3.0)
+    x[::5] = SPECIALS[rng.integers(0, SPECIALS.size, x[::5].size)]
+    x[1::9] = rng.integers(1, 1 << 23, x[1::9].size).astype(np.uint32).view(np.float32)  # subnormals
+    if x.size > 3:
+        x[3] = np.uint32(0x7FA00001).view(np.float32)  # a non-canonical NaN
+    return x
+
+
+def test_every_kernel_in_the_sources_is_in_the_table_and_emulated():
+    found = {}
+    for src in sources():
+        for name, params in re.findall(r'extern "C" __global__ void (\w+)\(([^)]*)\)', src.read_text()):
+            found[name] = (src.name, params.count(",") + 1)
+    assert found == {k: (src, len(params)) for k, (src, params) in KERNELS.items()}
+    for src in sources():  # what the emulator does not provide must not ship
+        text = src.read_text()
+        assert not re.search(r"__shfl|atomic[A-Z]|__ballot|__any_sync|__all_sync", text), src.name
+
+
+SIZES = [1, 7, 64, 257, 1031]
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "min", "max"])
+def test_binary_primitives(emu, name, n):
+    rng = np.random.default_rng(n)
+    a, b = operand(rng, n), operand(rng, n)
+    same(emu[name](a, b), P.PRIMS[name].reference(a, b))
+    same(emu[name](a, np.float32(-0.0)), P.PRIMS[name].reference(a, np.float32(-0.0)))  # broadcast scalar
+
+
+@pytest.mark.parametrize("name", ["sqrt", "neg", "abs", "rint", "floor", "trunc", "copy", "from_int32",
+                                  "to_int32_trunc", "to_int32_rne"])
+def test_unary_primitives(emu, name):
+    rng = np.random.default_rng(1)
+    x = operand(rng, 1031)
+    if name == "from_int32":
+        x = rng.integers(-2**31, 2**31, 1031, dtype=np.int64).astype(np.int32)
+        x[:4] = [0, -1, 2**31 - 1, -2**31]
+    same(emu[name](x), P.PRIMS[name].reference(x))
+
+
+@pytest.mark.parametrize("name", ["eq", "lt", "le"])
+def test_comparisons(emu, name):
+    rng = np.random.default_rng(2)
+    a, b = operand(rng, 257), operand(rng, 257)
+    b[::2] = a[::2]
+    same(emu[name](a, b), P.PRIMS[name].reference(a, b))
+
+
+def test_fma_select_ldexp(emu):
+    rng = np.random.default_rng(3)
+    a, b, c = (operand(rng, 1031) for _ in range(3))
+    same(emu["fma"](a, b, c), P.fma.reference(a, b, c))
+    same(emu["fma"](a, np.float32(1.5), c), P.fma.reference(a, np.float32(1.5), c))
+    cond = rng.integers(0, 2, 1031).astype(bool)
+    same(emu["select"](cond, a, b), P.select.reference(cond, a, b))
+    e = rng.integers(-300, 300, 1031).astype(np.int32)
+    e[:6] = [-1000, 1000, -149, 127, 128, -126]
+    same(emu["ldexp"](a, e), P.ldexp.reference(a, e))
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (37, 29, 53), (130, 9, 140), (128, 16, 128), (3, 0, 5), (0, 4, 4),
+                                   (257, 33, 129)])
+def test_matmul_tiles_and_edges(emu, shape):
+    M_, K, N = shape
+    rng = np.random.default_rng(sum(shape))
+    a = operand(rng, M_ * K).reshape(M_, K) if M_ * K else np.zeros((M_, K), np.float32)
+    b = operand(rng, K * N).reshape(K, N) if K * N else np.zeros((K, N), np.float32)
+    same(emu["matmul"](a, b), RL.matmul.reference(a, b))
+
+
+def test_batched_and_broadcast_matmul(emu):
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((3, 2, 19, 11)).astype(np.float32)
+    b = rng.standard_normal((2, 11, 23)).astype(np.float32)
+    same(emu["matmul"](a, b), RL.matmul.reference(a, b))
+    same(emu["matmul"](a.transpose(0, 1, 3, 2).copy().transpose(0, 1, 3, 2), b), RL.matmul.reference(a, b))
+
+
+@pytest.mark.parametrize("shape,axis", [((7,), 0), ((5, 131), 1), ((131, 5), 0), ((3, 4, 0), 2), ((2, 0, 3), 0),
+                                        ((4, 33, 6), 1)])
+@pytest.mark.parametrize("which", ["add", "max"])
+def test_fold(emu, shape, axis, which):
+    rng = np.random.default_rng(5)
+    n = int(np.prod(shape))
+    x = (operand(rng, n) if n else np.zeros(0, np.float32)).reshape(shape)
+    prim, init = (P.add, -0.0) if which == "add" else (P.max_, -np.inf)
+    same(emu["fold"](prim, x, axis, init), ref_fold.reference(prim, x, axis, init))
+    same(emu["fold"](prim, x, axis, init, keepdims=True), ref_fold.reference(prim, x, axis, init, keepdims=True))
+
+
+def test_fused_exp(emu):
+    rng = np.random.default_rng(6)
+    x = np.concatenate([rng.uniform(-110, 95, 20000).astype(np.float32), operand(rng, 2000), SPECIALS,
+                        np.arange(0, 1 << 32, 1 << 18, dtype=np.uint64).astype(np.uint32).view(np.float32)])
+    same(emu["exp"](x), M.exp.reference(x))
+
+
+# -- through torch: every RepOps op of the sample table, and training -----------------------------------
+from repops_samples import SAMPLES  # noqa: E402  (tests/repops: see conftest.py)
+
+
+def _torch_run(name, where):
+    """The sample on the emulated kernels (CPU tensors, backend cuda-emu), on the GPU
+    (CUDA tensors: repops.deterministic() picks the cuda backend) or on the reference."""
+    from test_ops import run
+    fn, make = SAMPLES[name]
+    inputs = make()
+    if where == "cuda":
+        _table("cuda")
+        inputs = [x.cuda() for x in inputs]
+    out, grads = run(fn, inputs, {"cuda": "cpu"}.get(where, where))
+    return out.cpu(), [g.cpu() for g in grads]
+
+
+@pytest.mark.parametrize("where", ["cuda-emu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_every_op_equals_the_reference(name, where):
+    from test_ops import bits as tbits
+    o1, g1 = _torch_run(name, where)
+    o2, g2 = _torch_run(name, "reference")
+    assert torch.equal(tbits(o1), tbits(o2))
+    assert len(g1) == len(g2) and all(torch.equal(tbits(a), tbits(b)) for a, b in zip(g1, g2))
+
+
+@pytest.mark.parametrize("name,steps", [("mlp", 3), ("llama", 2)])
+def test_training_on_emulated_cuda_kernels_gives_the_cpu_hash(name, steps):
+    from repops.models.quick_train import quick_train
+    assert quick_train(name, steps, 2, "cuda-emu") == quick_train(name, steps, 2, "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["mlp", "llama"])
+def test_twenty_steps_on_the_gpu_give_the_cpu_hash(name):
+    from repops.models.quick_train import quick_train
+    _table("cuda")
+    gpu = quick_train(name, 20, 2, device="cuda")
+    assert gpu == quick_train(name, 20, 2)
+    assert sum(gpu[1][-4:]) < 0.8 * sum(gpu[1][:4])
+
+
+def test_cuda_backend_without_a_device_is_a_clear_error():
+    from repops.errors import BackendError
+    try:
+        get("cuda")
+    except BackendError as e:
+        assert "CuPy" in str(e)
+    else:
+        pytest.skip("a CUDA device is present")
+
+
+@pytest.mark.gpu
+def test_tensors_on_two_devices_are_a_clear_error():
+    import repops
+    _table("cuda")
+    with pytest.raises(repops.DeviceError, match="several devices"):
+        with repops.deterministic():
+            torch.ones(3, device="cuda") + torch.ones(3)
