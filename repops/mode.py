@@ -35,7 +35,9 @@ def _device(func, args) -> str:
                           "device first (RepOps never copies between devices behind your back)")
     if devices - {"cpu", "meta", "cuda"}:
         raise DeviceError(f"{func}: RepOps has no backend for device {sorted(devices)}; use cpu or cuda")
-    return "cuda" if "cuda" in devices else "cpu"
+    if "cuda" in devices:
+        return "cuda"
+    return "meta" if devices == {"meta"} else "cpu"
 
 
 class RepOpsMode(TorchDispatchMode):
@@ -47,7 +49,10 @@ class RepOpsMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         impl = A.REGISTRY.get(func)
-        if impl is not None and _device(func, args) == "cuda":
+        device = _device(func, args)
+        if impl is not None and device == "meta":
+            out = func(*args, **kwargs)  # shapes only, no values: the graph of a step (Verde)
+        elif impl is not None and device == "cuda":
             from .reference.prims import implementations
             with implementations(self._cuda_table()):
                 out = impl(*args, **kwargs)
@@ -65,7 +70,7 @@ class RepOpsMode(TorchDispatchMode):
             raise UnsupportedOpError(f"{func} is not implemented by RepOps (args: {_describe(args)}). "
                                      "Add a definition in repops/aten.py, or keep this op out of "
                                      "repops.deterministic().")
-        if self.trace is not None:
+        if self.trace is not None and func.namespace != "profiler":  # profiler marks compute nothing
             self.trace(func, args, kwargs, out)
         return out
 

@@ -19,6 +19,22 @@ import torch
 class AdamW(torch.optim.Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+        # State exists from the start (not on the first step), so every step runs the same
+        # graph and the state tensors are fixed: a Verde checkpoint is params + this state.
+        for group in self.param_groups:
+            for p in group["params"]:
+                self._init_state(p)
+
+    def _init_state(self, p):
+        st = self.state[p]
+        st["m"] = torch.zeros_like(p)
+        st["v"] = torch.zeros_like(p)
+        st["b1t"] = torch.ones((), dtype=torch.float32)
+        st["b2t"] = torch.ones((), dtype=torch.float32)
+
+    def state_tensors(self) -> list:
+        """The optimizer's state in a fixed order (per parameter: m, v, b1t, b2t)."""
+        return [self.state[p][k] for g in self.param_groups for p in g["params"] for k in ("m", "v", "b1t", "b2t")]
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -29,11 +45,6 @@ class AdamW(torch.optim.Optimizer):
                 if p.grad is None:
                     continue
                 st = self.state[p]
-                if not st:
-                    st["m"] = torch.zeros_like(p)
-                    st["v"] = torch.zeros_like(p)
-                    st["b1t"] = torch.ones((), dtype=torch.float32)
-                    st["b2t"] = torch.ones((), dtype=torch.float32)
                 g = p.grad
                 p.mul_(1.0 - lr * wd)
                 st["m"].lerp_(g, 1.0 - b1)

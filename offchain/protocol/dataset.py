@@ -1,0 +1,153 @@
+"""What a job's files mean: the initial weights (safetensors: the model's state_dict), the
+dataset (safetensors: `x` float32 [n, d_in] + `y` int64 [n] for the MLP classifier,
+`tokens` int64 [n, seq + 1] for the Llama-style LM), the batches of the schedule, and the
+training state a checkpoint holds (docs/PROTOCOL.md §5)."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from . import merkle
+from .job import FileRef, Job, JobError, JobSpec, ModelSpec, OptimizerSpec, DataSpec, dump, sha256_file
+from .schedule import batch_rows
+from .tensors import commit
+
+KEYS = {"mlp": ("x", "y"), "llama": ("tokens",)}
+
+
+def _load(job: Job, ref: FileRef, what: str) -> dict:
+    try:
+        return load_file(str(job.path(ref)))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise JobError(f"{what} file {ref.file!r} is not a readable safetensors file: {e}") from None
+
+
+def build_model(spec: JobSpec, device="cpu"):
+    from repops.models import build
+    return build(spec.model.name, **spec.model.config).to(device)
+
+
+def dataset(job: Job) -> dict:
+    return _load(job, job.spec.data, "data")
+
+
+def check_fits(job: Job) -> None:
+    spec = job.spec
+    data = dataset(job)
+    keys = KEYS[spec.model.name]
+    if sorted(data) != sorted(keys):
+        raise JobError(f"data: a {spec.model.name} job needs tensors {list(keys)}, the file has {sorted(data)}")
+    model = build_model(spec, "meta")
+    cfg = model.cfg
+    if spec.model.name == "mlp":
+        x, y = data["x"], data["y"]
+        if x.dtype != torch.float32 or x.dim() != 2 or x.shape[1] != cfg.d_in:
+            raise JobError(f"data.x must be float32 [n, {cfg.d_in}], got {x.dtype} {list(x.shape)}")
+        if y.dtype != torch.int64 or y.shape != (x.shape[0],) or (y.numel() and (y.min() < 0 or y.max() >= cfg.n_classes)):
+            raise JobError(f"data.y must be int64 [{x.shape[0]}] with labels in [0, {cfg.n_classes})")
+        n = x.shape[0]
+    else:
+        t = data["tokens"]
+        if t.dtype != torch.int64 or t.dim() != 2 or not 2 <= t.shape[1] <= cfg.max_seq + 1:
+            raise JobError(f"data.tokens must be int64 [n, seq + 1] with seq <= {cfg.max_seq}, got {t.dtype} {list(t.shape)}")
+        if t.numel() and (t.min() < 0 or t.max() >= cfg.vocab):
+            raise JobError(f"data.tokens must lie in [0, {cfg.vocab})")
+        n = t.shape[0]
+    if n == 0:
+        raise JobError("data: the dataset has no rows")
+    init = _load(job, spec.init, "init")
+    want = {k: (v.dtype, tuple(v.shape)) for k, v in model.state_dict().items() if k in dict(model.named_parameters())}
+    got = {k: (v.dtype, tuple(v.shape)) for k, v in init.items()}
+    if want != got:
+        missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
+        wrong = sorted(k for k in set(want) & set(got) if want[k] != got[k])
+        raise JobError(f"init: the weights do not fit the model: missing {missing}, unexpected {extra}, "
+                       f"wrong dtype/shape {wrong}")
+
+
+def batch(job: Job, step: int, data: dict | None = None) -> tuple:
+    """The batch of a step: its tensors in the model's loss(*batch) order."""
+    data = data if data is not None else dataset(job)
+    keys = KEYS[job.spec.model.name]
+    n = data[keys[0]].shape[0]
+    rows = torch.tensor(batch_rows(n, job.spec.data.batch_size, job.spec.data.seed, step))
+    return tuple(data[k].index_select(0, rows) for k in keys)
+
+
+def batch_leaf(tensors, chunk: int) -> bytes:
+    return merkle.leaf_hash(b"".join(commit(t, chunk) for t in tensors))
+
+
+def data_root(job: Job) -> bytes:
+    """Merkle root over the steps' batches: the client commits it without training."""
+    data = dataset(job)
+    return merkle.root_of(batch_leaf(batch(job, t, data), job.spec.chunk) for t in range(job.spec.steps))
+
+
+@dataclasses.dataclass
+class TrainingState:
+    """The model and the optimizer: what a checkpoint holds."""
+    model: torch.nn.Module
+    optimizer: object
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Fixed order: parameters, buffers, then per parameter the optimizer's m, v, b1t, b2t."""
+        return list(self.model.parameters()) + list(self.model.buffers()) + self.optimizer.state_tensors()
+
+    def names(self) -> list[str]:
+        opt = [f"opt.{n}.{k}" for n, _ in self.model.named_parameters() for k in ("m", "v", "b1t", "b2t")]
+        return [n for n, _ in self.model.named_parameters()] + [f"buffer.{n}" for n, _ in self.model.named_buffers()] + opt
+
+    def state_dict(self) -> dict:
+        return {n: t.detach().cpu().contiguous() for n, t in zip(self.names(), self.tensors())}
+
+    def load(self, tensors: dict) -> None:
+        with torch.no_grad():
+            for n, t in zip(self.names(), self.tensors()):
+                t.copy_(tensors[n])
+
+    def root(self, chunk: int) -> bytes:
+        return state_root(self.tensors(), chunk)
+
+
+def state_root(tensors, chunk: int) -> bytes:
+    return merkle.root_of(merkle.leaf_hash(commit(t, chunk)) for t in tensors)
+
+
+def initial_state(job: Job, device="cpu") -> TrainingState:
+    from repops.optim import AdamW
+    model = build_model(job.spec, device)
+    init = _load(job, job.spec.init, "init")
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.copy_(init[n])
+    o = job.spec.optimizer
+    opt = AdamW(model.parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay)
+    return TrainingState(model, opt)
+
+
+def write_job(directory, model: str, config: dict, data: dict, steps: int, batch_size: int, *, seed: int = 0,
+              lr: float = 3e-3, fanout: int = 4, chunk: int = 256, weights_seed: int = 0) -> Path:
+    """Create a job directory (init.safetensors, data.safetensors, job.yaml) and return the
+    job file: what a client does before posting a job."""
+    from repops.models import build
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(weights_seed)
+    m = build(model, **config)
+    save_file({n: p.detach().contiguous() for n, p in m.named_parameters()}, str(d / "init.safetensors"))
+    save_file({k: v.contiguous() for k, v in data.items()}, str(d / "data.safetensors"))
+    spec = JobSpec(model=ModelSpec(name=model, config=config),
+                   init=FileRef(file="init.safetensors", sha256=sha256_file(d / "init.safetensors")),
+                   data=DataSpec(file="data.safetensors", sha256=sha256_file(d / "data.safetensors"),
+                                 batch_size=batch_size, seed=seed),
+                   optimizer=OptimizerSpec(lr=lr), steps=steps, fanout=fanout, chunk=chunk)
+    path = d / "job.yaml"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(dump(spec))
+    tmp.replace(path)
+    return path

@@ -1,0 +1,160 @@
+"""The job spec (docs/PROTOCOL.md §5): one YAML or JSON file naming the model, the
+initial weights, the dataset and its batch schedule, the optimizer, the number of steps,
+the checkpoint fan-out N and the tensor chunk size. Its id is the SHA-256 of its canonical
+form, in which files appear by content hash only (so every party's copy has the same id).
+A malformed or inconsistent file is a JobError naming the field."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+SPEC_VERSION = 1
+
+
+class JobError(ValueError):
+    """The job file is malformed, inconsistent, or its files do not match their hashes."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FileRef(_Strict):
+    file: str = Field(description="path, relative to the job file")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class ModelSpec(_Strict):
+    name: Literal["mlp", "llama"]
+    config: dict = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _known_fields(self):
+        from repops.models import BUILDERS
+        cfg_cls = BUILDERS[self.name][0]
+        fields = {f.name for f in dataclasses.fields(cfg_cls)}
+        unknown = sorted(set(self.config) - fields)
+        if unknown:
+            raise ValueError(f"unknown {self.name} config field(s) {unknown}; known: {sorted(fields)}")
+        for k, v in self.config.items():
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise ValueError(f"config field {k!r} must be a number, got {v!r}")
+        return self
+
+
+class DataSpec(FileRef):
+    batch_size: int = Field(gt=0)
+    seed: int = Field(ge=0, lt=1 << 63)
+
+
+class OptimizerSpec(_Strict):
+    name: Literal["adamw"] = "adamw"
+    lr: float = Field(gt=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = Field(1e-8, gt=0)
+    weight_decay: float = Field(0.01, ge=0)
+
+    @field_validator("betas")
+    @classmethod
+    def _betas(cls, v):
+        if not all(0 <= b < 1 for b in v):
+            raise ValueError(f"betas must lie in [0, 1), got {v}")
+        return v
+
+
+class JobSpec(_Strict):
+    version: Literal[1] = SPEC_VERSION
+    model: ModelSpec
+    init: FileRef
+    data: DataSpec
+    optimizer: OptimizerSpec
+    steps: int = Field(gt=0, le=1_000_000)
+    fanout: int = Field(4, ge=2, le=1024, description="checkpoint fan-out N of the step bisection")
+    chunk: int = Field(256, gt=0, le=1 << 16, description="tensor commitment chunk, in elements")
+
+    def canonical(self) -> bytes:
+        """Sorted-key compact JSON without file paths: the bytes the job id hashes."""
+        d = self.model_dump(mode="json")
+        for k in ("init", "data"):
+            d[k].pop("file")
+        return json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
+
+    @property
+    def job_id(self) -> bytes:
+        return hashlib.sha256(self.canonical()).digest()
+
+
+def _errors(e: ValidationError) -> str:
+    lines = []
+    for err in e.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        lines.append(f"  {where}: {err['msg']}")
+    return "\n".join(lines)
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """A validated spec with its files resolved and checked against their hashes."""
+    spec: JobSpec
+    root: Path
+
+    def path(self, ref: FileRef) -> Path:
+        return (self.root / ref.file).resolve()
+
+    @property
+    def job_id(self) -> bytes:
+        return self.spec.job_id
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def parse(text: str, where: str = "job") -> JobSpec:
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise JobError(f"{where}: not valid YAML/JSON: {e}") from None
+    if not isinstance(raw, dict):
+        raise JobError(f"{where}: the job must be a mapping of fields, got {type(raw).__name__}")
+    try:
+        return JobSpec.model_validate(raw)
+    except ValidationError as e:
+        raise JobError(f"{where}: invalid job spec\n{_errors(e)}") from None
+
+
+def load(path) -> Job:
+    """Read, validate and check a job file; the files it names must match their hashes and
+    fit the model (checked by offchain.protocol.dataset)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise JobError(f"cannot read the job file {path}: {e.strerror}") from None
+    job = Job(parse(text, str(path)), path.parent)
+    for name in ("init", "data"):
+        ref = getattr(job.spec, name)
+        p = job.path(ref)
+        if not p.is_file():
+            raise JobError(f"{path}: {name}.file {ref.file!r} does not exist (looked at {p})")
+        got = sha256_file(p)
+        if got != ref.sha256:
+            raise JobError(f"{path}: {name}.file {ref.file!r} has SHA-256 {got}, the job says {ref.sha256}: "
+                           "the file was changed or the job names the wrong one")
+    from .dataset import check_fits
+    check_fits(job)
+    return job
+
+
+def dump(spec: JobSpec) -> str:
+    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,108 @@
+"""Tensor commitments (docs/PROTOCOL.md §3): a Merkle tree over fixed-size chunks of the
+tensor's canonical bytes (row-major, little-endian), sealed with dtype and shape, so one
+element is provable with one chunk and log2(chunks) hashes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import merkle
+from .encoding import u8, u64
+
+DTYPES = {np.dtype("<f4"): 1, np.dtype("<i8"): 2, np.dtype("bool"): 3, np.dtype("<i4"): 4}
+CODES = {c: d for d, c in DTYPES.items()}
+TENSOR = b"\x03"
+
+
+class TensorError(ValueError):
+    pass
+
+
+def canonical(x) -> np.ndarray:
+    """A contiguous little-endian array of a committed dtype (torch tensors included)."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu()
+        if not x.is_contiguous():
+            x = x.contiguous()
+        x = x.numpy()
+    a = np.asarray(x)
+    a = a if a.flags.c_contiguous else a.copy()  # (ascontiguousarray would make 0-d 1-d)
+    dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
+    if dt not in DTYPES:
+        raise TensorError(f"no tensor commitment for dtype {a.dtype}: Verde commits float32, int64, int32 and bool")
+    return a.astype(dt, copy=False)
+
+
+def header(code: int, shape: tuple) -> bytes:
+    return TENSOR + u8(code) + u8(len(shape)) + b"".join(u64(d) for d in shape)
+
+
+@dataclass(frozen=True)
+class Committed:
+    """A tensor with its chunk tree: answers element proofs."""
+    array: np.ndarray
+    chunk: int  # elements per chunk
+
+    def __post_init__(self):
+        raw = self.array.tobytes()
+        size = self.chunk * self.array.itemsize
+        chunks = [raw[i:i + size] for i in range(0, len(raw), size)]
+        object.__setattr__(self, "chunks", chunks)
+        object.__setattr__(self, "tree", merkle.Tree(tuple(merkle.leaf_hash(c) for c in chunks)))
+
+    @property
+    def code(self) -> int:
+        return DTYPES[self.array.dtype]
+
+    @property
+    def root(self) -> bytes:
+        return merkle.sha256(header(self.code, self.array.shape), self.tree.root)
+
+    def element_proof(self, flat_index: int) -> "ElementProof":
+        n = self.array.size
+        if not 0 <= flat_index < n:
+            raise TensorError(f"element {flat_index} outside a tensor of {n} elements")
+        c = flat_index // self.chunk
+        return ElementProof(self.code, tuple(self.array.shape), self.chunk, flat_index, self.chunks[c],
+                            tuple(self.tree.proof(c)))
+
+
+def commit(x, chunk: int) -> bytes:
+    if chunk < 1:
+        raise TensorError(f"chunk size must be >= 1 element, got {chunk}")
+    return Committed(canonical(x), chunk).root
+
+
+@dataclass(frozen=True)
+class ElementProof:
+    code: int
+    shape: tuple
+    chunk: int
+    index: int              # flat, row-major
+    chunk_bytes: bytes
+    siblings: tuple
+
+    def element(self) -> bytes:
+        size = CODES[self.code].itemsize
+        off = (self.index % self.chunk) * size
+        return self.chunk_bytes[off:off + size]
+
+    def verify(self, root: bytes) -> bool:
+        n = int(np.prod(self.shape)) if self.shape else 1
+        if self.code not in CODES or not 0 <= self.index < n:
+            return False
+        size = CODES[self.code].itemsize
+        nchunks = -(-n // self.chunk)
+        c = self.index // self.chunk
+        expect = min(self.chunk, n - c * self.chunk) * size
+        if len(self.chunk_bytes) != expect:
+            return False
+        tree_root = merkle.seal(nchunks, self._top(nchunks, c))
+        return merkle.sha256(header(self.code, self.shape), tree_root) == root
+
+    def _top(self, nchunks, c):
+        try:
+            return merkle.top_from_proof(nchunks, c, merkle.leaf_hash(self.chunk_bytes), list(self.siblings))
+        except merkle.ProofError:
+            return b""

@@ -1,0 +1,173 @@
+"""The trace of one training step as AugmentedCGNodes (docs/PROTOCOL.md §4), recorded
+by the hook of repops.deterministic(): every aten op in dispatch order (forward, backward,
+optimizer, in-place and views included) becomes a node with its op, attributes, input
+references and the commitments of its input and output tensors.
+
+An input reference says where a tensor came from: a node of this step (index, output
+slot), a state tensor at the start of the step (parameters, buffers, optimizer state), or a
+data tensor of the step's batch. Anything else is a TraceError, never a guess.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+
+import torch
+
+from . import merkle
+from .encoding import string, u8, u16, u32, value
+from .tensors import commit
+
+NODE_OUT, STATE, DATA = 0, 1, 2
+STRUCTURE, NODE = b"\x05", b"\x04"
+EMPTY = bytes(32)  # the commitment slot of a missing (None) output
+
+
+class TraceError(RuntimeError):
+    """The step does something the recorder cannot describe truthfully."""
+
+
+@dataclass(frozen=True)
+class Ref:
+    kind: int   # NODE_OUT, STATE or DATA
+    index: int  # node index / state index / data index
+    slot: int = 0
+
+    def encode(self) -> bytes:
+        return u8(self.kind) + u32(self.index) + u16(self.slot)
+
+
+@dataclass(frozen=True)
+class Node:
+    op: str
+    attrs: bytes
+    refs: tuple
+    inputs: tuple = ()   # tensor commitments, one per ref
+    outputs: tuple = ()  # tensor commitments, one per output slot
+
+    def structure(self) -> bytes:
+        """What the graph commitment fixes: op, attributes, wiring (no values)."""
+        return (STRUCTURE + string(self.op) + u32(len(self.attrs)) + self.attrs + u16(len(self.refs)) +
+                b"".join(r.encode() for r in self.refs))
+
+    def encode(self) -> bytes:
+        return (NODE + merkle.sha256(self.structure()) + u16(len(self.inputs)) + b"".join(self.inputs) +
+                u16(len(self.outputs)) + b"".join(self.outputs))
+
+    def leaf(self) -> bytes:
+        return merkle.leaf_hash(self.encode())
+
+    def structure_leaf(self) -> bytes:
+        return merkle.leaf_hash(self.structure())
+
+
+def _tensors(x):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _tensors(v)]
+    if isinstance(x, dict):
+        return [t for k in sorted(x) for t in _tensors(x[k])]
+    return []
+
+
+def _mutated(func, args, kwargs) -> list[torch.Tensor]:
+    out = []
+    for i, a in enumerate(func._schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            v = args[i] if i < len(args) else kwargs.get(a.name)
+            out += _tensors(v)
+    return out
+
+
+@dataclass
+class _Where:
+    tensor: weakref.ref
+    ref: Ref
+    writes: int  # writes to its storage when this version was made
+
+
+@dataclass
+class StepRecorder:
+    """Pass `recorder` as repops.deterministic(trace=recorder). With values=False (meta
+    tensors, or the graph only) no tensor is hashed: commitments stay empty."""
+    state: list
+    data: list
+    chunk: int = 1024
+    values: bool = True
+    nodes: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)  # per node: its output tensors (kept only if keep)
+    keep: bool = False
+
+    def __post_init__(self):
+        self._where: dict[int, _Where] = {}
+        self._writes: dict[int, int] = {}
+        for i, t in enumerate(self.state):
+            self._bind(t, Ref(STATE, i))
+        for i, t in enumerate(self.data):
+            self._bind(t, Ref(DATA, i))
+
+    # -- storage versions: a read through a stale alias is refused -----------------------------
+    @staticmethod
+    def _storage(t: torch.Tensor):
+        if t.device.type == "meta":
+            return None
+        return t.untyped_storage().data_ptr()
+
+    def _bind(self, t: torch.Tensor, ref: Ref):
+        s = self._storage(t)
+        self._where[id(t)] = _Where(weakref.ref(t), ref, self._writes.get(s, 0))
+
+    def _lookup(self, t: torch.Tensor, op: str) -> Ref:
+        w = self._where.get(id(t))
+        if w is None or w.tensor() is not t:
+            raise TraceError(f"{op} reads a tensor {tuple(t.shape)} that is neither the output of an op of "
+                             "this step, nor a state tensor, nor a data tensor of the batch: register it as "
+                             "state (a parameter or buffer) or compute it inside the step")
+        s = self._storage(t)
+        if s is not None and self._writes.get(s, 0) != w.writes:
+            raise TraceError(f"{op} reads a tensor {tuple(t.shape)} whose memory an in-place op rewrote "
+                             "through another alias: the trace cannot name its producer; avoid in-place "
+                             "writes through views")
+        return w.ref
+
+    def _commit(self, t) -> bytes:
+        if not self.values or t.device.type == "meta":
+            return EMPTY
+        return commit(t, self.chunk)
+
+    # -- the hook -------------------------------------------------------------------------------
+    def __call__(self, func, args, kwargs, out):
+        op = str(func)
+        ins = _tensors(args) + _tensors(kwargs)
+        slots = {id(t): i for i, t in reversed(list(enumerate(ins)))}
+        refs = tuple(self._lookup(t, op) for t in ins)
+        attrs = value([list(args), kwargs], lambda t: slots[id(t)])
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        outs = [o if isinstance(o, torch.Tensor) else None for o in outs]
+        mutated = [m for m in _mutated(func, args, kwargs) if all(m is not o for o in outs)]
+        index = len(self.nodes)
+        for m in _mutated(func, args, kwargs):
+            s = self._storage(m)
+            if s is not None:
+                self._writes[s] = self._writes.get(s, 0) + 1
+        node = Node(op, attrs, refs,
+                    tuple(self._commit(t) for t in ins) if self.values else (),
+                    tuple(EMPTY if o is None else self._commit(o) for o in outs + mutated) if self.values else ())
+        for slot, o in enumerate(outs + mutated):
+            if o is not None:
+                self._bind(o, Ref(NODE_OUT, index, slot))
+        self.nodes.append(node)
+        if self.keep:
+            self.outputs.append([None if o is None else o.detach().clone() for o in outs + mutated])
+
+    def where(self, t: torch.Tensor) -> Ref:
+        """Where a tensor's current value comes from (e.g. each state tensor after the step)."""
+        return self._lookup(t, "the end of the step")
+
+    # -- commitments ---------------------------------------------------------------------------
+    def trace_root(self) -> bytes:
+        return merkle.root_of(n.leaf() for n in self.nodes)
+
+    def graph_root(self) -> bytes:
+        return merkle.root_of(n.structure_leaf() for n in self.nodes)
