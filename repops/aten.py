@@ -265,6 +265,8 @@ def fold_dims(prim, x, dims, init, keepdim):
     rest = [d for d in range(x.ndim) if d not in dims]
     moved = np.transpose(x, rest + list(dims))
     flat = moved.reshape(moved.shape[:len(rest)] + (-1,))
+    if flat.size and not np.shares_memory(flat, x):  # reshape had to copy: say so (a copy kernel)
+        flat = P.copy(moved).reshape(flat.shape)
     out = ref_fold(prim, flat, -1, init)
     if keepdim:
         out = out.reshape([1 if d in dims else x.shape[d] for d in range(x.ndim)])

@@ -64,3 +64,61 @@ def value(v, tensor_slot=None) -> bytes:
     if isinstance(v, (torch.memory_format, torch.layout)):
         return u8(ENUM) + string(str(v))
     raise EncodingError(f"no canonical encoding for an attribute of type {type(v).__name__}: {v!r}")
+
+
+def decode(data: bytes, tensors: list | None = None):
+    """Inverse of value(): tensors come back from `tensors` by input index; a device
+    attribute decodes to None (the caller's device applies). -> (value, bytes used)."""
+    import torch
+
+    def read(o):
+        tag = data[o]
+        o += 1
+        if tag == NONE or tag == DEVICE:
+            return None, o
+        if tag in (FALSE, TRUE):
+            return tag == TRUE, o
+        if tag == INT:
+            return int.from_bytes(data[o:o + 8], "big", signed=True), o + 8
+        if tag == FLOAT:
+            return struct.unpack(">d", data[o:o + 8])[0], o + 8
+        if tag in (STR, DTYPE, ENUM):
+            n = int.from_bytes(data[o:o + 4], "big")
+            s = data[o + 4:o + 4 + n].decode("utf-8")
+            o += 4 + n
+            if tag == DTYPE:
+                return getattr(torch, s.split(".", 1)[1]), o
+            if tag == ENUM:
+                return getattr(torch, s.split(".", 1)[1]), o
+            return s, o
+        if tag == LIST:
+            n = int.from_bytes(data[o:o + 4], "big")
+            o += 4
+            out = []
+            for _ in range(n):
+                v, o = read(o)
+                out.append(v)
+            return out, o
+        if tag == DICT:
+            n = int.from_bytes(data[o:o + 4], "big")
+            o += 4
+            out = {}
+            for _ in range(n):
+                k = int.from_bytes(data[o:o + 4], "big")
+                key = data[o + 4:o + 4 + k].decode("utf-8")
+                v, o = read(o + 4 + k)
+                out[key] = v
+            return out, o
+        if tag == TENSOR:
+            i = int.from_bytes(data[o:o + 2], "big")
+            if tensors is None or i >= len(tensors):
+                raise EncodingError(f"attribute names input tensor {i}, which was not given")
+            return tensors[i], o + 2
+        raise EncodingError(f"unknown attribute tag {tag:#x}")
+    try:
+        v, used = read(0)
+    except (IndexError, UnicodeDecodeError, AttributeError) as e:
+        raise EncodingError(f"malformed attribute encoding: {e}") from None
+    if used != len(data):
+        raise EncodingError(f"{len(data) - used} trailing bytes after the attribute encoding")
+    return v

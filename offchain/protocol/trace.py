@@ -171,3 +171,44 @@ class StepRecorder:
 
     def graph_root(self) -> bytes:
         return merkle.root_of(n.structure_leaf() for n in self.nodes)
+
+
+class DecodeError(ValueError):
+    """Bytes that are not a well-formed node or structure encoding."""
+
+
+def decode_node(enc: bytes) -> tuple[bytes, list[bytes], list[bytes]]:
+    """node encoding -> (structure hash, input commitments, output commitments)."""
+    try:
+        if enc[:1] != NODE:
+            raise DecodeError("not a node encoding (tag)")
+        sh = enc[1:33]
+        nin = int.from_bytes(enc[33:35], "big")
+        ins = [enc[35 + 32 * i: 67 + 32 * i] for i in range(nin)]
+        o = 35 + 32 * nin
+        nout = int.from_bytes(enc[o:o + 2], "big")
+        outs = [enc[o + 2 + 32 * i: o + 34 + 32 * i] for i in range(nout)]
+        if len(enc) != o + 2 + 32 * nout or len(sh) != 32:
+            raise DecodeError("node encoding has the wrong length")
+        return sh, ins, outs
+    except IndexError:
+        raise DecodeError("truncated node encoding") from None
+
+
+def decode_structure(data: bytes) -> tuple[str, bytes, list[Ref]]:
+    """structure encoding -> (op, attrs, refs)."""
+    if data[:1] != STRUCTURE:
+        raise DecodeError("not a structure encoding (tag)")
+    n = int.from_bytes(data[1:5], "big")
+    op = data[5:5 + n].decode("utf-8", "replace")
+    o = 5 + n
+    na = int.from_bytes(data[o:o + 4], "big")
+    attrs = data[o + 4:o + 4 + na]
+    o += 4 + na
+    nr = int.from_bytes(data[o:o + 2], "big")
+    o += 2
+    if len(data) != o + 7 * nr:
+        raise DecodeError("structure encoding has the wrong length")
+    refs = [Ref(data[o + 7 * i], int.from_bytes(data[o + 7 * i + 1:o + 7 * i + 5], "big"),
+                int.from_bytes(data[o + 7 * i + 5:o + 7 * i + 7], "big")) for i in range(nr)]
+    return op, attrs, refs

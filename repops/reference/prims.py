@@ -31,23 +31,31 @@ def implementations(table: dict):
 
 
 @contextlib.contextmanager
-def tape():
-    """Record every primitive kernel the reference executes, in order, as
-    (name, inputs, output): the dispute's level 3 (kernels of one operator) and level 4
-    (elements of one kernel) read it. Folds and matmul appear as one kernel per step."""
-    rec = []
-    token, impls = _TAPE.set(rec), _IMPLS.set({})  # a tape always shows the reference steps
+def observe(callback):
+    """Call callback(name, operands, output) for every primitive kernel the reference
+    executes, in order (the arrays themselves: views stay views). Backends are off inside:
+    what is observed is the spec's sequence. Folds and matmul show one kernel per step."""
+    token, impls = _TAPE.set(callback), _IMPLS.set({})
     try:
-        yield rec
+        yield
     finally:
         _IMPLS.reset(impls)
         _TAPE.reset(token)
 
 
+@contextlib.contextmanager
+def tape():
+    """Record every primitive kernel as (name, operand copies, output copy)."""
+    rec = []
+    with observe(lambda name, args, out: rec.append((name, tuple(np.array(a, copy=True) for a in args),
+                                                      np.array(out, copy=True)))):
+        yield rec
+
+
 def _record(name, args, out):
-    rec = _TAPE.get()
-    if rec is not None:
-        rec.append((name, tuple(np.array(a, copy=True) for a in args), np.array(out, copy=True)))
+    cb = _TAPE.get()
+    if cb is not None:
+        cb(name, args, out)
     return out
 CANONICAL_NAN = np.uint32(0x7FC00000).view(np.float32)
 

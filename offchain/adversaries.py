@@ -1,0 +1,257 @@
+"""Trainer behaviours: the honest one and the dishonest ones every referee (off chain, on
+chain, the agents) is tested against. A behaviour changes what a Trainer computes (hooks
+in its steps) or what it answers (tamper), never the referee."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+
+class Honest:
+    name = "honest"
+    level = None  # where a referee must catch it (None: never disputes)
+
+    # what it computes
+    def spec(self, spec):
+        return spec
+
+    def batch(self, step, tensors):
+        return tensors
+
+    def skips(self, step) -> bool:
+        return False
+
+    def last_step(self, steps) -> int:
+        return steps
+
+    def before_record(self, step, index, func, args, kwargs, out):
+        pass
+
+    def after_record(self, step, index, func, args, kwargs, out):
+        pass
+
+    def final_claim(self, trainer, claim):
+        return claim
+
+    # what it answers
+    def tamper(self, method: str, args: tuple, result):
+        return result
+
+    def silent(self, method: str) -> bool:
+        return False
+
+    def state_leaves(self, point: int, leaves: list) -> list:
+        return leaves
+
+    def kernel_tamper(self, step: int, node: int, n_kernels: int):
+        """A hook changing kernel outputs of the decomposed operator (levels 3-5), or None."""
+        return None
+
+
+def _flip(t: torch.Tensor, element: int = 0):
+    """Change one float32 element by one ulp, in place."""
+    with torch.no_grad():
+        flat = t.view(-1)
+        flat[element] = torch.nextafter(flat[element], torch.tensor(float("inf"), device=t.device))
+
+
+@dataclasses.dataclass
+class Lazy(Honest):
+    """Skips the optimizer updates from step `start` on (saves the work, claims anyway)."""
+    start: int = 1
+    name = "lazy"
+    level = 2
+
+    def skips(self, step):
+        return step >= self.start
+
+
+@dataclasses.dataclass
+class StopsEarly(Honest):
+    """Trains only `steps_done` steps and posts a made-up final claim."""
+    steps_done: int = 1
+    name = "stops-early"
+    level = 1
+
+    def last_step(self, steps):
+        return min(steps, self.steps_done)
+
+    def final_claim(self, trainer, claim):
+        return claim if claim is not None else bytes.fromhex("ee" * 32)
+
+
+@dataclasses.dataclass
+class PoisonedData(Honest):
+    """Trains step `step` on a batch with one input value changed."""
+    step: int = 1
+    name = "poisoned-data"
+    level = 2
+
+    def batch(self, step, tensors):
+        if step != self.step:
+            return tensors
+        first = tensors[0].clone()
+        if first.is_floating_point():
+            _flip(first)
+        else:
+            first.view(-1)[0] = (first.view(-1)[0] + 1) % max(2, int(first.max()) + 1)
+        return (first,) + tuple(tensors[1:])
+
+
+@dataclasses.dataclass
+class WrongHyperParameter(Honest):
+    """Trains with another learning rate (attributes of its AdamW ops differ)."""
+    lr_factor: float = 2.0
+    name = "wrong-hyper-parameter"
+    level = 2
+
+    def spec(self, spec):
+        opt = spec.optimizer.model_copy(update={"lr": spec.optimizer.lr * self.lr_factor})
+        return spec.model_copy(update={"optimizer": opt})
+
+
+@dataclasses.dataclass
+class CorruptValue(Honest):
+    """One output element of node `node` at step `step` is off by one ulp, and its
+    decomposition agrees (the last primitive kernel produced it): a wrong primitive result,
+    caught by executing that one primitive (level 5)."""
+    step: int = 1
+    node: int = 10
+    element: int = 0
+    name = "corrupt-value"
+    level = 5
+
+    def before_record(self, step, index, func, args, kwargs, out):
+        if (step, index) == (self.step, self.node):
+            t = out if isinstance(out, torch.Tensor) else next(o for o in out if isinstance(o, torch.Tensor))
+            if t.is_floating_point() and t.numel() > self.element:
+                _flip(t, self.element)
+
+    def kernel_tamper(self, step, node, n_kernels):
+        if (step, node) != (self.step, self.node):
+            return None
+
+        def tamper(k, out):  # the last real kernel's output is the op's output
+            if k == n_kernels - 2 and out.dtype.kind == "f":
+                out.reshape(-1)[self.element] = np.nextafter(out.reshape(-1)[self.element], np.float32(np.inf))
+        return tamper
+
+
+@dataclasses.dataclass
+class NativeKernel(Honest):
+    """Uses native torch (not RepOps) for the first matmul at step `step`: a
+    non-reproducible kernel whose bits differ from the spec's order: Case 3."""
+    step: int = 1
+    name = "native-kernel"
+    level = 5
+
+    def __post_init__(self):
+        self._done = set()
+
+    def before_record(self, step, index, func, args, kwargs, out):
+        if step == self.step and "aten.mm" in str(func) and step not in self._done:
+            self._done.add(step)
+            with torch.no_grad():
+                from torch.utils._python_dispatch import _disable_current_modes
+                with _disable_current_modes():
+                    native = func(*args, **kwargs)
+                out.copy_(native)
+
+
+@dataclasses.dataclass
+class TamperedInput(Honest):
+    """Changes a tensor after it was recorded as node `node`'s output, so the ops that read
+    it see another value than the one committed (a wrong wiring of data): Case 2."""
+    step: int = 1
+    node: int = 40
+    name = "tampered-input"
+    level = 2
+
+    def after_record(self, step, index, func, args, kwargs, out):
+        if (step, index) == (self.step, self.node):
+            t = out if isinstance(out, torch.Tensor) else next(o for o in out if isinstance(o, torch.Tensor))
+            _flip(t)
+
+
+@dataclasses.dataclass
+class ExtraOp(Honest):
+    """Runs an extra op in step `step` (a graph that is not the job's): Case 1."""
+    step: int = 1
+    name = "wrong-graph"
+    level = 2
+
+    def after_record(self, step, index, func, args, kwargs, out):
+        if step == self.step and index == 5 and isinstance(out, torch.Tensor) and out.is_floating_point():
+            out.mul_(1.0)  # dispatched through the mode: recorded as one more node
+
+
+@dataclasses.dataclass
+class InconsistentOpening(Honest):
+    """Opens its step claim with roots that do not hash to it (levels inconsistent)."""
+    name = "inconsistent-levels"
+    level = 2
+
+    def tamper(self, method, args, result):
+        if method == "open_claim" and args[0] > 0:
+            return result[0], bytes(32)
+        return result
+
+
+@dataclasses.dataclass
+class BadMerkleProof(Honest):
+    """Corrupts the Merkle proof of every node it reveals."""
+    name = "bad-merkle-proof"
+    level = 2
+
+    def tamper(self, method, args, result):
+        if method == "node":
+            enc, proof = result
+            return enc, [bytes(32)] * len(proof) if proof else [b"\x01" * 32]
+        return result
+
+
+@dataclasses.dataclass
+class ForgedCheckpoint(Honest):
+    """Posts a state whose tensor `tensor` differs from what its trace produced (a forged
+    checkpoint tensor), with a trace that is honest."""
+    tensor: int = 0
+    step: int = 1
+    name = "forged-checkpoint"
+    level = 2
+
+    def state_leaves(self, point, leaves):
+        if point > self.step:
+            leaves = list(leaves)
+            leaves[self.tensor] = bytes(31) + b"\x01"
+        return leaves
+
+
+@dataclasses.dataclass
+class Silent(Honest):
+    """Stops answering after `answers` queries (offline, or cannot answer)."""
+    answers: int = 2
+    name = "silent"
+    level = 1
+
+    def __post_init__(self):
+        self._n = 0
+
+    def silent(self, method):
+        self._n += 1
+        return self._n > self.answers
+
+
+@dataclasses.dataclass
+class Copier(Honest):
+    """Posts the final claim of another trainer without training (cannot answer)."""
+    claim: bytes = b""
+    name = "copier"
+    level = 1
+
+    def last_step(self, steps):
+        return 0
+
+    def final_claim(self, trainer, claim):
+        return self.claim

@@ -1,0 +1,73 @@
+"""What the referee knows without any trainer: from the job alone it computes the agreed
+start C_0, the graph of a step (one step on meta tensors: no values, no training), where
+each end-of-step state tensor is produced, and the commitments of every step's batch."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+import repops
+
+from ..protocol import merkle
+from ..protocol.claims import step_claim
+from ..protocol.dataset import batch, build_model, dataset, initial_state
+from ..protocol.job import Job
+from ..protocol.tensors import commit
+from ..protocol.trace import StepRecorder
+
+
+@dataclass
+class Graph:
+    structures: list        # per node: structure bytes
+    state_refs: list        # per state tensor: trace.Ref of its end-of-step producer
+
+    @functools.cached_property
+    def tree(self) -> merkle.Tree:
+        return merkle.Tree(tuple(merkle.leaf_hash(s) for s in self.structures))
+
+    @property
+    def root(self) -> bytes:
+        return self.tree.root
+
+
+def graph_of(job: Job) -> Graph:
+    """One step on meta tensors under repops.deterministic(): the graph, no arithmetic."""
+    from repops.optim import AdamW
+    from ..protocol.dataset import TrainingState
+    model = build_model(job.spec, "meta")
+    o = job.spec.optimizer
+    st = TrainingState(model, AdamW(model.parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps,
+                                    weight_decay=o.weight_decay))
+    b = tuple(t.to("meta") for t in batch(job, 0))
+    rec = StepRecorder(st.tensors(), list(b), chunk=job.spec.chunk, values=False)
+    with repops.deterministic(trace=rec):
+        st.optimizer.zero_grad(set_to_none=True)
+        st.model.loss(*b).backward()
+        st.optimizer.step()
+    return Graph([n.structure() for n in rec.nodes], [rec.where(t) for t in st.tensors()])
+
+
+class Context:
+    def __init__(self, job: Job):
+        self.job = job
+        self._data = dataset(job)
+
+    @functools.cached_property
+    def graph(self) -> Graph:
+        return graph_of(self.job)
+
+    @functools.cached_property
+    def initial_leaves(self) -> list[bytes]:
+        return [commit(t, self.job.spec.chunk) for t in initial_state(self.job).tensors()]
+
+    @functools.cached_property
+    def initial_claim(self) -> bytes:
+        return step_claim(merkle.root_of(merkle.leaf_hash(c) for c in self.initial_leaves))
+
+    def batch_commitments(self, step: int) -> list[bytes]:
+        return [commit(t, self.job.spec.chunk) for t in batch(self.job, step, self._data)]
+
+    def batch_tensors(self, step: int) -> tuple:
+        return batch(self.job, step, self._data)

@@ -1,0 +1,142 @@
+"""Level 2: the operator nodes of the disputed step s (paper Phase 2).
+
+Both parties open their claim C_{s+1} into (S, R) (it must hash to what they said at level
+1) and, unless s = 0, the agreed C_s into the state before. Then:
+- same trace R, different state S: a checkpoint tensor differs from what the trace
+  produced: the first differing state tensor is checked against its producer (the graph
+  says which node and slot, or the unchanged state tensor before the step);
+- different traces: Merkle descent to the first differing node j, then
+  Case 1: its structure is not the graph's;
+  Case 2: an input commitment is not its source's (the producing node's output, the
+          state before the step, or the step's batch);
+  Case 3: same inputs, different outputs: level 3 on that operator.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..protocol import merkle
+from ..protocol.claims import step_claim
+from ..protocol.trace import DATA, NODE_OUT, STATE, DecodeError, decode_node, decode_structure
+from .engine import descend
+from .party import Lost, Party
+
+LEVEL = 2
+
+
+@dataclass
+class Case3:
+    step: int
+    node: int
+    structure: bytes
+    inputs: list          # agreed input commitments
+    outputs: dict         # party name -> its output commitments
+    roots: dict           # party name -> its trace root R
+
+
+def _open(p: Party, point: int, claim: bytes) -> tuple[bytes, bytes]:
+    got = p.ask(LEVEL, "open_claim", point)
+    if not isinstance(got, (list, tuple)) or len(got) != 2:
+        raise Lost(p, LEVEL, "open_claim did not answer (state root, trace root)")
+    S, R = (p.hash32(LEVEL, v, "root") for v in got)
+    if step_claim(S, R) != claim:
+        raise Lost(p, LEVEL, f"its opening of step claim {point} does not hash to the claim it made at level 1")
+    return S, R
+
+
+def _state_leaves(p: Party, point: int, root: bytes, n: int) -> list[bytes]:
+    leaves = p.ask(LEVEL, "state_leaves", point)
+    if not isinstance(leaves, (list, tuple)) or len(leaves) != n:
+        raise Lost(p, LEVEL, f"state_leaves({point}) is not {n} commitments")
+    leaves = [p.hash32(LEVEL, v, "state commitment") for v in leaves]
+    if merkle.root_of(merkle.leaf_hash(c) for c in leaves) != root:
+        raise Lost(p, LEVEL, f"its state commitments at {point} do not hash to the state root it opened")
+    return leaves
+
+
+def _node(p: Party, s: int, j: int, R: bytes, n: int) -> tuple[bytes, list, list]:
+    """Node j of party p's trace, proven against its root R."""
+    got = p.ask(LEVEL, "node", s, j)
+    try:
+        enc, proof = got
+        proof = [p.hash32(LEVEL, x, "proof") for x in proof]
+        if not merkle.verify(R, n, j, merkle.leaf_hash(enc), proof):
+            raise Lost(p, LEVEL, f"node {j}'s Merkle proof does not verify against its trace root")
+        return decode_node(enc)
+    except (TypeError, ValueError, DecodeError) as e:
+        if isinstance(e, Lost):
+            raise
+        raise Lost(p, LEVEL, f"node {j} is malformed: {e}") from None
+
+
+def play(ctx, a: Party, b: Party, s: int, claims: dict) -> list[Party] | Case3:
+    """-> the losers (a list), or the Case 3 operator dispute to go on with."""
+    p = s + 1
+    (Sa, Ra), (Sb, Rb) = (_open(x, p, claims[x.name][p]) for x in (a, b))
+    n_state = len(ctx.initial_leaves)
+    if s == 0:
+        before = ctx.initial_leaves
+    else:
+        S0 = _open(a, s, claims[a.name][s])[0]
+        _open(b, s, claims[b.name][s])
+        before = None  # fetched when needed
+    n = len(ctx.graph.structures)
+
+    def state_before():
+        return before if before is not None else _state_leaves(a, s, S0, n_state)
+
+    if Ra == Rb:
+        la, lb = _state_leaves(a, p, Sa, n_state), _state_leaves(b, p, Sb, n_state)
+        i = next(k for k in range(n_state) if la[k] != lb[k])
+        ref = ctx.graph.state_refs[i]
+        if ref.kind == NODE_OUT:
+            _, _, outs = _node(a, s, ref.index, Ra, n)
+            if ref.slot >= len(outs):
+                raise Lost(a, LEVEL, f"node {ref.index} has no output slot {ref.slot}")
+            truth = outs[ref.slot]
+        else:
+            truth = state_before()[ref.index]
+        losers = [x for x, leaves in ((a, la), (b, lb)) if leaves[i] != truth]
+        for x in losers:
+            x.reason = f"state tensor {i} after step {s} is not the output of its producer in the trace"
+        return losers
+
+    j, leaves = descend(LEVEL, a, b, n, (Ra, Rb), "trace_node", s)
+    if j >= n:  # past the graph's last node: only padding (ZERO) may be there
+        return [x for x, leaf in zip((a, b), leaves) if leaf != merkle.ZERO]
+    expected = ctx.graph.structures[j]
+    _, _, refs = decode_structure(expected)
+    decoded = {}
+    for x, R in ((a, Ra), (b, Rb)):
+        sh, ins, outs = _node(x, s, j, R, n)
+        decoded[x.name] = (sh, ins, outs)
+    # Case 1: the structure (op, attributes, wiring) must be the graph's
+    losers = [x for x in (a, b) if decoded[x.name][0] != merkle.sha256(expected)]
+    for x in losers:
+        x.reason = f"node {j} of step {s} is not the job's graph there (Case 1)"
+    if losers:
+        return losers
+    # Case 2: each input must be its source's commitment
+    for x in (a, b):
+        if len(decoded[x.name][1]) != len(refs):
+            x.reason = f"node {j} has {len(decoded[x.name][1])} inputs, its structure {len(refs)}"
+            return [x]
+    ins_a, ins_b = decoded[a.name][1], decoded[b.name][1]
+    for i, ref in enumerate(refs):
+        if ins_a[i] == ins_b[i]:
+            continue
+        if ref.kind == NODE_OUT:
+            _, _, outs = _node(a, s, ref.index, Ra, n)  # nodes before j are the same in both traces
+            truth = outs[ref.slot] if ref.slot < len(outs) else None
+        elif ref.kind == STATE:
+            truth = state_before()[ref.index]
+        elif ref.kind == DATA:
+            truth = ctx.batch_commitments(s)[ref.index]
+        else:
+            truth = None
+        losers = [x for x, ins in ((a, ins_a), (b, ins_b)) if ins[i] != truth]
+        for x in losers:
+            x.reason = f"input {i} of node {j} of step {s} is not what its source holds (Case 2)"
+        return losers
+    return Case3(s, j, expected, ins_a, {a.name: decoded[a.name][2], b.name: decoded[b.name][2]},
+                 {a.name: Ra, b.name: Rb})

@@ -1,0 +1,54 @@
+"""Level 4: the elements of one tensor the parties committed to differently (a kernel's
+output, or an operand they disagree on). Each party opens its commitment into (header,
+chunk tree root); Merkle descent over the chunks finds the first differing chunk, whose
+bytes both reveal; the first differing element in it is the disputed one."""
+from __future__ import annotations
+
+from ..protocol import merkle
+from ..protocol.tensors import CODES, header as tensor_header
+from .engine import descend
+from .party import Lost, Party
+
+LEVEL = 4
+
+
+def _open(p: Party, commitment: bytes, where: tuple, shape, code):
+    got = p.ask(LEVEL, "tensor_root", *where)
+    try:
+        head, root = got
+        head, root = bytes(head), p.hash32(LEVEL, root, "chunk root")
+    except (TypeError, ValueError):
+        raise Lost(p, LEVEL, "tensor_root is not (header, root)") from None
+    if merkle.sha256(head, root) != commitment:
+        raise Lost(p, LEVEL, f"its opening of {where} does not hash to its commitment")
+    if shape is not None and head != tensor_header(code, tuple(shape)):
+        raise Lost(p, LEVEL, f"{where} does not have the shape {tuple(shape)} the kernel implies")
+    return head, root
+
+
+def first_difference(a: Party, b: Party, commitments: tuple[bytes, bytes], where: tuple, chunk: int,
+                     shape=None, code=None) -> tuple[int, dict]:
+    """-> (flat index of the first differing element, {party name: its element bytes})."""
+    (ha, ra), (hb, rb) = (_open(p, c, where, shape, code) for p, c in zip((a, b), commitments))
+    if ha != hb:  # shapes differ; the caller passed the shape when it can decide
+        raise ValueError("the two tensors differ in shape")
+    code_, ndim = ha[1], ha[2]
+    dims = [int.from_bytes(ha[3 + 8 * i:11 + 8 * i], "big") for i in range(ndim)]
+    n = 1
+    for d in dims:
+        n *= d
+    nchunks = -(-n // chunk)
+    c, _ = descend(LEVEL, a, b, nchunks, (ra, rb), "tensor_node", *where)
+    if c >= nchunks:
+        raise Lost(a, LEVEL, "padding chunk differs")  # unreachable for well-formed trees
+    size = CODES[code_].itemsize
+    chunks = {}
+    for p, root in ((a, ra), (b, rb)):
+        proof = p.ask(LEVEL, "element", *where, c * chunk)
+        if not proof.verify(merkle.sha256(ha, root)) or proof.index != c * chunk:
+            raise Lost(p, LEVEL, f"chunk {c} of {where} does not verify")
+        chunks[p.name] = proof.chunk_bytes
+    ba, bb = chunks[a.name], chunks[b.name]
+    e = next(i for i in range(len(ba) // size) if ba[i * size:(i + 1) * size] != bb[i * size:(i + 1) * size])
+    flat = c * chunk + e
+    return flat, {p.name: chunks[p.name][e * size:(e + 1) * size] for p in (a, b)}

@@ -1,0 +1,48 @@
+"""Level 5: one binary32 primitive. The disputed output element's operands are proven by
+Merkle proofs against the (agreed) operand commitments, the referee executes the
+primitive with the soft-float (offchain/softfloat.py; on chain Float32.sol) on their bits,
+and the party whose element differs from the result loses."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import softfloat as sf
+from ..protocol.tensors import CODES
+from .party import Lost, Party
+
+LEVEL = 5
+
+
+def word(element: bytes, code: int) -> int:
+    """An element's bytes (little-endian) as the primitive table's uint32 word."""
+    v = int.from_bytes(element, "little", signed=CODES[code].kind == "i")
+    if CODES[code].kind == "i":  # int32/int64 exponents: clamp as the reference does, then two's complement
+        v = max(-400, min(400, v)) if CODES[code].itemsize == 8 else v
+        return v & 0xFFFFFFFF
+    return v
+
+
+def operand_index(out_shape: tuple, flat: int, op_shape: tuple) -> int:
+    """Broadcasting: the operand element that output element `flat` reads."""
+    idx = np.unravel_index(flat, out_shape) if out_shape else ()
+    idx = idx[len(idx) - len(op_shape):] if op_shape else ()
+    return int(np.ravel_multi_index([0 if d == 1 else int(i) for i, d in zip(idx, op_shape)], op_shape)) if op_shape else 0
+
+
+def execute(name: str, operand_words: list[int]) -> int:
+    if name not in sf.PRIMITIVES:
+        raise ValueError(f"{name!r} is not a primitive")
+    opcode, arity, _ = sf.PRIMITIVES[name]
+    return sf.apply(opcode, *operand_words[:arity])
+
+
+def judge(name: str, operand_words: list[int], claimed: dict, parties: tuple[Party, Party], out_code: int):
+    """-> the losers: those whose output element is not the soft-float's result."""
+    result = execute(name, operand_words)
+    losers = []
+    for p in parties:
+        if word(claimed[p.name], out_code) != result:
+            p.reason = (f"{name}({', '.join(f'{w:#010x}' for w in operand_words)}) = {result:#010x} "
+                        f"(soft-float), it claimed {word(claimed[p.name], out_code):#010x}")
+            losers.append(p)
+    return losers, result

@@ -1,0 +1,21 @@
+"""Step claims (docs/PROTOCOL.md §6): what level 1 bisects.
+
+C_0 = H(0x06 || S_0 || ZERO)  (agreed: computed from the job)
+C_p = H(0x06 || S_p || R_p)   for p = 1..T: state root after step p-1 and the trace root of
+                              step p-1 (the step that made it)
+The result a trainer posts is C_T, sealed by commit-reveal: first
+H(0x07 || job id || trainer id || C_T || salt), then C_T and salt.
+"""
+from __future__ import annotations
+
+from .merkle import ZERO, sha256
+
+CLAIM, SEAL = b"\x06", b"\x07"
+
+
+def step_claim(state_root: bytes, trace_root: bytes = ZERO) -> bytes:
+    return sha256(CLAIM, state_root, trace_root)
+
+
+def seal(job_id: bytes, trainer: str, claim: bytes, salt: bytes) -> bytes:
+    return sha256(SEAL, job_id, trainer.encode(), claim, salt)

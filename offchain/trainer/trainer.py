@@ -1,0 +1,293 @@
+"""A trainer: runs a job's steps under RepOps, keeps multi-level checkpoints, and answers
+the referee's queries (docs/PROTOCOL.md §6-7) by re-executing from the nearest checkpoint.
+
+Claims are computed where the dispute will ask first (the first round's N points), more
+when asked: every answer it computes also leaves a checkpoint behind, so each later round
+re-executes less (the paper's multi-level checkpoints)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+import repops
+
+from ..protocol import merkle
+from ..protocol.claims import step_claim
+from ..protocol.dataset import TrainingState, batch, dataset, initial_state
+from ..protocol.job import Job
+from ..protocol.tensors import commit
+from ..protocol.trace import StepRecorder
+from .store import CheckpointStore
+
+
+@dataclass
+class StepTrace:
+    """Everything level 2 and below ask about one step, from one traced re-execution."""
+    step: int
+    nodes: list
+    outputs: list             # per node, its output tensors (values)
+    tree: merkle.Tree         # over node leaves
+    state_before: list        # state tensor commitments at the start
+    state_after: list         # ... at the end
+    state_refs: list          # where each end-of-step state tensor was produced (trace.Ref)
+    data: list                # the batch tensors
+    state_tensors: list       # the state tensors at the start (values)
+
+
+class Trainer:
+    def __init__(self, job: Job, workdir, name: str = "trainer", backend: str = "cpu", device: str = "cpu",
+                 behaviour=None, progress: bool = False):
+        from ..adversaries import Honest
+        self.job, self.name, self.backend, self.device = job, name, backend, device
+        self.behaviour = behaviour or Honest()
+        self.store = CheckpointStore(Path(workdir))
+        self.progress = progress
+        self.spec = self.behaviour.spec(job.spec)
+        self._data = dataset(job)
+        self.claims = self.store.claims()
+        self.opened: dict[int, tuple[bytes, bytes]] = {}
+        self.reexecuted = 0       # steps run again to answer queries
+        self.losses: dict[int, float] = {}
+        self._trace_cache: StepTrace | None = None
+        self._ops: dict = {}
+
+    # -- running steps ------------------------------------------------------------------------------
+    @property
+    def steps(self) -> int:
+        return self.job.spec.steps
+
+    @property
+    def chunk(self) -> int:
+        return self.job.spec.chunk
+
+    def _fresh_state(self) -> TrainingState:
+        st = initial_state(self.job, self.device)
+        o = self.spec.optimizer
+        for g in st.optimizer.param_groups:  # the behaviour may train with other hyper-parameters
+            g.update(lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay)
+        return st
+
+    def _state_at(self, p: int) -> TrainingState:
+        st = self._fresh_state()
+        c = self.store.nearest(p)
+        if c is not None:
+            st.load(self.store.load(c))
+        for s in range(c or 0, p):
+            self._run(st, s)
+            self.reexecuted += 1
+        return st
+
+    def _batch(self, s: int) -> tuple:
+        return tuple(t.to(self.device) for t in self.behaviour.batch(s, batch(self.job, s, self._data)))
+
+    def _run(self, st: TrainingState, s: int, recorder: StepRecorder | None = None) -> float:
+        b = tuple(recorder.data) if recorder is not None else self._batch(s)
+        if self.behaviour.skips(s):
+            return float("nan")
+        counter = [0]
+
+        def hook(func, args, kwargs, out):
+            i = counter[0]
+            counter[0] += 1
+            self.behaviour.before_record(s, i, func, args, kwargs, out)
+            if recorder is not None:
+                recorder(func, args, kwargs, out)
+            self.behaviour.after_record(s, i, func, args, kwargs, out)
+        with repops.deterministic(self.backend, trace=hook):
+            st.optimizer.zero_grad(set_to_none=True)
+            loss = st.model.loss(*b)
+            loss.backward()
+            st.optimizer.step()
+        return float(loss.detach().cpu())
+
+    def _traced(self, st: TrainingState, s: int, keep=False) -> StepRecorder:
+        rec = StepRecorder(st.tensors(), list(self._batch(s)), chunk=self.chunk, keep=keep)
+        self.losses[s] = self._run(st, s, rec)
+        return rec
+
+    def _leaves(self, st: TrainingState, p: int) -> list[bytes]:
+        return self.behaviour.state_leaves(p, [commit(t, self.chunk) for t in st.tensors()])
+
+    def _claim_after(self, st: TrainingState, p: int, rec: StepRecorder) -> bytes:
+        S, R = merkle.root_of(merkle.leaf_hash(c) for c in self._leaves(st, p)), rec.trace_root()
+        self.opened[p] = (S, R)
+        self.claims[p] = step_claim(S, R)
+        return self.claims[p]
+
+    # -- training -----------------------------------------------------------------------------------
+    def initial_claim(self) -> bytes:
+        return step_claim(self.open_claim(0)[0])
+
+    def train(self) -> bytes:
+        """Run every step (resuming after the latest checkpoint), keep the first round's
+        checkpoints and claims, return the final claim C_T."""
+        from tqdm import tqdm
+        from ..dispute.engine import points
+        T = self.steps
+        marks = set(points(0, T, self.job.spec.fanout)) | {T}
+        start = self.store.nearest(T) or 0
+        st = self._fresh_state()
+        if start:
+            st.load(self.store.load(start))
+        for s in tqdm(range(start, self.behaviour.last_step(T)), desc=f"{self.name} training", disable=not self.progress,
+                      initial=start, total=T):
+            if s + 1 in marks:
+                rec = self._traced(st, s)
+                self._claim_after(st, s + 1, rec)
+                self.store.save(s + 1, st.state_dict())
+                self.store.save_claims(self.claims)
+            else:
+                self.losses[s] = self._run(st, s)
+        (self.store.dir / "losses.json").write_text(json.dumps(self.losses))
+        return self.final_claim()
+
+    def final_claim(self) -> bytes:
+        return self.behaviour.final_claim(self, self.claims.get(self.steps))
+
+    # -- level 1 ------------------------------------------------------------------------------------
+    def claim_at(self, ps: list[int]) -> list[bytes]:
+        """C_p for each p; unknown ones by re-execution from the nearest checkpoint."""
+        for p in sorted(set(ps)):
+            if p == 0:
+                continue
+            if p not in self.claims or p not in self.opened:
+                st = self._state_at(p - 1)
+                rec = self._traced(st, p - 1)
+                self.reexecuted += 1
+                self._claim_after(st, p, rec)
+                self.store.save(p, st.state_dict())
+                self.store.save_claims(self.claims)
+        return [self.initial_claim() if p == 0 else self.claims[p] for p in ps]
+
+    def open_claim(self, p: int) -> tuple[bytes, bytes]:
+        """(S_p, R_p) with H(0x06 || S_p || R_p) == C_p."""
+        if p == 0:
+            return merkle.root_of(merkle.leaf_hash(c) for c in self._leaves(self._fresh_state(), 0)), merkle.ZERO
+        if p not in self.opened:
+            self.claims.pop(p, None)
+            self.claim_at([p])
+        return self.opened[p]
+
+    # -- level 2 ------------------------------------------------------------------------------------
+    def step_trace(self, s: int) -> StepTrace:
+        if self._trace_cache is not None and self._trace_cache.step == s:
+            return self._trace_cache
+        st = self._state_at(s)
+        before = self._leaves(st, s)
+        start = [t.detach().clone() for t in st.tensors()]
+        rec = self._traced(st, s, keep=True)
+        self.reexecuted += 1
+        after = self._leaves(st, s + 1)
+        refs = [rec.where(t) for t in st.tensors()]
+        tr = StepTrace(s, rec.nodes, rec.outputs, merkle.Tree(tuple(n.leaf() for n in rec.nodes)), before, after,
+                       refs, list(rec.data), start)
+        self._trace_cache = tr
+        self._ops = {}
+        return tr
+
+    def trace_size(self, s: int) -> int:
+        return self.step_trace(s).tree.n
+
+    def trace_node(self, s: int, height: int, index: int) -> bytes:
+        """A node of step s's trace tree (height 0: leaves), for Merkle descent."""
+        levels = self.step_trace(s).tree._levels
+        return levels[height][index]
+
+    def node(self, s: int, j: int) -> tuple[bytes, list[bytes]]:
+        """Node j's encoding and its membership proof in R."""
+        tr = self.step_trace(s)
+        return tr.nodes[j].encode(), tr.tree.proof(j)
+
+    def node_structure(self, s: int, j: int) -> bytes:
+        return self.step_trace(s).nodes[j].structure()
+
+    def state_leaves(self, p: int) -> list[bytes]:
+        """The state tensor commitments at point p (S_p is their Merkle root)."""
+        if p > 0 and self._trace_cache is not None and self._trace_cache.step == p - 1:
+            return list(self._trace_cache.state_after)
+        return self._leaves(self._state_at(p), p)
+
+    def node_input(self, s: int, j: int, i: int) -> torch.Tensor:
+        """Input i of node j of step s (values), from its reference."""
+        from ..protocol.trace import DATA, NODE_OUT, STATE
+        tr = self.step_trace(s)
+        ref = tr.nodes[j].refs[i]
+        if ref.kind == NODE_OUT:
+            return tr.outputs[ref.index][ref.slot]
+        if ref.kind == STATE:
+            return tr.state_tensors[ref.index]
+        if ref.kind == DATA:
+            return tr.data[ref.index]
+        raise ValueError(f"unknown reference kind {ref.kind}")
+
+    # -- levels 3-5: the disputed operator, decomposed ---------------------------------------------
+    def _op(self, s: int, j: int) -> "OperatorAnswers":
+        self.step_trace(s)
+        if (s, j) not in self._ops:
+            self._ops = {(s, j): OperatorAnswers(self, s, j)}
+        return self._ops[(s, j)]
+
+    def op_inputs(self, s: int, j: int) -> list:
+        return self._op(s, j).inputs
+
+    def kernel_node(self, s: int, j: int, height: int, index: int) -> bytes:
+        return self._op(s, j).tree._levels[height][index]
+
+    def kernel_count(self, s: int, j: int) -> int:
+        return self._op(s, j).tree.n
+
+    def kernel(self, s: int, j: int, k: int) -> bytes:
+        return self._op(s, j).kernels[k].encode()
+
+    def kernel_proof(self, s: int, j: int, k: int) -> list[bytes]:
+        return self._op(s, j).tree.proof(k)
+
+    def tensor_root(self, s: int, j: int, k: int, which) -> tuple[bytes, bytes]:
+        """(header, chunk tree root) of a kernel's operand/output or a source tensor."""
+        from ..protocol.tensors import header
+        c = self._op(s, j).tensor(k, tuple(which))
+        return header(c.code, c.array.shape), c.tree.root
+
+    def tensor_node(self, s: int, j: int, k: int, which, height: int, index: int) -> bytes:
+        return self._op(s, j).tensor(k, tuple(which)).tree._levels[height][index]
+
+    def element(self, s: int, j: int, k: int, which, flat: int):
+        """An ElementProof of one element of a kernel's operand/output or a source tensor."""
+        return self._op(s, j).tensor(k, tuple(which)).element_proof(flat)
+
+
+class OperatorAnswers:
+    """Levels 3-5 for one node: the operator re-run in decomposed form on its inputs."""
+
+    def __init__(self, trainer: "Trainer", s: int, j: int):
+        from ..dispute.oprun import OpRun
+        tr = trainer.step_trace(s)
+        self.inputs = [trainer.node_input(s, j, i) for i in range(len(tr.nodes[j].refs))]
+        self.run = OpRun(tr.nodes[j].structure(), self.inputs, trainer.chunk)
+        self.kernels = self.run.kernels()
+        self.tamper = trainer.behaviour.kernel_tamper(s, j, len(self.kernels))
+        if self.tamper is not None:
+            self.kernels = self.run.kernels(tamper=self.tamper)
+        self.tree = merkle.Tree(tuple(k.leaf() for k in self.kernels))
+        self._kept: dict[int, object] = {}
+        self.chunk = trainer.chunk
+
+    def kept(self, k: int):
+        if k not in self._kept:
+            self._kept = {k: self.run.kernels(keep=k, commit_all=False, tamper=self.tamper)[k]}
+        return self._kept[k]
+
+    def tensor(self, k: int, which):
+        """which: ("operand", o), ("output",), or ("source", src)."""
+        from ..protocol.tensors import Committed, canonical
+        if which[0] == "operand":
+            arr = self.kept(k).arrays[which[1]]
+        elif which[0] == "output":
+            arr = self.kept(k).out_array
+        else:
+            src, m = which[1], len(self.inputs)
+            arr = self.inputs[src].numpy() if src < m else self.kept(src - m).out_array
+        return Committed(canonical(arr), self.chunk)
