@@ -29,6 +29,10 @@ class Honest:
     def before_record(self, step, index, func, args, kwargs, out):
         pass
 
+    def loss(self, step, loss):
+        """The loss the step differentiates (an honest trainer: the model's)."""
+        return loss
+
     def after_record(self, step, index, func, args, kwargs, out):
         pass
 
@@ -48,6 +52,16 @@ class Honest:
     def kernel_tamper(self, step: int, node: int, n_kernels: int):
         """A hook changing kernel outputs of the decomposed operator (levels 3-5), or None."""
         return None
+
+
+def _first(beh, step: int, index: int, match: bool) -> bool:
+    """True at the first matching node of beh.step, in every run of that step (a cheater
+    re-executing for the referee cheats the same way)."""
+    if step != beh.step:
+        return False
+    if getattr(beh, "_node", None) is None and match:
+        beh._node = index
+    return index == getattr(beh, "_node", None)
 
 
 def _flip(t: torch.Tensor, element: int = 0):
@@ -73,7 +87,7 @@ class StopsEarly(Honest):
     """Trains only `steps_done` steps and posts a made-up final claim."""
     steps_done: int = 1
     name = "stops-early"
-    level = 1
+    level = 2  # its answers are honest re-executions until it must open its made-up claim
 
     def last_step(self, steps):
         return min(steps, self.steps_done)
@@ -139,52 +153,50 @@ class CorruptValue(Honest):
         return tamper
 
 
+NATIVE_TARGETS = ("aten.gelu.default", "aten.silu.default", "aten._softmax.default", "aten._log_softmax.default")
+
+
 @dataclasses.dataclass
 class NativeKernel(Honest):
-    """Uses native torch (not RepOps) for the first matmul at step `step`: a
-    non-reproducible kernel whose bits differ from the spec's order: Case 3."""
+    """Computes one transcendental op of step `step` with native torch (libm/MKL) instead
+    of RepOps: a non-reproducible kernel. Its outputs cannot come out of the spec's
+    decomposition, so it is caught at level 3."""
     step: int = 1
     name = "native-kernel"
-    level = 5
-
-    def __post_init__(self):
-        self._done = set()
+    level = 3
 
     def before_record(self, step, index, func, args, kwargs, out):
-        if step == self.step and "aten.mm" in str(func) and step not in self._done:
-            self._done.add(step)
+        if _first(self, step, index, str(func) in NATIVE_TARGETS and isinstance(out, torch.Tensor)):
             with torch.no_grad():
-                from torch.utils._python_dispatch import _disable_current_modes
-                with _disable_current_modes():
-                    native = func(*args, **kwargs)
+                native = func(*args, **kwargs)  # inside the hook the RepOps mode is off: native
                 out.copy_(native)
 
 
 @dataclasses.dataclass
 class TamperedInput(Honest):
-    """Changes a tensor after it was recorded as node `node`'s output, so the ops that read
-    it see another value than the one committed (a wrong wiring of data): Case 2."""
+    """Changes the output of the first `op` of step `step` after it was recorded, so the
+    ops that read it see another value than the one committed (wrong data wiring): Case 2."""
     step: int = 1
-    node: int = 40
+    op: str = "aten.addmm.default"
     name = "tampered-input"
     level = 2
 
     def after_record(self, step, index, func, args, kwargs, out):
-        if (step, index) == (self.step, self.node):
-            t = out if isinstance(out, torch.Tensor) else next(o for o in out if isinstance(o, torch.Tensor))
-            _flip(t)
+        if _first(self, step, index, str(func) == self.op and isinstance(out, torch.Tensor)):
+            with torch.no_grad():
+                out.view(-1)[0] += 1.0
 
 
 @dataclasses.dataclass
 class ExtraOp(Honest):
-    """Runs an extra op in step `step` (a graph that is not the job's): Case 1."""
+    """Scales its loss by 1 at step `step`: the same values, but a graph that is not the
+    job's (one more node): Case 1."""
     step: int = 1
     name = "wrong-graph"
     level = 2
 
-    def after_record(self, step, index, func, args, kwargs, out):
-        if step == self.step and index == 5 and isinstance(out, torch.Tensor) and out.is_floating_point():
-            out.mul_(1.0)  # dispatched through the mode: recorded as one more node
+    def loss(self, step, loss):
+        return loss * 1.0 if step == self.step else loss
 
 
 @dataclasses.dataclass
@@ -200,8 +212,9 @@ class InconsistentOpening(Honest):
 
 
 @dataclasses.dataclass
-class BadMerkleProof(Honest):
-    """Corrupts the Merkle proof of every node it reveals."""
+class BadMerkleProof(CorruptValue):
+    """Computes a wrong value (as CorruptValue) and, disputed, corrupts the Merkle proof of
+    every node it reveals."""
     name = "bad-merkle-proof"
     level = 2
 
@@ -229,8 +242,8 @@ class ForgedCheckpoint(Honest):
 
 
 @dataclasses.dataclass
-class Silent(Honest):
-    """Stops answering after `answers` queries (offline, or cannot answer)."""
+class Silent(CorruptValue):
+    """Computes a wrong value, then stops answering after `answers` queries (offline)."""
     answers: int = 2
     name = "silent"
     level = 1
@@ -255,3 +268,6 @@ class Copier(Honest):
 
     def final_claim(self, trainer, claim):
         return self.claim
+
+    def silent(self, method):
+        return True  # it has nothing to answer with

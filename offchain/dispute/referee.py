@@ -35,6 +35,8 @@ class Verdict:
 def dispute(ctx: Context, a: Party, b: Party) -> Verdict:
     """a and b posted different final claims (a.final, b.final)."""
     t0 = time.perf_counter()
+    if a.final == b.final:
+        return Verdict(None, [], 0, "the claims agree: nothing to dispute")
     claims = {a.name: {0: ctx.initial_claim, ctx.job.spec.steps: a.final},
               b.name: {0: ctx.initial_claim, ctx.job.spec.steps: b.final}}
     rounds = []

@@ -98,7 +98,7 @@ class Trainer:
             self.behaviour.after_record(s, i, func, args, kwargs, out)
         with repops.deterministic(self.backend, trace=hook):
             st.optimizer.zero_grad(set_to_none=True)
-            loss = st.model.loss(*b)
+            loss = self.behaviour.loss(s, st.model.loss(*b))
             loss.backward()
             st.optimizer.step()
         return float(loss.detach().cpu())
@@ -192,9 +192,10 @@ class Trainer:
         return self.step_trace(s).tree.n
 
     def trace_node(self, s: int, height: int, index: int) -> bytes:
-        """A node of step s's trace tree (height 0: leaves), for Merkle descent."""
+        """A node of step s's trace tree (height 0: leaves), for Merkle descent; ZERO
+        outside the tree (the referee then finds that the tree is not the graph's size)."""
         levels = self.step_trace(s).tree._levels
-        return levels[height][index]
+        return levels[height][index] if height < len(levels) and index < len(levels[height]) else merkle.ZERO
 
     def node(self, s: int, j: int) -> tuple[bytes, list[bytes]]:
         """Node j's encoding and its membership proof in R."""
