@@ -67,8 +67,8 @@ def _first(beh, step: int, index: int, match: bool) -> bool:
 def _flip(t: torch.Tensor, element: int = 0):
     """Change one float32 element by one ulp, in place."""
     with torch.no_grad():
-        flat = t.view(-1)
-        flat[element] = torch.nextafter(flat[element], torch.tensor(float("inf"), device=t.device))
+        idx = tuple(int(i) for i in np.unravel_index(element, t.shape))
+        t[idx] = torch.nextafter(t[idx], torch.tensor(float("inf"), device=t.device))
 
 
 @dataclasses.dataclass
@@ -108,7 +108,7 @@ class PoisonedData(Honest):
             return tensors
         first = tensors[0].clone()
         if first.is_floating_point():
-            _flip(first)
+            first.view(-1)[0] += 1.0
         else:
             first.view(-1)[0] = (first.view(-1)[0] + 1) % max(2, int(first.max()) + 1)
         return (first,) + tuple(tensors[1:])
@@ -200,7 +200,7 @@ class ExtraOp(Honest):
 
 
 @dataclasses.dataclass
-class InconsistentOpening(Honest):
+class InconsistentOpening(CorruptValue):
     """Opens its step claim with roots that do not hash to it (levels inconsistent)."""
     name = "inconsistent-levels"
     level = 2

@@ -43,13 +43,19 @@ def _device(func, args) -> str:
 class RepOpsMode(TorchDispatchMode):
     def __init__(self, trace=None, cuda_table=None):
         super().__init__()
-        self.trace = trace  # optional callback(func, args, kwargs, out): the Verde recorder hooks here
+        # optional callback(func, args, kwargs, out) after each op, and trace.before(func, args,
+        # kwargs) before it if it has that attribute: the Verde recorder hooks here
+        self.trace = trace
         self._cuda_table = cuda_table  # () -> the CUDA backend table, built on first CUDA op
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         impl = A.REGISTRY.get(func)
         device = _device(func, args)
+        traced = self.trace is not None and func.namespace != "profiler" and (
+            impl is not None or func in A.EXACT)  # profiler marks compute nothing; composites decompose
+        if traced and hasattr(self.trace, "before"):
+            self.trace.before(func, args, kwargs)  # inputs as they are BEFORE an in-place op runs
         if impl is not None and device == "meta":
             out = func(*args, **kwargs)  # shapes only, no values: the graph of a step (Verde)
         elif impl is not None and device == "cuda":
@@ -70,7 +76,7 @@ class RepOpsMode(TorchDispatchMode):
             raise UnsupportedOpError(f"{func} is not implemented by RepOps (args: {_describe(args)}). "
                                      "Add a definition in repops/aten.py, or keep this op out of "
                                      "repops.deterministic().")
-        if self.trace is not None and func.namespace != "profiler":  # profiler marks compute nothing
+        if traced:
             self.trace(func, args, kwargs, out)
         return out
 

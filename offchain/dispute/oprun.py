@@ -112,8 +112,8 @@ class OpRun:
         self.inputs = [t.detach().cpu().contiguous().clone() for t in inputs]
         self.attrs, self.chunk = attrs, chunk
 
-    def call(self):
-        args, kwargs = decode(self.attrs, self.inputs)
+    def call(self, inputs):
+        args, kwargs = decode(self.attrs, inputs)
         return self.func(*args, **kwargs)
 
     def kernels(self, keep: int | None = None, commit_all: bool = True, tamper=None) -> list[Kernel]:
@@ -121,8 +121,9 @@ class OpRun:
         whose operand and output arrays are kept (levels 4-5). tamper(k, output array): a
         dishonest party's hook (offchain.adversaries), never used by an honest one."""
         src = _Sources()
-        for t in self.inputs:
-            src.add(t.numpy() if t.dtype != torch.bool else t.numpy())
+        inputs = [t.clone() for t in self.inputs]  # fresh each run: an in-place op mutates them
+        for t in inputs:
+            src.add(t.numpy())
         out: list[Kernel] = []
 
         def seen(name, args, result):
@@ -141,7 +142,7 @@ class OpRun:
             src.add(res if res.flags.c_contiguous else np.ascontiguousarray(res))
         from repops.reference.prims import observe
         with observe(seen), repops.deterministic("reference"):
-            result = self.call()
+            result = self.call(inputs)
         results = result if isinstance(result, (list, tuple)) else [result]
         results = [r for r in results if isinstance(r, torch.Tensor)]
         arrays = [r.detach().numpy() for r in results]

@@ -136,12 +136,23 @@ class StepRecorder:
             return EMPTY
         return commit(t, self.chunk)
 
-    # -- the hook -------------------------------------------------------------------------------
+    # -- the hooks ------------------------------------------------------------------------------
+    def before(self, func, args, kwargs):
+        """Inputs are committed before the op runs: an in-place op changes its input."""
+        op = str(func)
+        ins = _tensors(args) + _tensors(kwargs)
+        refs = tuple(self._lookup(t, op) for t in ins)
+        self._pending = (func, refs, tuple(self._commit(t) for t in ins) if self.values else ())
+
     def __call__(self, func, args, kwargs, out):
         op = str(func)
         ins = _tensors(args) + _tensors(kwargs)
         slots = {id(t): i for i, t in reversed(list(enumerate(ins)))}
-        refs = tuple(self._lookup(t, op) for t in ins)
+        pending = getattr(self, "_pending", None)
+        if pending is None or pending[0] is not func:
+            raise TraceError(f"{op}: the recorder was not called before the op (use repops.deterministic(trace=...))")
+        self._pending = None
+        _, refs, in_commits = pending
         attrs = value([list(args), kwargs], lambda t: slots[id(t)])
         outs = out if isinstance(out, (list, tuple)) else [out]
         outs = [o if isinstance(o, torch.Tensor) else None for o in outs]
@@ -151,8 +162,7 @@ class StepRecorder:
             s = self._storage(m)
             if s is not None:
                 self._writes[s] = self._writes.get(s, 0) + 1
-        node = Node(op, attrs, refs,
-                    tuple(self._commit(t) for t in ins) if self.values else (),
+        node = Node(op, attrs, refs, in_commits,
                     tuple(EMPTY if o is None else self._commit(o) for o in outs + mutated) if self.values else ())
         for slot, o in enumerate(outs + mutated):
             if o is not None:

@@ -96,6 +96,8 @@ class Trainer:
             if recorder is not None:
                 recorder(func, args, kwargs, out)
             self.behaviour.after_record(s, i, func, args, kwargs, out)
+        if recorder is not None:
+            hook.before = recorder.before
         with repops.deterministic(self.backend, trace=hook):
             st.optimizer.zero_grad(set_to_none=True)
             loss = self.behaviour.loss(s, st.model.loss(*b))

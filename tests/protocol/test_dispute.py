@@ -1,0 +1,110 @@
+"""The off-chain referee against every adversary: the honest trainer wins as first and as
+second party, and the cheater is caught at the level where it cheated."""
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from offchain import adversaries as A
+from offchain.dispute.party import InProcess, Party
+from offchain.dispute.referee import check_seal, dispute, tournament
+from offchain.protocol.claims import seal
+from offchain.trainer import Trainer
+
+from conftest import STEPS
+
+LAST = STEPS - 1
+ADVERSARIES = [
+    A.Lazy(start=3), A.StopsEarly(steps_done=2), A.PoisonedData(step=3), A.WrongHyperParameter(),
+    A.CorruptValue(step=2, node=10), A.NativeKernel(step=2), A.TamperedInput(step=2), A.ExtraOp(step=LAST),
+    A.InconsistentOpening(), A.BadMerkleProof(step=2, node=10),
+    A.ForgedCheckpoint(step=2), A.Silent(answers=3), A.CorruptValue(step=LAST, node=150, element=3),
+]
+
+
+def party(t, final=None):
+    return Party(t.name, InProcess(t), deadline_s=120, final=final if final is not None else t.final_claim())
+
+
+def cheater(job, tmp_path, behaviour, name="cheater"):
+    t = Trainer(job, tmp_path / name, name, behaviour=behaviour)
+    t.train()
+    return t
+
+
+@pytest.mark.parametrize("behaviour", ADVERSARIES, ids=lambda b: f"{b.name}")
+def test_honest_wins_against_every_adversary_in_both_seats(job, ctx, honest, tmp_path, behaviour):
+    bad = cheater(job, tmp_path, behaviour)
+    finals = {t.name: t.final_claim() for t in (honest, bad)}
+    assert finals["honest"] != finals["cheater"], "the adversary must change the result to be disputed"
+    for first, second in ((honest, bad), (bad, honest)):
+        v = dispute(ctx, party(first, finals[first.name]), party(second, finals[second.name]))
+        assert v.winner == "honest" and v.losers == ["cheater"], str(v)
+        if behaviour.name != "silent":
+            assert v.level == behaviour.level, str(v)
+        else:
+            assert "no answer" in v.reason
+
+
+def test_corrupt_value_ends_in_one_soft_float_primitive(job, ctx, honest, tmp_path):
+    bad = cheater(job, tmp_path, A.CorruptValue(step=1, node=10))
+    v = dispute(ctx, party(honest), party(bad))
+    assert v.level == 5 and "(soft-float)" in v.reason and v.step == 1 and v.node == 10
+
+
+def test_two_honest_trainers_with_different_thread_counts_never_dispute(job, honest, tmp_path, monkeypatch):
+    monkeypatch.setenv("REPOPS_NUM_THREADS", "1")
+    one = Trainer(job, tmp_path / "one", "one")
+    assert one.train() == honest.final_claim()
+
+
+def test_three_trainers_two_cheaters_of_different_kinds(job, ctx, honest, tmp_path):
+    lazy = cheater(job, tmp_path, A.Lazy(start=2), "lazy")
+    corrupt = cheater(job, tmp_path, A.CorruptValue(step=4, node=30), "corrupt")
+    for order in ((lazy, honest, corrupt), (corrupt, lazy, honest), (honest, corrupt, lazy)):
+        accepted, verdicts = tournament(ctx, [party(t) for t in order])
+        assert accepted == honest.final_claim()
+        lost = {n for v in verdicts for n in v.losers}
+        assert lost == {"lazy", "corrupt"} and all("honest" not in v.losers for v in verdicts)
+
+
+def test_a_copier_that_cannot_answer_loses_and_the_honest_result_stands(job, ctx, honest, tmp_path):
+    copier = cheater(job, tmp_path, A.Copier(claim=honest.final_claim()), "copier")
+    corrupt = cheater(job, tmp_path, A.CorruptValue(step=3, node=20), "corrupt")
+    accepted, verdicts = tournament(ctx, [party(copier), party(corrupt), party(honest)])
+    assert accepted == honest.final_claim()
+    assert "copier" in verdicts[0].losers and "no answer" in verdicts[0].reason
+
+
+def test_commit_reveal_binds_a_claim_to_its_trainer(job, honest):
+    salt = b"s" * 32
+    sealed = seal(job.job_id, "honest", honest.final_claim(), salt)
+    assert check_seal(job.job_id, party(honest), sealed, salt)
+    copy = Party("copier", None, final=honest.final_claim())
+    assert not check_seal(job.job_id, copy, sealed, salt)  # a copied seal does not open for another
+
+
+def test_a_trainer_that_answers_too_late_loses(job, ctx, honest, tmp_path):
+    bad = cheater(job, tmp_path, A.CorruptValue(step=2, node=10))
+
+    class Slow:
+        def __getattr__(self, name):
+            def call(*a):
+                time.sleep(2)
+                return getattr(InProcess(bad), name)(*a)
+            return call
+    v = dispute(ctx, party(honest), Party("cheater", Slow(), deadline_s=0.5, final=bad.final_claim()))
+    assert v.winner == "honest" and v.level == 1 and "within 0.5 s" in v.reason
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@given(step=st.integers(0, STEPS - 1), node=st.integers(0, 186), element=st.integers(0, 40))
+def test_fuzz_random_corruptions_the_honest_trainer_always_wins(job, ctx, honest, tmp_path_factory, step, node, element):
+    bad = cheater(job, tmp_path_factory.mktemp("fuzz"), A.CorruptValue(step=step, node=node, element=element))
+    fb = bad.final_claim()
+    if fb == honest.final_claim():
+        return  # the corruption hit nothing that changes the result (a non-float output, ...)
+    for seats in ((honest, bad), (bad, honest)):
+        v = dispute(ctx, *(party(t, t.final_claim() if t is honest else fb) for t in seats))
+        assert v.winner == "honest" and v.losers == ["cheater"], str(v)
