@@ -271,3 +271,36 @@ class Copier(Honest):
 
     def silent(self, method):
         return True  # it has nothing to answer with
+
+
+BEHAVIOURS = {cls.name: cls for cls in (Honest, Lazy, StopsEarly, PoisonedData, WrongHyperParameter, CorruptValue,
+                                        NativeKernel, TamperedInput, ExtraOp, InconsistentOpening, BadMerkleProof,
+                                        ForgedCheckpoint, Silent, Copier)}
+
+
+def from_spec(spec: str) -> Honest:
+    """'corrupt-value:step=2,node=10' -> CorruptValue(step=2, node=10) (CLI and agents).
+    Values are ints, or hex bytes written 0x..."""
+    name, _, params = spec.partition(":")
+    if name not in BEHAVIOURS:
+        raise ValueError(f"unknown behaviour {name!r}; known: {', '.join(sorted(BEHAVIOURS))}")
+    kwargs = {}
+    for item in filter(None, params.split(",")):
+        key, _, val = item.partition("=")
+        if not val:
+            raise ValueError(f"behaviour parameter {item!r} is not key=value")
+        val = val.strip()
+        if val.startswith("0x"):
+            kwargs[key.strip()] = bytes.fromhex(val[2:])
+        else:
+            try:
+                kwargs[key.strip()] = int(val)
+            except ValueError:
+                try:
+                    kwargs[key.strip()] = float(val)
+                except ValueError:
+                    kwargs[key.strip()] = val
+    try:
+        return BEHAVIOURS[name](**kwargs)
+    except TypeError as e:
+        raise ValueError(f"behaviour {name!r}: {e}") from None

@@ -98,7 +98,7 @@ def test_a_trainer_that_answers_too_late_loses(job, ctx, honest, tmp_path):
     assert v.winner == "honest" and v.level == 1 and "within 0.5 s" in v.reason
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=int(__import__("os").environ.get("VERDE_FUZZ_EXAMPLES", "8")), deadline=None, suppress_health_check=list(HealthCheck))
 @given(step=st.integers(0, STEPS - 1), node=st.integers(0, 186), element=st.integers(0, 40))
 def test_fuzz_random_corruptions_the_honest_trainer_always_wins(job, ctx, honest, tmp_path_factory, step, node, element):
     bad = cheater(job, tmp_path_factory.mktemp("fuzz"), A.CorruptValue(step=step, node=node, element=element))
@@ -108,3 +108,26 @@ def test_fuzz_random_corruptions_the_honest_trainer_always_wins(job, ctx, honest
     for seats in ((honest, bad), (bad, honest)):
         v = dispute(ctx, *(party(t, t.final_claim() if t is honest else fb) for t in seats))
         assert v.winner == "honest" and v.losers == ["cheater"], str(v)
+
+
+@pytest.mark.parametrize("cheater_spec", ["corrupt-value:step=2,node=10", "tampered-input:step=2"])
+def test_trainers_in_separate_processes_over_a_pipe(job_file, job, ctx, honest, tmp_path, cheater_spec):
+    import sys
+    from offchain.dispute.transport import PipeEndpoint
+    ep = PipeEndpoint([sys.executable, "-m", "offchain.dispute.transport", "serve", "--job", str(job_file),
+                       "--workdir", str(tmp_path / "remote"), "--name", "remote", "--behaviour", cheater_spec])
+    try:
+        remote = Party("remote", ep, deadline_s=120, final=ep.final)
+        for seats in ((party(honest), remote), (remote, party(honest))):
+            v = dispute(ctx, *seats)
+            assert v.winner == "honest" and v.losers == ["remote"], str(v)
+    finally:
+        ep.close()
+
+
+def test_behaviour_specs_parse_and_bad_ones_are_clear():
+    assert A.from_spec("corrupt-value:step=2,node=10") == A.CorruptValue(step=2, node=10)
+    with pytest.raises(ValueError, match="unknown behaviour 'nope'"):
+        A.from_spec("nope")
+    with pytest.raises(ValueError, match="unexpected keyword"):
+        A.from_spec("lazy:bogus=1")
