@@ -34,7 +34,8 @@ class Honest:
         return loss
 
     def after_record(self, step, index, func, args, kwargs, out):
-        pass
+        """May change `out` after it was recorded; returns the tensor it changed, if any."""
+        return None
 
     def final_claim(self, trainer, claim):
         return claim
@@ -178,13 +179,16 @@ class TamperedInput(Honest):
     ops that read it see another value than the one committed (wrong data wiring): Case 2."""
     step: int = 1
     op: str = "aten.addmm.default"
+    element: int = 0
     name = "tampered-input"
     level = 2
 
     def after_record(self, step, index, func, args, kwargs, out):
         if _first(self, step, index, str(func) == self.op and isinstance(out, torch.Tensor)):
             with torch.no_grad():
-                out.view(-1)[0] += 1.0
+                idx = tuple(int(i) for i in np.unravel_index(self.element % out.numel(), out.shape))
+                out[idx] += 1.0
+            return out
 
 
 @dataclasses.dataclass

@@ -85,6 +85,7 @@ class _Where:
     tensor: weakref.ref
     ref: Ref
     writes: int  # writes to its storage when this version was made
+    commitment: bytes | None = None  # computed once per version: an output is an input later
 
 
 @dataclass
@@ -114,9 +115,21 @@ class StepRecorder:
             return None
         return t.untyped_storage().data_ptr()
 
-    def _bind(self, t: torch.Tensor, ref: Ref):
+    def _bind(self, t: torch.Tensor, ref: Ref, commitment: bytes | None = None):
         s = self._storage(t)
-        self._where[id(t)] = _Where(weakref.ref(t), ref, self._writes.get(s, 0))
+        self._where[id(t)] = _Where(weakref.ref(t), ref, self._writes.get(s, 0), commitment)
+
+    def _input_commitment(self, t: torch.Tensor) -> bytes:
+        w = self._where[id(t)]
+        if w.commitment is None:
+            w.commitment = self._commit(t)
+        return w.commitment
+
+    def touched(self, t: torch.Tensor) -> None:
+        """t's data changed outside any op: its next reads are committed anew."""
+        w = self._where.get(id(t))
+        if w is not None and w.tensor() is t:
+            w.commitment = None
 
     def _lookup(self, t: torch.Tensor, op: str) -> Ref:
         w = self._where.get(id(t))
@@ -142,7 +155,7 @@ class StepRecorder:
         op = str(func)
         ins = _tensors(args) + _tensors(kwargs)
         refs = tuple(self._lookup(t, op) for t in ins)
-        self._pending = (func, refs, tuple(self._commit(t) for t in ins) if self.values else ())
+        self._pending = (func, refs, tuple(self._input_commitment(t) for t in ins) if self.values else ())
 
     def __call__(self, func, args, kwargs, out):
         op = str(func)
@@ -162,11 +175,11 @@ class StepRecorder:
             s = self._storage(m)
             if s is not None:
                 self._writes[s] = self._writes.get(s, 0) + 1
-        node = Node(op, attrs, refs, in_commits,
-                    tuple(EMPTY if o is None else self._commit(o) for o in outs + mutated) if self.values else ())
+        out_commits = tuple(EMPTY if o is None else self._commit(o) for o in outs + mutated)
+        node = Node(op, attrs, refs, in_commits, out_commits if self.values else ())
         for slot, o in enumerate(outs + mutated):
             if o is not None:
-                self._bind(o, Ref(NODE_OUT, index, slot))
+                self._bind(o, Ref(NODE_OUT, index, slot), out_commits[slot] if self.values else None)
         self.nodes.append(node)
         if self.keep:
             self.outputs.append([None if o is None else o.detach().clone() for o in outs + mutated])

@@ -95,7 +95,9 @@ class Trainer:
             self.behaviour.before_record(s, i, func, args, kwargs, out)
             if recorder is not None:
                 recorder(func, args, kwargs, out)
-            self.behaviour.after_record(s, i, func, args, kwargs, out)
+            touched = self.behaviour.after_record(s, i, func, args, kwargs, out)
+            if touched is not None and recorder is not None:
+                recorder.touched(touched)  # what it reads next is what it commits
         if recorder is not None:
             hook.before = recorder.before
         with repops.deterministic(self.backend, trace=hook):

@@ -131,3 +131,34 @@ def test_behaviour_specs_parse_and_bad_ones_are_clear():
         A.from_spec("nope")
     with pytest.raises(ValueError, match="unexpected keyword"):
         A.from_spec("lazy:bogus=1")
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    from offchain.dispute.context import Context
+    from offchain.protocol.corpus import token_rows
+    from offchain.protocol.dataset import write_job
+    from offchain.protocol.job import load
+    d = tmp_path_factory.mktemp("llama")
+    cfg = {"vocab": 256, "d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "max_seq": 16}
+    job = load(write_job(d / "job", "llama", cfg, {"tokens": token_rows(16, rows=64)}, steps=4, batch_size=4,
+                         fanout=2, chunk=128))
+    hon = Trainer(job, d / "h", "honest")
+    hon.train()
+    return job, Context(job), hon
+
+
+@pytest.mark.parametrize("make", [
+    lambda ops: A.CorruptValue(step=2, node=ops.index("aten._softmax.default"), element=5 * 16 + 3),
+    lambda ops: A.CorruptValue(step=1, node=ops.index("aten.silu.default"), element=2),
+    lambda ops: A.TamperedInput(step=2, op="aten.mm.default", element=100),
+    lambda ops: A.ForgedCheckpoint(step=1, tensor=3),
+], ids=["softmax-value", "silu-value", "tampered-mm", "forged-checkpoint"])
+def test_llama_job_disputes(llama, tmp_path, make):
+    from offchain.protocol.trace import decode_structure
+    job, ctx, hon = llama
+    ops = [decode_structure(s)[0] for s in ctx.graph.structures]
+    beh = make(ops)
+    bad = cheater(job, tmp_path, beh)
+    v = dispute(ctx, party(hon), party(bad))
+    assert v.winner == "honest" and v.losers == ["cheater"] and v.level == beh.level, str(v)
