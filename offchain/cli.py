@@ -86,11 +86,60 @@ def cmd_demo(args) -> int:
     for t, (digest, losses) in zip((1, 2), runs):
         console.print(f"    {t} thread(s): loss {losses[0]:.4f} -> {losses[-1]:.4f}, parameters sha256 {digest[:16]}…")
     console.print(f"    {'[green]identical bits[/]' if same else '[red]DIFFERENT bits[/]'}")
-    _step("not built yet: traced training, the dispute game, trainer agents (see `issues`); "
+    failures += _offchain_dispute(args)
+    _step("not built yet: the on-chain referee and the trainer agents (see `issues`); "
           "this command grows into the full delegated-training job")
     verdict = "[green]OK[/]" if failures == 0 else f"[red]{failures} MISMATCHES[/]"
-    console.print(f"done in {time.time() - t0:.1f} s: on-chain vs off-chain soft-float and RepOps determinism {verdict}")
+    console.print(f"done in {time.time() - t0:.1f} s: on-chain vs off-chain soft-float, RepOps determinism and the "
+                  f"off-chain dispute {verdict}")
     return 0 if failures == 0 else 1
+
+
+def _offchain_dispute(args) -> int:
+    """A Llama-style job on the repository's own text: an honest trainer here, a cheating
+    one in another process (pipe transport), the client as referee. -> failures."""
+    import tempfile
+    from pathlib import Path
+
+    from .dispute.context import Context
+    from .dispute.party import InProcess, Party
+    from .dispute.referee import dispute
+    from .dispute.transport import PipeEndpoint
+    from .protocol.corpus import token_rows
+    from .protocol.dataset import write_job
+    from .protocol.job import load
+    from .protocol.trace import decode_structure
+    from .trainer import Trainer
+
+    cfg = {"vocab": 256, "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 192, "max_seq": 32}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        job_file = write_job(tmp / "job", "llama", cfg, {"tokens": token_rows(32)}, steps=args.steps, batch_size=4,
+                             fanout=4, chunk=256)
+        job = load(job_file)
+        _step(f"off-chain dispute: a {args.steps}-step Llama-style job on the repository's own text "
+              f"(job id {job.job_id.hex()[:16]}…)")
+        ctx = Context(job)
+        ops = [decode_structure(x)[0] for x in ctx.graph.structures]
+        node = ops.index("aten._softmax.default")
+        step = args.steps // 2
+        spec = f"corrupt-value:step={step},node={node},element=163"
+        honest = Trainer(job, tmp / "honest", "honest", progress=True)
+        honest.train()
+        console.print(f"    honest trainer: {len(ops)} ops per step, loss {honest.losses[0]:.3f} -> "
+                      f"{honest.losses[args.steps - 1]:.3f}, claim {honest.final_claim().hex()[:16]}…")
+        ep = PipeEndpoint([sys.executable, "-m", "offchain.dispute.transport", "serve", "--job", str(job_file),
+                           "--workdir", str(tmp / "cheater"), "--name", "cheater", "--behaviour", spec])
+        try:
+            console.print(f"    cheating trainer (another process, `{spec}`): claim {ep.final.hex()[:16]}…")
+            v = dispute(ctx, Party("honest", InProcess(honest), final=honest.final_claim()),
+                        Party("cheater", ep, final=ep.final))
+        finally:
+            ep.close()
+        console.print(f"    verdict: {v}")
+        console.print(f"    {len(v.rounds)} step rounds, {v.answers} answers, {v.bytes_received:,} bytes to the referee, "
+                      f"one soft-float primitive executed, {v.seconds:.1f} s")
+        return 0 if v.winner == "honest" and v.level == 5 else 1
 
 
 def main(argv=None) -> int:
@@ -98,6 +147,7 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("demo", help="the main job, end to end on the embedded defaults")
     d.add_argument("--chain", default="embedded", help="embedded (default) | anvil | anvil:PORT | rpc:URL")
+    d.add_argument("--steps", type=int, default=12, help="steps of the off-chain dispute job (default 12)")
     d.add_argument("--vectors", type=int, default=40, help="vectors per primitive (default 40)")
     d.add_argument("--seed", type=int, default=0)
     d.set_defaults(fn=cmd_demo)

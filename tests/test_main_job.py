@@ -10,11 +10,12 @@ VERDE = Path(sys.executable).parent / "verde"
 
 @pytest.mark.parametrize("chain", ["embedded", pytest.param("anvil", marks=pytest.mark.anvil)])
 def test_main_job_runs_and_reports(chain):
-    r = subprocess.run([str(VERDE), "demo", "--chain", chain, "--vectors", "12"],
+    r = subprocess.run([str(VERDE), "demo", "--chain", chain, "--vectors", "12", "--steps", "6"],
                        capture_output=True, text=True, timeout=300, env={"COLUMNS": "120", "PATH": "/usr/bin:/bin"})
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]
-    assert "on-chain vs off-chain soft-float and RepOps determinism OK" in out
+    assert "on-chain vs off-chain soft-float, RepOps determinism and the off-chain dispute OK" in out
+    assert "cheater lose at level 5" in out
     assert "identical bits" in out
     assert "to_int32_rne" in out  # every primitive is in the table
 
