@@ -7,6 +7,10 @@ interface Vm {
     function parseJsonBytes(string calldata json, string calldata key) external pure returns (bytes memory);
     function parseJsonUint(string calldata json, string calldata key) external pure returns (uint256);
     function expectRevert(bytes calldata revertData) external;
+    function parseJsonBytes32Array(string calldata json, string calldata key) external pure returns (bytes32[] memory);
+    function parseJsonBytes32(string calldata json, string calldata key) external pure returns (bytes32);
+    function parseJsonUintArray(string calldata json, string calldata key) external pure returns (uint256[] memory);
+    function parseJsonBytesArray(string calldata json, string calldata key) external pure returns (bytes[] memory);
 }
 
 /// @dev Minimal test base: the cheatcode handle and assertions that say what differed.

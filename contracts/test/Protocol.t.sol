@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {Test} from "./Cheats.sol";
+import {Merkle} from "../lib/Merkle.sol";
+import {Tensors} from "../lib/Tensors.sol";
+
+/// @dev The wire format on chain against tests/vectors/protocol.json (made by the Python side).
+contract ProtocolVectorsTest is Test {
+    string internal json;
+
+    function setUp() public {
+        json = vm.readFile("tests/vectors/protocol.json");
+    }
+
+    function _key(string memory a, uint256 i, string memory b) internal pure returns (string memory) {
+        return string.concat(a, "[", vm_toString(i), "]", b);
+    }
+
+    function vm_toString(uint256 v) internal pure returns (string memory s) {
+        if (v == 0) return "0";
+        bytes memory b;
+        while (v > 0) {
+            b = abi.encodePacked(bytes1(uint8(48 + v % 10)), b);
+            v /= 10;
+        }
+        s = string(b);
+    }
+
+    function test_merkle_vectors() public {
+        uint256[8] memory sizes = [uint256(1), 2, 3, 4, 5, 7, 8, 9];
+        for (uint256 c; c < sizes.length; ++c) {
+            bytes[] memory data = vm.parseJsonBytesArray(json, _key(".merkle", c, ".data"));
+            bytes32 root = vm.parseJsonBytes32(json, _key(".merkle", c, ".root"));
+            assertEq(data.length, sizes[c], "vector size");
+            for (uint256 i; i < data.length; ++i) {
+                bytes32 lf = Merkle.leaf(data[i]);
+                bytes32[] memory proof =
+                    vm.parseJsonBytes32Array(json, string.concat(_key(".merkle", c, ".proofs"), "[", vm_toString(i), "]"));
+                assertTrue(Merkle.verify(root, data.length, i, lf, proof), "proof verifies");
+                assertTrue(!Merkle.verify(root, data.length + 1, i < data.length ? i : 0, lf, _pad(proof, data.length)), "n is sealed");
+            }
+        }
+    }
+
+    function _pad(bytes32[] memory proof, uint256 n) internal pure returns (bytes32[] memory out) {
+        uint256 d = Merkle.depth(n + 1);
+        out = new bytes32[](d);
+        for (uint256 i; i < proof.length && i < d; ++i) out[i] = proof[i];
+    }
+
+    function test_tensor_vectors() public {
+        for (uint256 c; c < 4; ++c) {
+            bytes32 commitment = vm.parseJsonBytes32(json, _key(".tensors", c, ".commitment"));
+            uint256[] memory shapeU = vm.parseJsonUintArray(json, _key(".tensors", c, ".shape"));
+            uint64[] memory shape = new uint64[](shapeU.length);
+            for (uint256 i; i < shapeU.length; ++i) shape[i] = uint64(shapeU[i]);
+            uint256 chunk = vm.parseJsonUint(json, _key(".tensors", c, ".chunk"));
+            uint256 n = Tensors.numel(shape);
+            for (uint256 i; i < n; ++i) {
+                string memory pk = string.concat(_key(".tensors", c, ".proofs"), "[", vm_toString(i), "]");
+                Tensors.ElementProof memory p = Tensors.ElementProof({
+                    code: 1,
+                    shape: shape,
+                    chunk: chunk,
+                    index: i,
+                    chunkBytes: vm.parseJsonBytes(json, string.concat(pk, ".chunk")),
+                    siblings: vm.parseJsonBytes32Array(json, string.concat(pk, ".siblings"))
+                });
+                assertTrue(Tensors.verify(commitment, p), "element proof verifies");
+                bytes memory el = vm.parseJsonBytes(json, string.concat(pk, ".element"));
+                uint256 w = uint256(uint8(el[0])) | uint256(uint8(el[1])) << 8 | uint256(uint8(el[2])) << 16
+                    | uint256(uint8(el[3])) << 24;
+                assertEq(Tensors.word(p), w, "element word");
+                p.chunkBytes[0] ^= 0x01;
+                assertTrue(!Tensors.verify(commitment, p), "a changed chunk fails");
+            }
+        }
+    }
+
+    function test_claim_vectors() public view {
+        bytes32 s = vm.parseJsonBytes32(json, ".claims[0].state_root");
+        bytes32 r = vm.parseJsonBytes32(json, ".claims[0].trace_root");
+        assertEq(uint256(sha256(abi.encodePacked(bytes1(0x06), s, r))), uint256(vm.parseJsonBytes32(json, ".claims[0].claim")), "claim");
+    }
+
+    /// forge-config: default.fuzz.runs = 300
+    function testFuzz_proof_with_a_wrong_length_reverts(uint256 n, uint256 len) public {
+        n = bound(n, 2, 300);
+        len = bound(len, 0, 12);
+        if (len == Merkle.depth(n)) return;
+        bytes32[] memory proof = new bytes32[](len);
+        vm.expectRevert(abi.encodeWithSelector(Merkle.BadProofLength.selector, len, Merkle.depth(n)));
+        this.callTop(n, 0, bytes32(0), proof);
+    }
+
+    function callTop(uint256 n, uint256 i, bytes32 lf, bytes32[] memory proof) external pure returns (bytes32) {
+        return Merkle.top(n, i, lf, proof);
+    }
+}
