@@ -54,6 +54,10 @@ class Honest:
         """A hook changing kernel outputs of the decomposed operator (levels 3-5), or None."""
         return None
 
+    def kernel_tamper_after(self, step: int, node: int, n_kernels: int):
+        """The same, applied after the kernel's output was committed."""
+        return None
+
 
 def _first(beh, step: int, index: int, match: bool) -> bool:
     """True at the first matching node of beh.step, in every run of that step (a cheater
@@ -155,6 +159,59 @@ class CorruptValue(Honest):
 
 
 NATIVE_TARGETS = ("aten.gelu.default", "aten.silu.default", "aten._softmax.default", "aten._log_softmax.default")
+
+
+@dataclasses.dataclass
+class KernelCheat(Honest):
+    """Computes the first `op` of step `step` through the reference decomposition with one
+    element of one kernel's output changed (kernel `from_end` counted from the last;
+    `after_commit`: changed after that kernel's output was committed, so the next kernel
+    reads another value than its source holds). Consistent at every level, as a careful
+    cheater would be: caught at level 5 (wrong primitive) or 4 (wrong operand)."""
+    step: int = 1
+    op: str = "aten._log_softmax.default"
+    from_end: int = 1
+    element: int = 0
+    after_commit: bool = False
+    name = "kernel-cheat"
+
+    @property
+    def level(self):
+        return 4 if self.after_commit else 5
+
+    def _hook(self, n_kernels):
+        target = n_kernels - 1 - self.from_end  # n_kernels counts the result pseudo-kernel
+
+        def tamper(k, out):
+            if k == target and out.dtype.kind == "f" and out.size:
+                i = self.element % out.size
+                out.reshape(-1)[i] = np.nextafter(out.reshape(-1)[i], np.float32(np.inf)) if out.reshape(-1)[i] == out.reshape(-1)[i] else np.float32(1.0)
+        return tamper
+
+    def before_record(self, step, index, func, args, kwargs, out):
+        if not _first(self, step, index, str(func) == self.op and isinstance(out, torch.Tensor)):
+            return
+        import repops
+        from repops.reference.prims import observe
+        count = []
+        with observe(lambda name, a, o: count.append(name)), repops.deterministic("reference"):
+            func(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
+        hook = self._hook(len(count) + 1)
+        counter = [0]
+
+        def on_kernel(name, a, o):
+            hook(counter[0], o)
+            counter[0] += 1
+        with observe(on_kernel), repops.deterministic("reference"):
+            res = func(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
+        with torch.no_grad():
+            out.copy_(res)
+
+    def kernel_tamper(self, step, node, n_kernels):
+        return self._hook(n_kernels) if (step, node) == (self.step, getattr(self, "_node", None)) and not self.after_commit else None
+
+    def kernel_tamper_after(self, step, node, n_kernels):
+        return self._hook(n_kernels) if (step, node) == (self.step, getattr(self, "_node", None)) and self.after_commit else None
 
 
 @dataclasses.dataclass
@@ -277,7 +334,7 @@ class Copier(Honest):
         return True  # it has nothing to answer with
 
 
-BEHAVIOURS = {cls.name: cls for cls in (Honest, Lazy, StopsEarly, PoisonedData, WrongHyperParameter, CorruptValue,
+BEHAVIOURS = {cls.name: cls for cls in (Honest, Lazy, StopsEarly, PoisonedData, WrongHyperParameter, CorruptValue, KernelCheat,
                                         NativeKernel, TamperedInput, ExtraOp, InconsistentOpening, BadMerkleProof,
                                         ForgedCheckpoint, Silent, Copier)}
 

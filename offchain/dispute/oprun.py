@@ -116,10 +116,11 @@ class OpRun:
         args, kwargs = decode(self.attrs, inputs)
         return self.func(*args, **kwargs)
 
-    def kernels(self, keep: int | None = None, commit_all: bool = True, tamper=None) -> list[Kernel]:
+    def kernels(self, keep: int | None = None, commit_all: bool = True, tamper=None, tamper_after=None) -> list[Kernel]:
         """The decomposition's kernels and the result pseudo-kernel. keep: index of a kernel
-        whose operand and output arrays are kept (levels 4-5). tamper(k, output array): a
-        dishonest party's hook (offchain.adversaries), never used by an honest one."""
+        whose operand and output arrays are kept (levels 4-5). tamper(k, output array) and
+        tamper_after (the same, once kernel k is committed): a dishonest party's hooks
+        (offchain.adversaries), never used by an honest one."""
         src = _Sources()
         inputs = [t.clone() for t in self.inputs]  # fresh each run: an in-place op mutates them
         for t in inputs:
@@ -140,6 +141,8 @@ class OpRun:
                 kern.out_array = np.array(res, copy=True)
             out.append(kern)
             src.add(res if res.flags.c_contiguous else np.ascontiguousarray(res))
+            if tamper_after is not None:
+                tamper_after(k, result)
         from repops.reference.prims import observe
         with observe(seen), repops.deterministic("reference"):
             result = self.call(inputs)

@@ -274,15 +274,17 @@ class OperatorAnswers:
         self.run = OpRun(tr.nodes[j].structure(), self.inputs, trainer.chunk)
         self.kernels = self.run.kernels()
         self.tamper = trainer.behaviour.kernel_tamper(s, j, len(self.kernels))
-        if self.tamper is not None:
-            self.kernels = self.run.kernels(tamper=self.tamper)
+        self.tamper_after = trainer.behaviour.kernel_tamper_after(s, j, len(self.kernels))
+        if self.tamper is not None or self.tamper_after is not None:
+            self.kernels = self.run.kernels(tamper=self.tamper, tamper_after=self.tamper_after)
         self.tree = merkle.Tree(tuple(k.leaf() for k in self.kernels))
         self._kept: dict[int, object] = {}
         self.chunk = trainer.chunk
 
     def kept(self, k: int):
         if k not in self._kept:
-            self._kept = {k: self.run.kernels(keep=k, commit_all=False, tamper=self.tamper)[k]}
+            self._kept = {k: self.run.kernels(keep=k, commit_all=False, tamper=self.tamper,
+                                              tamper_after=self.tamper_after)[k]}
         return self._kept[k]
 
     def tensor(self, k: int, which):

@@ -20,6 +20,7 @@ ADVERSARIES = [
     A.CorruptValue(step=2, node=10), A.NativeKernel(step=2), A.TamperedInput(step=2), A.ExtraOp(step=LAST),
     A.InconsistentOpening(), A.BadMerkleProof(step=2, node=10),
     A.ForgedCheckpoint(step=2), A.Silent(answers=3), A.CorruptValue(step=LAST, node=150, element=3),
+    A.KernelCheat(step=2, element=5), A.KernelCheat(step=3, element=5, from_end=2, after_commit=True),
 ]
 
 
@@ -33,7 +34,7 @@ def cheater(job, tmp_path, behaviour, name="cheater"):
     return t
 
 
-@pytest.mark.parametrize("behaviour", ADVERSARIES, ids=lambda b: f"{b.name}")
+@pytest.mark.parametrize("behaviour", ADVERSARIES, ids=lambda b: f"{b.name}-{b.level}")
 def test_honest_wins_against_every_adversary_in_both_seats(job, ctx, honest, tmp_path, behaviour):
     bad = cheater(job, tmp_path, behaviour)
     finals = {t.name: t.final_claim() for t in (honest, bad)}
