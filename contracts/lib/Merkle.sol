@@ -17,8 +17,8 @@ library Merkle {
         return sha256(abi.encodePacked(bytes1(0x01), l, r));
     }
 
-    function seal(uint256 n, bytes32 top) internal pure returns (bytes32) {
-        return sha256(abi.encodePacked(bytes1(0x02), uint64(n), top));
+    function seal(uint256 n, bytes32 topHash) internal pure returns (bytes32) {
+        return sha256(abi.encodePacked(bytes1(0x02), uint64(n), topHash));
     }
 
     function depth(uint256 n) internal pure returns (uint256 d) {

@@ -27,7 +27,7 @@ contract ProtocolVectorsTest is Test {
         s = string(b);
     }
 
-    function test_merkle_vectors() public {
+    function test_merkle_vectors() public view {
         uint256[8] memory sizes = [uint256(1), 2, 3, 4, 5, 7, 8, 9];
         for (uint256 c; c < sizes.length; ++c) {
             bytes[] memory data = vm.parseJsonBytesArray(json, _key(".merkle", c, ".data"));
@@ -49,7 +49,7 @@ contract ProtocolVectorsTest is Test {
         for (uint256 i; i < proof.length && i < d; ++i) out[i] = proof[i];
     }
 
-    function test_tensor_vectors() public {
+    function test_tensor_vectors() public view {
         for (uint256 c; c < 4; ++c) {
             bytes32 commitment = vm.parseJsonBytes32(json, _key(".tensors", c, ".commitment"));
             uint256[] memory shapeU = vm.parseJsonUintArray(json, _key(".tensors", c, ".shape"));

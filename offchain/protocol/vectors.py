@@ -17,7 +17,10 @@ def _hex(b: bytes) -> str:
 
 
 def build() -> dict:
-    out = {"merkle": [], "tensors": [], "nodes": [], "claims": []}
+    out = {"merkle": [], "tensors": [], "nodes": [], "claims": [], "points": []}
+    from ..dispute.engine import points
+    for lo, hi, n in ((0, 40, 20), (0, 10, 4), (3, 9, 4), (17, 19, 8), (0, 1000, 3), (5, 7, 2)):
+        out["points"].append({"lo": lo, "hi": hi, "n": n, "points": points(lo, hi, n)})
     for n in (1, 2, 3, 4, 5, 7, 8, 9):
         leaves = [merkle.leaf_hash(bytes([i]) * (i + 1)) for i in range(n)]
         tree = merkle.Tree(tuple(leaves))
