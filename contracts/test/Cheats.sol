@@ -7,6 +7,11 @@ interface Vm {
     function parseJsonBytes(string calldata json, string calldata key) external pure returns (bytes memory);
     function parseJsonUint(string calldata json, string calldata key) external pure returns (uint256);
     function expectRevert(bytes calldata revertData) external;
+    function warp(uint256 timestamp) external;
+    function deal(address who, uint256 balance) external;
+    function prank(address sender) external;
+    function startPrank(address sender) external;
+    function stopPrank() external;
     function parseJsonBytes32Array(string calldata json, string calldata key) external pure returns (bytes32[] memory);
     function parseJsonBytes32(string calldata json, string calldata key) external pure returns (bytes32);
     function parseJsonUintArray(string calldata json, string calldata key) external pure returns (uint256[] memory);

@@ -31,6 +31,7 @@ contract BisectionTest is Test {
     }
 
     /// @dev Two sequences equal up to `first` (exclusive), different after: N-ary rounds find it.
+    /// forge-config: default.fuzz.runs = 1000
     function testFuzz_nary_finds_the_first_difference(uint256 steps, uint256 first, uint256 n) public {
         steps = bound(steps, 2, 5000);
         first = bound(first, 1, steps);
@@ -69,6 +70,7 @@ contract BisectionTest is Test {
         }
     }
 
+    /// forge-config: default.fuzz.runs = 400
     function testFuzz_descent_finds_the_first_differing_leaf(uint256 n, uint256 first, uint256 seed) public {
         n = bound(n, 2, 200);
         first = bound(first, 0, n - 1);
@@ -128,7 +130,7 @@ contract OneStepTest is Test {
         commitment = sha256(abi.encodePacked(Tensors.header(1, shape), Merkle.seal(1, Merkle.leaf(le))));
     }
 
-    function test_every_vector_through_proofs() public {
+    function test_every_vector_through_proofs() public view {
         string memory json = vm.readFile("tests/vectors/float32.json");
         bytes memory v = vm.parseJsonBytes(json, ".vectors");
         uint256 count = v.length / 20;

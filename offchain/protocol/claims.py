@@ -17,5 +17,9 @@ def step_claim(state_root: bytes, trace_root: bytes = ZERO) -> bytes:
     return sha256(CLAIM, state_root, trace_root)
 
 
-def seal(job_id: bytes, trainer: str, claim: bytes, salt: bytes) -> bytes:
-    return sha256(SEAL, job_id, trainer.encode(), claim, salt)
+def seal(job_id: bytes, trainer: str | bytes, claim: bytes, salt: bytes) -> bytes:
+    """trainer: its 20-byte address on chain (bytes, or a 0x-prefixed hex string), its
+    name (UTF-8) off chain."""
+    if isinstance(trainer, str) and trainer.startswith("0x") and len(trainer) == 42:
+        trainer = bytes.fromhex(trainer[2:])
+    return sha256(SEAL, job_id, trainer if isinstance(trainer, bytes) else trainer.encode(), claim, salt)

@@ -48,7 +48,10 @@ def build() -> dict:
     S, R = merkle.leaf_hash(b"state"), merkle.leaf_hash(b"trace")
     out["claims"].append({"state_root": _hex(S), "trace_root": _hex(R), "claim": _hex(step_claim(S, R)),
                           "initial": _hex(step_claim(S)), "job_id": _hex(b"\x05" * 32), "trainer": "alice",
-                          "salt": _hex(b"\x07" * 32), "seal": _hex(seal(b"\x05" * 32, "alice", step_claim(S, R), b"\x07" * 32))})
+                          "salt": _hex(b"\x07" * 32), "seal": _hex(seal(b"\x05" * 32, "alice", step_claim(S, R), b"\x07" * 32)),
+                          "address": "0x00000000000000000000000000000000000a11ce",
+                          "seal_address": _hex(seal(b"\x05" * 32, "0x00000000000000000000000000000000000a11ce",
+                                                    step_claim(S, R), b"\x07" * 32))})
     return out
 
 

@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+/// @title Verde jobs: payment, stakes, sealed results, settlement, pull payments
+/// @notice A client posts a job (its commitments and the payment); trainers join by staking,
+/// post a sealed result before the commit deadline and reveal it after; `settle` accepts a
+/// result all revealed trainers agree on, or opens disputes that the game contract decides
+/// (`decide`). Every path ends in withdrawable balances: the accepted trainers share the
+/// payment and get their stakes back; a trainer that loses a dispute forfeits its stake to
+/// the winner of that match; a trainer that never reveals forfeits it to the client; a job
+/// nobody delivers refunds the client. No fee. docs/PROTOCOL.md §6 (the seal).
+/// @dev Invariant (tests/contracts, forge invariant test): this contract's balance ==
+/// escrow (payments and stakes of unsettled jobs) + totalOwed (sum of `owed`).
+contract JobRegistry {
+    struct Terms {
+        bytes32 specHash; // the job id: H(canonical job spec)
+        bytes32 graphRoot; // the step graph (docs/PROTOCOL.md §4)
+        bytes32 initialClaim; // C_0
+        bytes32 dataRoot; // the steps' batches
+        uint32 steps;
+        uint16 fanout;
+        uint32 chunk;
+        uint8 maxTrainers;
+        uint96 stake;
+        uint64 joinBy;
+        uint64 commitBy;
+        uint64 revealBy;
+        uint64 clock; // seconds each party may spend on its moves in a dispute
+    }
+
+    enum Status {
+        None,
+        Open,
+        Disputed,
+        Settled
+    }
+
+    struct Job {
+        address client;
+        uint96 payment;
+        Status status;
+        bytes32 accepted;
+        Terms terms;
+        address[] trainers;
+    }
+
+    struct Seat {
+        bool joined;
+        bool out; // lost a dispute, or never revealed
+        bytes32 sealHash;
+        bytes32 claim;
+    }
+
+    event JobPosted(uint256 indexed id, address indexed client, bytes32 specHash, uint256 payment, uint256 stake);
+    event Joined(uint256 indexed id, address indexed trainer);
+    event Committed(uint256 indexed id, address indexed trainer, bytes32 seal);
+    event Revealed(uint256 indexed id, address indexed trainer, bytes32 claim);
+    event DisputeRequired(uint256 indexed id, address indexed a, address indexed b);
+    event Decided(uint256 indexed id, address indexed winner, address indexed loser);
+    event Settled(uint256 indexed id, bytes32 accepted, uint256 paidTrainers);
+    event Withdrawn(address indexed to, uint256 amount);
+
+    error NoPayment();
+    error BadTerms(string what);
+    error UnknownJob(uint256 id);
+    error JoinClosed(uint256 id);
+    error WrongStake(uint256 sent, uint256 want);
+    error AlreadyJoined(address trainer);
+    error JobFull(uint256 id);
+    error NotATrainer(address who);
+    error CommitClosed(uint256 id);
+    error AlreadyCommitted(address trainer);
+    error RevealNotOpen(uint256 id, uint256 opens, uint256 closes);
+    error NotCommitted(address trainer);
+    error SealMismatch(address trainer);
+    error AlreadyRevealed(address trainer);
+    error TooEarly(uint256 id, uint256 opensAt);
+    error WrongStatus(uint256 id, Status status);
+    error OnlyGame(address caller);
+    error NotInDispute(address trainer);
+    error SameClaim();
+    error NothingOwed(address who);
+    error TransferFailed(address to, uint256 amount);
+    error Reentrancy();
+
+    address public immutable game;
+    uint256 public nextId = 1;
+    uint256 public escrow;
+    uint256 public totalOwed;
+    mapping(address => uint256) public owed;
+    mapping(uint256 => Job) internal jobs;
+    mapping(uint256 => mapping(address => Seat)) public seats;
+    uint256 private locked = 1;
+
+    constructor(address game_) {
+        game = game_;
+    }
+
+    modifier nonReentrant() {
+        if (locked != 1) revert Reentrancy();
+        locked = 2;
+        _;
+        locked = 1;
+    }
+
+    function job(uint256 id) external view returns (Job memory) {
+        return jobs[id];
+    }
+
+    function terms(uint256 id) external view returns (Terms memory) {
+        return jobs[id].terms;
+    }
+
+    function trainers(uint256 id) external view returns (address[] memory) {
+        return jobs[id].trainers;
+    }
+
+    /// @notice Post a job with its payment (msg.value).
+    function post(Terms calldata t) external payable returns (uint256 id) {
+        if (msg.value == 0) revert NoPayment();
+        if (msg.value > type(uint96).max) revert BadTerms("payment too large");
+        if (t.steps == 0) revert BadTerms("steps");
+        if (t.fanout < 2) revert BadTerms("fanout");
+        if (t.chunk == 0) revert BadTerms("chunk");
+        if (t.maxTrainers == 0) revert BadTerms("maxTrainers");
+        if (t.stake == 0) revert BadTerms("stake");
+        if (!(block.timestamp < t.joinBy && t.joinBy <= t.commitBy && t.commitBy < t.revealBy)) {
+            revert BadTerms("deadlines: now < joinBy <= commitBy < revealBy");
+        }
+        if (t.clock == 0) revert BadTerms("clock");
+        id = nextId++;
+        Job storage j = jobs[id];
+        j.client = msg.sender;
+        j.payment = uint96(msg.value);
+        j.status = Status.Open;
+        j.terms = t;
+        escrow += msg.value;
+        emit JobPosted(id, msg.sender, t.specHash, msg.value, t.stake);
+    }
+
+    function _open(uint256 id) internal view returns (Job storage j) {
+        j = jobs[id];
+        if (j.status == Status.None) revert UnknownJob(id);
+    }
+
+    /// @notice Join a job by staking exactly its stake.
+    function join(uint256 id) external payable {
+        Job storage j = _open(id);
+        if (j.status != Status.Open || block.timestamp >= j.terms.joinBy) revert JoinClosed(id);
+        if (msg.value != j.terms.stake) revert WrongStake(msg.value, j.terms.stake);
+        Seat storage s = seats[id][msg.sender];
+        if (s.joined) revert AlreadyJoined(msg.sender);
+        if (j.trainers.length >= j.terms.maxTrainers) revert JobFull(id);
+        s.joined = true;
+        j.trainers.push(msg.sender);
+        escrow += msg.value;
+        emit Joined(id, msg.sender);
+    }
+
+    /// @notice The seal of one's result: sha256(0x07 || specHash || trainer address || claim || salt).
+    function sealOf(bytes32 specHash, address trainer, bytes32 claim, bytes32 salt) public pure returns (bytes32) {
+        return sha256(abi.encodePacked(bytes1(0x07), specHash, trainer, claim, salt));
+    }
+
+    function commit(uint256 id, bytes32 sealHash) external {
+        Job storage j = _open(id);
+        Seat storage s = seats[id][msg.sender];
+        if (!s.joined) revert NotATrainer(msg.sender);
+        if (block.timestamp >= j.terms.commitBy) revert CommitClosed(id);
+        if (s.sealHash != bytes32(0)) revert AlreadyCommitted(msg.sender);
+        s.sealHash = sealHash;
+        emit Committed(id, msg.sender, sealHash);
+    }
+
+    /// @notice Reveal after the commit deadline (so nobody can copy a revealed claim in time).
+    function reveal(uint256 id, bytes32 claim, bytes32 salt) external {
+        Job storage j = _open(id);
+        Seat storage s = seats[id][msg.sender];
+        if (!s.joined) revert NotATrainer(msg.sender);
+        if (block.timestamp < j.terms.commitBy || block.timestamp >= j.terms.revealBy) {
+            revert RevealNotOpen(id, j.terms.commitBy, j.terms.revealBy);
+        }
+        if (s.sealHash == bytes32(0)) revert NotCommitted(msg.sender);
+        if (s.claim != bytes32(0)) revert AlreadyRevealed(msg.sender);
+        if (sealOf(j.terms.specHash, msg.sender, claim, salt) != s.sealHash) revert SealMismatch(msg.sender);
+        s.claim = claim;
+        emit Revealed(id, msg.sender, claim);
+    }
+
+    function _credit(address to, uint256 amount) internal {
+        if (amount == 0) return;
+        escrow -= amount;
+        owed[to] += amount;
+        totalOwed += amount;
+    }
+
+    /// @notice After the reveal deadline: forfeit the stakes of trainers that did not reveal
+    /// (to the client), then accept the result if the rest agree, refund a job nobody
+    /// delivered, or ask for disputes. Anyone may call it; so may the game after a decision.
+    function settle(uint256 id) public {
+        Job storage j = _open(id);
+        if (block.timestamp < j.terms.revealBy) revert TooEarly(id, j.terms.revealBy);
+        if (j.status == Status.Settled) revert WrongStatus(id, j.status);
+        address[] storage ts = j.trainers;
+        bytes32 first;
+        address firstT;
+        address otherT;
+        uint256 live;
+        for (uint256 i; i < ts.length; ++i) {
+            Seat storage s = seats[id][ts[i]];
+            if (s.out) continue;
+            if (s.claim == bytes32(0)) {
+                s.out = true;
+                _credit(j.client, j.terms.stake);
+                continue;
+            }
+            ++live;
+            if (first == bytes32(0)) {
+                (first, firstT) = (s.claim, ts[i]);
+            } else if (s.claim != first && otherT == address(0)) {
+                otherT = ts[i];
+            }
+        }
+        if (otherT != address(0)) {
+            j.status = Status.Disputed;
+            emit DisputeRequired(id, firstT, otherT);
+            return;
+        }
+        j.status = Status.Settled;
+        j.accepted = first;
+        if (live == 0) {
+            _credit(j.client, j.payment);
+            emit Settled(id, bytes32(0), 0);
+            return;
+        }
+        uint256 share = j.payment / live;
+        uint256 rest = j.payment - share * live;
+        for (uint256 i; i < ts.length; ++i) {
+            Seat storage s = seats[id][ts[i]];
+            if (s.out) continue;
+            _credit(ts[i], j.terms.stake + share + (ts[i] == firstT ? rest : 0));
+        }
+        emit Settled(id, first, live);
+    }
+
+    /// @notice The game's decision of one match: the loser is out and its stake goes to
+    /// the winner; the job settles again (accepts, or asks for the next dispute).
+    function decide(uint256 id, address winner, address loser) external {
+        if (msg.sender != game) revert OnlyGame(msg.sender);
+        Job storage j = _open(id);
+        if (j.status != Status.Disputed) revert WrongStatus(id, j.status);
+        Seat storage w = seats[id][winner];
+        Seat storage l = seats[id][loser];
+        if (w.out || w.claim == bytes32(0)) revert NotInDispute(winner);
+        if (l.out || l.claim == bytes32(0)) revert NotInDispute(loser);
+        if (w.claim == l.claim) revert SameClaim();
+        l.out = true;
+        _credit(winner, j.terms.stake);
+        emit Decided(id, winner, loser);
+        j.status = Status.Open;
+        settle(id);
+    }
+
+    /// @notice Pull payment: checks, effects, then the one interaction.
+    function withdraw() external nonReentrant {
+        uint256 amount = owed[msg.sender];
+        if (amount == 0) revert NothingOwed(msg.sender);
+        owed[msg.sender] = 0;
+        totalOwed -= amount;
+        (bool ok,) = msg.sender.call{value: amount}("");
+        if (!ok) revert TransferFailed(msg.sender, amount);
+        emit Withdrawn(msg.sender, amount);
+    }
+}

@@ -1,0 +1,312 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {Test} from "./Cheats.sol";
+import {JobRegistry} from "../JobRegistry.sol";
+
+/// @dev A trainer that tries to re-enter withdraw() from its receive().
+contract Reenterer {
+    JobRegistry internal reg;
+    bool internal attack;
+
+    constructor(JobRegistry r) {
+        reg = r;
+    }
+
+    function joinAndCommit(uint256 id, bytes32 s) external payable {
+        reg.join{value: msg.value}(id);
+        reg.commit(id, s);
+    }
+
+    function reveal(uint256 id, bytes32 c, bytes32 salt) external {
+        reg.reveal(id, c, salt);
+    }
+
+    function withdraw(bool attack_) external {
+        attack = attack_;
+        reg.withdraw();
+    }
+
+    receive() external payable {
+        if (attack) reg.withdraw();
+    }
+}
+
+contract JobRegistryTest is Test {
+    JobRegistry internal reg;
+    address internal constant GAME = address(0x6A3E);
+    address internal constant CLIENT = address(0xC11E);
+    address internal constant A = address(0xA11CE);
+    address internal constant B = address(0xB0B);
+    address internal constant C = address(0xCA11);
+    uint96 internal constant STAKE = 1 ether;
+    uint256 internal constant PAY = 3 ether;
+    bytes32 internal constant SPEC = bytes32(uint256(0x5bec));
+
+    function setUp() public {
+        reg = new JobRegistry(GAME);
+        vm.warp(1000);
+        vm.deal(CLIENT, 100 ether);
+        vm.deal(A, 10 ether);
+        vm.deal(B, 10 ether);
+        vm.deal(C, 10 ether);
+    }
+
+    function _terms(uint8 maxTrainers) internal view returns (JobRegistry.Terms memory t) {
+        t = JobRegistry.Terms({
+            specHash: SPEC,
+            graphRoot: bytes32(uint256(1)),
+            initialClaim: bytes32(uint256(2)),
+            dataRoot: bytes32(uint256(3)),
+            steps: 40,
+            fanout: 4,
+            chunk: 256,
+            maxTrainers: maxTrainers,
+            stake: STAKE,
+            joinBy: uint64(block.timestamp + 100),
+            commitBy: uint64(block.timestamp + 200),
+            revealBy: uint64(block.timestamp + 300),
+            clock: 3600
+        });
+    }
+
+    function _post(uint8 n) internal returns (uint256 id) {
+        vm.prank(CLIENT);
+        id = reg.post{value: PAY}(_terms(n));
+    }
+
+    function _enter(uint256 id, address t, bytes32 claim) internal {
+        vm.prank(t);
+        reg.join{value: STAKE}(id);
+        bytes32 s = reg.sealOf(SPEC, t, claim, bytes32(uint256(uint160(t))));
+        vm.prank(t);
+        reg.commit(id, s);
+    }
+
+    function _reveal(uint256 id, address t, bytes32 claim) internal {
+        vm.prank(t);
+        reg.reveal(id, claim, bytes32(uint256(uint160(t))));
+    }
+
+    function _balanced() internal view {
+        assertEq(address(reg).balance, reg.escrow() + reg.totalOwed(), "balance == escrow + owed");
+    }
+
+    function test_seal_matches_the_python_vector() public view {
+        string memory json = vm.readFile("tests/vectors/protocol.json");
+        bytes32 got = reg.sealOf(vm.parseJsonBytes32(json, ".claims[0].job_id"), address(0xA11CE),
+            vm.parseJsonBytes32(json, ".claims[0].claim"), vm.parseJsonBytes32(json, ".claims[0].salt"));
+        assertEq(uint256(got), uint256(vm.parseJsonBytes32(json, ".claims[0].seal_address")), "seal");
+    }
+
+    function test_agreeing_trainers_share_the_payment_and_get_their_stakes_back() public {
+        uint256 id = _post(2);
+        _enter(id, A, "r");
+        _enter(id, B, "r");
+        vm.warp(block.timestamp + 200);
+        _reveal(id, A, "r");
+        _reveal(id, B, "r");
+        vm.warp(block.timestamp + 100);
+        reg.settle(id);
+        assertEq(reg.owed(A), STAKE + PAY / 2, "A");
+        assertEq(reg.owed(B), STAKE + PAY / 2, "B");
+        assertEq(reg.escrow(), 0, "nothing left in escrow");
+        _balanced();
+        uint256 before = A.balance;
+        vm.prank(A);
+        reg.withdraw();
+        assertEq(A.balance - before, STAKE + PAY / 2, "withdrawn");
+        _balanced();
+        vm.prank(A);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.NothingOwed.selector, A));
+        reg.withdraw();
+    }
+
+    function test_guards_name_what_is_wrong() public {
+        uint256 id = _post(1);
+        vm.prank(A);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.WrongStake.selector, 1, STAKE));
+        reg.join{value: 1}(id);
+        _enter(id, A, "r");
+        vm.prank(B);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.JobFull.selector, id));
+        reg.join{value: STAKE}(id);
+        vm.prank(A);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.AlreadyCommitted.selector, A));
+        reg.commit(id, "x");
+        vm.prank(A);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.RevealNotOpen.selector, id, 1200, 1300));
+        reg.reveal(id, "r", bytes32(uint256(uint160(A))));
+        vm.warp(1250);
+        vm.prank(A);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.SealMismatch.selector, A));
+        reg.reveal(id, "other", bytes32(uint256(uint160(A))));
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.TooEarly.selector, id, 1300));
+        reg.settle(id);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.UnknownJob.selector, 99));
+        reg.settle(99);
+        vm.prank(CLIENT);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.NoPayment.selector));
+        reg.post(_terms(1));
+    }
+
+    function test_a_copied_seal_does_not_open_for_the_copier_who_forfeits_its_stake() public {
+        uint256 id = _post(2);
+        _enter(id, A, "r");
+        vm.prank(B);
+        reg.join{value: STAKE}(id);
+        bytes32 copied = reg.sealOf(SPEC, A, "r", bytes32(uint256(uint160(A)))); // A's seal
+        vm.prank(B);
+        reg.commit(id, copied);
+        vm.warp(1250);
+        _reveal(id, A, "r");
+        vm.prank(B);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.SealMismatch.selector, B));
+        reg.reveal(id, "r", bytes32(uint256(uint160(A))));
+        vm.warp(1300);
+        reg.settle(id);
+        assertEq(reg.owed(A), STAKE + PAY, "A takes the whole payment");
+        assertEq(reg.owed(CLIENT), STAKE, "the copier's stake goes to the client");
+        _balanced();
+    }
+
+    function test_a_job_nobody_delivers_refunds_the_client() public {
+        uint256 id = _post(2);
+        _enter(id, A, "r");
+        vm.warp(1300);
+        reg.settle(id);
+        assertEq(reg.owed(CLIENT), PAY + STAKE, "payment back plus the no-show's stake");
+        _balanced();
+    }
+
+    function test_disputes_are_decided_by_the_game_only_and_the_winner_takes_all() public {
+        uint256 id = _post(3);
+        _enter(id, A, "honest");
+        _enter(id, B, "lazy");
+        _enter(id, C, "corrupt");
+        vm.warp(1250);
+        _reveal(id, A, "honest");
+        _reveal(id, B, "lazy");
+        _reveal(id, C, "corrupt");
+        vm.warp(1300);
+        reg.settle(id);
+        assertEq(uint256(reg.job(id).status), uint256(JobRegistry.Status.Disputed), "disputed");
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.OnlyGame.selector, address(this)));
+        reg.decide(id, A, B);
+        vm.prank(GAME);
+        reg.decide(id, A, B);
+        assertEq(uint256(reg.job(id).status), uint256(JobRegistry.Status.Disputed), "C still disagrees");
+        vm.prank(GAME);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.NotInDispute.selector, B));
+        reg.decide(id, B, C); // B is out: no double decision
+        vm.prank(GAME);
+        reg.decide(id, A, C);
+        assertEq(uint256(reg.job(id).status), uint256(JobRegistry.Status.Settled), "settled");
+        assertEq(reg.owed(A), 3 * STAKE + PAY, "A: its stake, both losers' stakes, the payment");
+        assertEq(reg.owed(B) + reg.owed(C), 0, "losers get nothing");
+        _balanced();
+    }
+
+    function test_reentrant_withdraw_cannot_take_twice_and_loses_nothing() public {
+        Reenterer r = new Reenterer(reg);
+        vm.deal(address(r), 0);
+        uint256 id = _post(1);
+        vm.deal(address(this), 2 ether);
+        r.joinAndCommit{value: STAKE}(id, reg.sealOf(SPEC, address(r), "r", "s"));
+        vm.warp(1250);
+        r.reveal(id, "r", "s");
+        vm.warp(1300);
+        reg.settle(id);
+        uint256 due = reg.owed(address(r));
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.TransferFailed.selector, address(r), due));
+        r.withdraw(true);
+        assertEq(reg.owed(address(r)), due, "still owed after the failed attack");
+        r.withdraw(false);
+        assertEq(address(r).balance, due, "paid once");
+        _balanced();
+    }
+}
+
+/// @dev Random sequences of every action; the registry's books always balance.
+contract RegistryHandler {
+    JobRegistry public reg;
+    address internal constant GAME = address(0x6A3E);
+    address[3] internal actors = [address(0xA1), address(0xA2), address(0xA3)];
+    Vm2 internal constant vm = Vm2(address(uint160(uint256(keccak256("hevm cheat code")))));
+    uint256 internal job;
+
+    constructor(JobRegistry r) {
+        reg = r;
+    }
+
+    function post(uint256 pay) external {
+        pay = 1 + pay % 10 ether;
+        vm.deal(address(this), pay);
+        JobRegistry.Terms memory t = JobRegistry.Terms(bytes32(uint256(7)), 0, 0, 0, 10, 2, 64, 3, 1 ether,
+            uint64(block.timestamp + 10), uint64(block.timestamp + 20), uint64(block.timestamp + 30), 60);
+        job = reg.post{value: pay}(t);
+    }
+
+    function join(uint256 who, uint256 claim) external {
+        address a = actors[who % 3];
+        vm.deal(a, 1 ether);
+        vm.prank(a);
+        try reg.join{value: 1 ether}(job) {} catch {}
+        bytes32 s = reg.sealOf(bytes32(uint256(7)), a, bytes32(1 + claim % 2), "s");
+        vm.prank(a);
+        try reg.commit(job, s) {} catch {}
+    }
+
+    function reveal(uint256 who, uint256 claim) external {
+        vm.prank(actors[who % 3]);
+        try reg.reveal(job, bytes32(1 + claim % 2), "s") {} catch {}
+    }
+
+    function wait(uint256 dt) external {
+        vm.warp(block.timestamp + dt % 15);
+    }
+
+    function settle() external {
+        try reg.settle(job) {} catch {}
+    }
+
+    function decide(uint256 w, uint256 l) external {
+        vm.prank(GAME);
+        try reg.decide(job, actors[w % 3], actors[l % 3]) {} catch {}
+    }
+
+    function withdraw(uint256 who) external {
+        vm.prank(actors[who % 3]);
+        try reg.withdraw() {} catch {}
+    }
+
+    receive() external payable {}
+}
+
+interface Vm2 {
+    function deal(address who, uint256 balance) external;
+    function prank(address sender) external;
+    function warp(uint256 timestamp) external;
+}
+
+contract RegistryInvariantTest is Test {
+    JobRegistry internal reg;
+    RegistryHandler internal handler;
+
+    function setUp() public {
+        reg = new JobRegistry(address(0x6A3E));
+        handler = new RegistryHandler(reg);
+        handler.post(1 ether);
+    }
+
+    function targetContracts() public view returns (address[] memory t) {
+        t = new address[](1);
+        t[0] = address(handler);
+    }
+
+    /// forge-config: default.invariant.runs = 64
+    /// forge-config: default.invariant.depth = 40
+    function invariant_books_balance() public view {
+        assertEq(address(reg).balance, reg.escrow() + reg.totalOwed(), "balance == escrow + owed");
+    }
+}
