@@ -24,6 +24,7 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 import repops  # noqa: E402
 from repops import cpu  # noqa: E402
 from repops.models import build  # noqa: E402
@@ -135,19 +136,11 @@ def main():
     cpu_name = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     args.out.with_suffix(".json").write_text(json.dumps({"threads": args.threads, "cpu": cpu_name,
                                                          "matmul": mm, "steps": steps}, indent=1))
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot([r["n"] for r in mm], [r["blas_gflops"] for r in mm], "o-", label="torch (BLAS, any order)")
-    ax.plot([r["n"] for r in mm], [r["repops_gflops"] for r in mm], "s-", label="RepOps (fixed k order, fma)")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("n (n x n x n)")
-    ax.set_ylabel("GFLOP/s")
-    ax.set_title(f"fp32 matmul, {args.threads} threads")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(args.out.with_suffix(".png"), dpi=120)
+    from plotting import throughput_plot
+    throughput_plot(args.out.with_suffix(".png"), [r["n"] for r in mm],
+                    {"torch (BLAS, any order)": [r["blas_gflops"] for r in mm],
+                     "RepOps (fixed k order, fma)": [r["repops_gflops"] for r in mm]},
+                    "GFLOP/s", f"fp32 matmul, {args.threads} threads")
     con.print(f"wrote {args.out.with_suffix('.json')} and .png")
 
 

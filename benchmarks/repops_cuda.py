@@ -97,19 +97,11 @@ def main():
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps({"device": torch.cuda.get_device_name(), "matmul": mm,
                                                          "steps": steps}, indent=1))
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot([r["n"] for r in mm], [r["cublas_tflops"] for r in mm], "o-", label="cuBLAS fp32 (TF32 off)")
-    ax.plot([r["n"] for r in mm], [r["repops_tflops"] for r in mm], "s-", label="RepOps (fixed k order, fma)")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("n (n x n x n)")
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title(torch.cuda.get_device_name())
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(args.out.with_suffix(".png"), dpi=120)
+    from plotting import throughput_plot
+    throughput_plot(args.out.with_suffix(".png"), [r["n"] for r in mm],
+                    {"cuBLAS fp32 (TF32 off)": [r["cublas_tflops"] for r in mm],
+                     "RepOps (fixed k order, fma)": [r["repops_tflops"] for r in mm]},
+                    "TFLOP/s", torch.cuda.get_device_name())
     con.print(f"wrote {args.out.with_suffix('.json')} and .png")
 
 
