@@ -10,7 +10,7 @@ from web3 import Web3
 from web3.exceptions import ContractCustomError, ContractLogicError, TimeExhausted
 
 from .compiler import Artifacts, compile_contracts
-from .errors import ChainUnavailable, TransactionReverted
+from .errors import ChainError, ChainUnavailable, TransactionReverted
 
 RECEIPT_TIMEOUT_S = 120
 
@@ -124,7 +124,7 @@ class Chain:
         sender = sender or self.accounts[0]
         factory = self.w3.eth.contract(abi=art.abi, bytecode=art.bytecode)
         # Encoded locally: building the transaction must not touch the node.
-        tx = {"data": factory.constructor(*args)._encode_data_in_transaction(), "value": value}
+        tx = {"data": factory.constructor(*args).data_in_transaction, "value": value}
         receipt = self._send(f"deploy {name}", tx, sender)
         return self.w3.eth.contract(address=receipt["contractAddress"], abi=art.abi)
 
@@ -138,6 +138,24 @@ class Chain:
     def call(self, fn, sender: LocalAccount | None = None):
         sender = sender or self.accounts[0]
         return self._guard(f"{fn.fn_name}() call", lambda: fn.call({"from": sender.address, "gas": self.gas or 30_000_000}))
+
+    def now(self) -> int:
+        """The latest block's timestamp (what deadlines are compared with)."""
+        return int(self.w3.eth.get_block("latest")["timestamp"])
+
+    def advance(self, seconds: int) -> int:
+        """Move the chain's clock forward and mine a block (local backends only)."""
+        target = self.now() + int(seconds)
+        if self.backend == "embedded":
+            tester = self.w3.provider.ethereum_tester
+            tester.time_travel(target)
+            tester.mine_blocks(1)
+        elif self.backend == "anvil":
+            self.w3.provider.make_request("evm_setNextBlockTimestamp", [target])
+            self.w3.provider.make_request("evm_mine", [])
+        else:
+            raise ChainError(f"cannot move the clock of a {self.backend} chain; wait for the deadline instead")
+        return self.now()
 
     def close(self):
         closer, self._closer = self._closer, None

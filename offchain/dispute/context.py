@@ -66,6 +66,11 @@ class Context:
     def initial_claim(self) -> bytes:
         return step_claim(merkle.root_of(merkle.leaf_hash(c) for c in self.initial_leaves))
 
+    @functools.cached_property
+    def data_root(self) -> bytes:
+        from ..protocol.dataset import data_root
+        return data_root(self.job)
+
     def batch_commitments(self, step: int) -> list[bytes]:
         return [commit(t, self.job.spec.chunk) for t in batch(self.job, step, self._data)]
 
