@@ -2,12 +2,17 @@
 pragma solidity ^0.8.24;
 
 import {Bisection, Clock} from "./lib/Bisection.sol";
+import {Merkle} from "./lib/Merkle.sol";
+import {Nodes} from "./lib/Nodes.sol";
 import {JobRegistry} from "./JobRegistry.sol";
 
 /// @title The dispute game on chain (docs/PROTOCOL.md §7), the same levels as the off-chain
-/// referee (offchain/dispute). Implemented so far: level 1 (N-ary rounds over the step
-/// claims) and the opening of the disputed step's claims that starts level 2, with chess
-/// clocks and timeouts; a decided match goes to the registry (JobRegistry.decide).
+/// referee (offchain/dispute). Implemented: level 1 (N-ary rounds over the step claims) and
+/// level 2 (opening, the state map when the traces agree, Merkle descent over the traces,
+/// Case 1 against the graph root, Case 2 against the producing node / the state before /
+/// the step's batch), with chess clocks and timeouts; a decided match goes to the registry
+/// (JobRegistry.decide). Case 3 (levels 3-5) is the next step: the match then waits in
+/// phase Operator.
 /// @dev Party 0 and party 1 move in the same rounds: each posts its answer, the round
 /// closes when both have. Only the two parties move; every move is checked against the
 /// phase, the party's clock and what it said before.
@@ -18,8 +23,14 @@ contract DisputeGame {
     enum Phase {
         None,
         Steps, // level 1
-        Open, // level 2 starts: open C_{s+1} (and C_s)
-        Nodes, // level 2 proper (next: node descent, Cases 1-2, levels 3-5)
+        Open, // level 2 starts: open C_{s+1} and C_s
+        StateLeaves, // same trace, different states: post the state commitments
+        StateSource, // prove the producer of the first differing state tensor
+        Tops, // different traces: reveal the trace tree's top
+        Descent, // Merkle descent over the traces
+        Node, // reveal the first differing node
+        InputSource, // prove the source of the first differing input (Case 2)
+        Operator, // Case 3: levels 3-5 (not on chain yet)
         Done
     }
 
@@ -33,6 +44,11 @@ contract DisputeGame {
         bytes32[2] stateRoot; // S_{s+1} opened by each
         bytes32[2] traceRoot; // R_{s+1}
         bytes32 stateBefore; // S_s (agreed)
+        Bisection.Descent desc;
+        bytes32[2][2] kids; // this descent round's children, per party
+        uint256 pick; // the disputed state tensor / node input
+        bytes32[2] values; // each party's value there
+        bytes structure; // the disputed node's structure (agreed: in the graph)
     }
 
     event MatchOpened(uint256 indexed id, uint256 indexed job, address a, address b, uint256 steps, uint256 fanout);
@@ -40,6 +56,9 @@ contract DisputeGame {
     event StepFound(uint256 indexed id, uint256 step);
     event Opened(uint256 indexed id, bytes32[2] stateRoots, bytes32[2] traceRoots);
     event MatchDecided(uint256 indexed id, address indexed winner, address indexed loser, uint8 level, string reason);
+    event NodeFound(uint256 indexed id, uint256 node);
+    event Disagreement(uint256 indexed id, uint256 index, bool stateTensor);
+    event OperatorDisputed(uint256 indexed id, uint256 step, uint256 node);
 
     error RegistryAlreadySet();
     error NotDeployer(address caller);
@@ -49,6 +68,10 @@ contract DisputeGame {
     error AlreadyMoved(uint256 id, address who);
     error ClaimsAgree();
     error NobodyTimedOut(uint256 id);
+    error WrongLength(uint256 got, uint256 want);
+    error SourceNotProven();
+    error NeitherMatches();
+    error NotImplementedYet(uint256 id);
 
     JobRegistry public registry;
     address internal immutable deployer;
@@ -75,6 +98,16 @@ contract DisputeGame {
     {
         Match storage m = matches[id];
         return (m.phase, m.nary.lo, m.nary.hi, m.clock.left, m.clock.waiting);
+    }
+
+    /// @notice The descent's current height and index (at the disputed node: 0, its index).
+    function descent(uint256 id) external view returns (uint256 height, uint256 index) {
+        return (matches[id].desc.height, matches[id].desc.index);
+    }
+
+    /// @notice The disputed state tensor or node input.
+    function pick(uint256 id) external view returns (uint256) {
+        return matches[id].pick;
     }
 
     function parties(uint256 id) external view returns (address[2] memory) {
@@ -128,6 +161,8 @@ contract DisputeGame {
 
     function _nextRound(uint256 id, Match storage m) internal {
         m.posted = 0;
+        m.kids[0] = [bytes32(0), bytes32(0)];
+        m.kids[1] = [bytes32(0), bytes32(0)];
         m.clock.await_(3);
         if (m.phase == Phase.Steps) {
             if (m.nary.done()) {
@@ -168,22 +203,233 @@ contract DisputeGame {
         if (_claim(s1, r1) != claimAt[id][i][lo + 1]) {
             return _decide(id, m, 1 - i, 2, "its opening of the disputed step claim does not hash to its level-1 claim");
         }
-        if (lo > 0 && _claim(s0, r0) != claimAt[id][i][lo]) {
+        if (_claim(s0, r0) != claimAt[id][i][lo]) {
             return _decide(id, m, 1 - i, 2, "its opening of the agreed step claim does not hash to it");
         }
         m.stateRoot[i] = s1;
         m.traceRoot[i] = r1;
-        if (lo > 0) m.stateBefore = s0;
+        m.stateBefore = s0; // both openings hash to the same agreed claim
         if (m.posted != 3) return;
-        m.phase = Phase.Nodes;
         emit Opened(id, m.stateRoot, m.traceRoot);
+        m.phase = m.traceRoot[0] == m.traceRoot[1] ? Phase.StateLeaves : Phase.Tops;
         _nextRound(id, m);
+    }
+
+    function _terms(Match storage m) internal view returns (JobRegistry.Terms memory) {
+        return registry.terms(m.job);
+    }
+
+    // -- same trace, different states: the state map ----------------------------------------
+    /// @notice Post the state tensor commitments whose Merkle root is the state root opened.
+    function postStateLeaves(uint256 id, bytes32[] calldata leaves) external {
+        Match storage m = matches[id];
+        uint256 i = _move(id, m, Phase.StateLeaves);
+        JobRegistry.Terms memory t = _terms(m);
+        if (leaves.length != t.stateCount) {
+            return _decide(id, m, 1 - i, 2, "its state is not the job's number of tensors");
+        }
+        bytes32[] memory hs = new bytes32[](leaves.length);
+        for (uint256 k; k < leaves.length; ++k) hs[k] = Merkle.leaf(abi.encodePacked(leaves[k]));
+        if (_root(hs) != m.stateRoot[i]) return _decide(id, m, 1 - i, 2, "its state commitments do not hash to its state root");
+        pendingLeaves[id][i] = leaves;
+        if (m.posted != 3) return;
+        bytes32[] storage a = pendingLeaves[id][0];
+        bytes32[] storage b = pendingLeaves[id][1];
+        uint256 k;
+        while (a[k] == b[k]) ++k; // the roots differ, so some leaf does
+        m.pick = k;
+        m.values = [a[k], b[k]];
+        m.phase = Phase.StateSource;
+        emit Disagreement(id, k, true);
+        _nextRound(id, m);
+    }
+
+    mapping(uint256 => bytes32[][2]) internal pendingLeaves;
+
+    function _root(bytes32[] memory leaves) internal pure returns (bytes32) {
+        uint256 n = leaves.length;
+        uint256 size = uint256(1) << Merkle.depth(n);
+        bytes32[] memory level = new bytes32[](size);
+        for (uint256 k; k < n; ++k) level[k] = leaves[k];
+        while (size > 1) {
+            size /= 2;
+            for (uint256 k; k < size; ++k) level[k] = Merkle.inner(level[2 * k], level[2 * k + 1]);
+        }
+        return Merkle.seal(n, level[0]);
+    }
+
+    /// @notice Prove where the disputed state tensor comes from: its 7-byte reference in the
+    /// job's state map, then that source (a node of the agreed trace, or the state before).
+    function resolveState(
+        uint256 id,
+        bytes calldata ref,
+        bytes32[] calldata refProof,
+        bytes calldata source,
+        bytes32[] calldata sourceProof
+    ) external {
+        Match storage m = matches[id];
+        if (m.phase != Phase.StateSource) revert WrongPhase(id, m.phase);
+        _party(id, m);
+        Ref memory r;
+        {
+            JobRegistry.Terms memory t = _terms(m);
+            if (!Merkle.verify(t.stateMapRoot, t.stateCount, m.pick, Merkle.leaf(ref), refProof)) revert SourceNotProven();
+            (r.kind, r.index, r.slot) = Nodes.parseRef(ref);
+        }
+        r.before = type(uint256).max;
+        _judge(id, m, _source(m, r, source, sourceProof), "state tensor");
+    }
+
+    // -- different traces: Merkle descent to the first differing node ------------------------
+    function postTop(uint256 id, bytes32 top) external {
+        Match storage m = matches[id];
+        uint256 i = _move(id, m, Phase.Tops);
+        JobRegistry.Terms memory t = _terms(m);
+        if (Merkle.seal(t.graphNodes, top) != m.traceRoot[i]) {
+            return _decide(id, m, 1 - i, 2, "its trace root does not seal the graph's number of nodes");
+        }
+        m.kids[i][0] = top;
+        if (m.posted != 3) return;
+        m.desc = Bisection.Descent(uint64(t.graphNodes), uint64(Merkle.depth(t.graphNodes)), 0, m.kids[0][0], m.kids[1][0]);
+        m.phase = m.desc.height == 0 ? Phase.Node : Phase.Descent;
+        _nextRound(id, m);
+    }
+
+    function postChildren(uint256 id, bytes32 left, bytes32 right) external {
+        Match storage m = matches[id];
+        uint256 i = _move(id, m, Phase.Descent);
+        if (Merkle.inner(left, right) != (i == 0 ? m.desc.a : m.desc.b)) {
+            return _decide(id, m, 1 - i, 2, "its children do not hash to its node");
+        }
+        m.kids[i] = [left, right];
+        if (m.posted != 3) return;
+        Bisection.Descent storage d = m.desc;
+        d.height -= 1;
+        if (m.kids[0][0] != m.kids[1][0]) {
+            d.index = 2 * d.index;
+            (d.a, d.b) = (m.kids[0][0], m.kids[1][0]);
+        } else {
+            d.index = 2 * d.index + 1;
+            (d.a, d.b) = (m.kids[0][1], m.kids[1][1]);
+        }
+        if (d.height == 0) {
+            if (d.index >= d.n) { // past the last node: only ZERO padding may be there
+                return _decide(id, m, d.a == bytes32(0) ? 0 : 1, 2, "its trace has a node past the graph's last");
+            }
+            m.phase = Phase.Node;
+            emit NodeFound(id, d.index);
+        }
+        _nextRound(id, m);
+    }
+
+    mapping(uint256 => bytes[2]) internal nodeEnc;
+
+    /// @notice Reveal the first differing node: its encoding (hashing to your leaf), its
+    /// structure, and the structure's proof in the job's graph (Case 1).
+    function postNode(uint256 id, bytes calldata enc, bytes calldata structure, bytes32[] calldata graphProof) external {
+        Match storage m = matches[id];
+        uint256 i = _move(id, m, Phase.Node);
+        string memory bad = _checkNode(m, i, enc, structure, graphProof);
+        if (bytes(bad).length != 0) return _decide(id, m, 1 - i, 2, bad);
+        nodeEnc[id][i] = enc;
+        m.structure = structure;
+        if (m.posted == 3) _compareNodes(id, m);
+    }
+
+    function _checkNode(Match storage m, uint256 i, bytes calldata enc, bytes calldata structure, bytes32[] calldata proof)
+        internal
+        view
+        returns (string memory)
+    {
+        JobRegistry.Terms memory t = _terms(m);
+        if (Merkle.leaf(enc) != (i == 0 ? m.desc.a : m.desc.b)) return "its node does not hash to its leaf";
+        if (Nodes.structureHash(enc) != sha256(structure)) return "its structure is not its node's";
+        if (Nodes.inputCount(enc) != Nodes.refCount(structure)) return "its node's inputs do not match its structure";
+        if (!Merkle.verify(t.graphRoot, t.graphNodes, m.desc.index, Merkle.leaf(structure), proof)) {
+            return "its node is not the job's graph there (Case 1)";
+        }
+        return "";
+    }
+
+    function _compareNodes(uint256 id, Match storage m) internal {
+        bytes memory a = nodeEnc[id][0];
+        bytes memory b = nodeEnc[id][1];
+        uint256 n = Nodes.inputCount(a);
+        for (uint256 k; k < n; ++k) {
+            bytes32 va = Nodes.input(a, k);
+            bytes32 vb = Nodes.input(b, k);
+            if (va != vb) {
+                m.pick = k;
+                m.values = [va, vb];
+                m.phase = Phase.InputSource;
+                emit Disagreement(id, k, false);
+                return _nextRound(id, m);
+            }
+        }
+        m.phase = Phase.Operator;
+        emit OperatorDisputed(id, m.nary.lo, m.desc.index);
+        _nextRound(id, m);
+    }
+
+    /// @notice Case 2: prove the source of the disputed input (the producing node's
+    /// encoding and its proof in a trace root, the state tensor's commitment and its proof in
+    /// the state before, or the step's batch commitments and their proof in the data root).
+    function resolveInput(uint256 id, bytes calldata source, bytes32[] calldata sourceProof) external {
+        Match storage m = matches[id];
+        if (m.phase != Phase.InputSource) revert WrongPhase(id, m.phase);
+        _party(id, m);
+        Ref memory r;
+        (r.kind, r.index, r.slot) = Nodes.ref(m.structure, m.pick);
+        r.before = m.desc.index;
+        _judge(id, m, _source(m, r, source, sourceProof), "input");
+    }
+
+    struct Ref {
+        uint8 kind;
+        uint256 index;
+        uint256 slot;
+        uint256 before; // a node source must come before this node
+    }
+
+    /// @dev The commitment a reference points at, from a proven source.
+    function _source(Match storage m, Ref memory r, bytes calldata source, bytes32[] calldata proof)
+        internal
+        view
+        returns (bytes32)
+    {
+        JobRegistry.Terms memory t = _terms(m);
+        (uint8 kind, uint256 index) = (r.kind, r.index);
+        if (kind == Nodes.NODE_OUT) {
+            if (index >= r.before) revert SourceNotProven(); // an input comes from an earlier node
+            bytes32 lf = Merkle.leaf(source);
+            if (!Merkle.verify(m.traceRoot[0], t.graphNodes, index, lf, proof)
+                && !Merkle.verify(m.traceRoot[1], t.graphNodes, index, lf, proof)) revert SourceNotProven();
+            return Nodes.output(source, r.slot);
+        }
+        if (kind == Nodes.STATE) {
+            if (source.length != 32) revert WrongLength(source.length, 32);
+            if (!Merkle.verify(m.stateBefore, t.stateCount, index, Merkle.leaf(source), proof)) revert SourceNotProven();
+            return bytes32(source);
+        }
+        if (kind == Nodes.DATA) {
+            if (!Merkle.verify(t.dataRoot, t.steps, m.nary.lo, Merkle.leaf(source), proof)) revert SourceNotProven();
+            if (source.length < 32 * (index + 1)) revert WrongLength(source.length, 32 * (index + 1));
+            return bytes32(source[32 * index:32 * index + 32]);
+        }
+        revert SourceNotProven();
+    }
+
+    function _judge(uint256 id, Match storage m, bytes32 truth, string memory what) internal {
+        if (m.values[0] == truth) return _decide(id, m, 0, 2, string.concat("its ", what, " is not what its source holds"));
+        if (m.values[1] == truth) return _decide(id, m, 1, 2, string.concat("its ", what, " is not what its source holds"));
+        revert NeitherMatches();
     }
 
     /// @notice Anyone may end a match whose waiting party let its clock run out.
     function timeout(uint256 id) external {
         Match storage m = matches[id];
         if (m.phase == Phase.None || m.phase == Phase.Done) revert WrongPhase(id, m.phase);
+        if (m.phase == Phase.Operator) revert NotImplementedYet(id); // nobody owes a move there yet
         uint256 p = m.clock.expired();
         if (p == 2) revert NobodyTimedOut(id);
         _decide(id, m, 1 - p, uint8(m.phase == Phase.Steps ? 1 : 2), "its clock ran out");

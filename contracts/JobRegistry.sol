@@ -17,6 +17,9 @@ contract JobRegistry {
         bytes32 graphRoot; // the step graph (docs/PROTOCOL.md §4)
         bytes32 initialClaim; // C_0
         bytes32 dataRoot; // the steps' batches
+        bytes32 stateMapRoot; // per end-of-step state tensor: its producer (7-byte refs)
+        uint32 graphNodes; // nodes per step
+        uint16 stateCount; // state tensors
         uint32 steps;
         uint16 fanout;
         uint32 chunk;
@@ -128,6 +131,7 @@ contract JobRegistry {
             revert BadTerms("deadlines: now < joinBy <= commitBy < revealBy");
         }
         if (t.clock == 0) revert BadTerms("clock");
+        if (t.graphNodes == 0 || t.stateCount == 0) revert BadTerms("graph");
         id = nextId++;
         Job storage j = jobs[id];
         j.client = msg.sender;

@@ -10,6 +10,7 @@ from web3.logs import DISCARD
 
 from ..protocol.claims import seal
 from .client import Chain
+from .errors import TransactionReverted
 
 
 @dataclass
@@ -31,7 +32,8 @@ class Verde:
         """Post a job: its commitments come from the job alone (the referee's context)."""
         now = self.chain.now()
         spec = job.spec
-        terms = (job.job_id, ctx.graph.root, ctx.initial_claim, ctx.data_root, spec.steps, spec.fanout, spec.chunk,
+        terms = (job.job_id, ctx.graph.root, ctx.initial_claim, ctx.data_root, ctx.state_map.root,
+                 len(ctx.graph.structures), len(ctx.graph.state_refs), spec.steps, spec.fanout, spec.chunk,
                  max_trainers, stake, now + join_s, now + commit_s, now + reveal_s, clock_s)
         fn = self.registry.functions.post(terms)
         receipt = self.chain.transact(fn, sender=client, value=payment)
@@ -68,31 +70,78 @@ class Verde:
         phase, lo, hi, left, waiting = self.chain.call(self.game.functions.state(match_id))
         return {"phase": phase, "lo": lo, "hi": hi, "clock_left": list(left), "waiting": waiting}
 
-    def move(self, match_id: int, trainer, account) -> bool:
+    def move(self, match_id: int, trainer, account, ctx) -> bool:
         """One move of the trainer in the current phase, answered from its trainer library
         through its behaviour (an agent's job). -> False when it stays silent."""
         from ..dispute.party import InProcess, Silence
         st = self.match_state(match_id)
         if not st["waiting"] & (1 << self._seat(match_id, account.address)):
             return True
-        ep = InProcess(trainer)
+        ep, g, s = InProcess(trainer), self.game.functions, st["lo"]
+        send = lambda fn: self.chain.transact(fn, sender=account)  # noqa: E731
         try:
-            if st["phase"] == PHASE_STEPS:
-                points = self.chain.call(self.game.functions.roundPoints(match_id))
-                claims = ep.claim_at(list(points))
-                self.chain.transact(self.game.functions.postClaims(match_id, claims), sender=account)
-            elif st["phase"] == PHASE_OPEN:
-                s1, r1 = ep.open_claim(st["lo"] + 1)
-                s0, r0 = ep.open_claim(st["lo"]) if st["lo"] else (bytes(32), bytes(32))
-                self.chain.transact(self.game.functions.openStep(match_id, s1, r1, s0, r0), sender=account)
+            phase = st["phase"]
+            if phase == PHASE_STEPS:
+                send(g.postClaims(match_id, ep.claim_at(list(self.chain.call(g.roundPoints(match_id))))))
+            elif phase == PHASE_OPEN:
+                send(g.openStep(match_id, *ep.open_claim(s + 1), *ep.open_claim(s)))
+            elif phase == PHASE_STATE_LEAVES:
+                send(g.postStateLeaves(match_id, ep.state_leaves(s + 1)))
+            elif phase == PHASE_STATE_SOURCE:
+                send(g.resolveState(match_id, *self._state_source(match_id, ep, ctx, s)))
+            elif phase == PHASE_TOPS:
+                from ..protocol import merkle
+                send(g.postTop(match_id, ep.trace_node(s, merkle.depth(len(ctx.graph.structures)), 0)))
+            elif phase == PHASE_DESCENT:
+                h, i = self._descent(match_id)
+                send(g.postChildren(match_id, ep.trace_node(s, h - 1, 2 * i), ep.trace_node(s, h - 1, 2 * i + 1)))
+            elif phase == PHASE_NODE:
+                _, j = self._descent(match_id)
+                enc, _ = ep.node(s, j)
+                send(g.postNode(match_id, enc, ep.node_structure(s, j), ctx.graph.tree.proof(j)))
+            elif phase == PHASE_INPUT_SOURCE:
+                send(g.resolveInput(match_id, *self._input_source(match_id, ep, ctx, s)))
             else:
                 return True
         except Silence:
             return False
+        except TransactionReverted:
+            return False  # a move the game refused: the party still owes one
         return True
+
+    def _descent(self, match_id: int) -> tuple[int, int]:
+        return tuple(self.chain.call(self.game.functions.descent(match_id)))
+
+    def _source(self, ep, ctx, s: int, ref, before_leaves=None):
+        """(source bytes, proof) for a reference: a node of the trace, the state before, or
+        the step's batch."""
+        from ..protocol import merkle
+        from ..protocol.trace import DATA, NODE_OUT, STATE
+        if ref.kind == NODE_OUT:
+            return ep.node(s, ref.index)
+        if ref.kind == STATE:
+            leaves = ep.state_leaves(s)
+            tree = merkle.Tree(tuple(merkle.leaf_hash(c) for c in leaves))
+            return leaves[ref.index], tree.proof(ref.index)
+        if ref.kind == DATA:
+            return b"".join(ctx.batch_commitments(s)), ctx.data_tree.proof(s)
+        raise ValueError(f"unknown reference kind {ref.kind}")
+
+    def _state_source(self, match_id, ep, ctx, s):
+        i = self.chain.call(self.game.functions.pick(match_id))
+        ref = ctx.graph.state_refs[i]
+        return (ref.encode(), ctx.state_map.proof(i), *self._source(ep, ctx, s, ref))
+
+    def _input_source(self, match_id, ep, ctx, s):
+        from ..protocol.trace import decode_structure
+        i = self.chain.call(self.game.functions.pick(match_id))
+        _, j = self._descent(match_id)
+        ref = decode_structure(ctx.graph.structures[j])[2][i]
+        return self._source(ep, ctx, s, ref)
 
     def _seat(self, match_id: int, address: str) -> int:
         return list(self.chain.call(self.game.functions.parties(match_id))).index(address)
 
 
-PHASE_STEPS, PHASE_OPEN, PHASE_NODES, PHASE_DONE = 1, 2, 3, 4
+(PHASE_STEPS, PHASE_OPEN, PHASE_STATE_LEAVES, PHASE_STATE_SOURCE, PHASE_TOPS, PHASE_DESCENT, PHASE_NODE,
+ PHASE_INPUT_SOURCE, PHASE_OPERATOR, PHASE_DONE) = range(1, 11)

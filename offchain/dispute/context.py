@@ -67,6 +67,17 @@ class Context:
         return step_claim(merkle.root_of(merkle.leaf_hash(c) for c in self.initial_leaves))
 
     @functools.cached_property
+    def state_map(self) -> merkle.Tree:
+        """The end-of-step producer of each state tensor, as a tree over 7-byte refs."""
+        return merkle.Tree(tuple(merkle.leaf_hash(r.encode()) for r in self.graph.state_refs))
+
+    @functools.cached_property
+    def data_tree(self) -> merkle.Tree:
+        from ..protocol.dataset import batch_leaf
+        return merkle.Tree(tuple(batch_leaf(self.batch_tensors(t), self.job.spec.chunk)
+                                 for t in range(self.job.spec.steps)))
+
+    @functools.cached_property
     def data_root(self) -> bytes:
         from ..protocol.dataset import data_root
         return data_root(self.job)
