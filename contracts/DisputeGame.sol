@@ -8,7 +8,8 @@ import {JobRegistry} from "./JobRegistry.sol";
 
 /// @title The dispute game on chain (docs/PROTOCOL.md §7), the same levels as the off-chain
 /// referee (offchain/dispute). Implemented: level 1 (N-ary rounds over the step claims) and
-/// level 2 (opening, the state map when the traces agree, Merkle descent over the traces,
+/// level 2 (opening; Merkle descent over the traces, or over the states when the traces
+/// agree, then the state map;
 /// Case 1 against the graph root, Case 2 against the producing node / the state before /
 /// the step's batch), with chess clocks and timeouts; a decided match goes to the registry
 /// (JobRegistry.decide). Case 3 (levels 3-5) is the next step: the match then waits in
@@ -24,7 +25,7 @@ contract DisputeGame {
         None,
         Steps, // level 1
         Open, // level 2 starts: open C_{s+1} and C_s
-        StateLeaves, // same trace, different states: post the state commitments
+        StateLeaf, // same trace, different states (after a descent over S): reveal the commitment
         StateSource, // prove the producer of the first differing state tensor
         Tops, // different traces: reveal the trace tree's top
         Descent, // Merkle descent over the traces
@@ -49,6 +50,7 @@ contract DisputeGame {
         uint256 pick; // the disputed state tensor / node input
         bytes32[2] values; // each party's value there
         bytes structure; // the disputed node's structure (agreed: in the graph)
+        bool overState; // the descent runs over the state trees (else over the traces)
     }
 
     event MatchOpened(uint256 indexed id, uint256 indexed job, address a, address b, uint256 steps, uint256 fanout);
@@ -103,6 +105,11 @@ contract DisputeGame {
     /// @notice The descent's current height and index (at the disputed node: 0, its index).
     function descent(uint256 id) external view returns (uint256 height, uint256 index) {
         return (matches[id].desc.height, matches[id].desc.index);
+    }
+
+    /// @notice Whether the descent runs over the state trees (the traces agreed).
+    function overState(uint256 id) external view returns (bool) {
+        return matches[id].overState;
     }
 
     /// @notice The disputed state tensor or node input.
@@ -211,7 +218,8 @@ contract DisputeGame {
         m.stateBefore = s0; // both openings hash to the same agreed claim
         if (m.posted != 3) return;
         emit Opened(id, m.stateRoot, m.traceRoot);
-        m.phase = m.traceRoot[0] == m.traceRoot[1] ? Phase.StateLeaves : Phase.Tops;
+        m.overState = m.traceRoot[0] == m.traceRoot[1]; // same trace: a checkpoint tensor differs
+        m.phase = Phase.Tops;
         _nextRound(id, m);
     }
 
@@ -219,43 +227,21 @@ contract DisputeGame {
         return registry.terms(m.job);
     }
 
-    // -- same trace, different states: the state map ----------------------------------------
-    /// @notice Post the state tensor commitments whose Merkle root is the state root opened.
-    function postStateLeaves(uint256 id, bytes32[] calldata leaves) external {
+    // -- same trace, different states: the state map ------------------------------------------
+    /// @notice After the descent over the state trees: reveal your commitment of the first
+    /// differing state tensor (it must hash to your leaf).
+    function postStateLeaf(uint256 id, bytes32 commitment) external {
         Match storage m = matches[id];
-        uint256 i = _move(id, m, Phase.StateLeaves);
-        JobRegistry.Terms memory t = _terms(m);
-        if (leaves.length != t.stateCount) {
-            return _decide(id, m, 1 - i, 2, "its state is not the job's number of tensors");
+        uint256 i = _move(id, m, Phase.StateLeaf);
+        if (Merkle.leaf(abi.encodePacked(commitment)) != (i == 0 ? m.desc.a : m.desc.b)) {
+            return _decide(id, m, 1 - i, 2, "its state commitment does not hash to its leaf");
         }
-        bytes32[] memory hs = new bytes32[](leaves.length);
-        for (uint256 k; k < leaves.length; ++k) hs[k] = Merkle.leaf(abi.encodePacked(leaves[k]));
-        if (_root(hs) != m.stateRoot[i]) return _decide(id, m, 1 - i, 2, "its state commitments do not hash to its state root");
-        pendingLeaves[id][i] = leaves;
+        m.values[i] = commitment;
         if (m.posted != 3) return;
-        bytes32[] storage a = pendingLeaves[id][0];
-        bytes32[] storage b = pendingLeaves[id][1];
-        uint256 k;
-        while (a[k] == b[k]) ++k; // the roots differ, so some leaf does
-        m.pick = k;
-        m.values = [a[k], b[k]];
+        m.pick = m.desc.index;
         m.phase = Phase.StateSource;
-        emit Disagreement(id, k, true);
+        emit Disagreement(id, m.pick, true);
         _nextRound(id, m);
-    }
-
-    mapping(uint256 => bytes32[][2]) internal pendingLeaves;
-
-    function _root(bytes32[] memory leaves) internal pure returns (bytes32) {
-        uint256 n = leaves.length;
-        uint256 size = uint256(1) << Merkle.depth(n);
-        bytes32[] memory level = new bytes32[](size);
-        for (uint256 k; k < n; ++k) level[k] = leaves[k];
-        while (size > 1) {
-            size /= 2;
-            for (uint256 k; k < size; ++k) level[k] = Merkle.inner(level[2 * k], level[2 * k + 1]);
-        }
-        return Merkle.seal(n, level[0]);
     }
 
     /// @notice Prove where the disputed state tensor comes from: its 7-byte reference in the
@@ -280,19 +266,31 @@ contract DisputeGame {
         _judge(id, m, _source(m, r, source, sourceProof), "state tensor");
     }
 
-    // -- different traces: Merkle descent to the first differing node ------------------------
+    // -- Merkle descent to the first differing node (or state tensor) ------------------------
+    function _tree(Match storage m, uint256 i) internal view returns (uint256 n, bytes32 root) {
+        JobRegistry.Terms memory t = _terms(m);
+        return m.overState ? (uint256(t.stateCount), m.stateRoot[i]) : (uint256(t.graphNodes), m.traceRoot[i]);
+    }
+
+    /// @notice Reveal the top of your trace tree (or state tree, when the traces agree).
     function postTop(uint256 id, bytes32 top) external {
         Match storage m = matches[id];
         uint256 i = _move(id, m, Phase.Tops);
-        JobRegistry.Terms memory t = _terms(m);
-        if (Merkle.seal(t.graphNodes, top) != m.traceRoot[i]) {
-            return _decide(id, m, 1 - i, 2, "its trace root does not seal the graph's number of nodes");
+        (uint256 n, bytes32 root) = _tree(m, i);
+        if (Merkle.seal(n, top) != root) {
+            return _decide(id, m, 1 - i, 2, m.overState ? "its state root does not seal the job's number of state tensors"
+                : "its trace root does not seal the graph's number of nodes");
         }
         m.kids[i][0] = top;
         if (m.posted != 3) return;
-        m.desc = Bisection.Descent(uint64(t.graphNodes), uint64(Merkle.depth(t.graphNodes)), 0, m.kids[0][0], m.kids[1][0]);
-        m.phase = m.desc.height == 0 ? Phase.Node : Phase.Descent;
+        m.desc = Bisection.Descent(uint64(n), uint64(Merkle.depth(n)), 0, m.kids[0][0], m.kids[1][0]);
+        m.phase = m.desc.height == 0 ? _atLeaf(id, m) : Phase.Descent;
         _nextRound(id, m);
+    }
+
+    function _atLeaf(uint256 id, Match storage m) internal returns (Phase) {
+        emit NodeFound(id, m.desc.index);
+        return m.overState ? Phase.StateLeaf : Phase.Node;
     }
 
     function postChildren(uint256 id, bytes32 left, bytes32 right) external {
@@ -313,11 +311,10 @@ contract DisputeGame {
             (d.a, d.b) = (m.kids[0][1], m.kids[1][1]);
         }
         if (d.height == 0) {
-            if (d.index >= d.n) { // past the last node: only ZERO padding may be there
-                return _decide(id, m, d.a == bytes32(0) ? 0 : 1, 2, "its trace has a node past the graph's last");
+            if (d.index >= d.n) { // past the last leaf: only ZERO padding may be there
+                return _decide(id, m, d.a == bytes32(0) ? 0 : 1, 2, "its tree has a leaf past the last");
             }
-            m.phase = Phase.Node;
-            emit NodeFound(id, d.index);
+            m.phase = _atLeaf(id, m);
         }
         _nextRound(id, m);
     }

@@ -85,16 +85,19 @@ class Verde:
                 send(g.postClaims(match_id, ep.claim_at(list(self.chain.call(g.roundPoints(match_id))))))
             elif phase == PHASE_OPEN:
                 send(g.openStep(match_id, *ep.open_claim(s + 1), *ep.open_claim(s)))
-            elif phase == PHASE_STATE_LEAVES:
-                send(g.postStateLeaves(match_id, ep.state_leaves(s + 1)))
+            elif phase == PHASE_STATE_LEAF:
+                _, k = self._descent(match_id)
+                send(g.postStateLeaf(match_id, ep.state_leaves(s + 1)[k]))
             elif phase == PHASE_STATE_SOURCE:
                 send(g.resolveState(match_id, *self._state_source(match_id, ep, ctx, s)))
             elif phase == PHASE_TOPS:
                 from ..protocol import merkle
-                send(g.postTop(match_id, ep.trace_node(s, merkle.depth(len(ctx.graph.structures)), 0)))
+                node, n = self._tree_of(match_id, ep, ctx, s)
+                send(g.postTop(match_id, node(merkle.depth(n), 0)))
             elif phase == PHASE_DESCENT:
+                node, _ = self._tree_of(match_id, ep, ctx, s)
                 h, i = self._descent(match_id)
-                send(g.postChildren(match_id, ep.trace_node(s, h - 1, 2 * i), ep.trace_node(s, h - 1, 2 * i + 1)))
+                send(g.postChildren(match_id, node(h - 1, 2 * i), node(h - 1, 2 * i + 1)))
             elif phase == PHASE_NODE:
                 _, j = self._descent(match_id)
                 enc, _ = ep.node(s, j)
@@ -108,6 +111,16 @@ class Verde:
         except TransactionReverted:
             return False  # a move the game refused: the party still owes one
         return True
+
+    def _tree_of(self, match_id, ep, ctx, s):
+        """(node(height, index), leaf count) of the tree the descent runs over: the step's
+        trace, or (when the traces agree) the state after it."""
+        if not self.chain.call(self.game.functions.overState(match_id)):
+            return (lambda h, i: ep.trace_node(s, h, i)), len(ctx.graph.structures)
+        from ..protocol import merkle
+        levels = merkle.Tree(tuple(merkle.leaf_hash(c) for c in ep.state_leaves(s + 1)))._levels
+        return (lambda h, i: levels[h][i] if h < len(levels) and i < len(levels[h]) else merkle.ZERO), \
+            len(ctx.graph.state_refs)
 
     def _descent(self, match_id: int) -> tuple[int, int]:
         return tuple(self.chain.call(self.game.functions.descent(match_id)))
@@ -143,5 +156,5 @@ class Verde:
         return list(self.chain.call(self.game.functions.parties(match_id))).index(address)
 
 
-(PHASE_STEPS, PHASE_OPEN, PHASE_STATE_LEAVES, PHASE_STATE_SOURCE, PHASE_TOPS, PHASE_DESCENT, PHASE_NODE,
+(PHASE_STEPS, PHASE_OPEN, PHASE_STATE_LEAF, PHASE_STATE_SOURCE, PHASE_TOPS, PHASE_DESCENT, PHASE_NODE,
  PHASE_INPUT_SOURCE, PHASE_OPERATOR, PHASE_DONE) = range(1, 11)
