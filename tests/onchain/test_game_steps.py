@@ -90,3 +90,46 @@ def test_only_the_parties_move(chain, setup):
     with pytest.raises(TransactionReverted) as e:
         chain.transact(v.game.functions.timeout(m))
     assert e.value.error == "NotImplementedYet"
+
+
+def test_three_trainers_two_cheaters_settle_through_successive_matches(chain, setup):
+    """The registry asks for the next match after each decision (DisputeRequired); the
+    honest trainer ends with the payment and all three stakes."""
+    from web3.logs import DISCARD
+    job, ctx, honest, d = setup
+    cheaters = [Trainer(job, d / f"k3-{b.name}-{chain.backend}", b.name, behaviour=b)
+                for b in (A.PoisonedData(step=3), A.ForgedCheckpoint(step=2))]
+    for t in cheaters:
+        t.train()
+    v = Verde.deploy(chain)
+    accts = {chain.accounts[2].address: honest, chain.accounts[3].address: cheaters[0],
+             chain.accounts[4].address: cheaters[1]}
+    by_addr = {a.address: a for a in chain.accounts}
+    jid = v.post(job, ctx, PAY, STAKE, client=chain.accounts[1])
+    salts = {a: v.join_and_commit(jid, job.job_id, t.final_claim(), STAKE, by_addr[a]) for a, t in accts.items()}
+    chain.advance(1300)
+    for a, t in accts.items():
+        v.reveal(jid, t.final_claim(), salts[a], by_addr[a])
+    chain.advance(600)
+    receipt = v.settle(jid)
+    matches = 0
+    while True:
+        ev = v.registry.events.DisputeRequired().process_receipt(receipt, errors=DISCARD)
+        if not ev:
+            break
+        a, b = ev[0]["args"]["a"], ev[0]["args"]["b"]
+        m = v.open_match(jid, a, b)
+        matches += 1
+        seats = [(by_addr[a], accts[a]), (by_addr[b], accts[b])]
+        for _ in range(60):
+            if v.match_state(m)["phase"] == PHASE_DONE:
+                break
+            for acct, t in seats:
+                v.move(m, t, acct, ctx)
+        assert v.match_state(m)["phase"] == PHASE_DONE
+        receipt = chain.w3.eth.get_transaction_receipt(
+            v.game.events.MatchDecided().get_logs(from_block=0)[-1]["transactionHash"])
+    assert matches == 2
+    assert v.status(jid)[2] == 3  # Settled
+    assert v.owed(chain.accounts[2].address) == PAY + 3 * STAKE
+    assert v.owed(chain.accounts[3].address) == v.owed(chain.accounts[4].address) == 0
