@@ -61,6 +61,12 @@ def lib() -> ctypes.CDLL:
         L.repops_matmul_f32.restype = ctypes.c_int
         L.repops_matmul_batched_f32.argtypes = [f32p, f32p, f32p] + [ctypes.c_int] * 5
         L.repops_matmul_batched_f32.restype = ctypes.c_int
+        L.repops_matmul_batched_strided_f32.argtypes = ([ctypes.c_void_p] + [ctypes.c_long] * 3 + [ctypes.c_void_p] +
+                                                        [ctypes.c_long] * 3 + [f32p] + [ctypes.c_int] * 5)
+        L.repops_matmul_batched_strided_f32.restype = ctypes.c_int
+        L.repops_matmul_strided_f32.argtypes = ([ctypes.c_void_p] + [ctypes.c_long] * 2 + [ctypes.c_void_p] +
+                                                [ctypes.c_long] * 2 + [f32p] + [ctypes.c_int] * 4)
+        L.repops_matmul_strided_f32.restype = ctypes.c_int
         L.repops_test_set_ftz_daz.argtypes = [ctypes.c_int]
         L.repops_test_set_ftz_daz.restype = ctypes.c_uint
         L.repops_fma_f32.argtypes = [f32p, f32p, f32p, f32p, ctypes.c_long, ctypes.c_int]

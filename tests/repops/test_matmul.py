@@ -170,3 +170,16 @@ def test_fused_exp_equals_reference_sequence():
     x = np.concatenate([rng.uniform(-110, 95, 200_000).astype(np.float32), rand(rng, 5000, specials=True),
                         np.arange(0, 1 << 32, 1 << 10, dtype=np.uint64).astype(np.uint32).view(np.float32)])
     assert_bitwise(cpu.exp(x), M.exp.reference(x))
+
+
+def test_strided_operands_are_read_in_place_with_the_same_bits():
+    """Reversed, sliced, transposed and broadcast-batch operands go to the kernel with their
+    strides (no copy); the bits are the reference's."""
+    from repops.reference.linalg import matmul as ref
+    rng = np.random.default_rng(11)
+    big = rng.standard_normal((40, 50)).astype(np.float32)
+    cases = [(big[::-1, 3:20], big[5:22, ::-2]), (big[2:9, 1:30:2].T, big[:7, 10:23]),
+             (big[None, :13, :9], rng.standard_normal((4, 9, 6)).astype(np.float32).transpose(0, 2, 1).transpose(0, 2, 1)),
+             (np.broadcast_to(big[:5, :7], (3, 5, 7)), rng.standard_normal((3, 7, 4)).astype(np.float32)[:, :, ::-1])]
+    for a, b in cases:
+        assert_bitwise(cpu.matmul(a, b), ref.reference(np.ascontiguousarray(a), np.ascontiguousarray(b)))

@@ -56,22 +56,40 @@ static void kernel_6x16_scalar(int kc, const float *Ap, const float *Bp, float *
 
 typedef void (*tile_fn)(int, const float *, const float *, float *, long, int);
 
-/* Pack rows [r0, r0+mc) x cols [k0, k0+kc) of A into MR-row panels, zero-padded. */
-static void pack_a(const float *A, long lda, int r0, int mc, int k0, int kc, int M, float *Ap) {
-    for (int p = 0; p < mc; p += MR)
-        for (int k = 0; k < kc; k++)
-            for (int i = 0; i < MR; i++) {
-                int r = r0 + p + i;
-                *Ap++ = (p + i < mc && r < M) ? A[(long)r * lda + k0 + k] : 0.0f;
+/* Pack rows [r0, r0+mc) x cols [k0, k0+kc) of A (element strides sr, sc: any layout, a
+ * transposed view included; packing is an exact copy) into MR-row panels, zero-padded. */
+static void pack_a(const float *A, long sr, long sc, int r0, int mc, int k0, int kc, int M, float *Ap) {
+    for (int p = 0; p < mc; p += MR, Ap += MR * kc)
+        for (int i = 0; i < MR; i++) {  /* read along k (contiguous in a row-major A) */
+            int r = r0 + p + i;
+            const float *row = A + (long)r * sr + (long)k0 * sc;
+            if (p + i < mc && r < M) {
+                if (sc == 1)
+                    for (int k = 0; k < kc; k++) Ap[k * MR + i] = row[k];
+                else
+                    for (int k = 0; k < kc; k++) Ap[k * MR + i] = row[(long)k * sc];
+            } else {
+                for (int k = 0; k < kc; k++) Ap[k * MR + i] = 0.0f;
             }
+        }
 }
 
-/* Pack rows [k0, k0+kc) x cols [c0, c0+nc) of B into NR-column panels, zero-padded. */
-static void pack_b(const float *B, long ldb, int k0, int kc, int c0, int nc, float *Bp) {
-    for (int q = 0; q < nc; q += NR)
-        for (int k = 0; k < kc; k++)
-            for (int j = 0; j < NR; j++)
-                *Bp++ = (q + j < nc) ? B[(long)(k0 + k) * ldb + c0 + q + j] : 0.0f;
+/* Pack rows [k0, k0+kc) x cols [c0, c0+nc) of B (element strides sr, sc) into NR-column
+ * panels, zero-padded. */
+static void pack_b(const float *B, long sr, long sc, int k0, int kc, int c0, int nc, float *Bp) {
+    int by_column = (sc < 0 ? -sc : sc) > (sr < 0 ? -sr : sr);  /* a transposed view: read down k */
+    for (int q = 0; q < nc; q += NR, Bp += NR * kc) {
+        if (!by_column) {
+            for (int k = 0; k < kc; k++)
+                for (int j = 0; j < NR; j++)
+                    Bp[k * NR + j] = (q + j < nc) ? B[(long)(k0 + k) * sr + (long)(c0 + q + j) * sc] : 0.0f;
+        } else {
+            for (int j = 0; j < NR; j++) {
+                const float *col = B + (long)k0 * sr + (long)(c0 + q + j) * sc;
+                for (int k = 0; k < kc; k++) Bp[k * NR + j] = (q + j < nc) ? col[(long)k * sr] : 0.0f;
+            }
+        }
+    }
 }
 
 static void canonicalise_nan(float *C, long n, int nthreads) {
@@ -79,8 +97,10 @@ static void canonicalise_nan(float *C, long n, int nthreads) {
     for (long i = 0; i < n; i++) C[i] = repops_canon(C[i]);
 }
 
-/* Row-major contiguous A [M,K], B [K,N], C [M,N]. Returns 0, or -1 on allocation failure. */
-int repops_matmul_f32(const float *A, const float *B, float *C, int M, int N, int K, int nthreads) {
+/* A [M,K] and B [K,N] with any element strides; C [M,N] row-major contiguous. Returns 0,
+ * or -1 on allocation failure. */
+int repops_matmul_strided_f32(const float *A, long sar, long sac, const float *B, long sbr, long sbc, float *C,
+                              int M, int N, int K, int nthreads) {
     if (M == 0 || N == 0) return 0;
     if (K == 0) {
         memset(C, 0, sizeof(float) * (size_t)M * N);
@@ -96,7 +116,7 @@ int repops_matmul_f32(const float *A, const float *B, float *C, int M, int N, in
         int nc = N - jc < NC ? N - jc : NC;
         for (int pc = 0; pc < K; pc += KC) {          /* k blocks strictly in order */
             int kc = K - pc < KC ? K - pc : KC;
-            pack_b(B, N, pc, kc, jc, nc, Bp);
+            pack_b(B, sbr, sbc, pc, kc, jc, nc, Bp);
 #pragma omp parallel num_threads(nthreads) reduction(| : failed)
             {
                 unsigned old = repops_ieee_enter();
@@ -107,7 +127,7 @@ int repops_matmul_f32(const float *A, const float *B, float *C, int M, int N, in
                 for (int ic = 0; ic < M; ic += MC) {
                     if (!Ap) continue;
                     int mc = M - ic < MC ? M - ic : MC;
-                    pack_a(A, K, ic, mc, pc, kc, M, Ap);
+                    pack_a(A, sar, sac, ic, mc, pc, kc, M, Ap);
                     for (int jr = 0; jr < nc; jr += NR)
                         for (int ir = 0; ir < mc; ir += MR) {
                             float *c = C + (long)(ic + ir) * N + jc + jr;
@@ -141,14 +161,26 @@ unsigned repops_test_set_ftz_daz(int on) {
     return old;
 }
 
-/* A batch of independent products (contiguous [batch, M, K] @ [batch, K, N]): threads go
- * across batch entries, each entry computed by the same single-threaded kernel as above,
- * so every output has the same bits as the unbatched call. */
-int repops_matmul_batched_f32(const float *A, const float *B, float *C, int batch, int M, int N, int K,
-                              int nthreads) {
+/* Row-major contiguous A [M,K], B [K,N], C [M,N]. */
+int repops_matmul_f32(const float *A, const float *B, float *C, int M, int N, int K, int nthreads) {
+    return repops_matmul_strided_f32(A, K, 1, B, N, 1, C, M, N, K, nthreads);
+}
+
+/* A batch of independent products (A [batch, M, K], B [batch, K, N] with any element
+ * strides, stride 0 for a broadcast batch; C contiguous): threads go across batch entries,
+ * each entry computed by the same single-threaded kernel as above, so every output has the
+ * same bits as the unbatched call. */
+int repops_matmul_batched_strided_f32(const float *A, long sab, long sar, long sac, const float *B, long sbb, long sbr,
+                                      long sbc, float *C, int batch, int M, int N, int K, int nthreads) {
     int failed = 0;
 #pragma omp parallel for num_threads(nthreads) schedule(static) reduction(| : failed)
     for (int b = 0; b < batch; b++)
-        failed |= repops_matmul_f32(A + (long)b * M * K, B + (long)b * K * N, C + (long)b * M * N, M, N, K, 1) != 0;
+        failed |= repops_matmul_strided_f32(A + (long)b * sab, sar, sac, B + (long)b * sbb, sbr, sbc,
+                                            C + (long)b * M * N, M, N, K, 1) != 0;
     return failed ? -1 : 0;
+}
+
+int repops_matmul_batched_f32(const float *A, const float *B, float *C, int batch, int M, int N, int K,
+                              int nthreads) {
+    return repops_matmul_batched_strided_f32(A, (long)M * K, K, 1, B, (long)K * N, N, 1, C, batch, M, N, K, nthreads);
 }
