@@ -307,6 +307,17 @@ class ForgedCheckpoint(Honest):
 
 
 @dataclasses.dataclass
+class LyingDecomposition(CorruptValue):
+    """Computes a wrong value and, disputed, claims its operator decomposes into another
+    number of kernels: the referee's own decomposition (structure only) decides: level 3."""
+    name = "lying-decomposition"
+    level = 3
+
+    def tamper(self, method, args, result):
+        return result + 1 if method == "kernel_count" else result
+
+
+@dataclasses.dataclass
 class Silent(CorruptValue):
     """Computes a wrong value, then stops answering after `answers` queries (offline)."""
     answers: int = 2
@@ -340,7 +351,7 @@ class Copier(Honest):
 
 BEHAVIOURS = {cls.name: cls for cls in (Honest, Lazy, StopsEarly, PoisonedData, WrongHyperParameter, CorruptValue, KernelCheat,
                                         NativeKernel, TamperedInput, ExtraOp, InconsistentOpening, BadMerkleProof,
-                                        ForgedCheckpoint, Silent, Copier)}
+                                        ForgedCheckpoint, LyingDecomposition, Silent, Copier)}
 
 
 def from_spec(spec: str) -> Honest:

@@ -21,6 +21,7 @@ ADVERSARIES = [
     A.InconsistentOpening(), A.BadMerkleProof(step=2, node=10),
     A.ForgedCheckpoint(step=2), A.Silent(answers=3), A.CorruptValue(step=LAST, node=150, element=3),
     A.KernelCheat(step=2, element=5), A.KernelCheat(step=3, element=5, from_end=2, after_commit=True),
+    A.LyingDecomposition(step=2, node=10),
 ]
 
 
