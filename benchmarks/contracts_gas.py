@@ -32,21 +32,10 @@ def dispute(chain, job, ctx, honest, bad):
     v = Verde.deploy(chain)
     start = len(chain.gas_log)
     c, ha, ba = chain.accounts[1], chain.accounts[2], chain.accounts[3]
-    jid = v.post(job, ctx, PAY, STAKE, client=c)
     seats = [(ha, honest), (ba, bad)]
-    salts = {a.address: v.join_and_commit(jid, job.job_id, t.final_claim(), STAKE, a) for a, t in seats}
-    chain.advance(1300)
-    for a, t in seats:
-        v.reveal(jid, t.final_claim(), salts[a.address], a)
-    chain.advance(600)
-    v.settle(jid)
+    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, c)
     m = v.open_match(jid, ha.address, ba.address)
-    for _ in range(80):
-        if v.match_state(m)["phase"] in (PHASE_DONE, PHASE_OPERATOR):
-            break
-        if not all([v.move(m, t, a, ctx) for a, t in seats]):
-            chain.advance(3601)
-            chain.transact(v.game.functions.timeout(m))
+    v.play(m, seats, ctx, until=(PHASE_DONE, PHASE_OPERATOR))
     return chain.gas_log[start:], v.match_state(m)["phase"]
 
 

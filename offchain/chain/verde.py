@@ -61,6 +61,32 @@ class Verde:
     def owed(self, address: str) -> int:
         return self.chain.call(self.registry.functions.owed(address))
 
+    def deliver(self, job, ctx, seats, payment: int, stake: int, client) -> tuple[int, dict]:
+        """Post the job and let each (account, trainer) join, commit and reveal its final
+        claim, moving the local chain's clock past each deadline; then settle.
+        -> (job id, settle receipt)."""
+        jid = self.post(job, ctx, payment, stake, client=client)
+        salts = {a.address: self.join_and_commit(jid, job.job_id, t.final_claim(), stake, a) for a, t in seats}
+        self.chain.advance(1300)
+        for a, t in seats:
+            self.reveal(jid, t.final_claim(), salts[a.address], a)
+        self.chain.advance(600)
+        return jid, self.settle(jid)
+
+    def play(self, match_id: int, seats, ctx, max_rounds: int = 80, until=None) -> int:
+        """Both parties move until the match is decided (or reaches a phase in `until`); a
+        party that does not move has its clock run out (the chain's clock is moved).
+        -> the final phase."""
+        until = until or (PHASE_DONE,)
+        for _ in range(max_rounds):
+            if self.match_state(match_id)["phase"] in until:
+                break
+            moved = [self.move(match_id, t, a, ctx) for a, t in seats]
+            if not all(moved) and self.match_state(match_id)["phase"] not in until:
+                self.chain.advance(3601)
+                self.chain.transact(self.game.functions.timeout(match_id))
+        return self.match_state(match_id)["phase"]
+
     # -- the dispute game -----------------------------------------------------------------------
     def open_match(self, job_id: int, a: str, b: str) -> int:
         receipt = self.chain.transact(self.game.functions.open(job_id, a, b))

@@ -38,21 +38,9 @@ def _run(chain, setup, behaviour, honest_first=True):
     seats = [(hon_acct, honest), (bad_acct, bad)]
     if not honest_first:
         seats.reverse()
-    jid = v.post(job, ctx, PAY, STAKE, client=client)
-    salts = {acct.address: v.join_and_commit(jid, job.job_id, t.final_claim(), STAKE, acct) for acct, t in seats}
-    chain.advance(1300)
-    for acct, t in seats:
-        v.reveal(jid, t.final_claim(), salts[acct.address], acct)
-    chain.advance(600)
-    v.settle(jid)
+    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, client)
     m = v.open_match(jid, seats[0][0].address, seats[1][0].address)
-    for _ in range(60):
-        if v.match_state(m)["phase"] in (PHASE_DONE, PHASE_OPERATOR):
-            break
-        moved = [v.move(m, t, acct, ctx) for acct, t in seats]
-        if not all(moved) and v.match_state(m)["phase"] not in (PHASE_DONE, PHASE_OPERATOR):
-            chain.advance(3601)
-            chain.transact(v.game.functions.timeout(m))
+    v.play(m, seats, ctx, until=(PHASE_DONE, PHASE_OPERATOR))
     return v, jid, m, hon_acct, bad_acct
 
 
@@ -105,13 +93,7 @@ def test_three_trainers_two_cheaters_settle_through_successive_matches(chain, se
     accts = {chain.accounts[2].address: honest, chain.accounts[3].address: cheaters[0],
              chain.accounts[4].address: cheaters[1]}
     by_addr = {a.address: a for a in chain.accounts}
-    jid = v.post(job, ctx, PAY, STAKE, client=chain.accounts[1])
-    salts = {a: v.join_and_commit(jid, job.job_id, t.final_claim(), STAKE, by_addr[a]) for a, t in accts.items()}
-    chain.advance(1300)
-    for a, t in accts.items():
-        v.reveal(jid, t.final_claim(), salts[a], by_addr[a])
-    chain.advance(600)
-    receipt = v.settle(jid)
+    jid, receipt = v.deliver(job, ctx, [(by_addr[a], t) for a, t in accts.items()], PAY, STAKE, chain.accounts[1])
     matches = 0
     while True:
         ev = v.registry.events.DisputeRequired().process_receipt(receipt, errors=DISCARD)
@@ -120,13 +102,7 @@ def test_three_trainers_two_cheaters_settle_through_successive_matches(chain, se
         a, b = ev[0]["args"]["a"], ev[0]["args"]["b"]
         m = v.open_match(jid, a, b)
         matches += 1
-        seats = [(by_addr[a], accts[a]), (by_addr[b], accts[b])]
-        for _ in range(60):
-            if v.match_state(m)["phase"] == PHASE_DONE:
-                break
-            for acct, t in seats:
-                v.move(m, t, acct, ctx)
-        assert v.match_state(m)["phase"] == PHASE_DONE
+        assert v.play(m, [(by_addr[a], accts[a]), (by_addr[b], accts[b])], ctx) == PHASE_DONE
         receipt = chain.w3.eth.get_transaction_receipt(
             v.game.events.MatchDecided().get_logs(from_block=0)[-1]["transactionHash"])
     assert matches == 2
