@@ -71,14 +71,15 @@ class _Sources:
         self.arrays.append(a)
 
     def describe(self, a) -> bytes:
+        """By layout only, never by values: a view of a source, else a constant if it is one
+        value broadcast (0-d, or every stride 0: repops.reference.prims.const), else MAT."""
         a = np.asarray(a)
-        if a.dtype.kind in "fiub" and a.size and (a.ndim == 0 or (a == a.reshape(-1)[0]).all() or
-                                                  (a.dtype.kind == "f" and np.isnan(a).all())):
-            if self._find(a) is None:  # an all-equal array not taken from a source: a constant
-                c = canonical(a)
-                return (bytes([CONST, DTYPES[c.dtype], c.ndim]) + b"".join(d.to_bytes(8, "big") for d in c.shape) +
-                        c.reshape(-1)[:1].tobytes())
         found = self._find(a)
+        if found is None and a.size and (a.ndim == 0 or not any(a.strides)):
+            one = np.ascontiguousarray(a.reshape(-1)[:1]) if a.ndim == 0 else np.asarray(a.flat[0], a.dtype).reshape(1)
+            c = canonical(one)
+            return (bytes([CONST, DTYPES[c.dtype], a.ndim]) + b"".join(d.to_bytes(8, "big") for d in a.shape) +
+                    c.tobytes())
         if found is None:
             return bytes([MAT])
         src, offset = found

@@ -28,6 +28,8 @@ class Ops:
     def _operand(self, v, shape, dtype=F32):
         """(contiguous array, stride): a one-element operand is broadcast by stride 0;
         others are materialised at the output shape (an exact copy)."""
+        if isinstance(v, np.ndarray) and v.size and not any(v.strides):  # a broadcast constant
+            v = np.asarray(v.flat[0], v.dtype)
         v = self._arr(v, dtype)
         if v.size == 1:
             return self.xp.ascontiguousarray(v.reshape(1)), 0

@@ -14,7 +14,7 @@ def fold(prim, x: np.ndarray, axis: int, init: float, keepdims: bool = False) ->
     x = np.asarray(x, np.float32)
     axis = axis % x.ndim if x.ndim else 0
     moved = np.moveaxis(x, axis, -1)
-    acc = np.full(moved.shape[:-1], init, np.float32)
+    acc = P.const(init, moved.shape[:-1])
     for i in range(moved.shape[-1]):
         acc = prim(acc, moved[..., i])
     return np.expand_dims(acc, axis) if keepdims else acc

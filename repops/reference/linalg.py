@@ -15,7 +15,7 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not chain")
     shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
-    acc = np.zeros(shape, np.float32)  # +0
+    acc = P.const(0.0, shape)  # +0
     for k in range(a.shape[-1]):
         acc = P.fma(a[..., :, k:k + 1], b[..., k:k + 1, :], acc)
     return acc

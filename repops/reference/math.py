@@ -18,7 +18,7 @@ def c(bits: int) -> np.float32:
 
 def horner(x, coeffs):
     """coeffs from the highest degree down: ((c0*x + c1)*x + c2)... with fma."""
-    acc = np.full(np.shape(x), coeffs[0], np.float32)
+    acc = P.const(coeffs[0], np.shape(x))
     for k in coeffs[1:]:
         acc = P.fma(acc, x, np.float32(k))
     return acc
@@ -58,15 +58,15 @@ def frexp1(x):
     x = P.f32(x)
     k = np.float32  # constants broadcast (0-d), no full-size arrays
     sub = P.lt(x, k(2.0 ** -126))
-    m = P.select(sub, P.ldexp(x, np.full(x.shape, 64, np.int32)), x)
+    m = P.select(sub, P.ldexp(x, P.const(64, x.shape, np.int32)), x)
     e = P.select(sub, k(-64.0), k(0.0))
     for j in (64, 32, 16, 8, 4, 2, 1):          # scale down while m >= 2
         big = P.le(k(2.0 ** j), m)
-        m = P.select(big, P.ldexp(m, np.full(x.shape, -j, np.int32)), m)
+        m = P.select(big, P.ldexp(m, P.const(-j, x.shape, np.int32)), m)
         e = P.select(big, P.add(e, k(j)), e)
     for j in (64, 32, 16, 8, 4, 2, 1):          # scale up while m < 1
         small = P.lt(m, k(2.0 ** (1 - j)))
-        m = P.select(small, P.ldexp(m, np.full(x.shape, j, np.int32)), m)
+        m = P.select(small, P.ldexp(m, P.const(j, x.shape, np.int32)), m)
         e = P.select(small, P.sub(e, k(j)), e)
     return m, e
 
@@ -87,7 +87,7 @@ def log(x):
     safe = P.select(P.lt(k(0.0), x), P.select(P.lt(x, k(np.inf)), x, k(1.0)), k(1.0))
     m, e = frexp1(safe)
     up = P.lt(k(SQRT2), m)
-    m = P.select(up, P.ldexp(m, np.full(x.shape, -1, np.int32)), m)
+    m = P.select(up, P.ldexp(m, P.const(-1, x.shape, np.int32)), m)
     e = P.select(up, P.add(e, k(1.0)), e)
     f = P.sub(m, k(1.0))
     s = P.div(f, P.add(k(2.0), f))

@@ -68,6 +68,12 @@ def xp_of(x):
     return np
 
 
+def const(value, shape, dtype=F32) -> np.ndarray:
+    """A constant operand: one value broadcast (stride 0) to `shape`. Kernels see it as a
+    constant by its layout, never by comparing values (docs/PROTOCOL.md §7, descriptors)."""
+    return np.broadcast_to(np.asarray(value, dtype), tuple(shape))
+
+
 def f32(x):
     """x as a float32 array of its own array module (a device array stays on the device)."""
     return xp_of(x).asarray(x, dtype=F32)
