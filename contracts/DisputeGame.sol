@@ -19,6 +19,7 @@ import {JobRegistry} from "./JobRegistry.sol";
 /// phase, the party's clock and what it said before.
 contract DisputeGame {
     using Bisection for Bisection.Nary;
+    using Bisection for Bisection.Descent;
     using Clock for Clock.Clocks;
 
     enum Phase {
@@ -283,8 +284,10 @@ contract DisputeGame {
         }
         m.kids[i][0] = top;
         if (m.posted != 3) return;
-        m.desc = Bisection.Descent(uint64(n), uint64(Merkle.depth(n)), 0, m.kids[0][0], m.kids[1][0]);
-        m.phase = m.desc.height == 0 ? _atLeaf(id, m) : Phase.Descent;
+        (, bytes32 root0) = _tree(m, 0);
+        (, bytes32 root1) = _tree(m, 1);
+        m.desc.start(n, root0, m.kids[0][0], root1, m.kids[1][0]);
+        m.phase = m.desc.atLeaf() ? _atLeaf(id, m) : Phase.Descent;
         _nextRound(id, m);
     }
 
@@ -302,15 +305,8 @@ contract DisputeGame {
         m.kids[i] = [left, right];
         if (m.posted != 3) return;
         Bisection.Descent storage d = m.desc;
-        d.height -= 1;
-        if (m.kids[0][0] != m.kids[1][0]) {
-            d.index = 2 * d.index;
-            (d.a, d.b) = (m.kids[0][0], m.kids[1][0]);
-        } else {
-            d.index = 2 * d.index + 1;
-            (d.a, d.b) = (m.kids[0][1], m.kids[1][1]);
-        }
-        if (d.height == 0) {
+        d.down(m.kids[0][0], m.kids[0][1], m.kids[1][0], m.kids[1][1]); // each pair was checked as posted
+        if (d.atLeaf()) {
             if (d.index >= d.n) { // past the last leaf: only ZERO padding may be there
                 return _decide(id, m, d.a == bytes32(0) ? 0 : 1, 2, "its tree has a leaf past the last");
             }

@@ -9,7 +9,7 @@ from pathlib import Path
 from eth_account import Account
 from web3 import Web3
 
-from .anvil import CHAIN_ID, GAS_LIMIT, MNEMONIC, AnvilProcess
+from .anvil import GAS_LIMIT, MNEMONIC, AnvilProcess
 from .client import Chain
 from .compiler import compile_contracts
 from .errors import ChainError, ChainUnavailable, KeyLoadError

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from web3.logs import DISCARD
 
 from ..protocol.claims import seal
+from ..protocol.dataset import state_tree
 from .client import Chain
 from .errors import TransactionReverted
 
@@ -32,7 +33,7 @@ class Verde:
         """Post a job: its commitments come from the job alone (the referee's context)."""
         now = self.chain.now()
         spec = job.spec
-        terms = (job.job_id, ctx.graph.root, ctx.initial_claim, ctx.data_root, ctx.state_map.root,
+        terms = (job.job_id, ctx.graph.root, ctx.initial_claim, ctx.data_tree.root, ctx.state_map.root,
                  len(ctx.graph.structures), len(ctx.graph.state_refs), spec.steps, spec.fanout, spec.chunk,
                  max_trainers, stake, now + join_s, now + commit_s, now + reveal_s, clock_s)
         fn = self.registry.functions.post(terms)
@@ -143,25 +144,20 @@ class Verde:
         trace, or (when the traces agree) the state after it."""
         if not self.chain.call(self.game.functions.overState(match_id)):
             return (lambda h, i: ep.trace_node(s, h, i)), len(ctx.graph.structures)
-        from ..protocol import merkle
-        levels = merkle.Tree(tuple(merkle.leaf_hash(c) for c in ep.state_leaves(s + 1)))._levels
-        return (lambda h, i: levels[h][i] if h < len(levels) and i < len(levels[h]) else merkle.ZERO), \
-            len(ctx.graph.state_refs)
+        return state_tree(ep.state_leaves(s + 1)).node, len(ctx.graph.state_refs)
 
     def _descent(self, match_id: int) -> tuple[int, int]:
         return tuple(self.chain.call(self.game.functions.descent(match_id)))
 
-    def _source(self, ep, ctx, s: int, ref, before_leaves=None):
+    def _source(self, ep, ctx, s: int, ref):
         """(source bytes, proof) for a reference: a node of the trace, the state before, or
         the step's batch."""
-        from ..protocol import merkle
         from ..protocol.trace import DATA, NODE_OUT, STATE
         if ref.kind == NODE_OUT:
             return ep.node(s, ref.index)
         if ref.kind == STATE:
             leaves = ep.state_leaves(s)
-            tree = merkle.Tree(tuple(merkle.leaf_hash(c) for c in leaves))
-            return leaves[ref.index], tree.proof(ref.index)
+            return leaves[ref.index], state_tree(leaves).proof(ref.index)
         if ref.kind == DATA:
             return b"".join(ctx.batch_commitments(s)), ctx.data_tree.proof(s)
         raise ValueError(f"unknown reference kind {ref.kind}")

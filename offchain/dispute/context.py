@@ -6,13 +6,11 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-import torch
-
 import repops
 
 from ..protocol import merkle
 from ..protocol.claims import step_claim
-from ..protocol.dataset import batch, build_model, dataset, initial_state
+from ..protocol.dataset import batch, batch_commitments, build_model, data_tree, dataset, initial_state, state_tree
 from ..protocol.job import Job
 from ..protocol.tensors import commit
 from ..protocol.trace import StepRecorder
@@ -64,7 +62,7 @@ class Context:
 
     @functools.cached_property
     def initial_claim(self) -> bytes:
-        return step_claim(merkle.root_of(merkle.leaf_hash(c) for c in self.initial_leaves))
+        return step_claim(state_tree(self.initial_leaves).root)
 
     @functools.cached_property
     def state_map(self) -> merkle.Tree:
@@ -73,17 +71,7 @@ class Context:
 
     @functools.cached_property
     def data_tree(self) -> merkle.Tree:
-        from ..protocol.dataset import batch_leaf
-        return merkle.Tree(tuple(batch_leaf(self.batch_tensors(t), self.job.spec.chunk)
-                                 for t in range(self.job.spec.steps)))
-
-    @functools.cached_property
-    def data_root(self) -> bytes:
-        from ..protocol.dataset import data_root
-        return data_root(self.job)
+        return data_tree(self.job)
 
     def batch_commitments(self, step: int) -> list[bytes]:
-        return [commit(t, self.job.spec.chunk) for t in batch(self.job, step, self._data)]
-
-    def batch_tensors(self, step: int) -> tuple:
-        return batch(self.job, step, self._data)
+        return batch_commitments(self.job, step, self._data)

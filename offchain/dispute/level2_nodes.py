@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..protocol import merkle
 from ..protocol.claims import step_claim
+from ..protocol.dataset import state_tree
 from ..protocol.trace import DATA, NODE_OUT, STATE, DecodeError, decode_node, decode_structure
 from .engine import descend
 from .party import Lost, Party
@@ -49,7 +50,7 @@ def _state_leaves(p: Party, point: int, root: bytes, n: int) -> list[bytes]:
     if not isinstance(leaves, (list, tuple)) or len(leaves) != n:
         raise Lost(p, LEVEL, f"state_leaves({point}) is not {n} commitments")
     leaves = [p.hash32(LEVEL, v, "state commitment") for v in leaves]
-    if merkle.root_of(merkle.leaf_hash(c) for c in leaves) != root:
+    if state_tree(leaves).root != root:
         raise Lost(p, LEVEL, f"its state commitments at {point} do not hash to the state root it opened")
     return leaves
 

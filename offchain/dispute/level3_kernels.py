@@ -16,41 +16,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..protocol import merkle
-from ..protocol.tensors import DTYPES, CODES, commit
+from ..protocol.tensors import commit, header
 from . import level4_elements, level5_primitive
 from .engine import descend
 from .level2_nodes import Case3
-from .oprun import MAT, RESULT, OpRun, element_of, operand_shape
+from .oprun import MAT, RESULT, OpRun, decode_kernel, element_of, operand_shape
 from .party import Lost, Party
 
 LEVEL = 3
-
-
-def _parse(enc: bytes):
-    n = int.from_bytes(enc[1:5], "big")
-    name = enc[5:5 + n].decode()
-    o = 5 + n
-    nops = int.from_bytes(enc[o:o + 2], "big")
-    o += 2
-    descs, comms = [], []
-    for _ in range(nops):
-        kind = enc[o]
-        if kind == 0:
-            ndim = enc[o + 11]
-            size = 12 + 16 * ndim
-        elif kind == 1:
-            ndim = enc[o + 2]
-            item = CODES[enc[o + 1]].itemsize
-            size = 3 + 8 * ndim + item
-        else:
-            size = 1
-        descs.append(enc[o:o + size])
-        comms.append(enc[o + size:o + size + 32])
-        o += size + 32
-    out = enc[o:o + 32]
-    if len(enc) != o + 32:
-        raise ValueError("kernel encoding has the wrong length")
-    return name, descs, comms, out
 
 
 def _kernel(p: Party, case: Case3, k: int, leaf: bytes):
@@ -58,20 +31,19 @@ def _kernel(p: Party, case: Case3, k: int, leaf: bytes):
     if not isinstance(enc, (bytes, bytearray)) or merkle.leaf_hash(bytes(enc)) != leaf:
         raise Lost(p, LEVEL, f"kernel {k}'s encoding does not hash to the leaf it revealed")
     try:
-        return _parse(bytes(enc))
+        return decode_kernel(bytes(enc))
     except (ValueError, IndexError, KeyError, UnicodeDecodeError) as e:
         raise Lost(p, LEVEL, f"kernel {k} is malformed: {e}") from None
 
 
-def _referee_run(ctx, case: Case3, parties, keep=None):
-    """The referee's own decomposition (Case 1): inputs fetched from a party and checked
-    against the agreed commitments. Deciding uses its structure, never its floats."""
-    for p in parties:
-        ins = p.ask(LEVEL, "op_inputs", case.step, case.node)
-        if len(ins) == len(case.inputs) and all(commit(t, ctx.job.spec.chunk) == c for t, c in zip(ins, case.inputs)):
-            run = OpRun(case.structure, ins, ctx.job.spec.chunk)
-            return run.kernels(keep=keep)
+def _referee_run(ctx, case: Case3, p: Party, keep=None):
+    """The referee's own decomposition (Case 1, MAT operands): the op's inputs fetched from
+    party p, which loses if they are not the agreed ones. Deciding uses the structure (or
+    data movement), never its floats."""
+    ins = p.ask(LEVEL, "op_inputs", case.step, case.node)
+    if len(ins) != len(case.inputs) or any(commit(t, ctx.job.spec.chunk) != c for t, c in zip(ins, case.inputs)):
         raise Lost(p, LEVEL, "the operator inputs it sent are not the agreed ones")
+    return OpRun(case.structure, ins, ctx.job.spec.chunk).kernels(keep=keep)
 
 
 def play(ctx, a: Party, b: Party, case: Case3):
@@ -83,7 +55,7 @@ def play(ctx, a: Party, b: Party, case: Case3):
             raise Lost(p, LEVEL, "kernel_count is not a positive integer")
         counts.append(n)
     if counts[0] != counts[1]:
-        truth = len(_referee_run(ctx, case, (a, b)))
+        truth = len(_referee_run(ctx, case, a))
         losers = []
         for p, n in zip((a, b), counts):
             if n != truth:
@@ -99,7 +71,7 @@ def play(ctx, a: Party, b: Party, case: Case3):
         # the same decomposition: only the result (the op's outputs as committed at level 2)
         # can differ; it is the last leaf
         k = n - 1
-        ka, kb = (_kernel(p, case, k, _proven_leaf(p, case, k, r, n)) for p, r in zip((a, b), roots))
+        ka, kb = (_proven_kernel(p, case, k, r, n) for p, r in zip((a, b), roots))
     else:
         k, leaves = descend(LEVEL, a, b, n, tuple(roots), "kernel_node", s, j)
         if k >= n:
@@ -112,7 +84,7 @@ def play(ctx, a: Party, b: Party, case: Case3):
             return [p], LEVEL
     # Case 1: structure
     if ka[0] != kb[0] or ka[1] != kb[1] or (k == n - 1) != (ka[0] == RESULT):
-        true = _referee_run(ctx, case, (a, b))[k]
+        true = _referee_run(ctx, case, a)[k]
         losers = [p for p, kk in ((a, ka), (b, kb)) if (kk[0], kk[1]) != (true.name, true.descriptors)]
         for p in losers:
             p.reason = f"kernel {k} of node {j} is not the decomposition's (Case 1 at level 3)"
@@ -125,11 +97,12 @@ def play(ctx, a: Party, b: Party, case: Case3):
             continue
         d = descs[o]
         if d[0] == MAT:
-            true = _referee_run(ctx, case, (a, b), keep=k)[k]
+            true = _referee_run(ctx, case, a, keep=k)[k]
             truth = true.operands[o] if true.operands else commit(true.arrays[o], chunk)
             losers = [p for p, c in ((a, ca), (b, cb)) if c != truth]
         else:
-            flat, elems = level4_elements.first_difference(a, b, (ca, cb), (s, j, k, ("operand", o)), chunk)
+            expected = header(level5_primitive.operand_code(name, o), operand_shape(d))
+            flat, elems = level4_elements.first_difference(a, b, (ca, cb), (s, j, k, ("operand", o)), chunk, expected)
             src = element_of(d, flat, operand_shape(d))
             if src[0] == "const":
                 truth_el = src[1]
@@ -138,7 +111,7 @@ def play(ctx, a: Party, b: Party, case: Case3):
                 if source < m:
                     src_commit = case.inputs[source]
                 elif source - m < k:
-                    src_commit = _agreed_output(a, case, source - m, roots[0], n)
+                    src_commit = _proven_kernel(a, case, source - m, roots[0], n)[3]
                 else:
                     raise Lost(a, LEVEL, f"operand {o} of kernel {k} reads kernel {source - m}, not an earlier one")
                 proof = a.ask(LEVEL, "element", s, j, k, ("source", source), index)
@@ -150,9 +123,12 @@ def play(ctx, a: Party, b: Party, case: Case3):
             p.reason = f"operand {o} of kernel {k} ({name}) of node {j} is not what its source holds (Case 2)"
         return losers, level4_elements.LEVEL
     # Case 3: the primitive itself
-    shapes = [operand_shape(d) for d in descs]
-    out_shape = tuple(np.broadcast_shapes(*[sh for sh in shapes if sh is not None]))
-    flat, elems = level4_elements.first_difference(a, b, (ka[3], kb[3]), (s, j, k, ("output",)), chunk)
+    shapes = [level4_elements.opened_shape(a, ka[2][o], (s, j, k, ("operand", o))) if d[0] == MAT
+              else operand_shape(d) for o, d in enumerate(descs)]
+    out_shape = tuple(np.broadcast_shapes(*shapes))
+    out_code = level5_primitive.result_code(name)
+    flat, elems = level4_elements.first_difference(a, b, (ka[3], kb[3]), (s, j, k, ("output",)), chunk,
+                                                   header(out_code, out_shape))
     words = []
     for o, d in enumerate(descs):
         op_shape = shapes[o]
@@ -163,26 +139,18 @@ def play(ctx, a: Party, b: Party, case: Case3):
             if not proof.verify(kb[2][o]) or proof.index != idx:
                 raise Lost(b, level5_primitive.LEVEL, f"no valid proof of operand {o} element {idx}")
         words.append(level5_primitive.word(proof.element(), proof.code))
-    out_code = {"eq": DTYPES[np.dtype(bool)], "lt": DTYPES[np.dtype(bool)], "le": DTYPES[np.dtype(bool)],
-                "to_int32_trunc": DTYPES[np.dtype("<i4")], "to_int32_rne": DTYPES[np.dtype("<i4")]}.get(name, 1)
     losers, _ = level5_primitive.judge(name, words, elems, (a, b), out_code)
     return losers, level5_primitive.LEVEL
 
 
-def _proven_leaf(p: Party, case: Case3, k: int, root: bytes, n: int) -> bytes:
-    enc = p.ask(LEVEL, "kernel", case.step, case.node, k)
-    proof = p.ask(LEVEL, "kernel_proof", case.step, case.node, k)
-    leaf = merkle.leaf_hash(bytes(enc))
-    if not merkle.verify(root, n, k, leaf, [bytes(x) for x in proof]):
-        raise Lost(p, LEVEL, f"kernel {k}'s proof does not verify against its kernel root")
-    return leaf
-
-
-def _agreed_output(p: Party, case: Case3, k: int, root: bytes, n: int) -> bytes:
-    """The output commitment of kernel k (< the disputed one): agreed by both parties, so
-    either's leaf, proven against its kernel root, gives it."""
+def _proven_kernel(p: Party, case: Case3, k: int, root: bytes, n: int):
+    """Kernel k of party p, proven against its kernel root (for a kernel before the
+    disputed one the two trees agree, so either party's proof gives the agreed kernel)."""
     enc = bytes(p.ask(LEVEL, "kernel", case.step, case.node, k))
     proof = p.ask(LEVEL, "kernel_proof", case.step, case.node, k)
     if not merkle.verify(root, n, k, merkle.leaf_hash(enc), [bytes(x) for x in proof]):
         raise Lost(p, LEVEL, f"kernel {k}'s proof does not verify against its kernel root")
-    return _parse(enc)[3]
+    try:
+        return decode_kernel(enc)
+    except (ValueError, IndexError, KeyError, UnicodeDecodeError) as e:
+        raise Lost(p, LEVEL, f"kernel {k} is malformed: {e}") from None

@@ -5,14 +5,14 @@ bytes both reveal; the first differing element in it is the disputed one."""
 from __future__ import annotations
 
 from ..protocol import merkle
-from ..protocol.tensors import CODES, header as tensor_header
+from ..protocol.tensors import CODES, parse_header
 from .engine import descend
 from .party import Lost, Party
 
 LEVEL = 4
 
 
-def _open(p: Party, commitment: bytes, where: tuple, shape, code):
+def _open(p: Party, commitment: bytes, where: tuple, expected: bytes):
     got = p.ask(LEVEL, "tensor_root", *where)
     try:
         head, root = got
@@ -21,27 +21,39 @@ def _open(p: Party, commitment: bytes, where: tuple, shape, code):
         raise Lost(p, LEVEL, "tensor_root is not (header, root)") from None
     if merkle.sha256(head, root) != commitment:
         raise Lost(p, LEVEL, f"its opening of {where} does not hash to its commitment")
-    if shape is not None and head != tensor_header(code, tuple(shape)):
-        raise Lost(p, LEVEL, f"{where} does not have the shape {tuple(shape)} the kernel implies")
+    if head != expected:
+        raise Lost(p, LEVEL, f"{where} does not have the dtype and shape the kernel implies")
     return head, root
 
 
+def opened_shape(p: Party, commitment: bytes, where: tuple) -> tuple:
+    """The shape of a tensor whose commitment the parties agree on, from p's opening (a
+    MAT operand: its descriptor does not carry it)."""
+    got = p.ask(LEVEL, "tensor_root", *where)
+    try:
+        head, root = bytes(got[0]), p.hash32(LEVEL, got[1], "chunk root")
+        if merkle.sha256(head, root) != commitment:
+            raise ValueError("opening does not hash to the commitment")
+        return parse_header(head)[1]
+    except (TypeError, ValueError, IndexError) as e:
+        raise Lost(p, LEVEL, f"its opening of {where} is not valid: {e}") from None
+
+
 def first_difference(a: Party, b: Party, commitments: tuple[bytes, bytes], where: tuple, chunk: int,
-                     shape=None, code=None) -> tuple[int, dict]:
-    """-> (flat index of the first differing element, {party name: its element bytes})."""
-    (ha, ra), (hb, rb) = (_open(p, c, where, shape, code) for p, c in zip((a, b), commitments))
-    if ha != hb:  # shapes differ; the caller passed the shape when it can decide
-        raise ValueError("the two tensors differ in shape")
-    code_, ndim = ha[1], ha[2]
-    dims = [int.from_bytes(ha[3 + 8 * i:11 + 8 * i], "big") for i in range(ndim)]
+                     expected: bytes) -> tuple[int, dict]:
+    """expected: the tensor header (dtype, shape) the kernel implies; a party whose tensor
+    has another one loses. -> (flat index of the first differing element, {party name: its
+    element bytes})."""
+    (ha, ra), (hb, rb) = (_open(p, c, where, expected) for p, c in zip((a, b), commitments))
+    code, shape = parse_header(ha)
     n = 1
-    for d in dims:
+    for d in shape:
         n *= d
     nchunks = -(-n // chunk)
     c, _ = descend(LEVEL, a, b, nchunks, (ra, rb), "tensor_node", *where)
     if c >= nchunks:
         raise Lost(a, LEVEL, "padding chunk differs")  # unreachable for well-formed trees
-    size = CODES[code_].itemsize
+    size = CODES[code].itemsize
     chunks = {}
     for p, root in ((a, ra), (b, rb)):
         proof = p.ask(LEVEL, "element", *where, c * chunk)
@@ -50,5 +62,4 @@ def first_difference(a: Party, b: Party, commitments: tuple[bytes, bytes], where
         chunks[p.name] = proof.chunk_bytes
     ba, bb = chunks[a.name], chunks[b.name]
     e = next(i for i in range(len(ba) // size) if ba[i * size:(i + 1) * size] != bb[i * size:(i + 1) * size])
-    flat = c * chunk + e
-    return flat, {p.name: chunks[p.name][e * size:(e + 1) * size] for p in (a, b)}
+    return c * chunk + e, {p.name: chunks[p.name][e * size:(e + 1) * size] for p in (a, b)}

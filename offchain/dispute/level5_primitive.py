@@ -7,10 +7,22 @@ from __future__ import annotations
 import numpy as np
 
 from .. import softfloat as sf
-from ..protocol.tensors import CODES
-from .party import Lost, Party
+from ..protocol.tensors import CODES, DTYPES
+from .party import Party
 
 LEVEL = 5
+F32, I32, BOOL = DTYPES[np.dtype("<f4")], DTYPES[np.dtype("<i4")], DTYPES[np.dtype(bool)]
+
+
+def operand_code(name: str, i: int) -> int:
+    """The dtype code of operand i of a primitive (the soft-float's word encoding)."""
+    if (name, i) == ("select", 0):
+        return BOOL
+    return I32 if (name, i) in sf.INT32_OPERANDS else F32
+
+
+def result_code(name: str) -> int:
+    return BOOL if name in ("eq", "lt", "le") else I32 if name in ("to_int32_trunc", "to_int32_rne") else F32
 
 
 def word(element: bytes, code: int) -> int:

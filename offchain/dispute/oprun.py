@@ -16,18 +16,16 @@ The last leaf is the pseudo-kernel "result" whose operands are the op's outputs.
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 import repops
-from repops.reference import prims as P
 
 from ..protocol import merkle
 from ..protocol.encoding import decode
-from ..protocol.tensors import DTYPES, canonical, commit
+from ..protocol.tensors import CODES, DTYPES, canonical, commit
 from ..protocol.trace import decode_structure
 
 VIEW, CONST, MAT = 0, 1, 2
@@ -162,6 +160,32 @@ class OpRun:
         return out
 
 
+def decode_kernel(enc: bytes) -> tuple[str, list, list, bytes]:
+    """Kernel encoding -> (name, operand descriptors, operand commitments, output commitment)."""
+    if enc[:1] != KERNEL:
+        raise ValueError("not a kernel encoding (tag)")
+    n = int.from_bytes(enc[1:5], "big")
+    name = enc[5:5 + n].decode()
+    o = 5 + n
+    nops = int.from_bytes(enc[o:o + 2], "big")
+    o += 2
+    descs, comms = [], []
+    for _ in range(nops):
+        kind = enc[o]
+        if kind == VIEW:
+            size = 12 + 16 * enc[o + 11]
+        elif kind == CONST:
+            size = 3 + 8 * enc[o + 2] + CODES[enc[o + 1]].itemsize
+        else:
+            size = 1
+        descs.append(enc[o:o + size])
+        comms.append(enc[o + size:o + size + 32])
+        o += size + 32
+    if len(enc) != o + 32:
+        raise ValueError("kernel encoding has the wrong length")
+    return name, descs, comms, enc[o:o + 32]
+
+
 def element_of(descriptor: bytes, index: int, shape: tuple):
     """For operand element `index` (flat, row-major, of an operand of `shape`): ('view',
     source, source flat index) or ('const', value bytes) or ('mat',)."""
@@ -190,6 +214,3 @@ def operand_shape(descriptor: bytes):
         return tuple(int.from_bytes(descriptor[12 + 16 * i:20 + 16 * i], "big") for i in range(ndim))
     return None
 
-
-def f32_bits(b: bytes) -> int:
-    return struct.unpack("<I", b)[0]

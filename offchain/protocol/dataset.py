@@ -78,14 +78,16 @@ def batch(job: Job, step: int, data: dict | None = None) -> tuple:
     return tuple(data[k].index_select(0, rows) for k in keys)
 
 
-def batch_leaf(tensors, chunk: int) -> bytes:
-    return merkle.leaf_hash(b"".join(commit(t, chunk) for t in tensors))
+def batch_commitments(job: Job, step: int, data: dict | None = None) -> list[bytes]:
+    return [commit(t, job.spec.chunk) for t in batch(job, step, data)]
 
 
-def data_root(job: Job) -> bytes:
-    """Merkle root over the steps' batches: the client commits it without training."""
+def data_tree(job: Job) -> merkle.Tree:
+    """The data root D is this tree's root: leaf t = leaf(concatenated commitments of step
+    t's batch tensors). The client builds it without training."""
     data = dataset(job)
-    return merkle.root_of(batch_leaf(batch(job, t, data), job.spec.chunk) for t in range(job.spec.steps))
+    return merkle.Tree(tuple(merkle.leaf_hash(b"".join(batch_commitments(job, t, data)))
+                             for t in range(job.spec.steps)))
 
 
 @dataclasses.dataclass
@@ -110,12 +112,11 @@ class TrainingState:
             for n, t in zip(self.names(), self.tensors()):
                 t.copy_(tensors[n])
 
-    def root(self, chunk: int) -> bytes:
-        return state_root(self.tensors(), chunk)
 
 
-def state_root(tensors, chunk: int) -> bytes:
-    return merkle.root_of(merkle.leaf_hash(commit(t, chunk)) for t in tensors)
+def state_tree(commitments) -> merkle.Tree:
+    """The state root S is the root of this tree: one leaf per state tensor commitment."""
+    return merkle.Tree(tuple(merkle.leaf_hash(c) for c in commitments))
 
 
 def initial_state(job: Job, device="cpu") -> TrainingState:

@@ -71,6 +71,12 @@ class Tree:
     def root(self) -> bytes:
         return seal(self.n, self.top)
 
+    def node(self, height: int, index: int) -> bytes:
+        """A node by height (0: the leaves) and index, for Merkle descent; ZERO outside
+        the tree (whoever reads it then finds that the tree is not the size it claims)."""
+        levels = self._levels
+        return levels[height][index] if 0 <= height < len(levels) and 0 <= index < len(levels[height]) else ZERO
+
     def proof(self, index: int) -> list[bytes]:
         if not 0 <= index < self.n:
             raise ProofError(f"leaf index {index} outside a tree of {self.n} leaves")

@@ -38,6 +38,13 @@ def header(code: int, shape: tuple) -> bytes:
     return TENSOR + u8(code) + u8(len(shape)) + b"".join(u64(d) for d in shape)
 
 
+def parse_header(head: bytes) -> tuple[int, tuple]:
+    """header() -> (dtype code, shape); TensorError when it is not one."""
+    if len(head) < 3 or head[:1] != TENSOR or len(head) != 3 + 8 * head[2] or head[1] not in CODES:
+        raise TensorError("not a tensor header")
+    return head[1], tuple(int.from_bytes(head[3 + 8 * i:11 + 8 * i], "big") for i in range(head[2]))
+
+
 @dataclass(frozen=True)
 class Committed:
     """A tensor with its chunk tree: answers element proofs."""

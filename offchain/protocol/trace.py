@@ -57,8 +57,6 @@ class Node:
     def leaf(self) -> bytes:
         return merkle.leaf_hash(self.encode())
 
-    def structure_leaf(self) -> bytes:
-        return merkle.leaf_hash(self.structure())
 
 
 def _tensors(x):
@@ -119,7 +117,10 @@ class StepRecorder:
         s = self._storage(t)
         self._where[id(t)] = _Where(weakref.ref(t), ref, self._writes.get(s, 0), commitment)
 
-    def _input_commitment(self, t: torch.Tensor) -> bytes:
+    def commitment(self, t: torch.Tensor) -> bytes:
+        """The commitment of t's current version, hashed once per version (an op's output is
+        read again as inputs and as end-of-step state)."""
+        self._lookup(t, "a commitment")
         w = self._where[id(t)]
         if w.commitment is None:
             w.commitment = self._commit(t)
@@ -155,7 +156,7 @@ class StepRecorder:
         op = str(func)
         ins = _tensors(args) + _tensors(kwargs)
         refs = tuple(self._lookup(t, op) for t in ins)
-        self._pending = (func, refs, tuple(self._input_commitment(t) for t in ins) if self.values else ())
+        self._pending = (func, refs, tuple(self.commitment(t) for t in ins) if self.values else ())
 
     def __call__(self, func, args, kwargs, out):
         op = str(func)
@@ -191,9 +192,6 @@ class StepRecorder:
     # -- commitments ---------------------------------------------------------------------------
     def trace_root(self) -> bytes:
         return merkle.root_of(n.leaf() for n in self.nodes)
-
-    def graph_root(self) -> bytes:
-        return merkle.root_of(n.structure_leaf() for n in self.nodes)
 
 
 class DecodeError(ValueError):

@@ -16,7 +16,7 @@ import repops
 
 from ..protocol import merkle
 from ..protocol.claims import step_claim
-from ..protocol.dataset import TrainingState, batch, dataset, initial_state
+from ..protocol.dataset import TrainingState, batch, dataset, initial_state, state_tree
 from ..protocol.job import Job
 from ..protocol.tensors import commit
 from ..protocol.trace import StepRecorder
@@ -30,8 +30,7 @@ class StepTrace:
     nodes: list
     outputs: list             # per node, its output tensors (values)
     tree: merkle.Tree         # over node leaves
-    state_before: list        # state tensor commitments at the start
-    state_after: list         # ... at the end
+    state_after: list         # state tensor commitments at the end
     state_refs: list          # where each end-of-step state tensor was produced (trace.Ref)
     data: list                # the batch tensors
     state_tensors: list       # the state tensors at the start (values)
@@ -112,11 +111,14 @@ class Trainer:
         self.losses[s] = self._run(st, s, rec)
         return rec
 
-    def _leaves(self, st: TrainingState, p: int) -> list[bytes]:
-        return self.behaviour.state_leaves(p, [commit(t, self.chunk) for t in st.tensors()])
+    def _leaves(self, st: TrainingState, p: int, rec: StepRecorder | None = None) -> list[bytes]:
+        """State commitments at point p; after a traced step, the recorder's (each tensor
+        was hashed when its last op wrote it)."""
+        cs = [rec.commitment(t) if rec is not None else commit(t, self.chunk) for t in st.tensors()]
+        return self.behaviour.state_leaves(p, cs)
 
     def _claim_after(self, st: TrainingState, p: int, rec: StepRecorder) -> bytes:
-        S, R = merkle.root_of(merkle.leaf_hash(c) for c in self._leaves(st, p)), rec.trace_root()
+        S, R = state_tree(self._leaves(st, p, rec)).root, rec.trace_root()
         self.opened[p] = (S, R)
         self.claims[p] = step_claim(S, R)
         return self.claims[p]
@@ -169,7 +171,7 @@ class Trainer:
     def open_claim(self, p: int) -> tuple[bytes, bytes]:
         """(S_p, R_p) with H(0x06 || S_p || R_p) == C_p."""
         if p == 0:
-            return merkle.root_of(merkle.leaf_hash(c) for c in self._leaves(self._fresh_state(), 0)), merkle.ZERO
+            return state_tree(self._leaves(self._fresh_state(), 0)).root, merkle.ZERO
         if p not in self.opened:
             self.claims.pop(p, None)
             self.claim_at([p])
@@ -180,26 +182,18 @@ class Trainer:
         if self._trace_cache is not None and self._trace_cache.step == s:
             return self._trace_cache
         st = self._state_at(s)
-        before = self._leaves(st, s)
         start = [t.detach().clone() for t in st.tensors()]
         rec = self._traced(st, s, keep=True)
         self.reexecuted += 1
-        after = self._leaves(st, s + 1)
-        refs = [rec.where(t) for t in st.tensors()]
-        tr = StepTrace(s, rec.nodes, rec.outputs, merkle.Tree(tuple(n.leaf() for n in rec.nodes)), before, after,
-                       refs, list(rec.data), start)
+        tr = StepTrace(s, rec.nodes, rec.outputs, merkle.Tree(tuple(n.leaf() for n in rec.nodes)),
+                       self._leaves(st, s + 1, rec), [rec.where(t) for t in st.tensors()], list(rec.data), start)
         self._trace_cache = tr
         self._ops = {}
         return tr
 
-    def trace_size(self, s: int) -> int:
-        return self.step_trace(s).tree.n
-
     def trace_node(self, s: int, height: int, index: int) -> bytes:
-        """A node of step s's trace tree (height 0: leaves), for Merkle descent; ZERO
-        outside the tree (the referee then finds that the tree is not the graph's size)."""
-        levels = self.step_trace(s).tree._levels
-        return levels[height][index] if height < len(levels) and index < len(levels[height]) else merkle.ZERO
+        """A node of step s's trace tree (height 0: leaves), for Merkle descent."""
+        return self.step_trace(s).tree.node(height, index)
 
     def node(self, s: int, j: int) -> tuple[bytes, list[bytes]]:
         """Node j's encoding and its membership proof in R."""
@@ -239,7 +233,7 @@ class Trainer:
         return self._op(s, j).inputs
 
     def kernel_node(self, s: int, j: int, height: int, index: int) -> bytes:
-        return self._op(s, j).tree._levels[height][index]
+        return self._op(s, j).tree.node(height, index)
 
     def kernel_count(self, s: int, j: int) -> int:
         return self._op(s, j).tree.n
@@ -257,7 +251,7 @@ class Trainer:
         return header(c.code, c.array.shape), c.tree.root
 
     def tensor_node(self, s: int, j: int, k: int, which, height: int, index: int) -> bytes:
-        return self._op(s, j).tensor(k, tuple(which)).tree._levels[height][index]
+        return self._op(s, j).tensor(k, tuple(which)).tree.node(height, index)
 
     def element(self, s: int, j: int, k: int, which, flat: int):
         """An ElementProof of one element of a kernel's operand/output or a source tensor."""
@@ -278,23 +272,28 @@ class OperatorAnswers:
         if self.tamper is not None or self.tamper_after is not None:
             self.kernels = self.run.kernels(tamper=self.tamper, tamper_after=self.tamper_after)
         self.tree = merkle.Tree(tuple(k.leaf() for k in self.kernels))
-        self._kept: dict[int, object] = {}
+        self._kept: dict[int, object] = {}       # kernel -> its operand and output arrays
+        self._tensors: dict[tuple, object] = {}  # (kernel, which) -> Committed (hashed once)
         self.chunk = trainer.chunk
 
     def kept(self, k: int):
-        if k not in self._kept:
-            self._kept = {k: self.run.kernels(keep=k, commit_all=False, tamper=self.tamper,
-                                              tamper_after=self.tamper_after)[k]}
+        if k not in self._kept:  # a dispute reads a few kernels: the disputed one and sources
+            self._kept[k] = self.run.kernels(keep=k, commit_all=False, tamper=self.tamper,
+                                             tamper_after=self.tamper_after)[k]
         return self._kept[k]
 
     def tensor(self, k: int, which):
-        """which: ("operand", o), ("output",), or ("source", src)."""
+        """which: ("operand", o), ("output",), or ("source", src); its chunk tree is built
+        once and serves every descent step and element proof."""
         from ..protocol.tensors import Committed, canonical
-        if which[0] == "operand":
-            arr = self.kept(k).arrays[which[1]]
-        elif which[0] == "output":
-            arr = self.kept(k).out_array
-        else:
-            src, m = which[1], len(self.inputs)
-            arr = self.inputs[src].numpy() if src < m else self.kept(src - m).out_array
-        return Committed(canonical(arr), self.chunk)
+        key = (k,) + tuple(which)
+        if key not in self._tensors:
+            if which[0] == "operand":
+                arr = self.kept(k).arrays[which[1]]
+            elif which[0] == "output":
+                arr = self.kept(k).out_array
+            else:
+                src, m = which[1], len(self.inputs)
+                arr = self.inputs[src].numpy() if src < m else self.kept(src - m).out_array
+            self._tensors[key] = Committed(canonical(arr), self.chunk)
+        return self._tensors[key]

@@ -70,11 +70,30 @@ def test_a_value_cheater_is_narrowed_to_one_operator(chain, setup):
     assert tuple(v.chain.call(v.game.functions.descent(m))) == (0, 10)
 
 
-def test_only_the_parties_move(chain, setup):
-    v, jid, m, hon, bad = _run(chain, setup, A.CorruptValue(step=3, node=10))
+def test_only_the_parties_move_once_per_round_and_nobody_times_out_early(chain, setup):
+    job, ctx, honest, d = setup
+    v = Verde.deploy(chain)
+    seats = [(chain.accounts[2], honest), (chain.accounts[3], Trainer(job, d / f"lazy-{chain.backend}", "lazy",
+                                                                      behaviour=A.Lazy(start=3)))]
+    seats[1][1].train()
+    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, chain.accounts[1])
+    m = v.open_match(jid, seats[0][0].address, seats[1][0].address)
+    points = list(v.chain.call(v.game.functions.roundPoints(m)))
+    claims = honest.claim_at(points)
     with pytest.raises(TransactionReverted) as e:
-        chain.transact(v.game.functions.postClaims(m, []), sender=chain.accounts[5])
-    assert e.value.error in ("WrongPhase", "NotAParty")
+        chain.transact(v.game.functions.postClaims(m, claims), sender=chain.accounts[5])
+    assert e.value.error == "NotAParty"
+    chain.transact(v.game.functions.postClaims(m, claims), sender=seats[0][0])
+    with pytest.raises(TransactionReverted) as e:
+        chain.transact(v.game.functions.postClaims(m, claims), sender=seats[0][0])
+    assert e.value.error == "AlreadyMoved"
+    with pytest.raises(TransactionReverted) as e:
+        chain.transact(v.game.functions.timeout(m))
+    assert e.value.error == "NobodyTimedOut"
+
+
+def test_a_value_dispute_waits_at_the_operator_and_cannot_be_timed_out(chain, setup):
+    v, jid, m, hon, bad = _run(chain, setup, A.CorruptValue(step=3, node=10))
     with pytest.raises(TransactionReverted) as e:
         chain.transact(v.game.functions.timeout(m))
     assert e.value.error == "NotImplementedYet"

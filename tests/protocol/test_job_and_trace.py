@@ -10,7 +10,7 @@ import yaml
 import repops
 from offchain import adversaries as A
 from offchain.dispute.context import graph_of
-from offchain.protocol.dataset import batch, write_job
+from offchain.protocol.dataset import write_job
 from offchain.protocol.job import JobError, load, parse
 from offchain.protocol.schedule import batch_rows
 from offchain.protocol.trace import StepRecorder, TraceError

@@ -1,6 +1,5 @@
 """RepOps CPU matmul == the spec's reference, bit for bit, whatever the layout, thread
 count, batch size or MXCSR state."""
-import ctypes
 import re
 import subprocess
 

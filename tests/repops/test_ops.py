@@ -1,6 +1,5 @@
 """Every sample op: semantically right (close to native torch, forward and gradients) and
 reproducible (bitwise across backends, batch rows, memory layouts and thread counts)."""
-import numpy as np
 import pytest
 import torch
 
