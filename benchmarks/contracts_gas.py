@@ -19,12 +19,10 @@ from offchain import adversaries as A  # noqa: E402
 from offchain.chain import connect  # noqa: E402
 from offchain.chain.verde import PHASE_DONE, PHASE_OPERATOR, Verde  # noqa: E402
 from offchain.dispute.context import Context  # noqa: E402
-from offchain.protocol.corpus import token_rows  # noqa: E402
-from offchain.protocol.dataset import write_job  # noqa: E402
+from offchain.protocol.corpus import TEXT_LLAMA, text_job  # noqa: E402
 from offchain.protocol.job import load  # noqa: E402
 from offchain.trainer import Trainer  # noqa: E402
 
-CONFIG = {"vocab": 256, "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 192, "max_seq": 32}
 PAY, STAKE = 3 * 10**18, 10**18
 
 
@@ -48,8 +46,7 @@ def main():
     con = Console()
     with tempfile.TemporaryDirectory() as tmp, connect(args.chain) as chain:
         tmp = Path(tmp)
-        job = load(write_job(tmp / "job", "llama", CONFIG, {"tokens": token_rows(32)}, steps=args.steps, batch_size=4,
-                             fanout=4, chunk=256))
+        job = load(text_job(tmp / "job", args.steps))
         ctx = Context(job)
         honest = Trainer(job, tmp / "h", "honest")
         honest.train()
@@ -78,7 +75,7 @@ def main():
         t.add_row(d["adversary"], str(d["transactions"]), f"{d['game_gas']:,}", f"{d['max_tx_gas']:,}", str(d["decided"]))
     con.print(t)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps({"chain": args.chain, "config": CONFIG, "steps": args.steps,
+    args.out.with_suffix(".json").write_text(json.dumps({"chain": args.chain, "config": TEXT_LLAMA, "steps": args.steps,
                                                          "moves": rows, "disputes": disputes}, indent=1))
     import matplotlib
     matplotlib.use("Agg")

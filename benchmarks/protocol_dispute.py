@@ -32,17 +32,14 @@ from offchain import adversaries as A  # noqa: E402
 from offchain.dispute.context import Context  # noqa: E402
 from offchain.dispute.party import InProcess, Party  # noqa: E402
 from offchain.dispute.referee import dispute  # noqa: E402
-from offchain.protocol.corpus import token_rows  # noqa: E402
-from offchain.protocol.dataset import write_job  # noqa: E402
+from offchain.protocol.corpus import TEXT_LLAMA, text_job  # noqa: E402
 from offchain.protocol.job import load  # noqa: E402
 from offchain.trainer import Trainer  # noqa: E402
 
-CONFIG = {"vocab": 256, "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 192, "max_seq": 32}
 
 
 def make_job(d: Path, steps: int, fanout: int):
-    return load(write_job(d, "llama", CONFIG, {"tokens": token_rows(32)}, steps=steps, batch_size=4,
-                          fanout=fanout, chunk=256))
+    return load(text_job(d, steps, fanout))
 
 
 def ctx_nodes(ctx) -> list[str]:
@@ -104,7 +101,7 @@ def main():
         t0 = time.perf_counter()
         hon._traced(st, 2)
         traced = time.perf_counter() - t0
-    summary = {"config": CONFIG, "step_state_bytes": state_bytes, "step_batch_bytes": batch_bytes,
+    summary = {"config": TEXT_LLAMA, "step_state_bytes": state_bytes, "step_batch_bytes": batch_bytes,
                "step_primitive_element_ops": flops, "referee_primitive_ops": 1,
                "step_seconds": plain, "traced_step_seconds": traced, "hashing_fraction": (traced - plain) / plain,
                "disputes": rows}

@@ -105,17 +105,14 @@ def _offchain_dispute(args) -> int:
     from .dispute.party import InProcess, Party
     from .dispute.referee import dispute
     from .dispute.transport import PipeEndpoint
-    from .protocol.corpus import token_rows
-    from .protocol.dataset import write_job
+    from .protocol.corpus import text_job
     from .protocol.job import load
     from .protocol.trace import decode_structure
     from .trainer import Trainer
 
-    cfg = {"vocab": 256, "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 192, "max_seq": 32}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        job_file = write_job(tmp / "job", "llama", cfg, {"tokens": token_rows(32)}, steps=args.steps, batch_size=4,
-                             fanout=4, chunk=256)
+        job_file = text_job(tmp / "job", args.steps)
         job = load(job_file)
         _step(f"off-chain dispute: a {args.steps}-step Llama-style job on the repository's own text "
               f"(job id {job.job_id.hex()[:16]}…)")

@@ -4,6 +4,7 @@ movement (EXACT), or an UnsupportedOpError. Never a silent fall-back."""
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 from torch._C import DispatchKey
@@ -90,12 +91,7 @@ def deterministic(backend: str = "cpu", trace=None):
     from .cpu.build import lib
     from .reference.prims import implementations
     table = get(backend)
-    cuda = []
-
-    def cuda_table():
-        if not cuda:
-            cuda.append(get("cuda"))
-        return cuda[0]
+    cuda_table = functools.cache(lambda: get("cuda"))  # built on the first op on CUDA tensors
     # numpy's elementwise kernels run in this thread under its MXCSR: force IEEE modes
     # (no FTZ/DAZ, round-to-nearest) for the block, whatever the process had set.
     csr = lib().repops_mxcsr_ieee()

@@ -30,19 +30,20 @@ class Party:
     bytes_received: int = 0
     reason: str = ""
 
+    def __post_init__(self):
+        # one worker per party for all its answers (a late answer leaves it busy: the party
+        # has lost by then and is asked nothing more)
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"party-{self.name}")
+
     def ask(self, level: int, method: str, *args):
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
         try:
-            fut = pool.submit(getattr(self.endpoint, method), *args)
-            result = fut.result(timeout=self.deadline_s)
+            result = self._pool.submit(getattr(self.endpoint, method), *args).result(timeout=self.deadline_s)
         except concurrent.futures.TimeoutError:
             raise Lost(self, level, f"no answer to {method}{args} within {self.deadline_s:g} s") from None
         except Silence:
             raise Lost(self, level, f"no answer to {method}{args}") from None
         except Exception as e:  # noqa: BLE001 - any failure to answer loses, whatever its cause
             raise Lost(self, level, f"could not answer {method}{args}: {type(e).__name__}: {e}") from None
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
         self.answered += 1
         self.bytes_received += _size(result)
         return result

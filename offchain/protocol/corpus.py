@@ -23,3 +23,14 @@ def token_rows(seq: int, rows: int | None = None, source: bytes | None = None) -
     if n == 0:
         raise ValueError(f"the text is shorter than one row of {seq + 1} tokens")
     return data[: n * (seq + 1)].reshape(n, seq + 1).clone()
+
+
+# The Llama-style model of the demo and the protocol benchmarks (vocab: bytes).
+TEXT_LLAMA = {"vocab": 256, "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 192, "max_seq": 32}
+
+
+def text_job(directory, steps: int, fanout: int = 4, chunk: int = 256, batch_size: int = 4):
+    """Write the text job (TEXT_LLAMA on the repository's text) and return its job file."""
+    from .dataset import write_job
+    return write_job(directory, "llama", TEXT_LLAMA, {"tokens": token_rows(TEXT_LLAMA["max_seq"])}, steps=steps,
+                     batch_size=batch_size, fanout=fanout, chunk=chunk)

@@ -2,16 +2,20 @@
 adversaries of offchain.adversaries, settled through the registry: the honest one is paid,
 the cheater's stake goes to it, the books balance. Value cheaters (Case 3) reach the
 operator phase, where levels 3-5 are the next step."""
+import sys
+from pathlib import Path
+
 import pytest
-import torch
 
 from offchain import adversaries as A
 from offchain.chain.client import TransactionReverted
 from offchain.chain.verde import PHASE_DONE, PHASE_OPERATOR, Verde
 from offchain.dispute.context import Context
-from offchain.protocol.dataset import write_job
 from offchain.protocol.job import load
 from offchain.trainer import Trainer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))
+from small_job import write_small_job  # noqa: E402  (the protocol tests' job)
 
 PAY, STAKE = 3 * 10**18, 10**18
 
@@ -19,11 +23,7 @@ PAY, STAKE = 3 * 10**18, 10**18
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     d = tmp_path_factory.mktemp("onchain")
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(64, 16, generator=g)
-    data = {"x": x, "y": (x @ torch.randn(16, 10, generator=g)).argmax(1)}
-    job = load(write_job(d / "job", "mlp", {"d_in": 16, "d_hidden": 32, "n_classes": 10}, data, steps=6,
-                         batch_size=8, fanout=3, chunk=64))
+    job = load(write_small_job(d / "job"))
     honest = Trainer(job, d / "honest", "honest")
     honest.train()
     return job, Context(job), honest, d

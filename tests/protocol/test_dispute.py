@@ -3,7 +3,7 @@ second party, and the cheater is caught at the level where it cheated."""
 import time
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from offchain import adversaries as A
@@ -12,7 +12,7 @@ from offchain.dispute.referee import check_seal, dispute, tournament
 from offchain.protocol.claims import seal
 from offchain.trainer import Trainer
 
-from conftest import STEPS
+from small_job import STEPS
 
 LAST = STEPS - 1
 ADVERSARIES = [
@@ -101,14 +101,16 @@ def test_a_trainer_that_answers_too_late_loses(job, ctx, honest, tmp_path):
 
 
 @settings(max_examples=int(__import__("os").environ.get("VERDE_FUZZ_EXAMPLES", "8")), deadline=None,
-          derandomize=True, suppress_health_check=list(HealthCheck))
+          derandomize=True, suppress_health_check=[h for h in HealthCheck if h != HealthCheck.filter_too_much])
 @given(step=st.integers(0, STEPS - 1), node=st.integers(0, 186), element=st.integers(0, 40))
 @example(step=0, node=7, element=0)  # found by this test: a cheater's write must not trip autograd
+@example(step=2, node=10, element=0)
 def test_fuzz_random_corruptions_the_honest_trainer_always_wins(job, ctx, honest, tmp_path_factory, step, node, element):
     bad = cheater(job, tmp_path_factory.mktemp("fuzz"), A.CorruptValue(step=step, node=node, element=element))
     fb = bad.final_claim()
-    if fb == honest.final_claim():
-        return  # the corruption hit nothing that changes the result (a non-float output, ...)
+    # a corruption that changes nothing (a non-float output, a value later overwritten) has
+    # nothing to dispute; hypothesis fails the test if most draws are like that
+    assume(fb != honest.final_claim())
     for seats in ((honest, bad), (bad, honest)):
         v = dispute(ctx, *(party(t, t.final_claim() if t is honest else fb) for t in seats))
         assert v.winner == "honest" and v.losers == ["cheater"], str(v)

@@ -17,7 +17,7 @@ from offchain.protocol.trace import StepRecorder, TraceError
 from offchain.trainer import Trainer
 from offchain.trainer.store import CheckpointStore
 
-from conftest import mlp_data
+from small_job import mlp_data
 
 
 def edit(job_file, tmp_path, change):
