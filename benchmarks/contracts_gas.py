@@ -1,5 +1,7 @@
-"""Gas of the on-chain game so far (levels 1-2), per move type and per dispute, on the
-Llama-style job, one run: python benchmarks/contracts_gas.py [--chain embedded|anvil]
+"""Gas of the on-chain game (DisputeGame levels 1-2, OperatorGame levels 3-5): per move
+type, per full dispute (every level-2 case and levels 3, 4, 5 on the Llama-style job,
+each decided), and the one-step execution of each primitive (Executor.exec), one run:
+python benchmarks/contracts_gas.py [--chain embedded|anvil]
 Writes benchmarks/results/contracts_gas.{json,png}."""
 from __future__ import annotations
 
@@ -11,13 +13,14 @@ from collections import defaultdict
 from pathlib import Path
 
 from rich.console import Console
+from rich.progress import track
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from offchain import adversaries as A  # noqa: E402
 from offchain.chain import connect  # noqa: E402
-from offchain.chain.verde import PHASE_DONE, PHASE_OPERATOR, Verde  # noqa: E402
+from offchain.chain.verde import PHASE_DONE, Verde  # noqa: E402
 from offchain.dispute.context import Context  # noqa: E402
 from offchain.protocol.corpus import TEXT_LLAMA, text_job  # noqa: E402
 from offchain.protocol.job import load  # noqa: E402
@@ -33,8 +36,30 @@ def dispute(chain, job, ctx, honest, bad):
     seats = [(ha, honest), (ba, bad)]
     jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, c)
     m = v.open_match(jid, ha.address, ba.address)
-    v.play(m, seats, ctx, until=(PHASE_DONE, PHASE_OPERATOR))
-    return chain.gas_log[start:], v.match_state(m)["phase"]
+    v.play(m, seats, ctx, max_rounds=200)
+    decided = v.game.events.MatchDecided().get_logs(from_block=0, argument_filters={"id": m})
+    level = decided[-1]["args"]["level"] if decided else None
+    return chain.gas_log[start:], v.match_state(m)["phase"], level
+
+
+GAME_MOVES = ("open", "postClaims", "openStep", "postStateLeaf", "resolveState", "postTop", "postChildren", "postNode",
+              "resolveInput", "timeout", "postKernelTop", "postKernel", "postTensorTop", "postChunk", "resolveOperand",
+              "resolveStep")
+
+
+def one_step_gas(chain) -> list[dict]:
+    """Executor.exec per primitive on ordinary operands (gas of the call, less the 21,000
+    every transaction pays)."""
+    from offchain.softfloat import PRIMITIVES
+    ex = chain.deploy("Executor")
+    one, two, half = 0x3F800000, 0x40000000, 0x3F000000
+    words = {"select": (1, one, two), "ldexp": (one, 5, 0), "from_int32": (12345, 0, 0)}
+    out = []
+    for name, (op, arity, _) in sorted(PRIMITIVES.items(), key=lambda kv: kv[1][0]):
+        a, b, c = words.get(name, (0x3FC00000, half, two))
+        gas = ex.functions.exec(op, a, b, c).estimate_gas() - 21000
+        out.append({"primitive": name, "opcode": op, "gas": gas})
+    return out
 
 
 def main():
@@ -51,18 +76,24 @@ def main():
         honest = Trainer(job, tmp / "h", "honest")
         honest.train()
         per_move, disputes = defaultdict(list), []
-        for beh in (A.TamperedInput(step=args.steps // 2, op="aten.mm.default", element=100),
-                    A.ForgedCheckpoint(step=args.steps // 2), A.WrongHyperParameter(), A.PoisonedData(step=3)):
-            bad = Trainer(job, tmp / beh.name, "cheater", behaviour=beh)
+        last = args.steps - 1
+        cheats = [A.TamperedInput(step=args.steps // 2, op="aten.mm.default", element=100),
+                  A.ForgedCheckpoint(step=args.steps // 2), A.WrongHyperParameter(), A.PoisonedData(step=3),
+                  A.NativeKernel(step=args.steps // 2), A.KernelCheat(step=args.steps // 2),
+                  A.KernelCheat(step=args.steps // 2, after_commit=True), A.CorruptValue(step=args.steps // 2, node=40),
+                  A.KernelCheat(step=last, op="aten.embedding.default", kernel=0, ulps=64)]
+        for i, beh in enumerate(track(cheats, description="disputes on chain", console=con)):
+            bad = Trainer(job, tmp / f"{beh.name}-{i}", "cheater", behaviour=beh)
             bad.train()
-            log, phase = dispute(chain, job, ctx, honest, bad)
+            log, phase, level = dispute(chain, job, ctx, honest, bad)
             for what, gas in log:
                 per_move[what].append(gas)
-            game = [g for w, g in log if w.split("(")[0] in ("open", "postClaims", "openStep", "postStateLeaves",
-                                                               "resolveState", "postTop", "postChildren", "postNode",
-                                                               "resolveInput", "timeout")]
-            disputes.append({"adversary": beh.name, "transactions": len(game), "game_gas": sum(game),
+            game = [g for w, g in log if w.split("(")[0] in GAME_MOVES]
+            label = beh.name + (" (after commit)" if getattr(beh, "after_commit", False) else "") + (
+                f" ({beh.op.split('.')[1]})" if getattr(beh, "op", "").startswith("aten.embedding") else "")
+            disputes.append({"adversary": label, "level": level, "transactions": len(game), "game_gas": sum(game),
                              "max_tx_gas": max(game), "decided": phase == PHASE_DONE})
+        steps_gas = one_step_gas(chain)
     t = Table("move", "count", "gas median", "gas max")
     rows = []
     for what, gs in sorted(per_move.items()):
@@ -70,21 +101,30 @@ def main():
         rows.append({"move": what, "count": len(gs), "median": gs[len(gs) // 2], "max": gs[-1]})
         t.add_row(what, str(len(gs)), f"{gs[len(gs) // 2]:,}", f"{gs[-1]:,}")
     con.print(t)
-    t = Table("adversary", "game transactions", "game gas (levels 1-2)", "largest tx", "decided")
+    t = Table("adversary", "decided at level", "game transactions", "game gas (whole dispute)", "largest tx")
     for d in disputes:
-        t.add_row(d["adversary"], str(d["transactions"]), f"{d['game_gas']:,}", f"{d['max_tx_gas']:,}", str(d["decided"]))
+        t.add_row(d["adversary"], str(d["level"]), str(d["transactions"]), f"{d['game_gas']:,}", f"{d['max_tx_gas']:,}")
+    con.print(t)
+    t = Table("primitive", "opcode", "one-step gas (Executor.exec)")
+    for r in steps_gas:
+        t.add_row(r["primitive"], str(r["opcode"]), f"{r['gas']:,}")
     con.print(t)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps({"chain": args.chain, "config": TEXT_LLAMA, "steps": args.steps,
-                                                         "moves": rows, "disputes": disputes}, indent=1))
+                                                         "moves": rows, "disputes": disputes,
+                                                         "one_step": steps_gas}, indent=1))
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(8, 4))
-    ax.barh([r["move"] for r in rows], [r["median"] for r in rows])
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5))
+    ax.barh([r["move"] for r in rows], [r["max"] for r in rows])
     ax.axvline(500_000, color="red", linestyle="--", label="500k per-transaction goal")
-    ax.set_xlabel("gas (median)")
+    ax.set_xlabel("gas (largest of its kind)")
     ax.legend()
+    bx.barh([f"{d['adversary']} (L{d['level']})" for d in disputes], [d["game_gas"] for d in disputes])
+    bx.axvline(10_000_000, color="red", linestyle="--", label="10M per-dispute goal")
+    bx.set_xlabel("gas of the whole dispute")
+    bx.legend()
     fig.tight_layout()
     fig.savefig(args.out.with_suffix(".png"), dpi=120)
     con.print(f"wrote {args.out.with_suffix('.json')} and .png")

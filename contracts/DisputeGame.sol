@@ -2,9 +2,14 @@
 pragma solidity ^0.8.24;
 
 import {Bisection, Clock} from "./lib/Bisection.sol";
+import {Rounds} from "./lib/Rounds.sol";
 import {Merkle} from "./lib/Merkle.sol";
 import {Nodes} from "./lib/Nodes.sol";
 import {JobRegistry} from "./JobRegistry.sol";
+
+interface IOperatorGame {
+    function start(uint256 id, address[2] calldata party, uint256 job, uint256 node, uint64[2] calldata left) external;
+}
 
 /// @title The dispute game on chain (docs/PROTOCOL.md §7), the same levels as the off-chain
 /// referee (offchain/dispute). Implemented: level 1 (N-ary rounds over the step claims) and
@@ -12,8 +17,8 @@ import {JobRegistry} from "./JobRegistry.sol";
 /// agree, then the state map;
 /// Case 1 against the graph root, Case 2 against the producing node / the state before /
 /// the step's batch), with chess clocks and timeouts; a decided match goes to the registry
-/// (JobRegistry.decide). Case 3 (levels 3-5) is the next step: the match then waits in
-/// phase Operator.
+/// (JobRegistry.decide). Case 3 goes on in OperatorGame (levels 3-5), which hands the
+/// decision back (decideOperator); meanwhile the match waits here in phase Operator.
 /// @dev Party 0 and party 1 move in the same rounds: each posts its answer, the round
 /// closes when both have. Only the two parties move; every move is checked against the
 /// phase, the party's clock and what it said before.
@@ -21,6 +26,7 @@ contract DisputeGame {
     using Bisection for Bisection.Nary;
     using Bisection for Bisection.Descent;
     using Clock for Clock.Clocks;
+    using Rounds for Rounds.Round;
 
     enum Phase {
         None,
@@ -32,17 +38,15 @@ contract DisputeGame {
         Descent, // Merkle descent over the traces
         Node, // reveal the first differing node
         InputSource, // prove the source of the first differing input (Case 2)
-        Operator, // Case 3: levels 3-5 (not on chain yet)
+        Operator, // Case 3: levels 3-5, played in OperatorGame
         Done
     }
 
     struct Match {
         uint256 job;
-        address[2] party;
+        Rounds.Round round; // the parties, their moves this round, their clocks
         Phase phase;
         Bisection.Nary nary;
-        Clock.Clocks clock;
-        uint8 posted; // bit i: party i moved this round
         bytes32[2] stateRoot; // S_{s+1} opened by each
         bytes32[2] traceRoot; // R_{s+1}
         bytes32 stateBefore; // S_s (agreed)
@@ -66,17 +70,17 @@ contract DisputeGame {
     error RegistryAlreadySet();
     error NotDeployer(address caller);
     error NotDisputed(uint256 job);
-    error NotAParty(uint256 id, address who);
     error WrongPhase(uint256 id, Phase phase);
-    error AlreadyMoved(uint256 id, address who);
     error ClaimsAgree();
     error NobodyTimedOut(uint256 id);
     error WrongLength(uint256 got, uint256 want);
     error SourceNotProven();
     error NeitherMatches();
-    error NotImplementedYet(uint256 id);
+    error PlayedInOperatorGame(uint256 id);
+    error NotOperatorGame(address caller);
 
     JobRegistry public registry;
+    IOperatorGame public operators;
     address internal immutable deployer;
     uint256 public nextId = 1;
     mapping(uint256 => Match) internal matches;
@@ -88,10 +92,25 @@ contract DisputeGame {
         deployer = msg.sender;
     }
 
-    function setRegistry(JobRegistry r) external {
+    /// @notice Wire the registry and the levels 3-5 game, once, by the deployer.
+    function setUp(JobRegistry r, IOperatorGame o) external {
         if (msg.sender != deployer) revert NotDeployer(msg.sender);
         if (address(registry) != address(0)) revert RegistryAlreadySet();
         registry = r;
+        operators = o;
+    }
+
+    /// @notice A party's disputed node (level 2), for levels 3-5.
+    function nodeEncoding(uint256 id, uint256 party) external view returns (bytes memory) {
+        return nodeEnc[id][party];
+    }
+
+    /// @notice OperatorGame's decision on a match it was handed.
+    function decideOperator(uint256 id, uint256 winner, uint8 level, string calldata reason) external {
+        if (msg.sender != address(operators)) revert NotOperatorGame(msg.sender);
+        Match storage m = matches[id];
+        if (m.phase != Phase.Operator) revert WrongPhase(id, m.phase);
+        _decide(id, m, winner, level, reason);
     }
 
     function state(uint256 id)
@@ -100,7 +119,7 @@ contract DisputeGame {
         returns (Phase phase, uint256 lo, uint256 hi, uint64[2] memory clockLeft, uint8 waiting)
     {
         Match storage m = matches[id];
-        return (m.phase, m.nary.lo, m.nary.hi, m.clock.left, m.clock.waiting);
+        return (m.phase, m.nary.lo, m.nary.hi, m.round.clock.left, m.round.clock.waiting);
     }
 
     /// @notice The descent's current height and index (at the disputed node: 0, its index).
@@ -119,7 +138,7 @@ contract DisputeGame {
     }
 
     function parties(uint256 id) external view returns (address[2] memory) {
-        return matches[id].party;
+        return matches[id].round.party;
     }
 
     /// @notice The points both parties must answer in the current step round.
@@ -136,16 +155,16 @@ contract DisputeGame {
         (,, , bytes32 cb) = registry.seats(job, b);
         (, bool outA,,) = registry.seats(job, a);
         (, bool outB,,) = registry.seats(job, b);
-        if (outA || ca == bytes32(0)) revert NotAParty(0, a);
-        if (outB || cb == bytes32(0)) revert NotAParty(0, b);
+        if (outA || ca == bytes32(0)) revert Rounds.NotAParty(0, a);
+        if (outB || cb == bytes32(0)) revert Rounds.NotAParty(0, b);
         if (ca == cb) revert ClaimsAgree();
         id = nextId++;
         Match storage m = matches[id];
         m.job = job;
-        m.party = [a, b];
+        m.round.party = [a, b];
         m.phase = Phase.Steps;
         m.nary = Bisection.Nary(0, j.terms.steps, j.terms.fanout);
-        m.clock.init(j.terms.clock);
+        m.round.clock.init(j.terms.clock);
         for (uint256 i; i < 2; ++i) claimAt[id][i][0] = j.terms.initialClaim;
         claimAt[id][0][j.terms.steps] = ca;
         claimAt[id][1][j.terms.steps] = cb;
@@ -153,25 +172,15 @@ contract DisputeGame {
         _nextRound(id, m);
     }
 
-    function _party(uint256 id, Match storage m) internal view returns (uint256) {
-        if (msg.sender == m.party[0]) return 0;
-        if (msg.sender == m.party[1]) return 1;
-        revert NotAParty(id, msg.sender);
-    }
-
     function _move(uint256 id, Match storage m, Phase want) internal returns (uint256 i) {
         if (m.phase != want) revert WrongPhase(id, m.phase);
-        i = _party(id, m);
-        if (m.posted & (uint8(1) << uint8(i)) != 0) revert AlreadyMoved(id, msg.sender);
-        m.clock.moved(i);
-        m.posted |= uint8(1) << uint8(i);
+        i = m.round.move(id);
     }
 
     function _nextRound(uint256 id, Match storage m) internal {
-        m.posted = 0;
+        m.round.next();
         m.kids[0] = [bytes32(0), bytes32(0)];
         m.kids[1] = [bytes32(0), bytes32(0)];
-        m.clock.await_(3);
         if (m.phase == Phase.Steps) {
             if (m.nary.done()) {
                 m.phase = Phase.Open;
@@ -189,7 +198,7 @@ contract DisputeGame {
         uint256[] memory ps = roundPoints(id);
         if (claims.length != ps.length) revert Bisection.WrongPointCount(claims.length, ps.length);
         for (uint256 k; k < ps.length; ++k) claimAt[id][i][ps[k]] = claims[k];
-        if (m.posted != 3) return;
+        if (!m.round.both()) return;
         bytes32[] memory a = new bytes32[](ps.length);
         bytes32[] memory b = new bytes32[](ps.length);
         for (uint256 k; k < ps.length; ++k) (a[k], b[k]) = (claimAt[id][0][ps[k]], claimAt[id][1][ps[k]]);
@@ -217,7 +226,7 @@ contract DisputeGame {
         m.stateRoot[i] = s1;
         m.traceRoot[i] = r1;
         m.stateBefore = s0; // both openings hash to the same agreed claim
-        if (m.posted != 3) return;
+        if (!m.round.both()) return;
         emit Opened(id, m.stateRoot, m.traceRoot);
         m.overState = m.traceRoot[0] == m.traceRoot[1]; // same trace: a checkpoint tensor differs
         m.phase = Phase.Tops;
@@ -238,7 +247,7 @@ contract DisputeGame {
             return _decide(id, m, 1 - i, 2, "its state commitment does not hash to its leaf");
         }
         m.values[i] = commitment;
-        if (m.posted != 3) return;
+        if (!m.round.both()) return;
         m.pick = m.desc.index;
         m.phase = Phase.StateSource;
         emit Disagreement(id, m.pick, true);
@@ -256,7 +265,7 @@ contract DisputeGame {
     ) external {
         Match storage m = matches[id];
         if (m.phase != Phase.StateSource) revert WrongPhase(id, m.phase);
-        _party(id, m);
+        m.round.seat(id, msg.sender);
         Ref memory r;
         {
             JobRegistry.Terms memory t = _terms(m);
@@ -283,7 +292,7 @@ contract DisputeGame {
                 : "its trace root does not seal the graph's number of nodes");
         }
         m.kids[i][0] = top;
-        if (m.posted != 3) return;
+        if (!m.round.both()) return;
         (, bytes32 root0) = _tree(m, 0);
         (, bytes32 root1) = _tree(m, 1);
         m.desc.start(n, root0, m.kids[0][0], root1, m.kids[1][0]);
@@ -303,7 +312,7 @@ contract DisputeGame {
             return _decide(id, m, 1 - i, 2, "its children do not hash to its node");
         }
         m.kids[i] = [left, right];
-        if (m.posted != 3) return;
+        if (!m.round.both()) return;
         Bisection.Descent storage d = m.desc;
         d.down(m.kids[0][0], m.kids[0][1], m.kids[1][0], m.kids[1][1]); // each pair was checked as posted
         if (d.atLeaf()) {
@@ -326,7 +335,7 @@ contract DisputeGame {
         if (bytes(bad).length != 0) return _decide(id, m, 1 - i, 2, bad);
         nodeEnc[id][i] = enc;
         m.structure = structure;
-        if (m.posted == 3) _compareNodes(id, m);
+        if (m.round.both()) _compareNodes(id, m);
     }
 
     function _checkNode(Match storage m, uint256 i, bytes calldata enc, bytes calldata structure, bytes32[] calldata proof)
@@ -361,7 +370,9 @@ contract DisputeGame {
         }
         m.phase = Phase.Operator;
         emit OperatorDisputed(id, m.nary.lo, m.desc.index);
-        _nextRound(id, m);
+        m.round.posted = 0;
+        m.round.clock.await_(0);
+        operators.start(id, m.round.party, m.job, m.desc.index, m.round.clock.left);
     }
 
     /// @notice Case 2: prove the source of the disputed input (the producing node's
@@ -370,7 +381,7 @@ contract DisputeGame {
     function resolveInput(uint256 id, bytes calldata source, bytes32[] calldata sourceProof) external {
         Match storage m = matches[id];
         if (m.phase != Phase.InputSource) revert WrongPhase(id, m.phase);
-        _party(id, m);
+        m.round.seat(id, msg.sender);
         Ref memory r;
         (r.kind, r.index, r.slot) = Nodes.ref(m.structure, m.pick);
         r.before = m.desc.index;
@@ -422,16 +433,16 @@ contract DisputeGame {
     function timeout(uint256 id) external {
         Match storage m = matches[id];
         if (m.phase == Phase.None || m.phase == Phase.Done) revert WrongPhase(id, m.phase);
-        if (m.phase == Phase.Operator) revert NotImplementedYet(id); // nobody owes a move there yet
-        uint256 p = m.clock.expired();
+        if (m.phase == Phase.Operator) revert PlayedInOperatorGame(id);
+        uint256 p = m.round.clock.expired();
         if (p == 2) revert NobodyTimedOut(id);
         _decide(id, m, 1 - p, uint8(m.phase == Phase.Steps ? 1 : 2), "its clock ran out");
     }
 
     function _decide(uint256 id, Match storage m, uint256 winner, uint8 level, string memory reason) internal {
         m.phase = Phase.Done;
-        address w = m.party[winner];
-        address l = m.party[1 - winner];
+        address w = m.round.party[winner];
+        address l = m.round.party[1 - winner];
         emit MatchDecided(id, w, l, level, reason);
         registry.decide(m.job, w, l);
     }

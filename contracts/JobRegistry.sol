@@ -18,6 +18,7 @@ contract JobRegistry {
         bytes32 initialClaim; // C_0
         bytes32 dataRoot; // the steps' batches
         bytes32 stateMapRoot; // per end-of-step state tensor: its producer (7-byte refs)
+        bytes32 kernelRoot; // per node: u32 kernel count || root of its kernel structures (levels 3-5)
         uint32 graphNodes; // nodes per step
         uint16 stateCount; // state tensors
         uint32 steps;

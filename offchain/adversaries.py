@@ -179,6 +179,8 @@ class KernelCheat(Honest):
     from_end: int = 1
     element: int = 0
     after_commit: bool = False
+    kernel: int = -1  # >= 0: this kernel (counted from the first) instead of from_end
+    ulps: int = 1     # how far the element moves (one ulp can be absorbed by a later sum)
     name = "kernel-cheat"
 
     @property
@@ -186,16 +188,21 @@ class KernelCheat(Honest):
         return 4 if self.after_commit else 5
 
     def _hook(self, n_kernels):
-        target = n_kernels - 1 - self.from_end  # n_kernels counts the result pseudo-kernel
+        target = self.kernel if self.kernel >= 0 else n_kernels - 1 - self.from_end  # n_kernels counts "result"
 
         def tamper(k, out):
             if k == target and out.dtype.kind == "f" and out.size:
-                i = self.element % out.size
-                out.reshape(-1)[i] = np.nextafter(out.reshape(-1)[i], np.float32(np.inf)) if out.reshape(-1)[i] == out.reshape(-1)[i] else np.float32(1.0)
+                flat = out.reshape(-1)
+                nonzero = np.flatnonzero(flat[self.element % out.size:] != 0)  # a zero's change is absorbed
+                i = self.element % out.size + (int(nonzero[0]) if nonzero.size else 0)
+                if flat[i] == flat[i]:
+                    flat[i:i + 1].view(np.uint32)[0] += np.uint32(self.ulps)  # away from zero
+                else:
+                    flat[i] = np.float32(1.0)
         return tamper
 
     def before_record(self, step, index, func, args, kwargs, out):
-        if not _first(self, step, index, str(func) == self.op and isinstance(out, torch.Tensor)):
+        if not _first(self, step, index, str(func) == self.op):
             return
         import repops
         from repops.reference.prims import observe
@@ -210,7 +217,8 @@ class KernelCheat(Honest):
             counter[0] += 1
         with observe(on_kernel), repops.deterministic("reference"):
             res = func(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
-        _raw(out)[...] = res.detach().numpy()
+        first = (lambda r: r if isinstance(r, torch.Tensor) else r[0])  # noqa: E731  (the op's first output)
+        _raw(first(out))[...] = first(res).detach().numpy()
 
     def kernel_tamper(self, step, node, n_kernels):
         return self._hook(n_kernels) if (step, node) == (self.step, getattr(self, "_node", None)) and not self.after_commit else None

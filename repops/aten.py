@@ -338,45 +338,51 @@ def log_softmax_backward(grad, y, dim, input_dtype=None):
     return tt(P.sub(g, P.mul(M.exp(y), sum_np(g, [dim], True))))
 
 
-def _nll_pick(x, target, ignore_index):
-    xp = P.xp_of(x)
-    t = arr(target).astype(np.int64)
-    keep = t != ignore_index
-    rows = xp.arange(x.shape[0])
-    picked = xp.where(keep, x[rows, xp.where(keep, t, 0)], F32(-0.0)).astype(F32)  # gather: exact
-    return picked, keep
+def _nll_pick(x, target, ignore_index, fill):
+    """x[r, target[r]] by the gather kernel; an ignored row (ignore_index is outside the
+    classes) reads `fill`, so no value-dependent mask enters the kernel sequence."""
+    rows, classes = x.shape
+    if 0 <= ignore_index < classes:
+        raise UnsupportedOpError(f"nll_loss: ignore_index={ignore_index} is a class; RepOps needs it outside "
+                                 f"[0, {classes})")
+    t = arr(target).astype(np.int64, copy=False)
+    if bool((((t < 0) | (t >= classes)) & (t != ignore_index)).any()):
+        raise IndexError(f"nll_loss: a target is outside [0, {classes}) and is not ignore_index")
+    picked = P.gather(x.reshape(rows, classes, 1), t.reshape(rows, 1), P.const(fill, ()))
+    return picked.reshape(rows), t != ignore_index
 
 
 @register(aten.nll_loss_forward.default)
 def nll_loss_forward(x, target, weight, reduction, ignore_index):
-    """mean reduction: -(sum of picked log-probs, in row order) / count."""
+    """mean reduction: -(sum of picked log-probs, in row order) / count. An ignored row's
+    loss is +0 (reduction none) or -0 (summed), as neg(picked) with picked = -0 / +0."""
     if weight is not None or x.dim() != 2 or reduction not in (0, 1, 2):
         raise UnsupportedOpError("aten.nll_loss_forward: RepOps supports 2-D input, no class weights")
-    picked, keep = _nll_pick(np_(x, "nll_loss_forward"), target, ignore_index)
+    picked, keep = _nll_pick(np_(x, "nll_loss_forward"), target, ignore_index, -0.0 if reduction == 0 else 0.0)
     loss = P.neg(picked)
     count = F32(int(keep.sum()))
     total = tt(np.asarray(count)).to(x.device)
     if reduction == 0:
-        return tt(P.select(keep, loss, full(loss.shape, 0.0))), total
-    s = sum_np(P.select(keep, loss, full(loss.shape, -0.0)), None)
+        return tt(loss), total
+    s = sum_np(loss, None)
     out = P.div(s, np.asarray(count, F32)) if reduction == 1 else s
     return tt(out), total
 
 
 @register(aten.nll_loss_backward.default)
 def nll_loss_backward(grad, x, target, weight, reduction, ignore_index, total_weight):
-    """d/dx[i, t_i] = -grad / total_weight (mean) or -grad (sum); zeros elsewhere."""
+    """d/dx[i, t_i] = -grad / total_weight (mean) or -grad (sum); +0 elsewhere (onehot)."""
     if weight is not None or x.dim() != 2:
         raise UnsupportedOpError("aten.nll_loss_backward: RepOps supports 2-D input, no class weights")
+    rows, classes = x.shape
+    if 0 <= ignore_index < classes:
+        raise UnsupportedOpError(f"nll_loss: ignore_index={ignore_index} is a class; RepOps needs it outside "
+                                 f"[0, {classes})")
     g = np_(grad, "nll_loss_backward")
     v = P.neg(P.div(g, np_(total_weight, "nll_loss_backward")) if reduction == 1 else g)
     xp = P.xp_of(g)
-    t = arr(target).astype(np.int64)
-    keep = t != ignore_index
-    out = xp.zeros(tuple(x.shape), F32)
-    rows = xp.arange(x.shape[0])[keep]
-    out[rows, t[keep]] = xp.broadcast_to(xp.asarray(v), t.shape)[keep] if v.ndim else v
-    return tt(out)
+    t = arr(target).astype(np.int64, copy=False)
+    return tt(P.onehot(t, xp.broadcast_to(v, (rows,)), P.const(0.0, (classes,))))
 
 
 # -- normalisation -------------------------------------------------------------------------------------------
@@ -428,20 +434,33 @@ def addmm(bias, a, b, beta=1, alpha=1):
     return tt(P.add(RL.matmul(np_(a, "addmm"), np_(b, "addmm")), np_(bias, "addmm")))
 
 
+@register(aten.embedding.default)
+def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """Rows of weight picked by the gather kernel (an index outside the table is an error)."""
+    w = np_(weight, "embedding")
+    t = arr(indices).astype(np.int64, copy=False)
+    if t.size and bool(((t < 0) | (t >= w.shape[0])).any()):
+        raise IndexError(f"embedding: an index is outside [0, {w.shape[0]})")
+    out = P.gather(w.reshape(1, *w.shape), t.reshape(1, -1), P.const(0.0, ()))
+    return tt(out.reshape(*t.shape, w.shape[1]))
+
+
 @register(aten.embedding_dense_backward.default)
 def embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
-    """Row w of the result = fold(add) of grad rows at positions p with indices[p] == w, in
-    increasing p, from +0 (rows never indexed stay +0)."""
+    """onehot(indices)^T @ grad: row w = fold(fma) over positions p in increasing order of
+    [indices[p] == w] * grad[p], from +0. For finite gradients this is the sum of the grad
+    rows at p with indices[p] == w in increasing p (fma(1, g, acc) rounds as acc + g; a 0
+    term adds a zero, which never changes a sum started at +0); a non-finite gradient
+    entry poisons its whole column (0 * inf = NaN)."""
     if scale_grad_by_freq:
         raise UnsupportedOpError("aten.embedding_dense_backward with scale_grad_by_freq=True")
+    if padding_idx is not None and padding_idx >= 0:
+        raise UnsupportedOpError("aten.embedding_dense_backward with a padding_idx")
     g = np_(grad, "embedding_dense_backward")
-    idx = indices.detach().cpu().numpy().reshape(-1)
+    idx = arr(indices).astype(np.int64, copy=False).reshape(-1)
     g = g.reshape(idx.size, -1)
-    out = P.xp_of(g).zeros((num_weights, g.shape[1]), F32)
-    for p, w in enumerate(idx.tolist()):
-        if w != padding_idx:
-            out[w] = P.add(out[w], g[p])
-    return tt(out)
+    hot = P.onehot(idx, P.const(1.0, idx.shape), P.const(0.0, (num_weights,)))
+    return tt(RL.matmul(hot.T, g))
 
 
 # -- exact ops: data movement, views, creation, reads ---------------------------------------------------------------
@@ -454,7 +473,7 @@ EXACT = {
     aten.ones_like.default, aten.empty_like.default, aten.zeros.default, aten.ones.default, aten.empty.memory_format,
     aten.full.default, aten.full_like.default, aten.fill_.Scalar, aten.zero_.default, aten.new_zeros.default,
     aten.new_ones.default, aten.new_empty.default, aten.new_empty_strided.default, aten.empty_strided.default,
-    aten.slice_backward.default, aten.select_backward.default, aten.embedding.default, aten.index_select.default,
+    aten.slice_backward.default, aten.select_backward.default, aten.index_select.default,
     aten._local_scalar_dense.default, aten.arange.default, aten.arange.start, aten.arange.start_step,
     aten.triu.default, aten.tril.default, aten.flatten.using_ints, aten.unflatten.int, aten.as_strided.default,
     aten._reshape_alias.default, aten.view_as_real.default,

@@ -61,6 +61,11 @@ library Nodes {
         return _word(node, outAt + 2 + 32 * slot);
     }
 
+    function outputCount(bytes memory node) internal pure returns (uint256) {
+        (, uint256 outAt) = _shape(node);
+        return _u16(node, outAt);
+    }
+
     /// @dev The offset of the first reference and their count; checks the exact length.
     function _refs(bytes memory s) private pure returns (uint256 o, uint256 n) {
         if (s.length < 11 || s[0] != 0x05) revert NotAStructure();

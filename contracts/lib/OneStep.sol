@@ -4,21 +4,122 @@ pragma solidity ^0.8.24;
 import {Primitives} from "./Primitives.sol";
 import {Tensors} from "./Tensors.sol";
 
-/// @title The one-step executor: operands proven against their tensor commitments, the
-/// primitive executed with Float32.sol (Primitives.exec), the result compared.
+/// @title The one-step rules of docs/PROTOCOL.md §7 that are not arithmetic: which operand
+/// element an output element reads (broadcasting), the dtype of each operand and result, and
+/// the word of a proven element. The arithmetic itself is Executor.exec (Float32.sol).
 library OneStep {
+    error UnknownKernel(bytes name);
     error ArityMismatch(uint256 got, uint256 want);
     error OperandNotProven(uint256 operand);
+    error ShapesDoNotBroadcast();
+
+    uint256 internal constant GATHER = 100;
+    uint256 internal constant ONEHOT = 101;
+    uint256 internal constant RESULT = 200;
+
+    /// @dev The primitive's opcode (offchain/softfloat.py PRIMITIVES), or GATHER/ONEHOT/RESULT.
+    /// @dev The primitive names in opcode order, each after its length byte.
+    bytes internal constant NAMES = "\x03add\x03sub\x03mul\x03fma\x03div\x04sqrt\x03neg\x03abs\x03min\x03max\x02eq\x02lt\x02le\x06select\x04rint\x05floor\x05trunc\x05ldexp\x0afrom_int32\x0eto_int32_trunc\x0cto_int32_rne\x04copy";
+
+    /// @dev The primitive's opcode (offchain/softfloat.py PRIMITIVES), or GATHER/ONEHOT/RESULT.
+    function opcodeOf(bytes memory name) internal pure returns (uint256) {
+        bytes32 h = keccak256(name);
+        bytes memory names = NAMES;
+        uint256 p;
+        for (uint256 i; i < 22; ++i) {
+            uint256 len = uint8(names[p]);
+            bytes32 hi;
+            assembly {
+                hi := keccak256(add(add(names, 33), p), len)
+            }
+            if (hi == h) return i;
+            p += 1 + len;
+        }
+        if (h == keccak256("gather")) return GATHER;
+        if (h == keccak256("onehot")) return ONEHOT;
+        if (h == keccak256("result")) return RESULT;
+        revert UnknownKernel(name);
+    }
 
     function arity(uint256 opcode) internal pure returns (uint256) {
-        if (opcode == 3 || opcode == 13) return 3;
+        if (opcode == 3 || opcode == 13 || opcode == GATHER || opcode == ONEHOT) return 3;
         if (opcode <= 4 || (opcode >= 8 && opcode <= 12) || opcode == 17) return 2;
         return 1;
     }
 
-    /// @dev The primitive's result on the proven operand elements (the words of
-    /// docs/PROTOCOL.md §7: binary32/int32 little-endian, bool 0/1; an int64 exponent clamped
-    /// to [-400, 400]).
+    /// @dev dtype codes (1 float32, 2 int64, 3 bool, 4 int32), as level5_primitive.operand_code.
+    function operandCode(uint256 opcode, uint256 i) internal pure returns (uint8) {
+        if (opcode == 13 && i == 0) return 3;
+        if ((opcode == GATHER && i == 1) || (opcode == ONEHOT && i == 0)) return 2;
+        if ((opcode == 17 && i == 1) || (opcode == 18 && i == 0)) return 4;
+        return 1;
+    }
+
+    function resultCode(uint256 opcode) internal pure returns (uint8) {
+        if (opcode >= 10 && opcode <= 12) return 3;
+        if (opcode == 19 || opcode == 20) return 4;
+        return 1;
+    }
+
+    /// @dev gather: data [R, N, D], index [R, M] -> [R, M, D]; onehot: index [R], fill [N] ->
+    /// [R, N]; a primitive: its operands broadcast (numpy's rule).
+    function outputShape(uint256 opcode, uint64[][] memory shapes) internal pure returns (uint64[] memory out) {
+        if (opcode == GATHER) {
+            out = new uint64[](3);
+            (out[0], out[1], out[2]) = (shapes[0][0], shapes[1][1], shapes[0][2]);
+            return out;
+        }
+        if (opcode == ONEHOT) {
+            out = new uint64[](2);
+            (out[0], out[1]) = (shapes[0][0], shapes[2][0]);
+            return out;
+        }
+        uint256 nd;
+        for (uint256 i; i < shapes.length; ++i) if (shapes[i].length > nd) nd = shapes[i].length;
+        out = new uint64[](nd);
+        for (uint256 d; d < nd; ++d) out[d] = 1;
+        for (uint256 i; i < shapes.length; ++i) {
+            uint256 off = nd - shapes[i].length;
+            for (uint256 d; d < shapes[i].length; ++d) {
+                uint64 v = shapes[i][d];
+                if (out[off + d] == 1) out[off + d] = v;
+                else if (v != 1 && v != out[off + d]) revert ShapesDoNotBroadcast();
+            }
+        }
+    }
+
+    /// @dev Broadcasting: the operand element that output element `flat` reads.
+    function operandIndex(uint64[] memory outShape, uint256 flat, uint64[] memory opShape)
+        internal
+        pure
+        returns (uint256 idx)
+    {
+        uint256 off = outShape.length - opShape.length;
+        uint256 mult = 1;
+        for (uint256 d = outShape.length; d > 0; --d) {
+            uint256 c = flat % outShape[d - 1];
+            flat /= outShape[d - 1];
+            if (d - 1 >= off) {
+                uint64 size = opShape[d - 1 - off];
+                if (size != 1) idx += c * mult;
+                mult *= size;
+            }
+        }
+    }
+
+    /// @dev A proven element as the primitive table's word: an int64 (ldexp's exponent)
+    /// clamped to [-400, 400] and taken as int32.
+    function word(Tensors.ElementProof memory p) internal pure returns (uint256 v) {
+        v = Tensors.word(p);
+        if (p.code == 2) {
+            int256 s = int256(int64(uint64(v)));
+            s = s < -400 ? -400 : (s > 400 ? int256(400) : s);
+            v = uint256(uint32(int32(s)));
+        }
+    }
+
+    /// @dev A primitive on operands proven against their commitments (each operand's element
+    /// 0: for one-element operands, as the forge vectors use it).
     function execute(uint256 opcode, bytes32[] memory commitments, Tensors.ElementProof[] memory operands)
         internal
         pure
@@ -29,13 +130,7 @@ library OneStep {
         uint256[3] memory w;
         for (uint256 i; i < k; ++i) {
             if (!Tensors.verify(commitments[i], operands[i])) revert OperandNotProven(i);
-            uint256 v = Tensors.word(operands[i]);
-            if (operands[i].code == 2) {
-                int256 s = int256(int64(uint64(v)));
-                s = s < -400 ? -400 : (s > 400 ? int256(400) : s);
-                v = uint256(uint32(int32(s)));
-            }
-            w[i] = v;
+            w[i] = word(operands[i]);
         }
         return Primitives.exec(opcode, w[0], w[1], w[2]);
     }

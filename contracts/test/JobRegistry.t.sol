@@ -59,6 +59,7 @@ contract JobRegistryTest is Test {
             initialClaim: bytes32(uint256(2)),
             dataRoot: bytes32(uint256(3)),
             stateMapRoot: bytes32(uint256(4)),
+            kernelRoot: bytes32(uint256(5)),
             graphNodes: 187,
             stateCount: 30,
             steps: 40,
@@ -245,7 +246,7 @@ contract RegistryHandler {
     function post(uint256 pay) external {
         pay = 1 + pay % 10 ether;
         vm.deal(address(this), pay);
-        JobRegistry.Terms memory t = JobRegistry.Terms(bytes32(uint256(7)), 0, 0, 0, 0, 5, 3, 10, 2, 64, 3, 1 ether,
+        JobRegistry.Terms memory t = JobRegistry.Terms(bytes32(uint256(7)), 0, 0, 0, 0, 0, 5, 3, 10, 2, 64, 3, 1 ether,
             uint64(block.timestamp + 10), uint64(block.timestamp + 20), uint64(block.timestamp + 30), 60);
         job = reg.post{value: pay}(t);
     }

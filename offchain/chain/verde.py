@@ -14,26 +14,39 @@ from .client import Chain
 from .errors import TransactionReverted
 
 
+class NotSettleableOnChain(ValueError):
+    """The job's decomposition has an operand the on-chain referee cannot place."""
+
+
 @dataclass
 class Verde:
     chain: Chain
     registry: object
     game: object
+    operators: object
 
     @classmethod
     def deploy(cls, chain: Chain) -> "Verde":
         game = chain.deploy("DisputeGame")
+        operators = chain.deploy("OperatorGame", game.address, chain.deploy("Executor").address)
         registry = chain.deploy("JobRegistry", game.address)
-        chain.transact(game.functions.setRegistry(registry.address))
-        return cls(chain, registry, game)
+        chain.transact(game.functions.setUp(registry.address, operators.address))
+        return cls(chain, registry, game, operators)
 
     # -- the client ---------------------------------------------------------------------------
     def post(self, job, ctx, payment: int, stake: int, max_trainers: int = 3, join_s: int = 600,
              commit_s: int = 1200, reveal_s: int = 1800, clock_s: int = 3600, client=None) -> int:
         """Post a job: its commitments come from the job alone (the referee's context)."""
+        if ctx.kernel_graph.unsettled:
+            j, op = ctx.kernel_graph.unsettled[0]
+            raise NotSettleableOnChain(
+                f"node {j} ({op}) of the job's step moves data in a way the on-chain referee cannot check "
+                f"(a MAT operand, docs/PROTOCOL.md §7); give the op a RepOps decomposition of views, constants "
+                f"and gather/onehot kernels, or settle this job off chain")
         now = self.chain.now()
         spec = job.spec
         terms = (job.job_id, ctx.graph.root, ctx.initial_claim, ctx.data_tree.root, ctx.state_map.root,
+                 ctx.kernel_graph.root,
                  len(ctx.graph.structures), len(ctx.graph.state_refs), spec.steps, spec.fanout, spec.chunk,
                  max_trainers, stake, now + join_s, now + commit_s, now + reveal_s, clock_s)
         fn = self.registry.functions.post(terms)
@@ -83,9 +96,11 @@ class Verde:
             if self.match_state(match_id)["phase"] in until:
                 break
             moved = [self.move(match_id, t, a, ctx) for a, t in seats]
-            if not all(moved) and self.match_state(match_id)["phase"] not in until:
+            phase = self.match_state(match_id)["phase"]
+            if not all(moved) and phase not in until:
                 self.chain.advance(3601)
-                self.chain.transact(self.game.functions.timeout(match_id))
+                referee = self.operators if phase == PHASE_OPERATOR else self.game
+                self.chain.transact(referee.functions.timeout(match_id))
         return self.match_state(match_id)["phase"]
 
     # -- the dispute game -----------------------------------------------------------------------
@@ -102,12 +117,14 @@ class Verde:
         through its behaviour (an agent's job). -> False when it stays silent."""
         from ..dispute.party import InProcess, Silence
         st = self.match_state(match_id)
-        if not st["waiting"] & (1 << self._seat(match_id, account.address)):
-            return True
         ep, g, s = InProcess(trainer), self.game.functions, st["lo"]
         send = lambda fn: self.chain.transact(fn, sender=account)  # noqa: E731
         try:
             phase = st["phase"]
+            if phase == PHASE_OPERATOR:
+                return self._operator_move(match_id, ep, account, ctx, s)
+            if not st["waiting"] & (1 << self._seat(match_id, account.address)):
+                return True
             if phase == PHASE_STEPS:
                 send(g.postClaims(match_id, ep.claim_at(list(self.chain.call(g.roundPoints(match_id))))))
             elif phase == PHASE_OPEN:
@@ -138,6 +155,81 @@ class Verde:
         except TransactionReverted:
             return False  # a move the game refused: the party still owes one
         return True
+
+    # -- levels 3-5 (OperatorGame) ----------------------------------------------------------------
+    def operator_state(self, match_id: int) -> dict:
+        phase, node, kernel, operand, flat, waiting = self.chain.call(self.operators.functions.state(match_id))
+        return {"phase": phase, "node": node, "kernel": kernel, "operand": operand, "flat": flat, "waiting": waiting}
+
+    def _operator_move(self, match_id, ep, account, ctx, s) -> bool:
+        from ..protocol import merkle
+        from ..dispute import level5_primitive
+        from ..dispute.oprun import decode_kernel, element_of
+        st = self.operator_state(match_id)
+        phase, j, k = st["phase"], st["node"], st["kernel"]
+        if phase in (OP_NONE, OP_DONE) or not st["waiting"] & (1 << self._seat(match_id, account.address)):
+            return True
+        g = self.operators.functions
+        send = lambda fn: self.chain.transact(fn, sender=account)  # noqa: E731
+        which = ("operand", st["operand"]) if st["operand"] >= 0 else ("output",)
+        height, index, chunks = self.chain.call(g.descent(match_id))
+        structure = ctx.kernel_graph.structures[j][k] if phase in (OP_SOURCE, OP_STEP) else None
+        if phase == OP_TOPS:
+            count, root, proof = ctx.kernel_graph.node_leaf(j)
+            send(g.postKernelTop(match_id, ep.kernel_node(s, j, merkle.depth(count), 0), count, root, proof))
+        elif phase == OP_DESCENT and not chunks:
+            send(g.postChildren(match_id, ep.kernel_node(s, j, height - 1, 2 * index),
+                                ep.kernel_node(s, j, height - 1, 2 * index + 1)))
+        elif phase == OP_DESCENT:
+            send(g.postChildren(match_id, ep.tensor_node(s, j, k, which, height - 1, 2 * index),
+                                ep.tensor_node(s, j, k, which, height - 1, 2 * index + 1)))
+        elif phase == OP_KERNEL:
+            send(g.postKernel(match_id, ep.kernel(s, j, k), ep.kernel_proof(s, j, k),
+                              ctx.kernel_graph.trees[j].proof(k)))
+        elif phase == OP_TENSOR_TOP:
+            head, _ = ep.tensor_root(s, j, k, which)
+            n = self._numel(head)
+            send(g.postTensorTop(match_id, head, ep.tensor_node(s, j, k, which, merkle.depth(-(-n // ctx.job.spec.chunk)), 0)))
+        elif phase == OP_CHUNK:
+            mine = ep.element(s, j, k, which, index * ctx.job.spec.chunk).chunk_bytes
+            logs = self.operators.events.ChunkPosted().get_logs(from_block=0, argument_filters={"id": match_id})
+            send(g.postChunk(match_id, mine, logs[-1]["args"]["chunk"] if logs else b""))
+        elif phase == OP_SOURCE:
+            _, descs, _, _ = decode_kernel(ep.kernel(s, j, k))
+            src = element_of(descs[st["operand"]], st["flat"])
+            kernel, proof, element = b"", [], _NO_ELEMENT
+            if src[0] == "view":
+                m = self._inputs(ctx, j)
+                if src[1] >= m:
+                    kernel, proof = ep.kernel(s, j, src[1] - m), ep.kernel_proof(s, j, src[1] - m)
+                element = _proof_tuple(ep.element(s, j, k, ("source", src[1]), src[2]))
+            send(g.resolveOperand(match_id, structure, kernel, proof, element))
+        elif phase == OP_STEP:
+            _, descs, _, _ = decode_kernel(ep.kernel(s, j, k))
+            from ..dispute.oprun import operand_shape
+            proofs = []
+
+            def fetch(o, idx):
+                p = ep.element(s, j, k, ("operand", o), idx)
+                proofs.append(_proof_tuple(p))
+                return p.element(), p.code
+            name = decode_kernel(ep.kernel(s, j, k))[0]
+            level5_primitive.evaluate(name, [operand_shape(d) for d in descs], st["flat"], fetch)
+            send(g.resolveStep(match_id, structure, proofs))
+        return True
+
+    @staticmethod
+    def _inputs(ctx, j: int) -> int:
+        from ..protocol.trace import decode_structure
+        return len(decode_structure(ctx.graph.structures[j])[2])
+
+    @staticmethod
+    def _numel(head: bytes) -> int:
+        from ..protocol.tensors import parse_header
+        n = 1
+        for d in parse_header(head)[1]:
+            n *= d
+        return n
 
     def _tree_of(self, match_id, ep, ctx, s):
         """(node(height, index), leaf count) of the tree the descent runs over: the step's
@@ -178,5 +270,13 @@ class Verde:
         return list(self.chain.call(self.game.functions.parties(match_id))).index(address)
 
 
+def _proof_tuple(p) -> tuple:
+    """An ElementProof as the contracts' Tensors.ElementProof."""
+    return (p.code, list(p.shape), p.chunk, p.index, bytes(p.chunk_bytes), [bytes(x) for x in p.siblings])
+
+
+_NO_ELEMENT = (1, [], 1, 0, b"", [])  # a constant's source needs no proof
+
+(OP_NONE, OP_TOPS, OP_DESCENT, OP_KERNEL, OP_TENSOR_TOP, OP_CHUNK, OP_SOURCE, OP_STEP, OP_DONE) = range(9)
 (PHASE_STEPS, PHASE_OPEN, PHASE_STATE_LEAF, PHASE_STATE_SOURCE, PHASE_TOPS, PHASE_DESCENT, PHASE_NODE,
  PHASE_INPUT_SOURCE, PHASE_OPERATOR, PHASE_DONE) = range(1, 11)

@@ -47,6 +47,55 @@ def graph_of(job: Job) -> Graph:
     return Graph([n.structure() for n in rec.nodes], [rec.where(t) for t in st.tensors()])
 
 
+@dataclass
+class KernelGraph:
+    """Per node of a step, the structures (name + operand descriptors) of its kernels: what
+    the on-chain level 3 decides Case 1 against. The job commits
+      kernel root = Merkle root over nodes of leaf(u32 kernel count || root of the node's
+                    kernel structures)."""
+    structures: list        # per node: list of kernel structure bytes
+    unsettled: list         # (node, op name) whose decomposition has a MAT operand
+
+    @functools.cached_property
+    def trees(self) -> list:
+        return [merkle.Tree(tuple(merkle.leaf_hash(k) for k in ks)) for ks in self.structures]
+
+    @functools.cached_property
+    def tree(self) -> merkle.Tree:
+        return merkle.Tree(tuple(merkle.leaf_hash(len(t.leaves).to_bytes(4, "big") + t.root) for t in self.trees))
+
+    @property
+    def root(self) -> bytes:
+        return self.tree.root
+
+    def node_leaf(self, j: int) -> tuple[int, bytes, list]:
+        """(kernel count, structure root, proof in the kernel root) of node j."""
+        t = self.trees[j]
+        return len(t.leaves), t.root, self.tree.proof(j)
+
+
+def kernel_graph_of(job: Job) -> KernelGraph:
+    """The decomposition of every node of step 0, run on the job's own initial state and
+    first batch: its structure depends on shapes, never on values (tested), so it is every
+    step's. Costs one traced step and one decomposed re-run of each node."""
+    import tempfile
+
+    from ..protocol.trace import decode_structure
+    from ..trainer import Trainer
+    from .oprun import MAT, OpRun
+    with tempfile.TemporaryDirectory(prefix="verde-kernels-") as d:
+        t = Trainer(job, d, "referee")
+        tr = t.step_trace(0)
+        structures, unsettled = [], []
+        for j, node in enumerate(tr.nodes):
+            ins = [t.node_input(0, j, i) for i in range(len(node.refs))]
+            ks = OpRun(node.structure(), ins, job.spec.chunk).kernels(commit_all=False)
+            structures.append([k.structure() for k in ks])
+            if any(d[0] == MAT for k in ks for d in k.descriptors):
+                unsettled.append((j, decode_structure(node.structure())[0]))
+    return KernelGraph(structures, unsettled)
+
+
 class Context:
     def __init__(self, job: Job):
         self.job = job
@@ -55,6 +104,10 @@ class Context:
     @functools.cached_property
     def graph(self) -> Graph:
         return graph_of(self.job)
+
+    @functools.cached_property
+    def kernel_graph(self) -> KernelGraph:
+        return kernel_graph_of(self.job)
 
     @functools.cached_property
     def initial_leaves(self) -> list[bytes]:

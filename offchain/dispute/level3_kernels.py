@@ -103,7 +103,7 @@ def play(ctx, a: Party, b: Party, case: Case3):
         else:
             expected = header(level5_primitive.operand_code(name, o), operand_shape(d))
             flat, elems = level4_elements.first_difference(a, b, (ca, cb), (s, j, k, ("operand", o)), chunk, expected)
-            src = element_of(d, flat, operand_shape(d))
+            src = element_of(d, flat)
             if src[0] == "const":
                 truth_el = src[1]
             else:
@@ -125,21 +125,20 @@ def play(ctx, a: Party, b: Party, case: Case3):
     # Case 3: the primitive itself
     shapes = [level4_elements.opened_shape(a, ka[2][o], (s, j, k, ("operand", o))) if d[0] == MAT
               else operand_shape(d) for o, d in enumerate(descs)]
-    out_shape = tuple(np.broadcast_shapes(*shapes))
+    out_shape = level5_primitive.output_shape(name, shapes)
     out_code = level5_primitive.result_code(name)
     flat, elems = level4_elements.first_difference(a, b, (ka[3], kb[3]), (s, j, k, ("output",)), chunk,
                                                    header(out_code, out_shape))
-    words = []
-    for o, d in enumerate(descs):
-        op_shape = shapes[o]
-        idx = level5_primitive.operand_index(out_shape, flat, op_shape)
-        proof = a.ask(level5_primitive.LEVEL, "element", s, j, k, ("operand", o), idx)
-        if not proof.verify(ka[2][o]) or proof.index != idx:
-            proof = b.ask(level5_primitive.LEVEL, "element", s, j, k, ("operand", o), idx)
-            if not proof.verify(kb[2][o]) or proof.index != idx:
-                raise Lost(b, level5_primitive.LEVEL, f"no valid proof of operand {o} element {idx}")
-        words.append(level5_primitive.word(proof.element(), proof.code))
-    losers, _ = level5_primitive.judge(name, words, elems, (a, b), out_code)
+
+    def fetch(o, idx):
+        """Operand o's element idx, proven against the agreed commitment (either party)."""
+        for p, kk in ((a, ka), (b, kb)):
+            proof = p.ask(level5_primitive.LEVEL, "element", s, j, k, ("operand", o), idx)
+            if proof.verify(kk[2][o]) and proof.index == idx:
+                return proof.element(), proof.code
+        raise Lost(b, level5_primitive.LEVEL, f"no valid proof of operand {o} element {idx}")
+    result, words = level5_primitive.evaluate(name, shapes, flat, fetch)
+    losers, _ = level5_primitive.judge(name, result, words, elems, (a, b), out_code)
     return losers, level5_primitive.LEVEL
 
 

@@ -12,7 +12,16 @@ An operand descriptor says where the operand's elements come from, without value
              in the source's row-major order)
   0x01 CONST u8 dtype || u8 ndim || dims || the value's bytes (every element equal)
   0x02 MAT   (computed by data movement the reference does not expose as a view)
+  0x03 CAT   u8 axis || CONST background (the operand's full shape) || u16 #pieces ||
+             per piece: u64 start || u64 step || u64 width || VIEW or CONST descriptor
+             (position i along axis is piece p's element (i - start) / step when
+             start <= i, step divides i - start and the quotient is < width; the first
+             such piece counts, else the background: what stack, cat, slice_backward
+             return, described from the op's meaning rather than memory layout)
 The last leaf is the pseudo-kernel "result" whose operands are the op's outputs.
+A kernel's structure, what the job commits per node for the on-chain level 3, leaves the
+values' commitments out:
+  kernel structure = 0x09 || u32 len name || name || u16 #operands || descriptors
 """
 from __future__ import annotations
 
@@ -28,8 +37,8 @@ from ..protocol.encoding import decode
 from ..protocol.tensors import CODES, DTYPES, canonical, commit
 from ..protocol.trace import decode_structure
 
-VIEW, CONST, MAT = 0, 1, 2
-KERNEL = b"\x08"
+VIEW, CONST, MAT, CAT = 0, 1, 2, 3
+KERNEL, STRUCTURE = b"\x08", b"\x09"
 RESULT = "result"
 
 
@@ -58,6 +67,83 @@ class Kernel:
     def leaf(self) -> bytes:
         return merkle.leaf_hash(self.encode())
 
+    def structure(self) -> bytes:
+        b = self.name.encode()
+        return STRUCTURE + len(b).to_bytes(4, "big") + b + len(self.descriptors).to_bytes(2, "big") + \
+            b"".join(self.descriptors)
+
+
+def view(source: int, offset: int, shape, strides) -> bytes:
+    return (bytes([VIEW]) + source.to_bytes(2, "big") + offset.to_bytes(8, "big", signed=True) + bytes([len(shape)]) +
+            b"".join(int(d).to_bytes(8, "big") + int(s).to_bytes(8, "big", signed=True) for d, s in zip(shape, strides)))
+
+
+def constant(value: np.ndarray, shape) -> bytes:
+    c = canonical(np.asarray(value).reshape(1))
+    return bytes([CONST, DTYPES[c.dtype], len(shape)]) + b"".join(int(d).to_bytes(8, "big") for d in shape) + c.tobytes()
+
+
+def row_major(shape) -> list[int]:
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.insert(0, acc)
+        acc *= int(d)
+    return strides
+
+
+def cat(axis: int, shape, pieces: list[tuple[int, int, int, bytes]], background=0.0) -> bytes:
+    """pieces: (start, step, width, descriptor) along axis of an operand of `shape`."""
+    return (bytes([CAT, axis]) + constant(np.float32(background), shape) + len(pieces).to_bytes(2, "big") +
+            b"".join(a.to_bytes(8, "big") + b.to_bytes(8, "big") + w.to_bytes(8, "big") + d for a, b, w, d in pieces))
+
+
+def _whole(t, src, insert=None):
+    """A whole input as a VIEW, optionally with a size-1 axis inserted (stride 0)."""
+    shape, strides = list(t.shape), row_major(t.shape)
+    if insert is not None:
+        shape.insert(insert, 1)
+        strides.insert(insert, 0)
+    return view(src(t), 0, shape, strides)
+
+
+def _stack(args, src):
+    ts, dim = args[0], (args[1] if len(args) > 1 else 0)
+    shape = list(ts[0].shape)
+    dim = dim + len(shape) + 1 if dim < 0 else dim
+    out = shape[:dim] + [len(ts)] + shape[dim:]
+    return cat(dim, out, [(i, 1, 1, _whole(t, src, dim)) for i, t in enumerate(ts)])
+
+
+def _cat(args, src):
+    ts = [t for t in args[0] if t.numel()]
+    dim = args[1] if len(args) > 1 else 0
+    dim = dim + ts[0].dim() if dim < 0 else dim
+    out, pieces, at = list(ts[0].shape), [], 0
+    for t in ts:
+        pieces.append((at, 1, t.shape[dim], _whole(t, src)))
+        at += t.shape[dim]
+    out[dim] = at
+    return cat(dim, out, pieces)
+
+
+def _slice_backward(args, src):
+    grad, sizes, dim, start, _, step = args
+    dim = dim + len(sizes) if dim < 0 else dim
+    start = max(0, min(start + sizes[dim] if start < 0 else start, sizes[dim]))
+    return cat(dim, list(sizes), [(start, step, grad.shape[dim], _whole(grad, src))])
+
+
+def _copy_of_input(args, src):
+    t = args[0]
+    return view(src(t), 0, t.shape, row_major(t.shape))
+
+
+# Exact ops whose results are fresh arrays: their elements' sources, from what the op means.
+RESULT_RULES = {
+    "aten.clone.default": _copy_of_input, "aten.contiguous.default": _copy_of_input,
+    "aten.stack.default": _stack, "aten.cat.default": _cat, "aten.slice_backward.default": _slice_backward,
+}
+
 
 class _Sources:
     """Arrays an operand may be a view of: the op's inputs, then every kernel output."""
@@ -74,16 +160,11 @@ class _Sources:
         a = np.asarray(a)
         found = self._find(a)
         if found is None and a.size and (a.ndim == 0 or not any(a.strides)):
-            one = np.ascontiguousarray(a.reshape(-1)[:1]) if a.ndim == 0 else np.asarray(a.flat[0], a.dtype).reshape(1)
-            c = canonical(one)
-            return (bytes([CONST, DTYPES[c.dtype], a.ndim]) + b"".join(d.to_bytes(8, "big") for d in a.shape) +
-                    c.tobytes())
+            return constant(np.asarray(a.reshape(-1)[:1] if a.ndim == 0 else a.flat[0], a.dtype), a.shape)
         if found is None:
             return bytes([MAT])
         src, offset = found
-        strides = [s // a.itemsize for s in a.strides]
-        return (bytes([VIEW]) + src.to_bytes(2, "big") + offset.to_bytes(8, "big", signed=True) + bytes([a.ndim]) +
-                b"".join(d.to_bytes(8, "big") + s.to_bytes(8, "big", signed=True) for d, s in zip(a.shape, strides)))
+        return view(src, offset, a.shape, [s // a.itemsize for s in a.strides])
 
     def _find(self, a):
         if a.size == 0:
@@ -148,10 +229,12 @@ class OpRun:
         results = result if isinstance(result, (list, tuple)) else [result]
         results = [r for r in results if isinstance(r, torch.Tensor)]
         arrays = [r.detach().numpy() for r in results]
-        desc = []
-        for r, a in zip(results, arrays):
-            d = src.describe(a)
-            desc.append(d)
+        desc = [src.describe(a) for a in arrays]
+        rule = RESULT_RULES.get(self.op_name)
+        if rule is not None and len(results) == 1 and desc[0][0] == MAT:
+            args, _ = decode(self.attrs, inputs)
+            d = rule(args, lambda t: next(i for i, x in enumerate(inputs) if x is t))
+            desc[0] = d if d is not None else desc[0]
         final = Kernel(RESULT, desc, [commit(r, self.chunk) for r in results], merkle.ZERO)
         if keep == len(out):
             final.arrays = [np.array(a, copy=True) for a in arrays]
@@ -171,13 +254,7 @@ def decode_kernel(enc: bytes) -> tuple[str, list, list, bytes]:
     o += 2
     descs, comms = [], []
     for _ in range(nops):
-        kind = enc[o]
-        if kind == VIEW:
-            size = 12 + 16 * enc[o + 11]
-        elif kind == CONST:
-            size = 3 + 8 * enc[o + 2] + CODES[enc[o + 1]].itemsize
-        else:
-            size = 1
+        size = descriptor_size(enc, o)
         descs.append(enc[o:o + size])
         comms.append(enc[o + size:o + size + 32])
         o += size + 32
@@ -186,15 +263,54 @@ def decode_kernel(enc: bytes) -> tuple[str, list, list, bytes]:
     return name, descs, comms, enc[o:o + 32]
 
 
-def element_of(descriptor: bytes, index: int, shape: tuple):
-    """For operand element `index` (flat, row-major, of an operand of `shape`): ('view',
-    source, source flat index) or ('const', value bytes) or ('mat',)."""
+def descriptor_size(enc: bytes, o: int = 0) -> int:
+    kind = enc[o]
+    if kind == VIEW:
+        return 12 + 16 * enc[o + 11]
+    if kind == CONST:
+        return 3 + 8 * enc[o + 2] + CODES[enc[o + 1]].itemsize
+    if kind == CAT:
+        p = o + 2 + descriptor_size(enc, o + 2)
+        n, p = int.from_bytes(enc[p:p + 2], "big"), p + 2
+        for _ in range(n):
+            p += 24 + descriptor_size(enc, p + 24)
+        return p - o
+    if kind == MAT:
+        return 1
+    raise ValueError(f"unknown operand descriptor kind {kind}")
+
+
+def _pieces(descriptor: bytes):
+    """A CAT descriptor -> (axis, background CONST, [(start, step, width, sub-descriptor)])."""
+    axis, p = descriptor[1], 2 + descriptor_size(descriptor, 2)
+    background = descriptor[2:p]
+    n, p, out = int.from_bytes(descriptor[p:p + 2], "big"), p + 2, []
+    for _ in range(n):
+        a, b, w = (int.from_bytes(descriptor[p + 8 * i:p + 8 * i + 8], "big") for i in range(3))
+        size = descriptor_size(descriptor, p + 24)
+        out.append((a, b, w, descriptor[p + 24:p + 24 + size]))
+        p += 24 + size
+    return axis, background, out
+
+
+def element_of(descriptor: bytes, index: int):
+    """For operand element `index` (flat, row-major): ('view', source, source flat index) or
+    ('const', value bytes) or ('mat',)."""
     kind = descriptor[0]
     if kind == CONST:
         ndim = descriptor[2]
         return ("const", descriptor[3 + 8 * ndim:])
     if kind == MAT:
         return ("mat",)
+    if kind == CAT:
+        axis, background, pieces = _pieces(descriptor)
+        idx = [int(i) for i in np.unravel_index(index, operand_shape(descriptor))]
+        at = idx[axis]
+        for start, step, width, sub in pieces:
+            if at >= start and step and (at - start) % step == 0 and (at - start) // step < width:
+                idx[axis] = (at - start) // step
+                return element_of(sub, int(np.ravel_multi_index(idx, operand_shape(sub))))
+        return element_of(background, 0)
     source = int.from_bytes(descriptor[1:3], "big")
     offset = int.from_bytes(descriptor[3:11], "big", signed=True)
     ndim = descriptor[11]
@@ -212,5 +328,7 @@ def operand_shape(descriptor: bytes):
     if kind == VIEW:
         ndim = descriptor[11]
         return tuple(int.from_bytes(descriptor[12 + 16 * i:20 + 16 * i], "big") for i in range(ndim))
+    if kind == CAT:
+        return operand_shape(_pieces(descriptor)[1])
     return None
 

@@ -202,6 +202,36 @@ def copy(a):
     return _record("copy", (a,), np.array(a, dtype=F32, copy=True))
 
 
+# -- data movement that depends on integer data (docs/NUMERICS.md §10) ---------------------------
+# Not binary32 arithmetic: each output element is one operand element picked by an index
+# element, so a referee settles one by two Merkle proofs. Both keep the decomposition's
+# structure independent of values (the index is an operand, never a Python loop bound).
+@overridable("gather")
+def gather(data, index, fill):
+    """data [R, N, D] f32, index [R, M] int64, fill 0-d f32 -> [R, M, D]:
+    out[r, m, d] = data[r, I, d] if 0 <= I < N else fill, I = index[r, m]."""
+    xp = xp_of(data)
+    r, n, _ = data.shape
+    i = xp.asarray(index, np.int64)
+    ok = (i >= 0) & (i < n)
+    picked = data[xp.arange(r)[:, None], xp.where(ok, i, 0)]
+    return _record("gather", (data, index, fill), xp.where(ok[..., None], picked, xp.asarray(fill, F32)).astype(F32))
+
+
+@overridable("onehot")
+def onehot(index, value, fill):
+    """index [R] int64, value [R] f32, fill [N] f32 -> [R, N]:
+    out[r, c] = value[r] if c == index[r] else fill[c]."""
+    xp = xp_of(index)
+    i = xp.asarray(index, np.int64)
+    hit = xp.arange(fill.shape[0])[None, :] == i[:, None]
+    return _record("onehot", (index, value, fill), xp.where(hit, xp.asarray(value, F32)[:, None],
+                                                            xp.asarray(fill, F32)[None, :]).astype(F32))
+
+
+MOVEMENT = {"gather": gather, "onehot": onehot}
+
+
 # name -> reference kernel; the same names as offchain.softfloat.PRIMITIVES
 PRIMS = {
     "add": add, "sub": sub, "mul": mul, "fma": fma, "div": div, "sqrt": sqrt, "neg": neg, "abs": abs_,

@@ -1,7 +1,7 @@
-"""The on-chain game (levels 1 and 2) between the trainer library's honest trainer and the
-adversaries of offchain.adversaries, settled through the registry: the honest one is paid,
-the cheater's stake goes to it, the books balance. Value cheaters (Case 3) reach the
-operator phase, where levels 3-5 are the next step."""
+"""The on-chain game (DisputeGame: levels 1-2, OperatorGame: levels 3-5) between the
+trainer library's honest trainer and every adversary of offchain.adversaries, settled
+through the registry: the honest one is paid, the cheater's stake goes to it, the books
+balance."""
 import sys
 from pathlib import Path
 
@@ -9,7 +9,7 @@ import pytest
 
 from offchain import adversaries as A
 from offchain.chain.client import TransactionReverted
-from offchain.chain.verde import PHASE_DONE, PHASE_OPERATOR, Verde
+from offchain.chain.verde import PHASE_DONE, Verde
 from offchain.dispute.context import Context
 from offchain.protocol.job import load
 from offchain.trainer import Trainer
@@ -31,7 +31,8 @@ def setup(tmp_path_factory):
 
 def _run(chain, setup, behaviour, honest_first=True):
     job, ctx, honest, d = setup
-    bad = Trainer(job, d / f"bad-{behaviour.name}-{chain.backend}-{honest_first}", "cheater", behaviour=behaviour)
+    bad = Trainer(job, d / f"bad-{behaviour.name}-{id(behaviour)}-{chain.backend}-{honest_first}", "cheater",
+                  behaviour=behaviour)
     bad.train()
     v = Verde.deploy(chain)
     client, hon_acct, bad_acct = chain.accounts[1], chain.accounts[2], chain.accounts[3]
@@ -40,34 +41,45 @@ def _run(chain, setup, behaviour, honest_first=True):
         seats.reverse()
     jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, client)
     m = v.open_match(jid, seats[0][0].address, seats[1][0].address)
-    v.play(m, seats, ctx, until=(PHASE_DONE, PHASE_OPERATOR))
+    v.play(m, seats, ctx, max_rounds=120)
     return v, jid, m, hon_acct, bad_acct
 
 
 LEVEL2 = [A.StopsEarly(steps_done=2), A.InconsistentOpening(), A.Silent(answers=1), A.Lazy(start=3),
           A.PoisonedData(step=3), A.WrongHyperParameter(), A.TamperedInput(step=2), A.ForgedCheckpoint(step=2),
           A.ExtraOp(step=5)]
-
-
+# decided in OperatorGame: a wrong primitive (level 5), a wrong operand (level 4), a kernel the
+# job's decomposition does not have (level 3), the index moves gather/onehot, a party that
+# goes silent there, and the adversaries whose lie only the off-chain protocol can hear
+LEVEL3_5 = [A.CorruptValue(step=3, node=10), A.KernelCheat(step=2), A.KernelCheat(step=2, after_commit=True),
+            A.NativeKernel(step=2), A.KernelCheat(step=1, op="aten.nll_loss_backward.default"),
+            # the loss reaches the result only through the last step's trace
+            A.KernelCheat(step=5, op="aten.nll_loss_forward.default", kernel=0, ulps=64),
+            A.KernelCheat(step=5, op="aten.nll_loss_forward.default", kernel=0, ulps=64, after_commit=True),
+            A.Silent(answers=40), A.LyingDecomposition(step=2), A.BadMerkleProof(step=2)]
+# where each is decided on chain (LyingDecomposition and BadMerkleProof lie in answers the
+# chain never asks for: their wrong value is caught by the one step)
+SEAT_ORDER = set(range(len(LEVEL2))) | {len(LEVEL2) + i for i in (0, 2, 3, 5)}
+ON_CHAIN_LEVEL = dict(zip(range(len(LEVEL2), len(LEVEL2) + len(LEVEL3_5)), (5, 5, 4, 3, 5, 5, 4, None, 5, 5)))
 @pytest.mark.parametrize("honest_first", [True, False], ids=["honest-first", "honest-second"])
-@pytest.mark.parametrize("behaviour", LEVEL2, ids=lambda b: b.name)
-def test_honest_wins_on_chain_and_is_paid(chain, setup, behaviour, honest_first):
-    if chain.backend == "anvil" and not honest_first:
-        pytest.skip("seat order is covered on the embedded chain; Anvil runs each adversary once")
+@pytest.mark.parametrize("index", range(len(LEVEL2 + LEVEL3_5)),
+                         ids=[f"{b.name}-{i}" for i, b in enumerate(LEVEL2 + LEVEL3_5)])
+def test_honest_wins_on_chain_and_is_paid(chain, setup, index, honest_first):
+    behaviour = (LEVEL2 + LEVEL3_5)[index]
+    if not honest_first and (chain.backend == "anvil" or index not in SEAT_ORDER):
+        pytest.skip("seat order: every level-2 adversary and one per level 3-5 on the embedded chain")
     v, jid, m, hon, bad = _run(chain, setup, behaviour, honest_first)
     assert v.match_state(m)["phase"] == PHASE_DONE
+    decided = v.game.events.MatchDecided().get_logs(from_block=0, argument_filters={"id": m})[-1]["args"]
+    assert decided["winner"] == hon.address
+    if ON_CHAIN_LEVEL.get(index):
+        assert decided["level"] == ON_CHAIN_LEVEL[index], decided
     assert v.owed(hon.address) == PAY + 2 * STAKE and v.owed(bad.address) == 0
     assert chain.w3.eth.get_balance(v.registry.address) == (
         v.chain.call(v.registry.functions.escrow()) + v.chain.call(v.registry.functions.totalOwed()))
     before = chain.w3.eth.get_balance(hon.address)
     chain.transact(v.registry.functions.withdraw(), sender=hon)
     assert chain.w3.eth.get_balance(hon.address) > before
-
-
-def test_a_value_cheater_is_narrowed_to_one_operator(chain, setup):
-    v, jid, m, hon, bad = _run(chain, setup, A.CorruptValue(step=3, node=10))
-    assert v.match_state(m)["phase"] == PHASE_OPERATOR and v.match_state(m)["lo"] == 3
-    assert tuple(v.chain.call(v.game.functions.descent(m))) == (0, 10)
 
 
 def test_only_the_parties_move_once_per_round_and_nobody_times_out_early(chain, setup):
@@ -90,13 +102,6 @@ def test_only_the_parties_move_once_per_round_and_nobody_times_out_early(chain, 
     with pytest.raises(TransactionReverted) as e:
         chain.transact(v.game.functions.timeout(m))
     assert e.value.error == "NobodyTimedOut"
-
-
-def test_a_value_dispute_waits_at_the_operator_and_cannot_be_timed_out(chain, setup):
-    v, jid, m, hon, bad = _run(chain, setup, A.CorruptValue(step=3, node=10))
-    with pytest.raises(TransactionReverted) as e:
-        chain.transact(v.game.functions.timeout(m))
-    assert e.value.error == "NotImplementedYet"
 
 
 def test_three_trainers_two_cheaters_settle_through_successive_matches(chain, setup):
@@ -128,3 +133,39 @@ def test_three_trainers_two_cheaters_settle_through_successive_matches(chain, se
     assert v.status(jid)[2] == 3  # Settled
     assert v.owed(chain.accounts[2].address) == PAY + 3 * STAKE
     assert v.owed(chain.accounts[3].address) == v.owed(chain.accounts[4].address) == 0
+
+
+def test_levels_3_to_5_take_moves_only_from_the_parties_and_time_out_the_silent_one(chain, setup):
+    """In OperatorGame: a stranger's move, a second move in a round, a hand-over or a
+    decision from anyone but the two games are refused; DisputeGame's own timeout defers to
+    OperatorGame; a cheater that stops answering there loses on its clock."""
+    from offchain.chain.verde import PHASE_OPERATOR
+    job, ctx, honest, d = setup
+    v = Verde.deploy(chain)
+    bad = Trainer(job, d / f"op-silent-{chain.backend}", "cheater", behaviour=A.CorruptValue(step=3, node=10))
+    bad.train()
+    seats = [(chain.accounts[2], honest), (chain.accounts[3], bad)]
+    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, chain.accounts[1])
+    m = v.open_match(jid, seats[0][0].address, seats[1][0].address)
+    assert v.play(m, seats, ctx, until=(PHASE_OPERATOR,)) == PHASE_OPERATOR
+    ops, stranger = v.operators.functions, chain.accounts[5]
+    for fn, who, err in ((ops.postKernelTop(m, bytes(32), 1, bytes(32), []), stranger, "NotAParty"),
+                         (ops.start(m, [stranger.address] * 2, jid, 0, [1, 1]), stranger, "NotTheGame"),
+                         (v.game.functions.decideOperator(m, 0, 3, "x"), stranger, "NotOperatorGame"),
+                         (v.game.functions.timeout(m), stranger, "PlayedInOperatorGame"),
+                         (ops.timeout(m), stranger, "NobodyTimedOut")):
+        with pytest.raises(TransactionReverted) as e:
+            chain.transact(fn, sender=who)
+        assert e.value.error == err
+    assert v.move(m, honest, seats[0][0], ctx)  # the honest posts its kernel top
+    count, root, proof = ctx.kernel_graph.node_leaf(10)
+    with pytest.raises(TransactionReverted) as e:  # and cannot post a second one this round
+        chain.transact(ops.postKernelTop(m, bytes(32), count, root, proof), sender=seats[0][0])
+    assert e.value.error == "AlreadyMoved"
+    chain.advance(3601)  # the cheater never answers
+    chain.transact(ops.timeout(m), sender=stranger)
+    with pytest.raises(TransactionReverted) as e:  # no second claim of the same timeout
+        chain.transact(ops.timeout(m), sender=stranger)
+    assert e.value.error == "WrongPhase"
+    assert v.match_state(m)["phase"] == PHASE_DONE
+    assert v.owed(seats[0][0].address) == PAY + 2 * STAKE and v.owed(seats[1][0].address) == 0

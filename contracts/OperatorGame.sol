@@ -1,0 +1,453 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {Bisection, Clock} from "./lib/Bisection.sol";
+import {Rounds} from "./lib/Rounds.sol";
+import {Kernels} from "./lib/Kernels.sol";
+import {Merkle} from "./lib/Merkle.sol";
+import {Nodes} from "./lib/Nodes.sol";
+import {OneStep} from "./lib/OneStep.sol";
+import {Tensors} from "./lib/Tensors.sol";
+import {Executor} from "./Executor.sol";
+import {JobRegistry} from "./JobRegistry.sol";
+
+interface IDisputeGame {
+    function registry() external view returns (JobRegistry);
+    function nodeEncoding(uint256 id, uint256 party) external view returns (bytes memory);
+    function decideOperator(uint256 id, uint256 winner, uint8 level, string calldata reason) external;
+}
+
+/// @title Levels 3-5 of the dispute on chain (docs/PROTOCOL.md §7-8): the disputed operator's
+/// primitive kernels, one tensor's elements, one primitive. DisputeGame hands a match over at
+/// Case 3 of level 2 (same node inputs, different outputs) and takes the decision back.
+/// - Level 3: each party reveals the top of its kernel tree; a Merkle descent finds the first
+///   differing kernel k (or, when the tops agree, k is the last: the result pseudo-kernel,
+///   whose operands must be the node outputs each committed at level 2). Both reveal kernel k;
+///   its structure (name + operand descriptors) must be the job's (kernel root, Case 1).
+/// - Level 4: the first differing operand (or else the output) is opened into (header, chunk
+///   tree); the header must be the one the kernel implies; a descent over the chunks and the
+///   chunk bytes give the first differing element.
+/// - Case 2: that operand element's source (a constant, an element of an op input or of an
+///   earlier kernel's output) is proven; the party whose element differs loses.
+/// - Level 5 (Case 3): the output element's operands are proven, the primitive is executed
+///   (Executor: Float32.sol) or the index move replayed (gather/onehot); the party whose
+///   element differs loses.
+/// @dev The same round structure as DisputeGame: both parties post, the round closes when
+/// both have; chess clocks carry over from level 2.
+contract OperatorGame {
+    using Bisection for Bisection.Descent;
+    using Clock for Clock.Clocks;
+    using Rounds for Rounds.Round;
+
+    enum Phase {
+        None,
+        Tops, // reveal the kernel tree's top
+        Descent, // over kernels (level 3) or over chunks (level 4)
+        Kernel, // reveal kernel k
+        TensorTop, // open the disputed tensor
+        Chunk, // reveal the disputed chunk
+        OperandSource, // Case 2: prove the source of the disputed operand element
+        Step, // Case 3: prove the operands and execute
+        Done
+    }
+
+    struct Match {
+        Rounds.Round round; // the parties, their moves this round, their clocks
+        uint256 job;
+        uint64 node;
+        Phase phase;
+        bool sameTops; // the kernel trees agree: k is the result pseudo-kernel
+        bool overChunks; // the descent runs over a tensor's chunks (else over kernels)
+        uint64 count; // kernels of the node (the job's)
+        bytes32 structRoot; // the job's kernel structures of the node
+        bytes32[2] top; // each party's kernel tree top
+        Bisection.Descent desc;
+        bytes32[2][2] kids;
+        uint64 kernel; // k
+        bytes32 structHash; // sha256 of kernel k's structure (agreed: proven in the job's)
+        int256 operand; // the disputed operand of kernel k, -1 for its output
+        bytes32[2] tensor; // each party's commitment of the disputed tensor
+        bytes32 expect; // sha256 of the header the kernel implies
+        uint64 numel;
+        uint8 code; // its dtype
+        uint256 flat; // the disputed element
+        bytes32 chunkHash; // the first poster's chunk
+        uint256[2] word; // each party's element there
+    }
+
+    event Started(uint256 indexed id, uint256 node);
+    event KernelFound(uint256 indexed id, uint256 kernel);
+    event TensorDisputed(uint256 indexed id, uint256 kernel, int256 operand);
+    event ChunkPosted(uint256 indexed id, uint256 party, bytes chunk);
+    event ElementFound(uint256 indexed id, uint256 flat, uint256 wordA, uint256 wordB);
+
+    error NotTheGame(address caller);
+    error WrongPhase(uint256 id, Phase phase);
+    error NotInTheJob(uint256 node);
+    error NobodyTimedOut(uint256 id);
+    error WrongStructure();
+    error SourceNotProven();
+    error NeitherMatches();
+    error OtherChunkWrong();
+    error WrongProofCount(uint256 got, uint256 want);
+    error OperandNotProven(uint256 operand, uint256 index);
+
+    IDisputeGame public immutable game;
+    Executor public immutable executor;
+    mapping(uint256 => Match) internal matches;
+    mapping(uint256 => bytes32[][2]) internal operands; // per party: kernel k's operand commitments
+
+    constructor(IDisputeGame g, Executor e) {
+        game = g;
+        executor = e;
+    }
+
+    // -- views for agents -------------------------------------------------------------------------
+    function state(uint256 id)
+        external
+        view
+        returns (Phase phase, uint256 node, uint256 kernel, int256 operand, uint256 flat, uint8 waiting)
+    {
+        Match storage m = matches[id];
+        return (m.phase, m.node, m.kernel, m.operand, m.flat, m.round.clock.waiting);
+    }
+
+    function descent(uint256 id) external view returns (uint256 height, uint256 index, bool overChunks) {
+        Match storage m = matches[id];
+        return (m.desc.height, m.desc.index, m.overChunks);
+    }
+
+    function clocks(uint256 id) external view returns (uint64[2] memory) {
+        return matches[id].round.clock.left;
+    }
+
+    // -- hand-over from level 2 -------------------------------------------------------------------
+    function start(uint256 id, address[2] calldata party, uint256 job, uint256 node, uint64[2] calldata left) external {
+        if (msg.sender != address(game)) revert NotTheGame(msg.sender);
+        Match storage m = matches[id];
+        m.round.party = party;
+        m.job = job;
+        m.node = uint64(node);
+        m.phase = Phase.Tops;
+        m.round.clock.left = left;
+        emit Started(id, node);
+        m.round.next();
+    }
+
+    function _move(uint256 id, Match storage m, Phase want) internal returns (uint256 i) {
+        if (m.phase != want) revert WrongPhase(id, m.phase);
+        i = m.round.move(id);
+    }
+
+    function _terms(Match storage m) internal view returns (JobRegistry.Terms memory) {
+        return game.registry().terms(m.job);
+    }
+
+    // -- level 3: kernels ---------------------------------------------------------------------------
+    /// @notice Reveal the top of your kernel tree for the node, with the job's kernel count and
+    /// structure root of the node and their proof in the job's kernel root.
+    function postKernelTop(uint256 id, bytes32 top, uint64 count, bytes32 structRoot, bytes32[] calldata proof)
+        external
+    {
+        Match storage m = matches[id];
+        uint256 i = _move(id, m, Phase.Tops);
+        JobRegistry.Terms memory t = _terms(m);
+        bytes32 lf = Merkle.leaf(abi.encodePacked(uint32(count), structRoot));
+        if (!Merkle.verify(t.kernelRoot, t.graphNodes, m.node, lf, proof)) revert NotInTheJob(m.node);
+        (m.count, m.structRoot) = (count, structRoot);
+        m.top[i] = top;
+        if (!m.round.both()) return;
+        if (m.top[0] == m.top[1]) {
+            m.sameTops = true;
+            _kernelFound(id, m, count - 1);
+        } else {
+            m.desc.start(count, Merkle.seal(count, m.top[0]), m.top[0], Merkle.seal(count, m.top[1]), m.top[1]);
+            m.phase = Phase.Descent;
+            if (m.desc.atLeaf()) _atLeaf(id, m);
+        }
+        m.round.next();
+    }
+
+    function _kernelFound(uint256 id, Match storage m, uint256 k) internal {
+        m.kernel = uint64(k);
+        m.phase = Phase.Kernel;
+        emit KernelFound(id, k);
+    }
+
+    /// @notice Merkle descent (kernels or chunks): the two children of your current node.
+    function postChildren(uint256 id, bytes32 left, bytes32 right) external {
+        Match storage m = matches[id];
+        uint256 i = _move(id, m, Phase.Descent);
+        if (Merkle.inner(left, right) != (i == 0 ? m.desc.a : m.desc.b)) {
+            return _decide(id, m, 1 - i, m.overChunks ? 4 : 3, "its children do not hash to its node");
+        }
+        m.kids[i] = [left, right];
+        if (!m.round.both()) return;
+        m.desc.down(m.kids[0][0], m.kids[0][1], m.kids[1][0], m.kids[1][1]);
+        if (m.desc.atLeaf()) {
+            if (m.desc.index >= m.desc.n) {
+                return _decide(id, m, m.desc.a == bytes32(0) ? 0 : 1, m.overChunks ? 4 : 3, "its tree has a leaf past the last");
+            }
+            _atLeaf(id, m);
+        }
+        m.round.next();
+    }
+
+    function _atLeaf(uint256 id, Match storage m) internal {
+        if (m.overChunks) m.phase = Phase.Chunk;
+        else _kernelFound(id, m, m.desc.index);
+    }
+
+    /// @notice Reveal kernel k: its encoding (with its proof in your kernel tree when the tops
+    /// agreed, else it must hash to your leaf) and its structure's proof in the job's.
+    function postKernel(uint256 id, bytes calldata enc, bytes32[] calldata proof, bytes32[] calldata structProof)
+        external
+    {
+        Match storage m = matches[id];
+        uint256 i = _move(id, m, Phase.Kernel);
+        bytes32 lf = Merkle.leaf(enc);
+        if (m.sameTops ? Merkle.top(m.count, m.kernel, lf, proof) != m.top[i] : lf != (i == 0 ? m.desc.a : m.desc.b)) {
+            return _decide(id, m, 1 - i, 3, "its kernel does not hash to its kernel tree");
+        }
+        Kernels.Kernel memory k;
+        try this.parseKernel(enc) returns (Kernels.Kernel memory parsed) {
+            k = parsed;
+        } catch {
+            return _decide(id, m, 1 - i, 3, "its kernel is malformed");
+        }
+        if (!Merkle.verify(m.structRoot, m.count, m.kernel, Merkle.leaf(k.structure), structProof)) {
+            return _decide(id, m, 1 - i, 3, "its kernel is not the job's decomposition there (Case 1)");
+        }
+        if (m.kernel == m.count - 1 && !_outputsMatch(id, i, k.operands)) {
+            return _decide(id, m, 1 - i, 3, "its decomposition's outputs are not the node outputs it committed");
+        }
+        m.structHash = sha256(k.structure);
+        operands[id][i] = k.operands;
+        m.tensor[i] = k.output;
+        if (!m.round.both()) return;
+        _pickTensor(id, m, k);
+        m.round.next();
+    }
+
+    /// @dev External so that a malformed encoding can be caught (a loss, not a stuck move).
+    function parseKernel(bytes calldata enc) external pure returns (Kernels.Kernel memory) {
+        return Kernels.parse(enc);
+    }
+
+    /// @dev The node was checked well-formed at level 2 (Nodes reverts on anything else).
+    function _outputsMatch(uint256 id, uint256 i, bytes32[] memory ops) internal view returns (bool) {
+        bytes memory node = game.nodeEncoding(id, i);
+        if (Nodes.outputCount(node) != ops.length) return false;
+        for (uint256 o; o < ops.length; ++o) if (Nodes.output(node, o) != ops[o]) return false;
+        return true;
+    }
+
+    /// @dev Both revealed kernel k (same structure): the first differing operand, else the output.
+    function _pickTensor(uint256 id, Match storage m, Kernels.Kernel memory k) internal {
+        bytes32[] storage a = operands[id][0];
+        bytes32[] storage b = operands[id][1];
+        uint256 opcode = OneStep.opcodeOf(k.name);
+        uint8 code;
+        uint64[] memory shape;
+        m.operand = -1;
+        for (uint256 o; o < a.length; ++o) {
+            if (a[o] != b[o]) {
+                m.operand = int256(o);
+                m.tensor = [a[o], b[o]];
+                code = OneStep.operandCode(opcode, o);
+                shape = Kernels.shape(Kernels.descriptor(k.structure, o));
+                break;
+            }
+        }
+        if (m.operand < 0) {
+            uint64[][] memory shapes = new uint64[][](a.length);
+            for (uint256 o; o < a.length; ++o) shapes[o] = Kernels.shape(Kernels.descriptor(k.structure, o));
+            code = OneStep.resultCode(opcode);
+            shape = OneStep.outputShape(opcode, shapes);
+        }
+        m.expect = sha256(Tensors.header(code, shape));
+        m.code = code;
+        m.numel = uint64(Tensors.numel(shape));
+        m.phase = Phase.TensorTop;
+        emit TensorDisputed(id, m.kernel, m.operand);
+    }
+
+    // -- level 4: elements --------------------------------------------------------------------------
+    /// @notice Open your commitment of the disputed tensor: its header and the top of its chunk
+    /// tree. The header must be the dtype and shape the kernel implies.
+    function postTensorTop(uint256 id, bytes calldata header, bytes32 top) external {
+        Match storage m = matches[id];
+        uint256 i = _move(id, m, Phase.TensorTop);
+        uint256 n = _chunks(m);
+        if (sha256(header) != m.expect) {
+            return _decide(id, m, 1 - i, 4, "its tensor does not have the dtype and shape the kernel implies");
+        }
+        if (sha256(abi.encodePacked(header, Merkle.seal(n, top))) != m.tensor[i]) {
+            return _decide(id, m, 1 - i, 4, "its tensor opening does not hash to its commitment");
+        }
+        m.kids[i][0] = top;
+        if (!m.round.both()) return;
+        m.overChunks = true;
+        bytes32 ta = m.kids[0][0];
+        bytes32 tb = m.kids[1][0];
+        m.desc.start(n, Merkle.seal(n, ta), ta, Merkle.seal(n, tb), tb);
+        m.phase = m.desc.atLeaf() ? Phase.Chunk : Phase.Descent;
+        m.round.next();
+    }
+
+    function _chunks(Match storage m) internal view returns (uint256) {
+        uint256 c = _terms(m).chunk;
+        return (m.numel + c - 1) / c;
+    }
+
+    /// @notice Reveal your disputed chunk; the second to post also passes the first's (from
+    /// its ChunkPosted event), and the first differing element is found.
+    function postChunk(uint256 id, bytes calldata chunk, bytes calldata other) external {
+        Match storage m = matches[id];
+        uint256 i = _move(id, m, Phase.Chunk);
+        uint256 size = Kernels.itemSize(m.code);
+        uint256 c = _terms(m).chunk;
+        uint256 first = m.desc.index * c;
+        uint256 want = (m.numel - first < c ? m.numel - first : c) * size;
+        if (Merkle.leaf(chunk) != (i == 0 ? m.desc.a : m.desc.b) || chunk.length != want) {
+            return _decide(id, m, 1 - i, 4, "its chunk does not hash to its leaf");
+        }
+        if (!m.round.both()) {
+            m.chunkHash = keccak256(chunk);
+            emit ChunkPosted(id, i, chunk);
+            return;
+        }
+        if (keccak256(other) != m.chunkHash) revert OtherChunkWrong();
+        (bytes calldata a, bytes calldata b) = i == 0 ? (chunk, other) : (other, chunk);
+        uint256 e;
+        while (e < want / size && keccak256(a[e * size:(e + 1) * size]) == keccak256(b[e * size:(e + 1) * size])) ++e;
+        m.flat = first + e;
+        m.word = [_le(a[e * size:(e + 1) * size]), _le(b[e * size:(e + 1) * size])];
+        emit ElementFound(id, m.flat, m.word[0], m.word[1]);
+        m.phase = m.operand >= 0 ? Phase.OperandSource : Phase.Step;
+        m.round.next();
+    }
+
+    function _le(bytes calldata b) internal pure returns (uint256 w) {
+        for (uint256 i; i < b.length; ++i) w |= uint256(uint8(b[i])) << (8 * i);
+    }
+
+    // -- Case 2: an operand element against its source ----------------------------------------------
+    /// @notice Prove the disputed operand element's source: for a view of an earlier kernel's
+    /// output, that kernel's encoding and its proof in the kernel trees; then the source
+    /// element's proof (unused for a constant).
+    function resolveOperand(
+        uint256 id,
+        bytes calldata structure,
+        bytes calldata sourceKernel,
+        bytes32[] calldata sourceProof,
+        Tensors.ElementProof calldata element
+    ) external {
+        Match storage m = matches[id];
+        if (m.phase != Phase.OperandSource) revert WrongPhase(id, m.phase);
+        m.round.seat(id, msg.sender);
+        if (sha256(structure) != m.structHash) revert WrongStructure();
+        (bool isView, uint256 source, uint256 at) =
+            Kernels.sourceOf(Kernels.descriptor(structure, uint256(m.operand)), m.flat);
+        uint256 truth = at;
+        if (isView) {
+            bytes32 commitment = _sourceCommitment(id, m, source, sourceKernel, sourceProof);
+            if (element.index != at || !Tensors.verify(commitment, element)) revert SourceNotProven();
+            truth = Tensors.word(element);
+        }
+        _judge(id, m, truth, 4, "its operand element is not what its source holds (Case 2)");
+    }
+
+    /// @dev The commitment of an operand's source: an op input (agreed at level 2) or the
+    /// output of an earlier kernel, proven in the kernel trees (before k both agree).
+    function _sourceCommitment(uint256 id, Match storage m, uint256 source, bytes calldata sourceKernel,
+                               bytes32[] calldata sourceProof) internal view returns (bytes32) {
+        bytes memory node = game.nodeEncoding(id, 0);
+        uint256 inputs = Nodes.inputCount(node);
+        if (source < inputs) return Nodes.input(node, source);
+        uint256 k = source - inputs;
+        if (k >= m.kernel) revert SourceNotProven();
+        bytes32 top = Merkle.top(m.count, k, Merkle.leaf(sourceKernel), sourceProof);
+        if (top != m.top[0] && top != m.top[1]) revert SourceNotProven();
+        return Kernels.parse(sourceKernel).output;
+    }
+
+    // -- level 5: one primitive ---------------------------------------------------------------------
+    /// @notice Prove the operand elements the disputed output element reads (one per operand of
+    /// a primitive; for gather/onehot the index element, then the element it picks) against
+    /// the agreed operand commitments; the referee computes the element.
+    function resolveStep(uint256 id, bytes calldata structure, Tensors.ElementProof[] calldata proofs) external {
+        Match storage m = matches[id];
+        if (m.phase != Phase.Step) revert WrongPhase(id, m.phase);
+        m.round.seat(id, msg.sender);
+        if (sha256(structure) != m.structHash) revert WrongStructure();
+        uint256 opcode = OneStep.opcodeOf(Kernels.name(structure));
+        uint256 n = Kernels.operandCount(structure);
+        uint64[][] memory shapes = new uint64[][](n);
+        for (uint256 o; o < n; ++o) shapes[o] = Kernels.shape(Kernels.descriptor(structure, o));
+        uint256 result = opcode == OneStep.GATHER || opcode == OneStep.ONEHOT
+            ? _indexMove(id, m, opcode, shapes, proofs)
+            : _primitive(id, m, opcode, shapes, proofs);
+        _judge(id, m, result, 5, "its output element is not the primitive's result (one step)");
+    }
+
+    function _proven(uint256 id, uint256 o, uint256 index, Tensors.ElementProof calldata p) internal view {
+        if (p.index != index || !Tensors.verify(operands[id][0][o], p)) revert OperandNotProven(o, index);
+    }
+
+    function _primitive(uint256 id, Match storage m, uint256 opcode, uint64[][] memory shapes,
+                        Tensors.ElementProof[] calldata proofs) internal view returns (uint256) {
+        if (proofs.length != shapes.length) revert WrongProofCount(proofs.length, shapes.length);
+        uint64[] memory out = OneStep.outputShape(opcode, shapes);
+        uint256[3] memory w;
+        for (uint256 o; o < shapes.length; ++o) {
+            _proven(id, o, OneStep.operandIndex(out, m.flat, shapes[o]), proofs[o]);
+            w[o] = OneStep.word(proofs[o]);
+        }
+        return executor.exec(opcode, w[0], w[1], w[2]);
+    }
+
+    /// @dev gather: out[r, m, d] = data[r, I, d] (0 <= I < N) else fill, I = index[r, m];
+    /// onehot: out[r, c] = value[r] if c == index[r] else fill[c].
+    function _indexMove(uint256 id, Match storage m, uint256 opcode, uint64[][] memory shapes,
+                   Tensors.ElementProof[] calldata proofs) internal view returns (uint256) {
+        if (proofs.length != 2) revert WrongProofCount(proofs.length, 2);
+        uint256 f = m.flat;
+        if (opcode == OneStep.GATHER) {
+            (uint256 mm, uint256 n, uint256 dd) = (shapes[1][1], shapes[0][1], shapes[0][2]);
+            (uint256 r, uint256 j, uint256 d) = (f / (mm * dd), (f / dd) % mm, f % dd);
+            _proven(id, 1, r * mm + j, proofs[0]);
+            int256 idx = int256(int64(uint64(Tensors.word(proofs[0]))));
+            if (idx >= 0 && uint256(idx) < n) _proven(id, 0, (r * n + uint256(idx)) * dd + d, proofs[1]);
+            else _proven(id, 2, 0, proofs[1]);
+        } else {
+            uint256 cols = shapes[2][0];
+            (uint256 r, uint256 c) = (f / cols, f % cols);
+            _proven(id, 0, r, proofs[0]);
+            int256 idx = int256(int64(uint64(Tensors.word(proofs[0]))));
+            if (idx == int256(c)) _proven(id, 1, r, proofs[1]);
+            else _proven(id, 2, c, proofs[1]);
+        }
+        return Tensors.word(proofs[1]);
+    }
+
+    function _judge(uint256 id, Match storage m, uint256 truth, uint8 level, string memory reason) internal {
+        if (m.word[0] == truth) return _decide(id, m, 0, level, reason);
+        if (m.word[1] == truth) return _decide(id, m, 1, level, reason);
+        revert NeitherMatches();
+    }
+
+    /// @notice Anyone may end a match whose waiting party let its clock run out.
+    function timeout(uint256 id) external {
+        Match storage m = matches[id];
+        if (m.phase == Phase.None || m.phase == Phase.Done) revert WrongPhase(id, m.phase);
+        uint256 p = m.round.clock.expired();
+        if (p == 2) revert NobodyTimedOut(id);
+        _decide(id, m, 1 - p, m.phase <= Phase.Kernel && !m.overChunks ? 3 : 4, "its clock ran out");
+    }
+
+    function _decide(uint256 id, Match storage m, uint256 winner, uint8 level, string memory reason) internal {
+        m.phase = Phase.Done;
+        game.decideOperator(id, winner, level, reason);
+    }
+}
