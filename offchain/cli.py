@@ -87,11 +87,10 @@ def cmd_demo(args) -> int:
         console.print(f"    {t} thread(s): loss {losses[0]:.4f} -> {losses[-1]:.4f}, parameters sha256 {digest[:16]}…")
     console.print(f"    {'[green]identical bits[/]' if same else '[red]DIFFERENT bits[/]'}")
     failures += _offchain_dispute(args)
-    _step("not built yet: the on-chain referee and the trainer agents (see `issues`); "
-          "this command grows into the full delegated-training job")
+    _step("not built yet: trainer agents as separate processes with their own state (see `issues`)")
     verdict = "[green]OK[/]" if failures == 0 else f"[red]{failures} MISMATCHES[/]"
-    console.print(f"done in {time.time() - t0:.1f} s: on-chain vs off-chain soft-float, RepOps determinism and the "
-                  f"off-chain dispute {verdict}")
+    console.print(f"done in {time.time() - t0:.1f} s: on-chain vs off-chain soft-float, RepOps determinism, the "
+                  f"off-chain dispute and the job settled on chain {verdict}")
     return 0 if failures == 0 else 1
 
 
@@ -136,7 +135,106 @@ def _offchain_dispute(args) -> int:
         console.print(f"    verdict: {v}")
         console.print(f"    {len(v.rounds)} step rounds, {v.answers} answers, {v.bytes_received:,} bytes to the referee, "
                       f"one soft-float primitive executed, {v.seconds:.1f} s")
-        return 0 if v.winner == "honest" and v.level == 5 else 1
+        failures = 0 if v.winner == "honest" and v.level == 5 else 1
+        from . import adversaries
+        cheater = Trainer(job, tmp / "cheater-onchain", "cheater", behaviour=adversaries.from_spec(spec))
+        return failures + _onchain_job(args, job, ctx, [honest, Trainer(job, tmp / "honest2", "honest-2"), cheater])
+
+
+# which level each game move belongs to; postChildren is level 2 in DisputeGame, then 3
+# (kernels) until postKernel, then 4 (chunks)
+_LEVEL_OF = {"open": 1, "postClaims": 1, "openStep": 2, "postTop": 2, "postNode": 2, "resolveInput": 2,
+             "postStateLeaf": 2, "resolveState": 2, "postKernelTop": 3, "postKernel": 3, "postTensorTop": 4,
+             "postChunk": 4, "resolveOperand": 4, "resolveStep": 5}
+
+
+def gas_by_level(log: list[tuple[str, int]]) -> dict[int, int]:
+    out, level = {}, 2
+    for what, gas in log:
+        name = what.split("(")[0]
+        if name == "postChildren":
+            lv = level
+        elif name in _LEVEL_OF:
+            lv = _LEVEL_OF[name]
+            level = {"postKernelTop": 3, "postTensorTop": 4}.get(name, level)
+        else:
+            continue
+        out[lv] = out.get(lv, 0) + gas
+    return out
+
+
+def _onchain_job(args, job, ctx, trainers) -> int:
+    """The same job posted on chain: three trainers stake and commit, the registry finds the
+    disagreement, the dispute is played on chain through all five levels, the honest ones
+    are paid. -> failures. Writes the report PNG."""
+    from pathlib import Path
+
+    from web3.logs import DISCARD
+
+    from .chain import connect
+    from .chain.verde import Verde
+    pay, stake = 3 * 10**18, 10**18
+    _step(f"on-chain job on the {args.chain} chain: post, three trainers stake and commit, settle, dispute")
+    t0 = time.time()
+    for t in trainers[1:]:
+        t.progress = True
+        t.train()
+    with connect(args.chain) as chain:
+        v = Verde.deploy(chain)
+        seats = list(zip(chain.accounts[2:5], trainers))
+        start = len(chain.gas_log)
+        jid, receipt = v.deliver(job, ctx, seats, pay, stake, chain.accounts[1])
+        console.print(f"    job {jid} posted ({len(ctx.kernel_graph.structures)} nodes, "
+                      f"{sum(map(len, ctx.kernel_graph.structures)):,} kernels committed in the kernel root)")
+        by_addr = {a.address: (a, t) for a, t in seats}
+        matches = []
+        while ev := v.registry.events.DisputeRequired().process_receipt(receipt, errors=DISCARD):
+            a, b = ev[0]["args"]["a"], ev[0]["args"]["b"]
+            m = v.open_match(jid, a, b)
+            mark = len(chain.gas_log)
+            v.play(m, [by_addr[a], by_addr[b]], ctx, max_rounds=300)
+            decided = v.game.events.MatchDecided().get_logs(from_block=0, argument_filters={"id": m})[-1]
+            d = decided["args"]
+            matches.append((by_addr[d["winner"]][1].name, by_addr[d["loser"]][1].name, d["level"], d["reason"],
+                            gas_by_level(chain.gas_log[mark:])))
+            receipt = chain.w3.eth.get_transaction_receipt(decided["transactionHash"])
+        owed = {t.name: v.owed(a.address) for a, t in seats}
+        game_log = chain.gas_log[start:]
+    table = Table("winner", "loser", "decided at level", "reason", "gas per level")
+    for w, lo, level, reason, gl in matches:
+        table.add_row(w, lo, str(level), reason, ", ".join(f"L{k}: {g:,}" for k, g in sorted(gl.items())))
+    console.print(table)
+    console.print("    owed (payment share + stakes): " + ", ".join(f"{n} {o / 1e18:.2f} ETH" for n, o in owed.items()))
+    console.print(f"    largest transaction {max(g for _, g in game_log):,} gas; {time.time() - t0:.1f} s")
+    out = Path(args.report)
+    _report_png(out, trainers, matches)
+    console.print(f"    wrote {out}")
+    honest_paid = all(owed[t.name] > 0 for t in trainers if t.behaviour.name == "honest")
+    return 0 if matches and honest_paid and all(owed[t.name] == 0 for t in trainers if t.behaviour.name != "honest") else 1
+
+
+def _report_png(path, trainers, matches):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for t in trainers:
+        steps = sorted(t.losses)
+        ax.plot(steps, [t.losses[s] for s in steps], marker=".", label=f"{t.name} ({t.behaviour.name})")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss")
+    ax.legend()
+    for i, (w, lo, level, _, gl) in enumerate(matches):
+        bottom = 0
+        for k in sorted(gl):
+            bx.bar(i, gl[k], bottom=bottom, label=f"level {k}" if i == 0 else None)
+            bottom += gl[k]
+    bx.set_xticks(range(len(matches)), [f"{w} vs {lo}" for w, lo, *_ in matches])
+    bx.set_ylabel("gas")
+    bx.set_title("on-chain dispute: gas per level")
+    bx.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def main(argv=None) -> int:
@@ -147,6 +245,7 @@ def main(argv=None) -> int:
     d.add_argument("--steps", type=int, default=12, help="steps of the off-chain dispute job (default 12)")
     d.add_argument("--vectors", type=int, default=40, help="vectors per primitive (default 40)")
     d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--report", default="verde-report.png", help="where the report PNG goes (loss curves, gas per level)")
     d.set_defaults(fn=cmd_demo)
     c = sub.add_parser("compile", help="compile contracts/ (cached)")
     c.add_argument("--force", action="store_true", help="ignore the artifact cache")

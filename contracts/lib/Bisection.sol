@@ -111,6 +111,7 @@ library Clock {
 
     error NotYourTurn(uint256 party);
     error NoTimeout();
+    error ClockRanOut(uint256 party);
 
     function init(Clocks storage c, uint64 budget) internal {
         c.left = [budget, budget];
@@ -118,11 +119,13 @@ library Clock {
         c.waiting = 3;
     }
 
-    /// @dev Party p moved: charge it the time it took (its clock ran since `since`).
+    /// @dev Party p moved: charge it the time it took (its clock ran since `since`). A move
+    /// once its clock has run out is refused: it has lost on time, whoever claims it.
     function moved(Clocks storage c, uint256 p) internal {
         if (c.waiting & (uint8(1) << uint8(p)) == 0) revert NotYourTurn(p);
         uint64 spent = uint64(block.timestamp) - c.since;
-        c.left[p] = spent >= c.left[p] ? 0 : c.left[p] - spent;
+        if (spent >= c.left[p]) revert ClockRanOut(p);
+        c.left[p] -= spent;
         c.waiting &= ~(uint8(1) << uint8(p));
     }
 

@@ -102,6 +102,12 @@ def test_only_the_parties_move_once_per_round_and_nobody_times_out_early(chain, 
     with pytest.raises(TransactionReverted) as e:
         chain.transact(v.game.functions.timeout(m))
     assert e.value.error == "NobodyTimedOut"
+    chain.advance(3601)  # the lazy one's clock runs out: its move comes too late
+    with pytest.raises(TransactionReverted) as e:
+        chain.transact(v.game.functions.postClaims(m, seats[1][1].claim_at(points)), sender=seats[1][0])
+    assert e.value.error == "ClockRanOut"
+    chain.transact(v.game.functions.timeout(m))
+    assert v.match_state(m)["phase"] == PHASE_DONE and v.owed(seats[0][0].address) == PAY + 2 * STAKE
 
 
 def test_three_trainers_two_cheaters_settle_through_successive_matches(chain, setup):
