@@ -48,6 +48,9 @@ def _revert_data(exc: Exception) -> bytes:
     return b""
 
 
+LOCAL_MAX_FEE = 50 * 10**9  # wei per gas: far above a local chain's base fee, affordable for its accounts
+
+
 @dataclass
 class Chain:
     """A connected chain. Transactions are signed locally (the same code path for every
@@ -62,6 +65,13 @@ class Chain:
 
     def __post_init__(self):
         self._errors = error_selectors(self.artifacts)
+        self._chain_id = None
+
+    @property
+    def chain_id(self) -> int:
+        if self._chain_id is None:
+            self._chain_id = self.w3.eth.chain_id
+        return self._chain_id
 
     # -- errors ---------------------------------------------------------------------
     def decode_revert(self, what: str, exc: Exception) -> TransactionReverted:
@@ -94,14 +104,17 @@ class Chain:
         return self._guard(what, lambda: self._send_unguarded(what, tx, sender))
 
     def _send_unguarded(self, what: str, tx: dict, sender: LocalAccount):
-        tx.setdefault("chainId", self.w3.eth.chain_id)
+        tx.setdefault("chainId", self.chain_id)
         tx["nonce"] = self.w3.eth.get_transaction_count(sender.address, "pending")
         if self.gas is not None:
             tx.setdefault("gas", self.gas)
         elif "gas" not in tx:  # a real node: estimate, with headroom
             tx["gas"] = self.w3.eth.estimate_gas({**tx, "from": sender.address}) * 6 // 5
         tx.setdefault("maxPriorityFeePerGas", 0)
-        tx.setdefault("maxFeePerGas", 2 * self.w3.eth.get_block("latest")["baseFeePerGas"] + 1)
+        if self.backend in ("embedded", "anvil"):  # local: one request less per transaction
+            tx.setdefault("maxFeePerGas", LOCAL_MAX_FEE)
+        else:
+            tx.setdefault("maxFeePerGas", 2 * self.w3.eth.get_block("latest")["baseFeePerGas"] + 1)
         signed = sender.sign_transaction(tx)
         txh = self.w3.eth.send_raw_transaction(signed.raw_transaction)
         try:

@@ -267,7 +267,12 @@ class Verde:
         return self._source(ep, ctx, s, ref)
 
     def _seat(self, match_id: int, address: str) -> int:
-        return list(self.chain.call(self.game.functions.parties(match_id))).index(address)
+        seats = getattr(self, "_seats", None)
+        if seats is None:
+            seats = self._seats = {}
+        if match_id not in seats:  # a match's parties never change
+            seats[match_id] = list(self.chain.call(self.game.functions.parties(match_id)))
+        return seats[match_id].index(address)
 
 
 def _proof_tuple(p) -> tuple:
