@@ -237,6 +237,102 @@ def _report_png(path, trainers, matches):
     fig.savefig(path, dpi=110)
 
 
+# -- chain-facing commands (a node that outlives the command: anvil via `verde node`, or any RPC) ------
+STATUS = ("none", "open", "disputed", "settled")
+
+
+def _verde(args):
+    import json
+    from pathlib import Path
+
+    from .chain import connect
+    from .chain.verde import Verde
+    chain = connect(args.chain)
+    try:
+        deployment = json.loads(Path(args.deployment).read_text())
+    except OSError as e:
+        chain.close()
+        raise ChainError(f"cannot read the deployment file {args.deployment}: {e.strerror}",
+                         "run `verde deploy --out FILE` first, or pass --deployment FILE") from None
+    except ValueError as e:
+        chain.close()
+        raise ChainError(f"the deployment file {args.deployment} is not JSON: {e}", "re-run `verde deploy`") from None
+    try:
+        return chain, Verde.attach(chain, deployment)
+    except BaseException:
+        chain.close()
+        raise
+
+
+def _eth(value: str) -> int:
+    from decimal import Decimal, InvalidOperation
+    try:
+        wei = Decimal(value) * 10**18
+    except InvalidOperation:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an amount of ETH") from None
+    if wei <= 0 or wei != wei.to_integral_value():
+        raise argparse.ArgumentTypeError(f"{value!r}: amounts must be positive, at most 18 decimals")
+    return int(wei)
+
+
+def cmd_deploy(args) -> int:
+    import json
+    from pathlib import Path
+
+    from .chain import connect
+    from .chain.verde import Verde
+    with connect(args.chain) as chain:
+        v = Verde.deploy(chain)
+        Path(args.out).write_text(json.dumps(v.addresses(), indent=1))
+        console.print(f"deployed JobRegistry {v.registry.address}, DisputeGame {v.game.address}, "
+                      f"OperatorGame {v.operators.address}; wrote {args.out}")
+    return 0
+
+
+def cmd_post(args) -> int:
+    from .dispute.context import Context
+    from .protocol.job import JobError, load
+    try:
+        job = load(args.job)
+    except JobError as e:
+        console.print(f"[red]error:[/] {e}\n  Fix: correct the job file (every error names its field)")
+        return 2
+    chain, v = _verde(args)
+    with chain:
+        _step(f"committing to job {job.job_id.hex()[:16]}… (graph, data, kernel structures: one traced step)")
+        jid = v.post(job, Context(job), args.payment, args.stake, max_trainers=args.max_trainers,
+                     join_s=args.join_s, commit_s=args.join_s + args.train_s,
+                     reveal_s=args.join_s + args.train_s + args.reveal_s, clock_s=args.clock_s,
+                     client=chain.accounts[0])
+        console.print(f"posted job {jid} (payment {args.payment / 1e18} ETH, stake {args.stake / 1e18} ETH)")
+    return 0
+
+
+def cmd_status(args) -> int:
+    chain, v = _verde(args)
+    with chain:
+        j = v.status(args.job_id)
+        if j[0] == "0x" + "0" * 40 or j[2] == 0:
+            console.print(f"[red]error:[/] no job {args.job_id} in this registry\n  Fix: check the id (`verde post` printed it)")
+            return 2
+        console.print(f"job {args.job_id}: {STATUS[j[2]]}, payment {j[1] / 1e18} ETH, client {j[0]}, "
+                      f"{len(j[5])} trainer(s): {', '.join(j[5]) or '-'}")
+    return 0
+
+
+def cmd_withdraw(args) -> int:
+    chain, v = _verde(args)
+    with chain:
+        me = chain.accounts[0]
+        owed = v.owed(me.address)
+        if owed == 0:
+            console.print(f"nothing owed to {me.address}")
+            return 0
+        chain.transact(v.registry.functions.withdraw(), sender=me)
+        console.print(f"withdrew {owed / 1e18} ETH to {me.address}")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="verde", description="Verifiable delegated training (Verde + RepOps)")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -253,6 +349,28 @@ def main(argv=None) -> int:
     n = sub.add_parser("node", help="run an Anvil node in the foreground")
     n.add_argument("--port", type=int, default=8545)
     n.set_defaults(fn=cmd_node)
+    for name, fn, what in (("deploy", cmd_deploy, "deploy the contracts; write their addresses"),
+                           ("post", cmd_post, "post a job file with its payment"),
+                           ("status", cmd_status, "show a job's state"),
+                           ("withdraw", cmd_withdraw, "withdraw what the registry owes your key")):
+        q = sub.add_parser(name, help=what)
+        q.add_argument("--chain", required=True, help="rpc:URL (key: VERDE_PRIVATE_KEY or VERDE_KEYSTORE) or anvil:PORT")
+        q.set_defaults(fn=fn)
+        if name == "deploy":
+            q.add_argument("--out", default="deployment.json")
+            continue
+        q.add_argument("--deployment", default="deployment.json", help="written by `verde deploy`")
+        if name == "post":
+            q.add_argument("job", help="the job file (YAML or JSON)")
+            q.add_argument("--payment", type=_eth, required=True, help="ETH paid to the accepted trainers")
+            q.add_argument("--stake", type=_eth, required=True, help="ETH each trainer stakes")
+            q.add_argument("--max-trainers", type=int, default=3)
+            q.add_argument("--join-s", type=int, default=600, help="seconds to join")
+            q.add_argument("--train-s", type=int, default=3600, help="seconds after joining to commit a result")
+            q.add_argument("--reveal-s", type=int, default=600, help="seconds after that to reveal it")
+            q.add_argument("--clock-s", type=int, default=3600, help="each party's dispute clock")
+        if name == "status":
+            q.add_argument("job_id", type=int)
     args = p.parse_args(argv)
     try:
         return args.fn(args)

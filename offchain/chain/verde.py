@@ -11,7 +11,11 @@ from web3.logs import DISCARD
 from ..protocol.claims import seal
 from ..protocol.dataset import state_tree
 from .client import Chain
-from .errors import TransactionReverted
+from .errors import ChainError, TransactionReverted
+
+
+class DeploymentError(ChainError):
+    """A deployment file does not match the chain it is used with."""
 
 
 class NotSettleableOnChain(ValueError):
@@ -24,6 +28,25 @@ class Verde:
     registry: object
     game: object
     operators: object
+
+    @classmethod
+    def attach(cls, chain: Chain, deployment: dict) -> "Verde":
+        """The contracts of an earlier `deploy` (its `addresses()`), checked to be there."""
+        if deployment.get("chain_id") != chain.chain_id:
+            raise DeploymentError(f"the deployment is for chain id {deployment.get('chain_id')}, this node is "
+                                  f"chain id {chain.chain_id}", "pass the deployment file written for this chain")
+        out = {}
+        for name, contract in (("registry", "JobRegistry"), ("game", "DisputeGame"), ("operators", "OperatorGame")):
+            address = deployment.get(name)
+            if not address or not chain.w3.eth.get_code(address):
+                raise DeploymentError(f"no {contract} at {address!r} on this chain",
+                                      "run `verde deploy` against this node (a restarted Anvil forgets its state)")
+            out[name] = chain.w3.eth.contract(address=address, abi=chain.artifacts[contract].abi)
+        return cls(chain, **out)
+
+    def addresses(self) -> dict:
+        return {"chain_id": self.chain.chain_id, "registry": self.registry.address, "game": self.game.address,
+                "operators": self.operators.address}
 
     @classmethod
     def deploy(cls, chain: Chain) -> "Verde":

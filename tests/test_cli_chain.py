@@ -1,0 +1,72 @@
+"""The chain-facing `verde` subcommands against a running Anvil node, as separate
+processes (the state lives on the node, not in the command): deploy, post, status,
+withdraw, and the clear errors of a bad job file, a wrong key, a stale deployment and an
+unreachable node."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from offchain.chain import AnvilProcess
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "protocol"))
+from small_job import write_small_job  # noqa: E402
+
+VERDE = Path(sys.executable).parent / "verde"
+KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"  # Anvil's first test account
+
+pytestmark = pytest.mark.anvil
+
+
+@pytest.fixture(scope="module")
+def node():
+    with AnvilProcess() as n:
+        yield n
+
+
+def verde(*args, key=KEY):
+    env = {"PATH": "/usr/bin:/bin", "COLUMNS": "200", "VERDE_PRIVATE_KEY": key}
+    r = subprocess.run([str(VERDE), *args], capture_output=True, text=True, timeout=300, env=env)
+    return r.returncode, r.stdout + r.stderr
+
+
+def test_deploy_post_status_withdraw(node, tmp_path):
+    dep = tmp_path / "deployment.json"
+    rc, out = verde("deploy", "--chain", f"rpc:{node.url}", "--out", str(dep))
+    assert rc == 0, out
+    assert json.loads(dep.read_text())["chain_id"] == 31337
+    job = write_small_job(tmp_path / "job")
+    rc, out = verde("post", str(job), "--chain", f"rpc:{node.url}", "--deployment", str(dep), "--payment", "1.5",
+                    "--stake", "0.25")
+    assert rc == 0 and "posted job 1" in out, out
+    rc, out = verde("status", "1", "--chain", f"rpc:{node.url}", "--deployment", str(dep))
+    assert rc == 0 and "job 1: open, payment 1.5 ETH" in out, out
+    rc, out = verde("status", "7", "--chain", f"rpc:{node.url}", "--deployment", str(dep))
+    assert rc == 2 and "no job 7" in out, out
+    rc, out = verde("withdraw", "--chain", f"rpc:{node.url}", "--deployment", str(dep))
+    assert rc == 0 and "nothing owed" in out, out
+
+
+def test_bad_input_is_a_clear_error_and_changes_nothing(node, tmp_path):
+    dep = tmp_path / "deployment.json"
+    assert verde("deploy", "--chain", f"rpc:{node.url}", "--out", str(dep))[0] == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nsteps: -3\n")
+    rc, out = verde("post", str(bad), "--chain", f"rpc:{node.url}", "--deployment", str(dep), "--payment", "1",
+                    "--stake", "1")
+    assert rc == 2 and "Fix:" in out and "steps" in out, out
+    rc, out = verde("status", "1", "--chain", f"rpc:{node.url}", "--deployment", str(dep), key="0x1234")
+    assert rc == 2 and "not a valid secp256k1 private key" in out, out
+    rc, out = verde("status", "1", "--chain", "rpc:http://127.0.0.1:9", "--deployment", str(dep))
+    assert rc == 2 and "cannot reach an Ethereum node" in out, out
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps({**json.loads(dep.read_text()), "registry": "0x" + "11" * 20}))
+    rc, out = verde("status", "1", "--chain", f"rpc:{node.url}", "--deployment", str(stale))
+    assert rc == 2 and "no JobRegistry at" in out and "verde deploy" in out, out
+    rc, out = verde("post", str(write_small_job(tmp_path / "job")), "--chain", f"rpc:{node.url}", "--deployment",
+                    str(dep), "--payment", "-1", "--stake", "1")
+    assert rc == 2 and "must be positive" in out, out
+    rc, out = verde("status", "1", "--chain", f"rpc:{node.url}", "--deployment", str(dep))
+    assert rc == 2 and "no job 1" in out, out  # nothing was posted by the failed commands
