@@ -77,6 +77,7 @@ contract DisputeGame {
     error SourceNotProven();
     error NeitherMatches();
     error PlayedInOperatorGame(uint256 id);
+    error AlreadyOpen(uint256 id);
     error NotOperatorGame(address caller);
 
     JobRegistry public registry;
@@ -84,6 +85,8 @@ contract DisputeGame {
     address internal immutable deployer;
     uint256 public nextId = 1;
     mapping(uint256 => Match) internal matches;
+    /// @dev H(job, lower address, higher address) -> its match
+    mapping(bytes32 => uint256) public matchOf;
     /// @dev match -> party -> point -> the step claim it made there
     mapping(uint256 => mapping(uint256 => mapping(uint256 => bytes32))) public claimAt;
     mapping(uint256 => bytes32[][2]) internal pending;
@@ -157,8 +160,11 @@ contract DisputeGame {
         (, bool outB,,) = registry.seats(job, b);
         if (outA || ca == bytes32(0)) revert Rounds.NotAParty(0, a);
         if (outB || cb == bytes32(0)) revert Rounds.NotAParty(0, b);
+        bytes32 pair = a < b ? keccak256(abi.encode(job, a, b)) : keccak256(abi.encode(job, b, a));
+        if (matchOf[pair] != 0) revert AlreadyOpen(matchOf[pair]); // one match per pair: a second would be decided twice
         if (ca == cb) revert ClaimsAgree();
         id = nextId++;
+        matchOf[pair] = id;
         Match storage m = matches[id];
         m.job = job;
         m.round.party = [a, b];

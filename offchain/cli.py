@@ -333,6 +333,33 @@ def cmd_withdraw(args) -> int:
     return 0
 
 
+def cmd_agent(args) -> int:
+    """A trainer agent for one job until it is settled and paid (restartable at any point)."""
+    import logging
+    from pathlib import Path
+
+    from . import adversaries
+    from .agent.trainer_agent import TrainerAgent
+    from .protocol.job import JobError, load
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        job = load(args.job)
+    except JobError as e:
+        console.print(f"[red]error:[/] {e}\n  Fix: correct the job file (every error names its field)")
+        return 2
+    try:
+        behaviour = adversaries.from_spec(args.behaviour)
+    except (KeyError, ValueError, TypeError) as e:
+        console.print(f"[red]error:[/] bad --behaviour {args.behaviour!r}: {e}\n  Fix: honest, or one of "
+                      f"{', '.join(sorted(adversaries.BEHAVIOURS))} (name:key=value,...)")
+        return 2
+    chain, v = _verde(args)
+    with chain:
+        agent = TrainerAgent(v, chain.accounts[0], job, args.job_id, Path(args.workdir), behaviour, args.name)
+        agent.run(poll_s=args.poll_s)
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="verde", description="Verifiable delegated training (Verde + RepOps)")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -352,7 +379,8 @@ def main(argv=None) -> int:
     for name, fn, what in (("deploy", cmd_deploy, "deploy the contracts; write their addresses"),
                            ("post", cmd_post, "post a job file with its payment"),
                            ("status", cmd_status, "show a job's state"),
-                           ("withdraw", cmd_withdraw, "withdraw what the registry owes your key")):
+                           ("withdraw", cmd_withdraw, "withdraw what the registry owes your key"),
+                           ("agent", cmd_agent, "run a trainer agent for a job until it is settled")):
         q = sub.add_parser(name, help=what)
         q.add_argument("--chain", required=True, help="rpc:URL (key: VERDE_PRIVATE_KEY or VERDE_KEYSTORE) or anvil:PORT")
         q.set_defaults(fn=fn)
@@ -371,6 +399,13 @@ def main(argv=None) -> int:
             q.add_argument("--clock-s", type=int, default=3600, help="each party's dispute clock")
         if name == "status":
             q.add_argument("job_id", type=int)
+        if name == "agent":
+            q.add_argument("job", help="the job file (the same job as posted)")
+            q.add_argument("job_id", type=int, help="its id in the registry")
+            q.add_argument("--workdir", required=True, help="checkpoints and the agent's state (survive restarts)")
+            q.add_argument("--behaviour", default="honest", help="honest, or an adversary spec (demos and tests)")
+            q.add_argument("--name", default="agent")
+            q.add_argument("--poll-s", type=float, default=0.5)
     args = p.parse_args(argv)
     try:
         return args.fn(args)

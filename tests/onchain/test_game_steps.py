@@ -175,3 +175,20 @@ def test_levels_3_to_5_take_moves_only_from_the_parties_and_time_out_the_silent_
     assert e.value.error == "WrongPhase"
     assert v.match_state(m)["phase"] == PHASE_DONE
     assert v.owed(seats[0][0].address) == PAY + 2 * STAKE and v.owed(seats[1][0].address) == 0
+
+
+def test_a_pair_gets_one_match(chain, setup):
+    """A second match between the same two trainers (either order) is refused: two would
+    both be decided, and the registry would be asked twice."""
+    job, ctx, honest, d = setup
+    v = Verde.deploy(chain)
+    bad = Trainer(job, d / f"pair-{chain.backend}", "cheater", behaviour=A.Lazy(start=3))
+    bad.train()
+    seats = [(chain.accounts[2], honest), (chain.accounts[3], bad)]
+    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, chain.accounts[1])
+    a, b = seats[0][0].address, seats[1][0].address
+    m = v.open_match(jid, a, b)
+    for x, y in ((a, b), (b, a)):
+        with pytest.raises(TransactionReverted) as e:
+            v.open_match(jid, x, y)
+        assert e.value.error == "AlreadyOpen" and e.value.args_ == (m,)

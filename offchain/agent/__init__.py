@@ -1,0 +1,1 @@
+"""Trainer agents: processes that take part in jobs on chain and survive restarts."""

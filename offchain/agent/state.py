@@ -1,0 +1,28 @@
+"""What an agent must not forget across a crash: the salt of each sealed result (without
+it the result cannot be revealed and the stake is lost). Everything else is read back from
+the chain (its seat) and from the trainer's checkpoints. SQLite, one row per job, written
+and committed BEFORE the transaction that depends on it."""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+
+class AgentState:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(path, isolation_level=None)  # autocommit: each write is durable at once
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("CREATE TABLE IF NOT EXISTS sealed (job INTEGER PRIMARY KEY, claim BLOB NOT NULL, "
+                        "salt BLOB NOT NULL)")
+
+    def sealed(self, job: int) -> tuple[bytes, bytes] | None:
+        row = self.db.execute("SELECT claim, salt FROM sealed WHERE job = ?", (job,)).fetchone()
+        return (bytes(row[0]), bytes(row[1])) if row else None
+
+    def seal(self, job: int, claim: bytes, salt: bytes):
+        self.db.execute("INSERT OR REPLACE INTO sealed (job, claim, salt) VALUES (?, ?, ?)", (job, claim, salt))
+
+    def close(self):
+        self.db.close()

@@ -1,0 +1,122 @@
+"""A trainer agent: one job, one account. Each tick reads the job and its seat from the
+chain and does the one thing that is due (join, train and commit, reveal, settle, move in
+its matches, withdraw), so a restart after kill -9 at any point simply carries on: the
+chain says what was done, the checkpoints keep the training, AgentState keeps the salt."""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+from web3.logs import DISCARD
+
+from ..chain.errors import TransactionReverted
+from ..chain.verde import PHASE_DONE, PHASE_OPERATOR, Verde
+from ..protocol.claims import seal
+from .state import AgentState
+
+log = logging.getLogger("verde.agent")
+OPEN, DISPUTED, SETTLED = 1, 2, 3
+STAKE, JOIN_BY, COMMIT_BY, REVEAL_BY = 12, 13, 14, 15  # JobRegistry.Terms fields
+
+
+class TrainerAgent:
+    def __init__(self, verde: Verde, account, job, job_id: int, workdir: Path, behaviour=None, name: str = "agent"):
+        from ..dispute.context import Context
+        from ..trainer import Trainer
+        self.v, self.me, self.job, self.jid = verde, account, job, job_id
+        self.state = AgentState(Path(workdir) / "agent.sqlite")
+        self.trainer = Trainer(job, Path(workdir) / "trainer", name, behaviour=behaviour, progress=True)
+        self.ctx = Context(job)
+        self.name = name
+
+    def _seat(self):
+        joined, out, sealed, claim = self.v.chain.call(self.v.registry.functions.seats(self.jid, self.me.address))
+        return joined, out, sealed, claim
+
+    def _send(self, what, fn, value=0):
+        log.info("%s: %s", self.name, what)
+        return self.v.chain.transact(fn, sender=self.me, value=value)
+
+    def _try(self, what, fn) -> bool:
+        """A transaction anyone may send (settle, open, timeout): another party may have sent
+        it first, which is fine."""
+        try:
+            self.v.chain.call(fn, sender=self.me)
+        except TransactionReverted:
+            return False
+        try:
+            self._send(what, fn)
+        except TransactionReverted as e:
+            log.info("%s: %s: %s", self.name, what, e.error)
+            return False
+        return True
+
+    def tick(self) -> bool:
+        """Do what is due now. -> True once there is nothing left to do for this job."""
+        j = self.v.status(self.jid)
+        status, terms = j[2], j[4]
+        now = self.v.chain.now()
+        joined, out, sealed, claim = self._seat()
+        reg = self.v.registry.functions
+        if status == OPEN:
+            if not joined:
+                if now >= terms[JOIN_BY]:
+                    log.warning("%s: job %d closed for joining", self.name, self.jid)
+                    return True
+                self._send("join (stake)", reg.join(self.jid), value=terms[STAKE])
+                return False
+            if sealed == bytes(32) and now < terms[COMMIT_BY]:
+                final = self.trainer.train()
+                mine = self.state.sealed(self.jid)
+                if mine is None:
+                    mine = (final, os.urandom(32))
+                    self.state.seal(self.jid, *mine)  # durable before the commit that needs it
+                self._send("commit (sealed result)", reg.commit(self.jid, seal(self.job.job_id, self.me.address,
+                                                                                *mine)))
+                return False
+            if sealed != bytes(32) and claim == bytes(32) and terms[COMMIT_BY] <= now < terms[REVEAL_BY]:
+                self._send("reveal", reg.reveal(self.jid, *self.state.sealed(self.jid)))
+                return False
+            if now >= terms[REVEAL_BY]:
+                self._try("settle", reg.settle(self.jid))
+            return False
+        if status == DISPUTED:
+            self._play()
+            return False
+        owed = self.v.owed(self.me.address)
+        if owed:
+            self._send(f"withdraw {owed / 1e18} ETH", reg.withdraw())
+        return status == SETTLED
+
+    def _play(self):
+        """Open the match the registry asks for if nobody has, and move in every live match."""
+        game = self.v.game
+        wanted = self.v.registry.events.DisputeRequired().get_logs(from_block=0, argument_filters={"id": self.jid})
+        opened = game.events.MatchOpened().get_logs(from_block=0, argument_filters={"job": self.jid})
+        pairs = {(e["args"]["a"], e["args"]["b"]): e["args"]["id"] for e in opened}
+        if wanted:
+            a, b = wanted[-1]["args"]["a"], wanted[-1]["args"]["b"]
+            if self.me.address in (a, b) and (a, b) not in pairs:
+                self._try("open the match", game.functions.open(self.jid, a, b))
+        for (a, b), m in pairs.items():
+            phase = self.v.match_state(m)["phase"]
+            if self.me.address not in (a, b) or phase == PHASE_DONE:
+                continue
+            where = (phase, self.v.operator_state(m)["phase"] if phase == PHASE_OPERATOR else 0)
+            if where != getattr(self, "_where", None):
+                self._where = where
+                log.info("%s: match %d, game phase %d%s", self.name, m, phase,
+                         f", operator phase {where[1]}" if where[1] else "")
+            self.v.move(m, self.trainer, self.me, self.ctx)
+            referee = self.v.operators if phase == PHASE_OPERATOR else game  # the other party may be silent
+            self._try("claim a timeout", referee.functions.timeout(m))
+
+    def run(self, poll_s: float = 0.5, max_s: float | None = None):
+        t0 = time.time()
+        while not self.tick():
+            if max_s is not None and time.time() - t0 > max_s:
+                raise TimeoutError(f"{self.name}: job {self.jid} not finished after {max_s} s")
+            time.sleep(poll_s)
+        log.info("%s: job %d done", self.name, self.jid)
