@@ -37,8 +37,8 @@ def dispute(chain, job, ctx, honest, bad):
     jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, c)
     m = v.open_match(jid, ha.address, ba.address)
     v.play(m, seats, ctx, max_rounds=200)
-    decided = v.game.events.MatchDecided().get_logs(from_block=0, argument_filters={"id": m})
-    level = decided[-1]["args"]["level"] if decided else None
+    decided = v.decision(m)
+    level = decided["level"] if decided else None
     return chain.gas_log[start:], v.match_state(m)["phase"], level
 
 
@@ -52,7 +52,7 @@ def one_step_gas(chain) -> list[dict]:
     the 21,000 every transaction pays (calldata included; estimate_gas pads, so receipts)."""
     from offchain.softfloat import PRIMITIVES
     ex = chain.deploy("Executor")
-    one, two, half = 0x3F800000, 0x40000000, 0x3F000000
+    one, two = 0x3F800000, 0x40000000
     words = {"select": (1, one, two), "ldexp": (one, 5, 0), "from_int32": (12345, 0, 0)}
     out = []
     for name, (op, arity, _) in sorted(PRIMITIVES.items(), key=lambda kv: kv[1][0]):

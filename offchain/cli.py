@@ -169,8 +169,6 @@ def _onchain_job(args, job, ctx, trainers) -> int:
     are paid. -> failures. Writes the report PNG."""
     from pathlib import Path
 
-    from web3.logs import DISCARD
-
     from .chain import connect
     from .chain.verde import Verde
     pay, stake = 3 * 10**18, 10**18
@@ -186,18 +184,9 @@ def _onchain_job(args, job, ctx, trainers) -> int:
         jid, receipt = v.deliver(job, ctx, seats, pay, stake, chain.accounts[1])
         console.print(f"    job {jid} posted ({len(ctx.kernel_graph.structures)} nodes, "
                       f"{sum(map(len, ctx.kernel_graph.structures)):,} kernels committed in the kernel root)")
-        by_addr = {a.address: (a, t) for a, t in seats}
-        matches = []
-        while ev := v.registry.events.DisputeRequired().process_receipt(receipt, errors=DISCARD):
-            a, b = ev[0]["args"]["a"], ev[0]["args"]["b"]
-            m = v.open_match(jid, a, b)
-            mark = len(chain.gas_log)
-            v.play(m, [by_addr[a], by_addr[b]], ctx, max_rounds=300)
-            decided = v.game.events.MatchDecided().get_logs(from_block=0, argument_filters={"id": m})[-1]
-            d = decided["args"]
-            matches.append((by_addr[d["winner"]][1].name, by_addr[d["loser"]][1].name, d["level"], d["reason"],
-                            gas_by_level(chain.gas_log[mark:])))
-            receipt = chain.w3.eth.get_transaction_receipt(decided["transactionHash"])
+        name = {a.address: t.name for a, t in seats}
+        matches = [(name[d["winner"]], name[d["loser"]], d["level"], d["reason"], gas_by_level(d["gas"]))
+                   for d in v.settle_disputes(jid, receipt, seats, ctx)]
         owed = {t.name: v.owed(a.address) for a, t in seats}
         game_log = chain.gas_log[start:]
     table = Table("winner", "loser", "decided at level", "reason", "gas per level")

@@ -338,16 +338,25 @@ def log_softmax_backward(grad, y, dim, input_dtype=None):
     return tt(P.sub(g, P.mul(M.exp(y), sum_np(g, [dim], True))))
 
 
+def _indices(t, n: int, op: str, ignore=None):
+    """An index tensor as int64 (a view when it already is one, so a decomposition sees a
+    view of the op's input); an index outside [0, n) that is not `ignore` is an error."""
+    i = arr(t).astype(np.int64, copy=False)
+    bad = (i < 0) | (i >= n)
+    if ignore is not None:
+        if 0 <= ignore < n:
+            raise UnsupportedOpError(f"{op}: ignore_index={ignore} is a class; RepOps needs it outside [0, {n})")
+        bad &= i != ignore
+    if i.size and bool(bad.any()):
+        raise IndexError(f"{op}: an index is outside [0, {n})" + (" and is not ignore_index" if ignore is not None else ""))
+    return i
+
+
 def _nll_pick(x, target, ignore_index, fill):
     """x[r, target[r]] by the gather kernel; an ignored row (ignore_index is outside the
     classes) reads `fill`, so no value-dependent mask enters the kernel sequence."""
     rows, classes = x.shape
-    if 0 <= ignore_index < classes:
-        raise UnsupportedOpError(f"nll_loss: ignore_index={ignore_index} is a class; RepOps needs it outside "
-                                 f"[0, {classes})")
-    t = arr(target).astype(np.int64, copy=False)
-    if bool((((t < 0) | (t >= classes)) & (t != ignore_index)).any()):
-        raise IndexError(f"nll_loss: a target is outside [0, {classes}) and is not ignore_index")
+    t = _indices(target, classes, "nll_loss", ignore_index)
     picked = P.gather(x.reshape(rows, classes, 1), t.reshape(rows, 1), P.const(fill, ()))
     return picked.reshape(rows), t != ignore_index
 
@@ -375,13 +384,10 @@ def nll_loss_backward(grad, x, target, weight, reduction, ignore_index, total_we
     if weight is not None or x.dim() != 2:
         raise UnsupportedOpError("aten.nll_loss_backward: RepOps supports 2-D input, no class weights")
     rows, classes = x.shape
-    if 0 <= ignore_index < classes:
-        raise UnsupportedOpError(f"nll_loss: ignore_index={ignore_index} is a class; RepOps needs it outside "
-                                 f"[0, {classes})")
+    t = _indices(target, classes, "nll_loss", ignore_index)
     g = np_(grad, "nll_loss_backward")
     v = P.neg(P.div(g, np_(total_weight, "nll_loss_backward")) if reduction == 1 else g)
     xp = P.xp_of(g)
-    t = arr(target).astype(np.int64, copy=False)
     return tt(P.onehot(t, xp.broadcast_to(v, (rows,)), P.const(0.0, (classes,))))
 
 
@@ -438,9 +444,7 @@ def addmm(bias, a, b, beta=1, alpha=1):
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     """Rows of weight picked by the gather kernel (an index outside the table is an error)."""
     w = np_(weight, "embedding")
-    t = arr(indices).astype(np.int64, copy=False)
-    if t.size and bool(((t < 0) | (t >= w.shape[0])).any()):
-        raise IndexError(f"embedding: an index is outside [0, {w.shape[0]})")
+    t = _indices(indices, w.shape[0], "embedding")
     out = P.gather(w.reshape(1, *w.shape), t.reshape(1, -1), P.const(0.0, ()))
     return tt(out.reshape(*t.shape, w.shape[1]))
 
@@ -457,7 +461,7 @@ def embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_fr
     if padding_idx is not None and padding_idx >= 0:
         raise UnsupportedOpError("aten.embedding_dense_backward with a padding_idx")
     g = np_(grad, "embedding_dense_backward")
-    idx = arr(indices).astype(np.int64, copy=False).reshape(-1)
+    idx = _indices(indices, num_weights, "embedding_dense_backward").reshape(-1)
     g = g.reshape(idx.size, -1)
     hot = P.onehot(idx, P.const(1.0, idx.shape), P.const(0.0, (num_weights,)))
     return tt(RL.matmul(hot.T, g))

@@ -9,7 +9,6 @@ import os
 import time
 from pathlib import Path
 
-from web3.logs import DISCARD
 
 from ..chain.errors import TransactionReverted
 from ..chain.verde import PHASE_DONE, PHASE_OPERATOR, Verde

@@ -126,7 +126,30 @@ class Verde:
                 self.chain.transact(referee.functions.timeout(match_id))
         return self.match_state(match_id)["phase"]
 
+    def settle_disputes(self, job_id: int, receipt, seats, ctx, max_rounds: int = 300) -> list[dict]:
+        """Play every match the registry asks for (DisputeRequired, after settle and after each
+        decision) until it asks for none. -> per match its decision (`decision`), its id and
+        the gas log of its transactions."""
+        by_addr = {a.address: (a, t) for a, t in seats}
+        out = []
+        while ev := self.registry.events.DisputeRequired().process_receipt(receipt, errors=DISCARD):
+            a, b = ev[0]["args"]["a"], ev[0]["args"]["b"]
+            m = self.open_match(job_id, a, b)
+            mark = len(self.chain.gas_log)
+            self.play(m, [by_addr[a], by_addr[b]], ctx, max_rounds)
+            d = self.decision(m)
+            if d is None:
+                raise RuntimeError(f"match {m} was not decided within {max_rounds} rounds")
+            out.append({**d, "match": m, "gas": self.chain.gas_log[mark:]})
+            receipt = self.chain.w3.eth.get_transaction_receipt(d["tx"])
+        return out
+
     # -- the dispute game -----------------------------------------------------------------------
+    def decision(self, match_id: int) -> dict | None:
+        """The match's MatchDecided event (winner, loser, level, reason, tx), or None."""
+        logs = self.game.events.MatchDecided().get_logs(from_block=0, argument_filters={"id": match_id})
+        return {**logs[-1]["args"], "tx": logs[-1]["transactionHash"]} if logs else None
+
     def open_match(self, job_id: int, a: str, b: str) -> int:
         receipt = self.chain.transact(self.game.functions.open(job_id, a, b))
         return self.game.events.MatchOpened().process_receipt(receipt, errors=DISCARD)[0]["args"]["id"]
@@ -187,7 +210,8 @@ class Verde:
     def _operator_move(self, match_id, ep, account, ctx, s) -> bool:
         from ..protocol import merkle
         from ..dispute import level5_primitive
-        from ..dispute.oprun import decode_kernel, element_of
+        from ..dispute.oprun import decode_kernel, element_of, operand_shape
+        from ..protocol.tensors import chunk_count, parse_header
         st = self.operator_state(match_id)
         phase, j, k = st["phase"], st["node"], st["kernel"]
         if phase in (OP_NONE, OP_DONE) or not st["waiting"] & (1 << self._seat(match_id, account.address)):
@@ -196,7 +220,9 @@ class Verde:
         send = lambda fn: self.chain.transact(fn, sender=account)  # noqa: E731
         which = ("operand", st["operand"]) if st["operand"] >= 0 else ("output",)
         height, index, chunks = self.chain.call(g.descent(match_id))
-        structure = ctx.kernel_graph.structures[j][k] if phase in (OP_SOURCE, OP_STEP) else None
+        if phase in (OP_SOURCE, OP_STEP):  # kernel k's structure is agreed: the job's
+            structure = ctx.kernel_graph.structures[j][k]
+            name, descs, _, _ = decode_kernel(ep.kernel(s, j, k))
         if phase == OP_TOPS:
             count, root, proof = ctx.kernel_graph.node_leaf(j)
             send(g.postKernelTop(match_id, ep.kernel_node(s, j, merkle.depth(count), 0), count, root, proof))
@@ -211,14 +237,13 @@ class Verde:
                               ctx.kernel_graph.trees[j].proof(k)))
         elif phase == OP_TENSOR_TOP:
             head, _ = ep.tensor_root(s, j, k, which)
-            n = self._numel(head)
-            send(g.postTensorTop(match_id, head, ep.tensor_node(s, j, k, which, merkle.depth(-(-n // ctx.job.spec.chunk)), 0)))
+            n = chunk_count(parse_header(head)[1], ctx.job.spec.chunk)
+            send(g.postTensorTop(match_id, head, ep.tensor_node(s, j, k, which, merkle.depth(n), 0)))
         elif phase == OP_CHUNK:
             mine = ep.element(s, j, k, which, index * ctx.job.spec.chunk).chunk_bytes
             logs = self.operators.events.ChunkPosted().get_logs(from_block=0, argument_filters={"id": match_id})
             send(g.postChunk(match_id, mine, logs[-1]["args"]["chunk"] if logs else b""))
         elif phase == OP_SOURCE:
-            _, descs, _, _ = decode_kernel(ep.kernel(s, j, k))
             src = element_of(descs[st["operand"]], st["flat"])
             kernel, proof, element = b"", [], _NO_ELEMENT
             if src[0] == "view":
@@ -228,15 +253,12 @@ class Verde:
                 element = _proof_tuple(ep.element(s, j, k, ("source", src[1]), src[2]))
             send(g.resolveOperand(match_id, structure, kernel, proof, element))
         elif phase == OP_STEP:
-            _, descs, _, _ = decode_kernel(ep.kernel(s, j, k))
-            from ..dispute.oprun import operand_shape
             proofs = []
 
             def fetch(o, idx):
                 p = ep.element(s, j, k, ("operand", o), idx)
                 proofs.append(_proof_tuple(p))
                 return p.element(), p.code
-            name = decode_kernel(ep.kernel(s, j, k))[0]
             level5_primitive.evaluate(name, [operand_shape(d) for d in descs], st["flat"], fetch)
             send(g.resolveStep(match_id, structure, proofs))
         return True
@@ -245,14 +267,6 @@ class Verde:
     def _inputs(ctx, j: int) -> int:
         from ..protocol.trace import decode_structure
         return len(decode_structure(ctx.graph.structures[j])[2])
-
-    @staticmethod
-    def _numel(head: bytes) -> int:
-        from ..protocol.tensors import parse_header
-        n = 1
-        for d in parse_header(head)[1]:
-            n *= d
-        return n
 
     def _tree_of(self, match_id, ep, ctx, s):
         """(node(height, index), leaf count) of the tree the descent runs over: the step's

@@ -62,7 +62,7 @@ class KernelGraph:
 
     @functools.cached_property
     def tree(self) -> merkle.Tree:
-        return merkle.Tree(tuple(merkle.leaf_hash(len(t.leaves).to_bytes(4, "big") + t.root) for t in self.trees))
+        return merkle.Tree(tuple(merkle.leaf_hash(t.n.to_bytes(4, "big") + t.root) for t in self.trees))
 
     @property
     def root(self) -> bytes:
@@ -71,7 +71,7 @@ class KernelGraph:
     def node_leaf(self, j: int) -> tuple[int, bytes, list]:
         """(kernel count, structure root, proof in the kernel root) of node j."""
         t = self.trees[j]
-        return len(t.leaves), t.root, self.tree.proof(j)
+        return t.n, t.root, self.tree.proof(j)
 
 
 def kernel_graph_of(job: Job) -> KernelGraph:

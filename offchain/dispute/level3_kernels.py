@@ -13,7 +13,6 @@ The last leaf ("result") has the op's outputs as operands: they must be the node
 each party committed at level 2 and views of agreed kernel outputs."""
 from __future__ import annotations
 
-import numpy as np
 
 from ..protocol import merkle
 from ..protocol.tensors import commit, header

@@ -5,7 +5,7 @@ bytes both reveal; the first differing element in it is the disputed one."""
 from __future__ import annotations
 
 from ..protocol import merkle
-from ..protocol.tensors import CODES, parse_header
+from ..protocol.tensors import CODES, chunk_count, parse_header
 from .engine import descend
 from .party import Lost, Party
 
@@ -46,10 +46,7 @@ def first_difference(a: Party, b: Party, commitments: tuple[bytes, bytes], where
     element bytes})."""
     (ha, ra), (hb, rb) = (_open(p, c, where, expected) for p, c in zip((a, b), commitments))
     code, shape = parse_header(ha)
-    n = 1
-    for d in shape:
-        n *= d
-    nchunks = -(-n // chunk)
+    nchunks = chunk_count(shape, chunk)
     c, _ = descend(LEVEL, a, b, nchunks, (ra, rb), "tensor_node", *where)
     if c >= nchunks:
         raise Lost(a, LEVEL, "padding chunk differs")  # unreachable for well-formed trees

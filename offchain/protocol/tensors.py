@@ -38,6 +38,18 @@ def header(code: int, shape: tuple) -> bytes:
     return TENSOR + u8(code) + u8(len(shape)) + b"".join(u64(d) for d in shape)
 
 
+def numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def chunk_count(shape, chunk: int) -> int:
+    """Chunks of a tensor of `shape` (its chunk tree's leaves)."""
+    return -(-numel(shape) // chunk)
+
+
 def parse_header(head: bytes) -> tuple[int, tuple]:
     """header() -> (dtype code, shape); TensorError when it is not one."""
     if len(head) < 3 or head[:1] != TENSOR or len(head) != 3 + 8 * head[2] or head[1] not in CODES:
@@ -96,11 +108,11 @@ class ElementProof:
         return self.chunk_bytes[off:off + size]
 
     def verify(self, root: bytes) -> bool:
-        n = int(np.prod(self.shape)) if self.shape else 1
+        n = numel(self.shape)
         if self.code not in CODES or not 0 <= self.index < n:
             return False
         size = CODES[self.code].itemsize
-        nchunks = -(-n // self.chunk)
+        nchunks = chunk_count(self.shape, self.chunk)
         c = self.index // self.chunk
         expect = min(self.chunk, n - c * self.chunk) * size
         if len(self.chunk_bytes) != expect:

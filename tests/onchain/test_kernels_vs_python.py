@@ -10,9 +10,15 @@ import pytest
 import torch
 
 import repops
+from offchain import softfloat as sf
 from offchain.dispute import level5_primitive as L5
-from offchain.dispute.oprun import CAT, OpRun, cat, constant, decode_kernel, element_of, operand_shape, view
+from offchain.dispute.oprun import CAT, OpRun, cat, constant, element_of, operand_shape, view
 from offchain.protocol.trace import StepRecorder
+
+
+def _opcode(name: str) -> int:
+    """OneStep.opcodeOf's numbering: the soft-float's opcodes, then the index moves and result."""
+    return {"gather": 100, "onehot": 101, "result": 200}.get(name, sf.PRIMITIVES.get(name, (None,))[0])
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +61,7 @@ def test_kernel_encodings_and_descriptors_agree(harness):
     for k in _kernels():
         structure, ops, out = harness.functions.structureOf(k.encode()).call()
         assert structure == k.structure() and list(ops) == k.operands and out == k.output
-        assert harness.functions.opcodeOf(k.name.encode()).call() == (
-            {"gather": 100, "onehot": 101, "result": 200}.get(k.name) or __import__("offchain.softfloat").softfloat.PRIMITIVES[k.name][0])
+        assert harness.functions.opcodeOf(k.name.encode()).call() == _opcode(k.name)
         for d in k.descriptors:
             kinds.add(d[0])
             _check(harness, d, rng)
@@ -77,7 +82,7 @@ def test_hand_made_pieces_agree(harness):
                                          ("gather", [(2, 5, 3), (2, 4), ()]), ("onehot", [(6,), (6,), (9,)]),
                                          ("select", [(4, 1), (1, 4), ()])])
 def test_broadcasting_and_output_shapes_agree(harness, name, shapes):
-    code = {"gather": 100, "onehot": 101}.get(name) or __import__("offchain.softfloat").softfloat.PRIMITIVES[name][0]
+    code = _opcode(name)
     out = L5.output_shape(name, [tuple(s) for s in shapes])
     assert tuple(harness.functions.outputShape(code, [list(s) for s in shapes]).call()) == tuple(out)
     if name in L5.INDEX_OPERAND:
