@@ -83,6 +83,8 @@ def main():
         tmp = Path(tmp)
         job = load(text_job(tmp / "job", args.steps))
         ctx = Context(job)
+        from offchain.protocol.trace import decode_structure
+        softmax = [decode_structure(x)[0] for x in ctx.graph.structures].index("aten._softmax.default")
         honest = Trainer(job, tmp / "h", "honest")
         honest.train()
         per_move, disputes = defaultdict(list), []
@@ -90,7 +92,7 @@ def main():
         cheats = [A.TamperedInput(step=args.steps // 2, op="aten.mm.default", element=100),
                   A.ForgedCheckpoint(step=args.steps // 2), A.WrongHyperParameter(), A.PoisonedData(step=3),
                   A.NativeKernel(step=args.steps // 2), A.KernelCheat(step=args.steps // 2),
-                  A.KernelCheat(step=args.steps // 2, after_commit=True), A.CorruptValue(step=args.steps // 2, node=40),
+                  A.KernelCheat(step=args.steps // 2, after_commit=True), A.CorruptValue(step=args.steps // 2, node=softmax, element=163),
                   A.KernelCheat(step=last, op="aten.embedding.default", kernel=0, ulps=64)]
         for i, beh in enumerate(track(cheats, description="disputes on chain", console=con)):
             bad = Trainer(job, tmp / f"{beh.name}-{i}", "cheater", behaviour=beh)

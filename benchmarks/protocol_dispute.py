@@ -21,7 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 from tqdm import tqdm
@@ -45,20 +44,6 @@ def make_job(d: Path, steps: int, fanout: int):
 def ctx_nodes(ctx) -> list[str]:
     from offchain.protocol.trace import decode_structure
     return [decode_structure(x)[0] for x in ctx.graph.structures]
-
-
-def step_float_ops(trainer: Trainer) -> int:
-    """Primitive element-operations of one step on the reference backend."""
-    from repops.reference.prims import observe
-    count = [0]
-    st = trainer._fresh_state()
-    with observe(lambda name, args, out: count.__setitem__(0, count[0] + int(np.asarray(out).size))):
-        trainer.backend = "reference"
-        try:
-            trainer._run(st, 0)
-        finally:
-            trainer.backend = "cpu"
-    return count[0]
 
 
 def main():
@@ -94,7 +79,7 @@ def main():
         st = hon._fresh_state()
         state_bytes = sum(t.numel() * t.element_size() for t in st.tensors())
         batch_bytes = sum(t.numel() * t.element_size() for t in hon._batch(0))
-        flops = step_float_ops(hon)
+        flops = hon.primitive_ops()
         t0 = time.perf_counter()
         hon._run(st, 1)
         plain = time.perf_counter() - t0

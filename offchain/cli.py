@@ -4,14 +4,18 @@ with the off-chain one); it grows into the full delegated-training job."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from .chain import ChainError
+from .chain.anvil import MNEMONIC
 
 console = Console()
 
@@ -29,10 +33,17 @@ def cmd_compile(args) -> int:
 
 
 def cmd_node(args) -> int:
-    """Run an Anvil node in the foreground (for ape or agents to connect to)."""
+    """Run a local node in the foreground, for agents, `verde` commands or ape to connect to."""
     from .chain import AnvilProcess
-    with AnvilProcess(port=args.port) as node:
-        console.print(f"Anvil listening on {node.url} (chain id 31337); Ctrl-C stops it")
+    from .chain.embedded_node import EmbeddedNodeProcess
+    if args.embedded:
+        node = EmbeddedNodeProcess(port=args.port)
+    else:
+        node = AnvilProcess(port=args.port, extra_args=("--state", args.state) if args.state else ())
+    with node:
+        kept = f"; state kept in {args.state}" if args.state and not args.embedded else ""
+        console.print(f"{node.name} listening on {node.url}{kept}; its funded keys are the test mnemonic's "
+                      f"(`{MNEMONIC}`); Ctrl-C stops it")
         try:
             while node.proc.poll() is None:
                 time.sleep(0.5)
@@ -86,20 +97,35 @@ def cmd_demo(args) -> int:
     for t, (digest, losses) in zip((1, 2), runs):
         console.print(f"    {t} thread(s): loss {losses[0]:.4f} -> {losses[-1]:.4f}, parameters sha256 {digest[:16]}…")
     console.print(f"    {'[green]identical bits[/]' if same else '[red]DIFFERENT bits[/]'}")
-    failures += _offchain_dispute(args)
-    _step("not built yet: trainer agents as separate processes with their own state (see `issues`)")
-    verdict = "[green]OK[/]" if failures == 0 else f"[red]{failures} MISMATCHES[/]"
+    with _workdir(args.workdir) as work:
+        job_file, job, ctx, spec = _offchain_dispute(args, work)
+        failures += job is None
+        if job is not None:
+            from . import main_job
+            _step(f"the job on chain, with trainer agents as separate processes: two honest, one cheater "
+                  f"(`{spec}`); agent state and logs in {work}")
+            failures += main_job.run(args.chain, job_file, job, ctx, work, spec, Path(args.report), console)
+    verdict = "[green]OK[/]" if failures == 0 else f"[red]{failures} FAILURES[/]"
     console.print(f"done in {time.time() - t0:.1f} s: on-chain vs off-chain soft-float, RepOps determinism, the "
-                  f"off-chain dispute and the job settled on chain {verdict}")
+                  f"off-chain dispute and the job settled on chain by agents {verdict}")
     return 0 if failures == 0 else 1
 
 
-def _offchain_dispute(args) -> int:
-    """A Llama-style job on the repository's own text: an honest trainer here, a cheating
-    one in another process (pipe transport), the client as referee. -> failures."""
-    import tempfile
-    from pathlib import Path
+@contextlib.contextmanager
+def _workdir(path):
+    """--workdir DIR keeps the agents' checkpoints, state and logs; default: a temp dir."""
+    if path:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        yield Path(path).resolve()
+    else:
+        with tempfile.TemporaryDirectory(prefix="verde-demo-") as tmp:
+            yield Path(tmp)
 
+
+def _offchain_dispute(args, work: Path):
+    """A Llama-style job on the repository's own text: an honest trainer here, a cheating
+    one in another process (pipe transport), the client as referee.
+    -> (job file, job, context, cheat spec); job None when the dispute went wrong."""
     from .dispute.context import Context
     from .dispute.party import InProcess, Party
     from .dispute.referee import dispute
@@ -109,17 +135,16 @@ def _offchain_dispute(args) -> int:
     from .protocol.trace import decode_structure
     from .trainer import Trainer
 
+    job_file = text_job(work / "job", args.steps)
+    job = load(job_file)
+    _step(f"off-chain dispute: a {args.steps}-step Llama-style job on the repository's own text "
+          f"(job id {job.job_id.hex()[:16]}…)")
+    ctx = Context(job)
+    ops = [decode_structure(x)[0] for x in ctx.graph.structures]
+    node = ops.index("aten._softmax.default")
+    spec = f"corrupt-value:step={args.steps // 2},node={node},element=163"
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        job_file = text_job(tmp / "job", args.steps)
-        job = load(job_file)
-        _step(f"off-chain dispute: a {args.steps}-step Llama-style job on the repository's own text "
-              f"(job id {job.job_id.hex()[:16]}…)")
-        ctx = Context(job)
-        ops = [decode_structure(x)[0] for x in ctx.graph.structures]
-        node = ops.index("aten._softmax.default")
-        step = args.steps // 2
-        spec = f"corrupt-value:step={step},node={node},element=163"
         honest = Trainer(job, tmp / "honest", "honest", progress=True)
         honest.train()
         console.print(f"    honest trainer: {len(ops)} ops per step, loss {honest.losses[0]:.3f} -> "
@@ -132,98 +157,11 @@ def _offchain_dispute(args) -> int:
                         Party("cheater", ep, final=ep.final))
         finally:
             ep.close()
-        console.print(f"    verdict: {v}")
-        console.print(f"    {len(v.rounds)} step rounds, {v.answers} answers, {v.bytes_received:,} bytes to the referee, "
-                      f"one soft-float primitive executed, {v.seconds:.1f} s")
-        failures = 0 if v.winner == "honest" and v.level == 5 else 1
-        from . import adversaries
-        cheater = Trainer(job, tmp / "cheater-onchain", "cheater", behaviour=adversaries.from_spec(spec))
-        return failures + _onchain_job(args, job, ctx, [honest, Trainer(job, tmp / "honest2", "honest-2"), cheater])
-
-
-# which level each game move belongs to; postChildren is level 2 in DisputeGame, then 3
-# (kernels) until postKernel, then 4 (chunks)
-_LEVEL_OF = {"open": 1, "postClaims": 1, "openStep": 2, "postTop": 2, "postNode": 2, "resolveInput": 2,
-             "postStateLeaf": 2, "resolveState": 2, "postKernelTop": 3, "postKernel": 3, "postTensorTop": 4,
-             "postChunk": 4, "resolveOperand": 4, "resolveStep": 5}
-
-
-def gas_by_level(log: list[tuple[str, int]]) -> dict[int, int]:
-    out, level = {}, 2
-    for what, gas in log:
-        name = what.split("(")[0]
-        if name == "postChildren":
-            lv = level
-        elif name in _LEVEL_OF:
-            lv = _LEVEL_OF[name]
-            level = {"postKernelTop": 3, "postTensorTop": 4}.get(name, level)
-        else:
-            continue
-        out[lv] = out.get(lv, 0) + gas
-    return out
-
-
-def _onchain_job(args, job, ctx, trainers) -> int:
-    """The same job posted on chain: three trainers stake and commit, the registry finds the
-    disagreement, the dispute is played on chain through all five levels, the honest ones
-    are paid. -> failures. Writes the report PNG."""
-    from pathlib import Path
-
-    from .chain import connect
-    from .chain.verde import Verde
-    pay, stake = 3 * 10**18, 10**18
-    _step(f"on-chain job on the {args.chain} chain: post, three trainers stake and commit, settle, dispute")
-    t0 = time.time()
-    for t in trainers[1:]:
-        t.progress = True
-        t.train()
-    with connect(args.chain) as chain:
-        v = Verde.deploy(chain)
-        seats = list(zip(chain.accounts[2:5], trainers))
-        start = len(chain.gas_log)
-        jid, receipt = v.deliver(job, ctx, seats, pay, stake, chain.accounts[1])
-        console.print(f"    job {jid} posted ({len(ctx.kernel_graph.structures)} nodes, "
-                      f"{sum(map(len, ctx.kernel_graph.structures)):,} kernels committed in the kernel root)")
-        name = {a.address: t.name for a, t in seats}
-        matches = [(name[d["winner"]], name[d["loser"]], d["level"], d["reason"], gas_by_level(d["gas"]))
-                   for d in v.settle_disputes(jid, receipt, seats, ctx)]
-        owed = {t.name: v.owed(a.address) for a, t in seats}
-        game_log = chain.gas_log[start:]
-    table = Table("winner", "loser", "decided at level", "reason", "gas per level")
-    for w, lo, level, reason, gl in matches:
-        table.add_row(w, lo, str(level), reason, ", ".join(f"L{k}: {g:,}" for k, g in sorted(gl.items())))
-    console.print(table)
-    console.print("    owed (payment share + stakes): " + ", ".join(f"{n} {o / 1e18:.2f} ETH" for n, o in owed.items()))
-    console.print(f"    largest transaction {max(g for _, g in game_log):,} gas; {time.time() - t0:.1f} s")
-    out = Path(args.report)
-    _report_png(out, trainers, matches)
-    console.print(f"    wrote {out}")
-    honest_paid = all(owed[t.name] > 0 for t in trainers if t.behaviour.name == "honest")
-    return 0 if matches and honest_paid and all(owed[t.name] == 0 for t in trainers if t.behaviour.name != "honest") else 1
-
-
-def _report_png(path, trainers, matches):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for t in trainers:
-        steps = sorted(t.losses)
-        ax.plot(steps, [t.losses[s] for s in steps], marker=".", label=f"{t.name} ({t.behaviour.name})")
-    ax.set_xlabel("step")
-    ax.set_ylabel("training loss")
-    ax.legend()
-    for i, (w, lo, level, _, gl) in enumerate(matches):
-        bottom = 0
-        for k in sorted(gl):
-            bx.bar(i, gl[k], bottom=bottom, label=f"level {k}" if i == 0 else None)
-            bottom += gl[k]
-    bx.set_xticks(range(len(matches)), [f"{w} vs {lo}" for w, lo, *_ in matches])
-    bx.set_ylabel("gas")
-    bx.set_title("on-chain dispute: gas per level")
-    bx.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    console.print(f"    verdict: {v}")
+    console.print(f"    {len(v.rounds)} step rounds, {v.answers} answers, {v.bytes_received:,} bytes to the referee, "
+                  f"one soft-float primitive executed, {v.seconds:.1f} s")
+    ok = v.winner == "honest" and v.level == 5
+    return job_file, (job if ok else None), ctx, spec
 
 
 # -- chain-facing commands (a node that outlives the command: anvil via `verde node`, or any RPC) ------
@@ -232,11 +170,9 @@ STATUS = ("none", "open", "disputed", "settled")
 
 def _verde(args):
     import json
-    from pathlib import Path
 
-    from .chain import connect
     from .chain.verde import Verde
-    chain = connect(args.chain)
+    chain = _connect(args)
     try:
         deployment = json.loads(Path(args.deployment).read_text())
     except OSError as e:
@@ -264,13 +200,17 @@ def _eth(value: str) -> int:
     return int(wei)
 
 
+def _connect(args):
+    """--chain is a spec; the ape scripts (scripts/verde.py) pass a Chain built on ape's provider."""
+    from .chain import Chain, connect
+    return args.chain if isinstance(args.chain, Chain) else connect(args.chain)
+
+
 def cmd_deploy(args) -> int:
     import json
-    from pathlib import Path
 
-    from .chain import connect
     from .chain.verde import Verde
-    with connect(args.chain) as chain:
+    with _connect(args) as chain:
         v = Verde.deploy(chain)
         Path(args.out).write_text(json.dumps(v.addresses(), indent=1))
         console.print(f"deployed JobRegistry {v.registry.address}, DisputeGame {v.game.address}, "
@@ -306,7 +246,29 @@ def cmd_status(args) -> int:
             return 2
         console.print(f"job {args.job_id}: {STATUS[j[2]]}, payment {j[1] / 1e18} ETH, client {j[0]}, "
                       f"{len(j[5])} trainer(s): {', '.join(j[5]) or '-'}")
+        for line in _dispute_status(v, args.job_id):
+            console.print("  " + line)
     return 0
+
+
+def _dispute_status(v, job_id: int) -> list[str]:
+    """One line per match of the job: its decision, or where it stands and whose move it is."""
+    from .agent.watcher import Watcher
+    from .chain.verde import OP_PHASE_NAMES, PHASE_NAMES, PHASE_OPERATOR
+    w = Watcher(v, job_id)
+    w.poll()
+    out = []
+    for m in sorted(w.matches):
+        d = v.decision(m)
+        if d is not None:
+            out.append(f"match {m}: decided at level {d['level']}, {d['winner']} won, {d['loser']} lost: {d['reason']}")
+            continue
+        s = v.match_state(m)
+        where = PHASE_NAMES[s["phase"]]
+        if s["phase"] == PHASE_OPERATOR:
+            where += ", " + OP_PHASE_NAMES[v.operator_state(m)["phase"]]
+        out.append(f"match {m}: {where}; clocks left {s['clock_left'][0]} s / {s['clock_left'][1]} s")
+    return out
 
 
 def cmd_withdraw(args) -> int:
@@ -325,7 +287,6 @@ def cmd_withdraw(args) -> int:
 def cmd_agent(args) -> int:
     """A trainer agent for one job until it is settled and paid (restartable at any point)."""
     import logging
-    from pathlib import Path
 
     from . import adversaries
     from .agent.trainer_agent import TrainerAgent
@@ -345,31 +306,56 @@ def cmd_agent(args) -> int:
     chain, v = _verde(args)
     with chain:
         agent = TrainerAgent(v, chain.accounts[0], job, args.job_id, Path(args.workdir), behaviour, args.name)
-        agent.run(poll_s=args.poll_s)
+        agent.run(poll_s=args.poll_s, offline_s=args.offline_s)
     return 0
 
 
-def main(argv=None) -> int:
+def cmd_watch(args) -> int:
+    """Print a job's events (joins, commitments, the dispute's narrowing, the decision) as
+    they reach the chain; stop once it is settled unless --follow."""
+    from .agent.watcher import Watcher
+    chain, v = _verde(args)
+    with chain:
+        w = Watcher(v, args.job_id)
+        if v.status(args.job_id)[2] == 0:
+            console.print(f"[red]error:[/] no job {args.job_id} in this registry\n  Fix: check the id (`verde post` printed it)")
+            return 2
+        while True:
+            for line in w.poll():
+                console.print(line)
+            if not args.follow and any(name == "Settled" for _, name, _ in w.events):
+                return 0
+            time.sleep(args.poll_s)
+
+
+def main(argv=None, chain=None) -> int:
+    """`chain`: a connected Chain to use instead of --chain (the ape scripts pass ape's)."""
     p = argparse.ArgumentParser(prog="verde", description="Verifiable delegated training (Verde + RepOps)")
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("demo", help="the main job, end to end on the embedded defaults")
-    d.add_argument("--chain", default="embedded", help="embedded (default) | anvil | anvil:PORT | rpc:URL")
+    d.add_argument("--chain", default="embedded", help="embedded (default: py-evm, served to the agents by a child "
+                   "process) | anvil | anvil:PORT")
     d.add_argument("--steps", type=int, default=12, help="steps of the off-chain dispute job (default 12)")
     d.add_argument("--vectors", type=int, default=40, help="vectors per primitive (default 40)")
     d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--report", default="verde-report.png", help="where the report PNG goes (loss curves, gas per level)")
+    d.add_argument("--report", default="verde-report.png",
+                   help="where the report PNG goes (loss curves, the bisection's path, gas per level)")
+    d.add_argument("--workdir", help="keep the agents' checkpoints, state and logs here (default: a temp dir)")
     d.set_defaults(fn=cmd_demo)
     c = sub.add_parser("compile", help="compile contracts/ (cached)")
     c.add_argument("--force", action="store_true", help="ignore the artifact cache")
     c.set_defaults(fn=cmd_compile)
-    n = sub.add_parser("node", help="run an Anvil node in the foreground")
+    n = sub.add_parser("node", help="run a local chain in the foreground (Anvil, or the embedded one)")
     n.add_argument("--port", type=int, default=8545)
+    n.add_argument("--embedded", action="store_true", help="serve the embedded py-evm chain instead of Anvil")
+    n.add_argument("--state", help="Anvil: load the chain from FILE and save it there on exit (survives restarts)")
     n.set_defaults(fn=cmd_node)
     for name, fn, what in (("deploy", cmd_deploy, "deploy the contracts; write their addresses"),
                            ("post", cmd_post, "post a job file with its payment"),
                            ("status", cmd_status, "show a job's state"),
                            ("withdraw", cmd_withdraw, "withdraw what the registry owes your key"),
-                           ("agent", cmd_agent, "run a trainer agent for a job until it is settled")):
+                           ("agent", cmd_agent, "run a trainer agent for a job until it is settled"),
+                           ("watch", cmd_watch, "follow a job's events until it is settled")):
         q = sub.add_parser(name, help=what)
         q.add_argument("--chain", required=True, help="rpc:URL (key: VERDE_PRIVATE_KEY or VERDE_KEYSTORE) or anvil:PORT")
         q.set_defaults(fn=fn)
@@ -386,8 +372,11 @@ def main(argv=None) -> int:
             q.add_argument("--train-s", type=int, default=3600, help="seconds after joining to commit a result")
             q.add_argument("--reveal-s", type=int, default=600, help="seconds after that to reveal it")
             q.add_argument("--clock-s", type=int, default=3600, help="each party's dispute clock")
-        if name == "status":
+        if name in ("status", "watch"):
             q.add_argument("job_id", type=int)
+        if name == "watch":
+            q.add_argument("--follow", action="store_true", help="keep watching after the job is settled")
+            q.add_argument("--poll-s", type=float, default=1.0)
         if name == "agent":
             q.add_argument("job", help="the job file (the same job as posted)")
             q.add_argument("job_id", type=int, help="its id in the registry")
@@ -395,7 +384,11 @@ def main(argv=None) -> int:
             q.add_argument("--behaviour", default="honest", help="honest, or an adversary spec (demos and tests)")
             q.add_argument("--name", default="agent")
             q.add_argument("--poll-s", type=float, default=0.5)
+            q.add_argument("--offline-s", type=float, default=600,
+                           help="how long to wait for a node that went away before giving up (default 600)")
     args = p.parse_args(argv)
+    if chain is not None:
+        args.chain = chain
     try:
         return args.fn(args)
     except ChainError as e:

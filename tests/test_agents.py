@@ -1,7 +1,8 @@
 """Trainer agents as separate processes on an Anvil node (`verde agent`): an honest one and
 a cheater join, train, commit, reveal and settle; the dispute is played on chain by the
-agents alone; the honest agent is killed with SIGKILL in the middle of the dispute,
-restarted, and still wins and withdraws its payment and both stakes."""
+agents alone. The faults: the honest agent killed with SIGKILL during training and again
+mid-dispute, the node restarted under running agents, a key that cannot pay the stake.
+Each time the honest agent still wins and withdraws its payment and both stakes."""
 import json
 import signal
 import subprocess
@@ -19,7 +20,9 @@ from offchain.dispute.context import Context
 from offchain.protocol.job import load
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "protocol"))
-from small_job import write_small_job  # noqa: E402
+from small_job import FANOUT, mlp_data, write_small_job  # noqa: E402
+
+from offchain.protocol.dataset import write_job  # noqa: E402
 
 VERDE = Path(sys.executable).parent / "verde"
 pytestmark = pytest.mark.anvil
@@ -41,43 +44,126 @@ def _until(cond, what, timeout=240, poll=0.3):
         time.sleep(poll)
 
 
-def test_agents_settle_a_dispute_and_the_honest_one_survives_kill_9(tmp_path, artifacts):
-    with AnvilProcess() as node:
-        chain = Chain(Web3(Web3.HTTPProvider(node.url)), _mnemonic_accounts(), "anvil", artifacts)
+def _setup(node, tmp_path, artifacts, steps=None):
+    chain = Chain(Web3(Web3.HTTPProvider(node.url)), _mnemonic_accounts(), "anvil", artifacts)
+    if steps is None:
         job_file = write_small_job(tmp_path / "job")
-        job = load(job_file)
-        v = Verde.deploy(chain)
-        dep = tmp_path / "deployment.json"
-        dep.write_text(json.dumps(v.addresses()))
-        v.post(job, Context(job), PAY, STAKE, max_trainers=2, client=chain.accounts[1])
+    else:  # long enough that a kill lands in the middle of training
+        job_file = write_job(tmp_path / "job", "mlp", {"d_in": 16, "d_hidden": 32, "n_classes": 10}, mlp_data(),
+                             steps=steps, batch_size=8, fanout=FANOUT, chunk=64)
+    job = load(job_file)
+    v = Verde.deploy(chain)
+    dep = tmp_path / "deployment.json"
+    dep.write_text(json.dumps(v.addresses()))
+    v.post(job, Context(job), PAY, STAKE, max_trainers=2, client=chain.accounts[1])
+    return chain, v, job_file, dep
+
+
+def _deadlines(chain, v, accounts):
+    """Move the clock past the commit and then the reveal deadline once both have acted."""
+    seat = lambda a: chain.call(v.registry.functions.seats(1, a.address))  # noqa: E731
+    _until(lambda: all(seat(a)[2] != bytes(32) for a in accounts), "both commitments")
+    chain.advance(1300)
+    _until(lambda: all(seat(a)[3] != bytes(32) for a in accounts), "both reveals")
+    chain.advance(600)  # an agent settles, the registry asks for a match
+    _until(lambda: v.game.events.MatchOpened().get_logs(from_block=0), "the match", poll=0.02)
+    return v.game.events.MatchOpened().get_logs(from_block=0)[0]["args"]["id"]
+
+
+def _honest_won(chain, v, m, honest_acct, before, proc, log):
+    assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+    assert v.status(1)[2] == 3  # settled
+    decided = v.decision(m)
+    assert decided["winner"] == honest_acct.address and decided["level"] == 5
+    assert v.owed(honest_acct.address) == 0  # withdrawn
+    assert chain.w3.eth.get_balance(honest_acct.address) - before > PAY + STAKE  # payment + both stakes - gas
+
+
+def test_honest_agent_killed_during_training_and_mid_dispute_still_wins(tmp_path, artifacts):
+    with AnvilProcess() as node:
+        chain, v, job_file, dep = _setup(node, tmp_path, artifacts, steps=40)
         honest_acct, bad_acct = chain.accounts[2], chain.accounts[3]
-        logs = {n: open(tmp_path / f"{n}.log", "w") for n in ("honest", "cheater", "honest-restarted")}
+        logs = {n: open(tmp_path / f"{n}.log", "w") for n in ("honest", "cheater", "honest-2", "honest-3")}
         honest = _agent(node, dep, job_file, honest_acct, tmp_path / "honest", "honest", "honest", logs["honest"])
         bad = _agent(node, dep, job_file, bad_acct, tmp_path / "cheater", "corrupt-value:step=3,node=10", "cheater",
                      logs["cheater"])
         try:
-            seat = lambda a: chain.call(v.registry.functions.seats(1, a.address))  # noqa: E731
-            _until(lambda: all(seat(a)[2] != bytes(32) for a in (honest_acct, bad_acct)), "both commitments")
-            chain.advance(1300)  # past the commit deadline
-            _until(lambda: all(seat(a)[3] != bytes(32) for a in (honest_acct, bad_acct)), "both reveals")
-            chain.advance(600)  # past the reveal deadline: an agent settles, the registry asks for a match
-            _until(lambda: v.game.events.MatchOpened().get_logs(from_block=0), "the match", poll=0.02)
+            ckpts = tmp_path / "honest" / "trainer"
+            _until(lambda: any(ckpts.glob("ckpt-*")) if ckpts.exists() else False, "the first checkpoint", poll=0.01)
+            honest.send_signal(signal.SIGSTOP)  # frozen where it is, then killed there
+            seat = chain.call(v.registry.functions.seats(1, honest_acct.address))
+            assert seat[0] and seat[2] == bytes(32), "joined, not yet committed: the kill is during training"
+            honest.send_signal(signal.SIGKILL)
+            honest.wait()
+            honest = _agent(node, dep, job_file, honest_acct, tmp_path / "honest", "honest", "honest", logs["honest-2"])
+            m = _deadlines(chain, v, (honest_acct, bad_acct))
             honest.send_signal(signal.SIGKILL)  # mid-dispute
             honest.wait()
-            m = v.game.events.MatchOpened().get_logs(from_block=0)[0]["args"]["id"]
             assert v.match_state(m)["phase"] != PHASE_DONE, "the dispute ended before the kill: nothing was tested"
-            honest = _agent(node, dep, job_file, honest_acct, tmp_path / "honest", "honest", "honest",
-                            logs["honest-restarted"])
+            honest = _agent(node, dep, job_file, honest_acct, tmp_path / "honest", "honest", "honest", logs["honest-3"])
             before = chain.w3.eth.get_balance(honest_acct.address)
-            assert honest.wait(timeout=300) == 0, (tmp_path / "honest-restarted.log").read_text()[-3000:]
-            assert v.status(1)[2] == 3  # settled
-            decided = v.decision(m)
-            assert decided["winner"] == honest_acct.address and decided["level"] == 5
-            assert v.owed(honest_acct.address) == 0  # withdrawn
-            assert chain.w3.eth.get_balance(honest_acct.address) - before > PAY + STAKE  # payment + both stakes - gas
+            _honest_won(chain, v, m, honest_acct, before, honest, tmp_path / "honest-3.log")
+            restarted = (tmp_path / "honest-2.log").read_text()
+            assert "training" in restarted and not restarted.count("join (stake)"), "resumed, did not join twice"
+
+            # what a client sees afterwards: `verde status` and `verde watch`
+            env = {"PATH": "/usr/bin:/bin", "COLUMNS": "250", "VERDE_PRIVATE_KEY": chain.accounts[1].key.hex()}
+            args = ["--chain", f"rpc:{node.url}", "--deployment", str(dep)]
+            out = subprocess.run([str(VERDE), "status", "1", *args], capture_output=True, text=True, env=env).stdout
+            assert "job 1: settled" in out and f"match {m}: decided at level 5, {honest_acct.address} won" in out, out
+            out = subprocess.run([str(VERDE), "watch", "1", *args], capture_output=True, text=True, env=env,
+                                 timeout=60).stdout
+            for what in ("JobPosted", "Committed", "StepFound", "NodeFound", "KernelFound", "ElementFound",
+                         f"match {m} decided at level 5", "Settled"):
+                assert what in out, (what, out)
         finally:
             for p in (honest, bad):
                 if p.poll() is None:
                     p.kill()
             for f in logs.values():
                 f.close()
+
+
+def test_agents_reconnect_after_the_node_restarts(tmp_path, artifacts):
+    """Anvil is stopped mid-dispute and started again from its saved state (--state): both
+    agents see the node go, wait for it, and carry on; nothing is lost."""
+    with AnvilProcess(extra_args=("--state", str(tmp_path / "anvil-state.json"))) as node:
+        chain, v, job_file, dep = _setup(node, tmp_path, artifacts)
+        honest_acct, bad_acct = chain.accounts[2], chain.accounts[3]
+        logs = {n: tmp_path / f"{n}.log" for n in ("honest", "cheater")}
+        files = {n: open(f, "w") for n, f in logs.items()}
+        honest = _agent(node, dep, job_file, honest_acct, tmp_path / "honest", "honest", "honest", files["honest"])
+        bad = _agent(node, dep, job_file, bad_acct, tmp_path / "cheater", "corrupt-value:step=3,node=10", "cheater",
+                     files["cheater"])
+        try:
+            m = _deadlines(chain, v, (honest_acct, bad_acct))
+            before = chain.w3.eth.get_balance(honest_acct.address)  # its stake is in
+            node.stop(keep_port=True)
+            _until(lambda: all("lost the node" in f.read_text() for f in logs.values()), "both agents to notice")
+            assert honest.poll() is None and bad.poll() is None, "an agent gave up instead of waiting"
+            node.start()
+            assert v.match_state(m)["phase"] != PHASE_DONE, "the dispute ended before the restart: nothing was tested"
+            _honest_won(chain, v, m, honest_acct, before, honest, logs["honest"])
+            assert "the node is back" in logs["honest"].read_text()
+        finally:
+            for p in (honest, bad):
+                if p.poll() is None:
+                    p.kill()
+            for f in files.values():
+                f.close()
+
+
+def test_an_agent_that_cannot_pay_the_stake_says_so_and_joins_nothing(tmp_path, artifacts):
+    from eth_account import Account
+    with AnvilProcess() as node:
+        chain, v, job_file, dep = _setup(node, tmp_path, artifacts)
+        poor = Account.create()
+        chain._send("fund", {"to": poor.address, "value": STAKE // 2}, chain.accounts[0])
+        with open(tmp_path / "poor.log", "w") as log:
+            p = _agent(node, dep, job_file, poor, tmp_path / "poor", "honest", "poor", log)
+            assert p.wait(timeout=120) == 2
+        out = " ".join((tmp_path / "poor.log").read_text().split())  # rich wraps lines
+        assert "needs a stake of 1.0 ETH" in out and "Fix: fund this account" in out, out
+        assert chain.w3.eth.get_transaction_count(poor.address) == 0  # sent nothing, spent nothing
+        assert chain.w3.eth.get_balance(poor.address) == STAKE // 2
+        assert not chain.call(v.registry.functions.seats(1, poor.address))[0]

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 
-from ..chain.errors import TransactionReverted
+from ..chain.errors import ChainError, ChainUnavailable, TransactionReverted
 from ..chain.verde import PHASE_DONE, PHASE_OPERATOR, Verde
 from ..protocol.claims import seal
 from .state import AgentState
@@ -18,6 +18,15 @@ from .state import AgentState
 log = logging.getLogger("verde.agent")
 OPEN, DISPUTED, SETTLED = 1, 2, 3
 STAKE, JOIN_BY, COMMIT_BY, REVEAL_BY = 12, 13, 14, 15  # JobRegistry.Terms fields
+JOIN_GAS = 300_000  # what joining may cost on top of the stake (measured: ~120k)
+
+
+class CannotAffordStake(ChainError):
+    pass
+
+
+class NodeGone(ChainError):
+    pass
 
 
 class TrainerAgent:
@@ -64,6 +73,7 @@ class TrainerAgent:
                 if now >= terms[JOIN_BY]:
                     log.warning("%s: job %d closed for joining", self.name, self.jid)
                     return True
+                self._check_funds(terms[STAKE])
                 self._send("join (stake)", reg.join(self.jid), value=terms[STAKE])
                 return False
             if sealed == bytes(32) and now < terms[COMMIT_BY]:
@@ -89,6 +99,17 @@ class TrainerAgent:
             self._send(f"withdraw {owed / 1e18} ETH", reg.withdraw())
         return status == SETTLED
 
+    def _check_funds(self, stake: int):
+        """Refuse before sending: a join that cannot pay its stake would only burn gas."""
+        w3 = self.v.chain.w3
+        have = w3.eth.get_balance(self.me.address)
+        need = stake + JOIN_GAS * w3.eth.gas_price
+        if have < need:
+            raise CannotAffordStake(
+                f"{self.me.address} has {have / 1e18:.6f} ETH; job {self.jid} needs a stake of {stake / 1e18} ETH "
+                f"plus gas (~{need / 1e18:.6f} ETH in all), so it did not join",
+                "fund this account, or run the agent with a key that holds the stake")
+
     def _play(self):
         """Open the match the registry asks for if nobody has, and move in every live match."""
         game = self.v.game
@@ -112,10 +133,37 @@ class TrainerAgent:
             referee = self.v.operators if phase == PHASE_OPERATOR else game  # the other party may be silent
             self._try("claim a timeout", referee.functions.timeout(m))
 
-    def run(self, poll_s: float = 0.5, max_s: float | None = None):
-        t0 = time.time()
-        while not self.tick():
+    def run(self, poll_s: float = 0.5, max_s: float | None = None, offline_s: float = 600):
+        """Tick until done. A node that goes away (restarted, network down) is waited for,
+        up to `offline_s`: nothing is lost meanwhile (the chain keeps the seat and the
+        clocks, this agent its checkpoints and salt), and the next tick carries on."""
+        t0, down_since = time.time(), None
+        while True:
+            try:
+                if down_since is not None:
+                    self._check_deployment()
+                if self.tick():
+                    break
+                if down_since is not None:
+                    log.info("%s: the node is back after %.0f s; carrying on", self.name, time.time() - down_since)
+                    down_since = None
+            except (ChainUnavailable, OSError) as e:
+                if down_since is None:
+                    down_since = time.time()
+                    log.warning("%s: lost the node (%s); retrying for up to %.0f s", self.name,
+                                str(e).splitlines()[0][:200], offline_s)
+                elif time.time() - down_since > offline_s:
+                    raise NodeGone(f"the node did not answer for {offline_s:.0f} s",
+                                   "restart it (with its state: anvil --state FILE), then restart this agent; "
+                                   "its checkpoints and salt are kept") from None
             if max_s is not None and time.time() - t0 > max_s:
                 raise TimeoutError(f"{self.name}: job {self.jid} not finished after {max_s} s")
-            time.sleep(poll_s)
+            time.sleep(poll_s if down_since is None else min(2.0, 4 * poll_s))
         log.info("%s: job %d done", self.name, self.jid)
+
+    def _check_deployment(self):
+        """After an outage: a node that came back without its state (a restarted Anvil with
+        no --state) has no contracts, and waiting would never end."""
+        if not self.v.chain.w3.eth.get_code(self.v.registry.address):
+            raise NodeGone(f"the node came back without the contracts (no code at {self.v.registry.address}): "
+                           "its chain was reset", "restart the node with its saved state (anvil --state FILE)")

@@ -49,7 +49,10 @@ def rpc(url: str, method: str, params: list | None = None, timeout: float = 2.0)
 
 
 class AnvilProcess:
-    """One Anvil node. Use as a context manager, or call stop(); atexit stops it too."""
+    """One Anvil node. Use as a context manager, or call stop(); atexit stops it too.
+    `restart()` keeps the port (pass `--state FILE` in extra_args to keep the chain too)."""
+    name = "Anvil"
+    chain_id: int | None = CHAIN_ID  # what the node must answer to count as started
 
     def __init__(self, port: int | None = None, binary: Path = ANVIL_BIN, extra_args: tuple = ()):
         if not binary.exists():
@@ -73,9 +76,7 @@ class AnvilProcess:
             self.port = self._fixed_port or free_port()
             self._log = tempfile.TemporaryFile()
             self.proc = subprocess.Popen(
-                [str(self.binary), "--host", "127.0.0.1", "--port", str(self.port), "--mnemonic", MNEMONIC,
-                 "--chain-id", str(CHAIN_ID), "--gas-limit", str(GAS_LIMIT), "--hardfork", "cancun",
-                 *self.extra_args],
+                self.argv(),
                 stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 preexec_fn=_die_with_parent, start_new_session=True)
             atexit.register(self.stop)
@@ -87,6 +88,14 @@ class AnvilProcess:
                 if "in use" in str(e) and self._fixed_port is None and attempt < 2:
                     continue
                 raise
+
+    def argv(self) -> list[str]:
+        return [str(self.binary), "--host", "127.0.0.1", "--port", str(self.port), "--mnemonic", MNEMONIC,
+                "--chain-id", str(CHAIN_ID), "--gas-limit", str(GAS_LIMIT), "--hardfork", "cancun", *self.extra_args]
+
+    def restart(self) -> "AnvilProcess":
+        self.stop(keep_port=True)
+        return self.start()
 
     def output_tail(self, n: int = 2000) -> str:
         if self._log is None:
@@ -100,25 +109,39 @@ class AnvilProcess:
             if self.proc.poll() is not None:
                 tail = self.output_tail()
                 if "in use" in tail.lower():
-                    raise ChainUnavailable(f"Anvil could not bind port {self.port}: address in use",
+                    raise ChainUnavailable(f"{self.name} could not bind port {self.port}: address in use",
                                            "pass another port, or none to pick a free one")
-                raise ChainUnavailable(f"Anvil exited with code {self.proc.returncode} during start-up:\n{tail}",
-                                       "read Anvil's output above")
+                raise ChainUnavailable(f"{self.name} exited with code {self.proc.returncode} during start-up:\n{tail}",
+                                       f"read {self.name}'s output above")
             try:
-                if int(rpc(self.url, "eth_chainId", timeout=1.0), 16) == CHAIN_ID:
+                if self.chain_id in (None, int(rpc(self.url, "eth_chainId", timeout=1.0), 16)):
+                    self._keep_clock()
                     return
             except OSError:
                 time.sleep(0.05)
-        raise ChainUnavailable(f"Anvil did not answer on {self.url} within {START_TIMEOUT_S:.0f} s",
+        raise ChainUnavailable(f"{self.name} did not answer on {self.url} within {START_TIMEOUT_S:.0f} s",
                                "check the machine's load and that loopback networking works")
+
+    def _keep_clock(self):
+        """Anvil reloads a saved chain (--state) but not its clock offset: a chain whose clock
+        was moved forward would mine its next blocks in the past, and every deadline and
+        chess clock would misread. Resume the clock from the last block instead."""
+        if self.chain_id is None:
+            return
+        last = int(rpc(self.url, "eth_getBlockByNumber", ["latest", False], timeout=2.0)["timestamp"], 16)
+        if last >= time.time():
+            rpc(self.url, "evm_setTime", [last + 1], timeout=2.0)
 
     def check_alive(self):
         """Raise a clear error if the node died under us (called when an RPC call fails)."""
         if self.proc is not None and self.proc.poll() is not None:
-            raise ChainUnavailable(f"Anvil (pid {self.proc.pid}) exited with code {self.proc.returncode}:\n"
+            raise ChainUnavailable(f"{self.name} (pid {self.proc.pid}) exited with code {self.proc.returncode}:\n"
                                    f"{self.output_tail()}", "restart it (connect('anvil') again)")
 
-    def stop(self):
+    def stop(self, keep_port: bool = False):
+        """keep_port: the next start() listens on the same port (clients reconnect there)."""
+        if keep_port:
+            self._fixed_port = self.port
         p, self.proc = self.proc, None
         if p is None:
             return

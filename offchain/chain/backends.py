@@ -11,6 +11,7 @@ from web3 import Web3
 
 from .anvil import GAS_LIMIT, MNEMONIC, AnvilProcess
 from .client import Chain
+from .embedded_node import CLIENT_VERSION
 from .compiler import compile_contracts
 from .errors import ChainError, ChainUnavailable, KeyLoadError
 
@@ -23,29 +24,42 @@ def _mnemonic_accounts(n: int = N_ACCOUNTS):
     return [Account.from_mnemonic(MNEMONIC, account_path=f"m/44'/60'/0'/0/{i}") for i in range(n)]
 
 
-def embedded(artifacts=None) -> Chain:
+def embedded_w3() -> Web3:
     from eth_tester import EthereumTester, PyEVMBackend
     from web3.providers.eth_tester import EthereumTesterProvider
 
-    accounts = _mnemonic_accounts()
     genesis = PyEVMBackend.generate_genesis_params(overrides={"gas_limit": GAS_LIMIT})
     # Same mnemonic and HD path as Anvil: the same funded accounts on every local backend.
     backend = PyEVMBackend(genesis_parameters=genesis, mnemonic=MNEMONIC, hd_path="m/44'/60'/0'/0")
-    w3 = Web3(EthereumTesterProvider(EthereumTester(backend)))
-    return Chain(w3, accounts, "embedded", artifacts or compile_contracts())
+    return Web3(EthereumTesterProvider(EthereumTester(backend)))
 
 
-def anvil(artifacts=None, port: int | None = None) -> Chain:
+def embedded(artifacts=None) -> Chain:
+    return Chain(embedded_w3(), _mnemonic_accounts(), "embedded", artifacts or compile_contracts())
+
+
+def _over_http(node, backend: str, artifacts) -> Chain:
+    """A node we started (Anvil, or the embedded chain served by a process): its funded
+    accounts, and it stops when the Chain is closed."""
     artifacts = artifacts or compile_contracts()  # compile errors before a node is started
-    node = AnvilProcess(port=port).start()
+    node.start()
     try:
         w3 = Web3(Web3.HTTPProvider(node.url, request_kwargs={"timeout": RPC_TIMEOUT_S}))
-        chain = Chain(w3, _mnemonic_accounts(), "anvil", artifacts)
+        chain = Chain(w3, _mnemonic_accounts(), backend, artifacts, local=True)
         chain._closer = node
         return chain
     except BaseException:
         node.stop()
         raise
+
+
+def anvil(artifacts=None, port: int | None = None) -> Chain:
+    return _over_http(AnvilProcess(port=port), "anvil", artifacts)
+
+
+def embedded_node(artifacts=None, port: int | None = None) -> Chain:
+    from .embedded_node import EmbeddedNodeProcess
+    return _over_http(EmbeddedNodeProcess(port=port), "embedded-node", artifacts)
 
 
 def load_key() -> "Account":
@@ -80,15 +94,28 @@ def rpc(url: str, artifacts=None) -> Chain:
     except Exception as e:
         raise ChainUnavailable(f"cannot reach an Ethereum node at {url}: {type(e).__name__}: {e}",
                                "check the URL and that the node is running") from None
-    chain = Chain(w3, [account], f"rpc {url}", artifacts or compile_contracts())
-    chain.gas = None  # a real node: estimate gas per transaction
+    try:
+        version = str(w3.client_version)
+    except Exception:
+        version = ""
+    local = version.startswith((CLIENT_VERSION, "anvil"))  # a test node: fixed gas and fee, a movable clock
+    chain = Chain(w3, [account], f"rpc {url}", artifacts or compile_contracts(), local=local)
+    if not local:
+        chain.gas = None  # a real node: estimate gas per transaction
     return chain
 
 
 def connect(spec: str = "embedded", artifacts=None) -> Chain:
-    """`embedded` | `anvil` | `anvil:PORT` | `rpc:URL` | a bare http(s) URL."""
+    """`embedded` | `embedded-node[:PORT]` | `anvil[:PORT]` | `rpc:URL` | a bare http(s) URL.
+    `embedded` lives in this process; `embedded-node` serves it from a child process, so
+    that other processes (agents) can share it over `rpc:URL`."""
     if spec == "embedded":
         return embedded(artifacts)
+    if spec == "embedded-node" or spec.startswith("embedded-node:"):
+        port = spec.partition(":")[2]
+        if port and not port.isdigit():
+            raise ChainError(f"bad port in {spec!r}", "use embedded-node or embedded-node:PORT")
+        return embedded_node(artifacts, int(port) if port else None)
     if spec == "anvil" or spec.startswith("anvil:"):
         port = spec.partition(":")[2]
         if port and not port.isdigit():
@@ -98,4 +125,4 @@ def connect(spec: str = "embedded", artifacts=None) -> Chain:
         return rpc(spec[4:], artifacts)
     if spec.startswith(("http://", "https://")):
         return rpc(spec, artifacts)
-    raise ChainError(f"unknown chain backend {spec!r}", "use embedded, anvil, anvil:PORT or rpc:URL")
+    raise ChainError(f"unknown chain backend {spec!r}", "use embedded, embedded-node[:PORT], anvil[:PORT] or rpc:URL")

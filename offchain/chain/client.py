@@ -60,10 +60,13 @@ class Chain:
     backend: str
     artifacts: Artifacts = field(default_factory=compile_contracts)
     gas: int | None = 30_000_000  # explicit limit: estimate_gas on py-evm is very slow
+    local: bool | None = None  # a test chain (fixed fee cap, movable clock); None: by backend name
     _closer: object = None
     gas_log: list = field(default_factory=list)
 
     def __post_init__(self):
+        if self.local is None:
+            self.local = self.backend in ("embedded", "anvil")
         self._errors = error_selectors(self.artifacts)
         self._chain_id = None
 
@@ -111,7 +114,7 @@ class Chain:
         elif "gas" not in tx:  # a real node: estimate, with headroom
             tx["gas"] = self.w3.eth.estimate_gas({**tx, "from": sender.address}) * 6 // 5
         tx.setdefault("maxPriorityFeePerGas", 0)
-        if self.backend in ("embedded", "anvil"):  # local: one request less per transaction
+        if self.local:  # one request less per transaction
             tx.setdefault("maxFeePerGas", LOCAL_MAX_FEE)
         else:
             tx.setdefault("maxFeePerGas", 2 * self.w3.eth.get_block("latest")["baseFeePerGas"] + 1)
@@ -163,9 +166,11 @@ class Chain:
             tester = self.w3.provider.ethereum_tester
             tester.time_travel(target)
             tester.mine_blocks(1)
-        elif self.backend == "anvil":
-            self.w3.provider.make_request("evm_setNextBlockTimestamp", [target])
-            self.w3.provider.make_request("evm_mine", [])
+        elif self.local:  # Anvil, or the embedded node
+            for method, params in (("evm_setNextBlockTimestamp", [target]), ("evm_mine", [])):
+                out = self._guard(method, lambda: self.w3.provider.make_request(method, params))
+                if "error" in out:
+                    raise ChainError(f"{self.backend} refused {method}: {out['error']}")
         else:
             raise ChainError(f"cannot move the clock of a {self.backend} chain; wait for the deadline instead")
         return self.now()

@@ -322,3 +322,8 @@ _NO_ELEMENT = (1, [], 1, 0, b"", [])  # a constant's source needs no proof
 (OP_NONE, OP_TOPS, OP_DESCENT, OP_KERNEL, OP_TENSOR_TOP, OP_CHUNK, OP_SOURCE, OP_STEP, OP_DONE) = range(9)
 (PHASE_STEPS, PHASE_OPEN, PHASE_STATE_LEAF, PHASE_STATE_SOURCE, PHASE_TOPS, PHASE_DESCENT, PHASE_NODE,
  PHASE_INPUT_SOURCE, PHASE_OPERATOR, PHASE_DONE) = range(1, 11)
+PHASE_NAMES = ("none", "level 1: step bisection", "level 2: opening the step", "level 2: state leaf",
+               "level 2: state source", "level 2: trace tops", "level 2: descent over nodes", "level 2: the node",
+               "level 2: input source", "levels 3-5 (OperatorGame)", "done")
+OP_PHASE_NAMES = ("none", "level 3: kernel tops", "levels 3-4: descent", "level 3: the kernel",
+                  "level 4: tensor tops", "level 4: the chunk", "level 4: operand source", "level 5: one step", "done")

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 import repops
@@ -136,8 +137,11 @@ class Trainer:
         marks = set(points(0, T, self.job.spec.fanout)) | {T}
         start = self.store.nearest(T) or 0
         st = self._fresh_state()
+        losses = self.store.dir / "losses.json"
         if start:
             st.load(self.store.load(start))
+            if losses.exists():  # a restart: keep the curve of the steps before it
+                self.losses = {int(k): v for k, v in json.loads(losses.read_text()).items() if int(k) < start} | self.losses
         for s in tqdm(range(start, self.behaviour.last_step(T)), desc=f"{self.name} training", disable=not self.progress,
                       initial=start, total=T):
             if s + 1 in marks:
@@ -145,10 +149,28 @@ class Trainer:
                 self._claim_after(st, s + 1, rec)
                 self.store.save(s + 1, st.state_dict())
                 self.store.save_claims(self.claims)
+                losses.write_text(json.dumps(self.losses))
             else:
                 self.losses[s] = self._run(st, s)
-        (self.store.dir / "losses.json").write_text(json.dumps(self.losses))
+        losses.write_text(json.dumps(self.losses))
         return self.final_claim()
+
+    def primitive_ops(self, s: int = 0) -> int:
+        """Binary32 primitive element-operations of step s (on the reference backend): what
+        re-running a step costs, against the one primitive a referee executes."""
+        from repops.reference.prims import observe
+        count = 0
+
+        def add(name, args, out):
+            nonlocal count
+            count += int(np.asarray(out).size)
+        backend, self.backend = self.backend, "reference"
+        try:
+            with observe(add):
+                self._run(self._fresh_state(), s)
+        finally:
+            self.backend = backend
+        return count
 
     def final_claim(self) -> bytes:
         return self.behaviour.final_claim(self, self.claims.get(self.steps))

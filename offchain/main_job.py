@@ -1,0 +1,225 @@
+"""The main job, as users meet it: a local chain shared by separate processes (the
+embedded chain served by a child process, or Anvil), the contracts deployed, a real job
+posted (the Llama-style model on the repository's own text), two honest trainer agents
+and a cheating one started as `verde agent` processes with their own keys, state and
+logs. They train, commit, reveal, settle, dispute and withdraw by themselves; this
+process is the client and a watcher. Its one intervention: on a local chain it moves the
+clock past the commit and reveal deadlines once every trainer has acted, instead of
+waiting for them in real time."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .agent.watcher import Watcher, gas_by_level
+
+PAY, STAKE = 3 * 10**18, 10**18
+JOIN_S, TRAIN_S, REVEAL_S = 3600, 7200, 3600  # windows; the client fast-forwards through them
+ONE_STEP_GAS = 3_275  # the dearest one-step execution (fma), benchmarks/contracts_gas.py --one-step-only
+
+
+@dataclass
+class AgentProc:
+    name: str
+    behaviour: str
+    account: object
+    workdir: Path
+    proc: subprocess.Popen | None = None
+
+    @property
+    def log(self) -> Path:
+        return self.workdir / "agent.log"
+
+    def start(self, url: str, deployment: Path, job_file: Path, job_id: int):
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "VERDE_PRIVATE_KEY": self.account.key.hex(), "OMP_NUM_THREADS": "1"}
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "offchain.cli", "agent", str(job_file), str(job_id), "--chain", f"rpc:{url}",
+                 "--deployment", str(deployment), "--workdir", str(self.workdir), "--behaviour", self.behaviour,
+                 "--name", self.name, "--poll-s", "0.3"],
+                env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def tail(self, n: int = 2500) -> str:
+        return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
+
+    def losses(self) -> dict[int, float]:
+        f = self.workdir / "trainer" / "losses.json"
+        return {int(k): v for k, v in json.loads(f.read_text()).items()} if f.exists() else {}
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def run(chain_spec: str, job_file: Path, job, ctx, workdir: Path, cheat: str, report: Path,
+        console: Console, timeout_s: float = 1800) -> int:
+    """-> failures (0 when the honest agents are paid and the cheater is slashed)."""
+    from .chain import ChainError, connect
+    from .chain.verde import Verde
+
+    spec = {"embedded": "embedded-node"}.get(chain_spec, chain_spec)
+    if not (spec.startswith("embedded-node") or spec.startswith("anvil")):
+        raise ChainError(f"the main job starts its own local chain; {chain_spec!r} is not one",
+                         "use --chain embedded (default) or --chain anvil")
+    t0 = time.time()
+    with connect(spec) as chain:
+        url = chain._closer.url
+        console.print(f"    chain: {chain.backend} at {url} (its own process), chain id {chain.chain_id}")
+        v = Verde.deploy(chain)
+        deployment = workdir / "deployment.json"
+        deployment.write_text(json.dumps(v.addresses(), indent=1))
+        jid = v.post(job, ctx, PAY, STAKE, max_trainers=3, join_s=JOIN_S, commit_s=JOIN_S + TRAIN_S,
+                     reveal_s=JOIN_S + TRAIN_S + REVEAL_S, client=chain.accounts[1])
+        console.print(f"    job {jid} posted: payment {PAY / 1e18:.0f} ETH, stake {STAKE / 1e18:.0f} ETH, "
+                      f"{len(ctx.kernel_graph.structures)} nodes and "
+                      f"{sum(map(len, ctx.kernel_graph.structures)):,} kernels per step committed")
+        agents = [AgentProc("honest", "honest", chain.accounts[2], workdir / "honest"),
+                  AgentProc("honest-2", "honest", chain.accounts[3], workdir / "honest-2"),
+                  AgentProc("cheater", cheat, chain.accounts[4], workdir / "cheater")]
+        names = {a.account.address: a.name for a in agents}
+        watcher = Watcher(v, jid)
+        try:
+            for a in agents:
+                a.start(url, deployment, job_file, jid)
+            console.print("    agents started: " + ", ".join(f"{a.name} (pid {a.proc.pid}, {a.behaviour}, "
+                                                          f"log {a.log})" for a in agents))
+            t_train = _follow(chain, v, jid, agents, watcher, names, console, t0 + timeout_s)
+        finally:
+            for a in agents:
+                a.stop()
+        t_end = time.time()
+        return _report(v, jid, job, agents, watcher, names, console, report, t0, t_train, t_end)
+
+
+def _follow(chain, v, jid, agents, watcher, names, console, deadline) -> float:
+    """Print the job's events as they come; move the clock past each deadline once every
+    agent has acted; return when the job is settled and every agent has exited.
+    -> when training ended (all committed)."""
+    from .agent.trainer_agent import COMMIT_BY, REVEAL_BY
+    terms = v.status(jid)[4]
+    committed, revealed, t_train = set(), set(), None
+    while True:
+        for line in watcher.poll():
+            console.print("    " + _named(line, names))
+        for _, name, args in watcher.events[-50:]:
+            if name == "Committed":
+                committed.add(args["trainer"])
+            if name == "Revealed":
+                revealed.add(args["trainer"])
+        if len(committed) == len(agents) and chain.now() < terms[COMMIT_BY]:
+            t_train = t_train or time.time()
+            console.print("    [dim]client: every trainer committed; moving the local chain's clock past the "
+                          "commit deadline[/]")
+            chain.advance(terms[COMMIT_BY] - chain.now() + 1)
+        if len(revealed) == len(agents) and chain.now() < terms[REVEAL_BY]:
+            console.print("    [dim]client: every result revealed; moving the clock past the reveal deadline[/]")
+            chain.advance(terms[REVEAL_BY] - chain.now() + 1)
+        failed = [a for a in agents if a.proc.poll() not in (None, 0)]
+        if failed:
+            a = failed[0]
+            raise RuntimeError(f"agent {a.name} exited with code {a.proc.returncode}; its log ends:\n{a.tail()}")
+        if all(a.proc.poll() == 0 for a in agents):
+            for line in watcher.poll():
+                console.print("    " + _named(line, names))
+            return t_train or time.time()
+        if time.time() > deadline:
+            raise TimeoutError("the job did not finish in time; agent logs:\n" +
+                               "\n".join(f"--- {a.name}\n{a.tail(1200)}" for a in agents))
+        time.sleep(0.3)
+
+
+def _named(line: str, names: dict) -> str:
+    for address, name in names.items():
+        line = line.replace(address[:8] + "…", name)
+    return line
+
+
+def _report(v, jid, job, agents, watcher, names, console, png, t0, t_train, t_end) -> int:
+    events = watcher.events
+    settled = [a for _, n, a in events if n == "Settled"]
+    decided = [a for _, n, a in events if n == "MatchDecided"]
+    paid = {names.get(a["to"], a["to"]): a["amount"] for a in _withdrawals(v, names)}
+    moves = watcher.moves()
+    per_level = gas_by_level(moves)
+    counts = {}
+    for m in moves:
+        counts[m.level] = counts.get(m.level, 0) + 1
+
+    t = Table("level", "moves", "gas", title=f"on-chain dispute of job {jid}")
+    for lv in sorted(per_level):
+        t.add_row(str(lv), str(counts[lv]), f"{per_level[lv]:,}")
+    t.add_row("total", str(len(moves)), f"{sum(per_level.values()):,}")
+    console.print(t)
+    for d in decided:
+        console.print(f"    match {d['id']}: {names.get(d['winner'])} wins, {names.get(d['loser'])} slashed "
+                      f"(stake {STAKE / 1e18:.0f} ETH to the winner), decided at level {d['level']}: {d['reason']}")
+    if settled:
+        console.print(f"    accepted result: C_T = 0x{bytes(settled[0]['accepted']).hex()[:16]}…, "
+                      f"paid {settled[0]['paidTrainers']} trainer(s)")
+    console.print("    withdrawn (payment share + stakes): " +
+                  ", ".join(f"{a.name} {paid.get(a.name, 0) / 1e18:.2f} ETH" for a in agents))
+    console.print(f"    largest transaction {max((m.gas for m in moves), default=0):,} gas")
+    from .trainer import Trainer
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        ops = Trainer(job, Path(tmp), "count").primitive_ops() * job.spec.steps
+    console.print(f"    referee work vs re-running: the chain executed 1 binary32 primitive (+ Merkle proofs) where "
+                  f"re-running the job is {ops:,} primitive operations (~{ops * ONE_STEP_GAS / 1e9:,.0f}G gas at "
+                  f"{ONE_STEP_GAS:,} gas each, vs {sum(per_level.values()) / 1e6:.1f}M for the whole dispute)")
+    console.print(f"    wall time {t_end - t0:.0f} s: training {t_train - t0:.0f} s, reveal + dispute + withdraw "
+                  f"{t_end - t_train:.0f} s")
+    _png(png, agents, watcher.bisection_path(), per_level)
+    console.print(f"    wrote {png}")
+    honest = [a.name for a in agents if a.behaviour == "honest"]
+    ok = (settled and decided and all(paid.get(n, 0) > 0 for n in honest)
+          and all(paid.get(a.name, 0) == 0 for a in agents if a.name not in honest))
+    return 0 if ok else 1
+
+
+def _withdrawals(v, names) -> list[dict]:
+    logs = v.registry.events.Withdrawn().get_logs(from_block=0)
+    return [dict(e["args"]) for e in logs if e["args"]["to"] in names]
+
+
+def _png(path: Path, agents, path_events, per_level):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax, bx, cx) = plt.subplots(1, 3, figsize=(16, 4.6), gridspec_kw={"width_ratios": [1.2, 1.2, 0.8]})
+    for a in agents:
+        ls = a.losses()
+        steps = sorted(ls)
+        ax.plot(steps, [ls[s] for s in steps], marker=".", label=f"{a.name} ({a.behaviour.split(':')[0]})")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss")
+    ax.set_title("each trainer's loss (its own process)")
+    ax.legend()
+
+    if path_events:
+        blocks, levels, labels = zip(*path_events)
+        bx.step(blocks, levels, where="post", color="C0")
+        bx.scatter(blocks, levels, color="C0", zorder=3)
+        for x, y, label in path_events:
+            bx.annotate(label, (x, y), textcoords="offset points", xytext=(4, 6), fontsize=8)
+        bx.set_ylim(5.6, 0.5)
+        bx.set_yticks(range(1, 6), ["1 steps", "2 nodes", "3 kernels", "4 elements", "5 one op"])
+    bx.set_xlabel("block")
+    bx.set_title("the bisection's path")
+
+    levels = sorted(per_level)
+    cx.bar([f"L{lv}" for lv in levels], [per_level[lv] / 1e6 for lv in levels], color=[f"C{lv}" for lv in levels])
+    cx.set_ylabel("gas (millions)")
+    cx.set_title("gas per level")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
