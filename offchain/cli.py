@@ -291,7 +291,10 @@ def cmd_agent(args) -> int:
     from . import adversaries
     from .agent.trainer_agent import TrainerAgent
     from .protocol.job import JobError, load
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(_JsonLines() if args.log_format == "json" else
+                         logging.Formatter("%(asctime)s %(name)s %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     try:
         job = load(args.job)
     except JobError as e:
@@ -305,9 +308,23 @@ def cmd_agent(args) -> int:
         return 2
     chain, v = _verde(args)
     with chain:
-        agent = TrainerAgent(v, chain.accounts[0], job, args.job_id, Path(args.workdir), behaviour, args.name)
+        device = args.device
+        if device == "auto":
+            import torch
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        agent = TrainerAgent(v, chain.accounts[0], job, args.job_id, Path(args.workdir), behaviour, args.name,
+                             device=device)
         agent.run(poll_s=args.poll_s, offline_s=args.offline_s)
     return 0
+
+
+class _JsonLines:
+    """--log-format json: one JSON object per line, for log collectors."""
+
+    def format(self, record) -> str:
+        import json
+        return json.dumps({"t": round(record.created, 3), "logger": record.name, "level": record.levelname,
+                           "msg": record.getMessage()})
 
 
 def cmd_watch(args) -> int:
@@ -384,6 +401,9 @@ def main(argv=None, chain=None) -> int:
             q.add_argument("--behaviour", default="honest", help="honest, or an adversary spec (demos and tests)")
             q.add_argument("--name", default="agent")
             q.add_argument("--poll-s", type=float, default=0.5)
+            q.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                           help="where to train: auto = the GPU (RepOps CUDA backend) when there is one")
+            q.add_argument("--log-format", default="text", choices=("text", "json"))
             q.add_argument("--offline-s", type=float, default=600,
                            help="how long to wait for a node that went away before giving up (default 600)")
     args = p.parse_args(argv)

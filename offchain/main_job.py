@@ -209,8 +209,8 @@ def _png(path: Path, agents, path_events, per_level):
         blocks, levels, labels = zip(*path_events)
         bx.step(blocks, levels, where="post", color="C0")
         bx.scatter(blocks, levels, color="C0", zorder=3)
-        for x, y, label in path_events:
-            bx.annotate(label, (x, y), textcoords="offset points", xytext=(4, 6), fontsize=8)
+        for i, (x, y, label) in enumerate(path_events):  # alternate above/below: events of one level crowd
+            bx.annotate(label, (x, y), textcoords="offset points", xytext=(4, 6 if i % 2 == 0 else -13), fontsize=8)
         bx.set_ylim(5.6, 0.5)
         bx.set_yticks(range(1, 6), ["1 steps", "2 nodes", "3 kernels", "4 elements", "5 one op"])
     bx.set_xlabel("block")

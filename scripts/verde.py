@@ -1,5 +1,6 @@
 """ape console script: the chain-facing `verde` commands on ape's connected network.
 
+    ape run verde node     -- --port 8545 [--state FILE | --embedded]   (start a local chain)
     ape run verde deploy   [--network ...] [-- --out deployment.json]
     ape run verde post     --network ... -- JOB_FILE --payment 3 --stake 1
     ape run verde status   --network ... -- 1
@@ -19,7 +20,7 @@ from ape.cli import ConnectedProviderCommand
 from offchain import cli as verde_cli
 from offchain.chain import Chain, compile_contracts, load_key
 
-SUBCOMMANDS = ("deploy", "post", "status", "watch", "agent", "withdraw")
+SUBCOMMANDS = ("node", "deploy", "post", "status", "watch", "agent", "withdraw")
 
 
 def _chain(network, index: int) -> Chain:
@@ -43,5 +44,7 @@ def _chain(network, index: int) -> Chain:
 @click.argument("rest", nargs=-1, type=click.UNPROCESSED)
 @click.option("--account-index", default=0, show_default=True, help="ape test account to sign with (local networks)")
 def cli(network, subcommand, rest, account_index):
+    if subcommand == "node":  # starts a chain: nothing to sign
+        raise SystemExit(verde_cli.main(["node", *rest]))
     chain = _chain(network, account_index)
     raise SystemExit(verde_cli.main([subcommand, "--chain", "ape", *rest], chain=chain))

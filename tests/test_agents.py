@@ -29,11 +29,11 @@ pytestmark = pytest.mark.anvil
 PAY, STAKE = 2 * 10**18, 10**18
 
 
-def _agent(node, dep, job_file, account, workdir, behaviour, name, log):
+def _agent(node, dep, job_file, account, workdir, behaviour, name, log, *extra):
     env = {"PATH": "/usr/bin:/bin", "VERDE_PRIVATE_KEY": account.key.hex()}
     return subprocess.Popen([str(VERDE), "agent", str(job_file), "1", "--chain", f"rpc:{node.url}", "--deployment",
                              str(dep), "--workdir", str(workdir), "--behaviour", behaviour, "--name", name,
-                             "--poll-s", "0.2"], env=env, stdout=log, stderr=subprocess.STDOUT)
+                             "--poll-s", "0.2", *extra], env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def _until(cond, what, timeout=240, poll=0.3):
@@ -132,7 +132,8 @@ def test_agents_reconnect_after_the_node_restarts(tmp_path, artifacts):
         honest_acct, bad_acct = chain.accounts[2], chain.accounts[3]
         logs = {n: tmp_path / f"{n}.log" for n in ("honest", "cheater")}
         files = {n: open(f, "w") for n, f in logs.items()}
-        honest = _agent(node, dep, job_file, honest_acct, tmp_path / "honest", "honest", "honest", files["honest"])
+        honest = _agent(node, dep, job_file, honest_acct, tmp_path / "honest", "honest", "honest", files["honest"],
+                        "--log-format", "json")
         bad = _agent(node, dep, job_file, bad_acct, tmp_path / "cheater", "corrupt-value:step=3,node=10", "cheater",
                      files["cheater"])
         try:
@@ -144,7 +145,9 @@ def test_agents_reconnect_after_the_node_restarts(tmp_path, artifacts):
             node.start()
             assert v.match_state(m)["phase"] != PHASE_DONE, "the dispute ended before the restart: nothing was tested"
             _honest_won(chain, v, m, honest_acct, before, honest, logs["honest"])
-            assert "the node is back" in logs["honest"].read_text()
+            records = [json.loads(line) for line in logs["honest"].read_text().splitlines() if line.startswith("{")]
+            msgs = [r["msg"] for r in records if r["logger"] == "verde.agent"]
+            assert any("the node is back" in m for m in msgs) and any("withdraw" in m for m in msgs), msgs
         finally:
             for p in (honest, bad):
                 if p.poll() is None:

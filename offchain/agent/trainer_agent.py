@@ -30,12 +30,13 @@ class NodeGone(ChainError):
 
 
 class TrainerAgent:
-    def __init__(self, verde: Verde, account, job, job_id: int, workdir: Path, behaviour=None, name: str = "agent"):
+    def __init__(self, verde: Verde, account, job, job_id: int, workdir: Path, behaviour=None, name: str = "agent",
+                 device: str = "cpu"):
         from ..dispute.context import Context
         from ..trainer import Trainer
         self.v, self.me, self.job, self.jid = verde, account, job, job_id
         self.state = AgentState(Path(workdir) / "agent.sqlite")
-        self.trainer = Trainer(job, Path(workdir) / "trainer", name, behaviour=behaviour, progress=True)
+        self.trainer = Trainer(job, Path(workdir) / "trainer", name, device=device, behaviour=behaviour, progress=True)
         self.ctx = Context(job)
         self.name = name
 

@@ -1,4 +1,5 @@
 """ape works offline with the registered solcjs shim, on the embedded chain and on Anvil."""
+import json
 import os
 import subprocess
 import sys
@@ -40,3 +41,38 @@ def test_ape_run_on_running_anvil():
         rc, out = _ape("run", "deploy_harness", "--network", "ethereum:local:foundry")
     assert rc == 0, out[-3000:]
     assert "1.0 + 2.0 -> 0x40400000" in out
+
+
+def test_ape_verde_deploy_on_embedded_chain(tmp_path):
+    """`ape run verde ...` runs the `verde` subcommands on ape's provider: here ape's own
+    in-process chain, with ape's test account."""
+    dep = tmp_path / "deployment.json"
+    rc, out = _ape("run", "verde", "deploy", "--", "--out", str(dep))
+    assert rc == 0, out[-3000:]
+    d = json.loads(dep.read_text())
+    assert set(d) == {"chain_id", "registry", "game", "operators"} and len({d["registry"], d["game"]}) == 2
+
+
+@pytest.mark.anvil
+def test_ape_verde_status_and_post_on_a_running_node(tmp_path):
+    """The ape scripts and the `verde` command are interchangeable on one node: deploy with
+    ape (ad-hoc network URI), post with `verde`, read the status with ape."""
+    sys.path.insert(0, str(ROOT / "tests" / "protocol"))
+    from small_job import write_small_job
+    key = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"  # the mnemonic's account 1
+    dep, job = tmp_path / "deployment.json", write_small_job(tmp_path / "job")
+    with AnvilProcess() as node:
+        os.environ["VERDE_PRIVATE_KEY"] = key
+        try:
+            rc, out = _ape("run", "verde", "deploy", "--network", node.url, "--", "--out", str(dep))
+            assert rc == 0, out[-3000:]
+            r = subprocess.run([str(Path(sys.executable).parent / "verde"), "post", str(job), "--chain",
+                                f"rpc:{node.url}", "--deployment", str(dep), "--payment", "1", "--stake", "0.5"],
+                               capture_output=True, text=True, timeout=300)
+            assert r.returncode == 0, r.stdout + r.stderr
+            rc, out = _ape("run", "verde", "status", "--network", node.url, "--", "1", "--deployment", str(dep))
+            assert rc == 0 and "job 1: open, payment 1.0 ETH" in " ".join(out.split()), out[-3000:]
+            rc, out = _ape("run", "verde", "status", "--network", node.url, "--", "9", "--deployment", str(dep))
+            assert rc == 2 and "no job 9" in out, out[-3000:]
+        finally:
+            del os.environ["VERDE_PRIVATE_KEY"]
