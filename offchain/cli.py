@@ -396,7 +396,8 @@ def main(argv=None, chain=None) -> int:
             q.add_argument("--poll-s", type=float, default=1.0)
         if name == "agent":
             q.add_argument("job", help="the job file (the same job as posted)")
-            q.add_argument("job_id", type=int, help="its id in the registry")
+            q.add_argument("job_id", type=int, nargs="?",
+                           help="its id in the registry (default: wait for this job file's job to be posted)")
             q.add_argument("--workdir", required=True, help="checkpoints and the agent's state (survive restarts)")
             q.add_argument("--behaviour", default="honest", help="honest, or an adversary spec (demos and tests)")
             q.add_argument("--name", default="agent")

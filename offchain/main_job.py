@@ -38,12 +38,13 @@ class AgentProc:
     def log(self) -> Path:
         return self.workdir / "agent.log"
 
-    def start(self, url: str, deployment: Path, job_file: Path, job_id: int):
+    def start(self, url: str, deployment: Path, job_file: Path):
+        """No job id: the agent waits for its job file's job to be posted, checks its terms, joins."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "VERDE_PRIVATE_KEY": self.account.key.hex(), "OMP_NUM_THREADS": "1"}
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "offchain.cli", "agent", str(job_file), str(job_id), "--chain", f"rpc:{url}",
+                [sys.executable, "-m", "offchain.cli", "agent", str(job_file), "--chain", f"rpc:{url}",
                  "--deployment", str(deployment), "--workdir", str(self.workdir), "--behaviour", self.behaviour,
                  "--name", self.name, "--poll-s", "0.3"],
                 env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -78,21 +79,21 @@ def run(chain_spec: str, job_file: Path, job, ctx, workdir: Path, cheat: str, re
         v = Verde.deploy(chain)
         deployment = workdir / "deployment.json"
         deployment.write_text(json.dumps(v.addresses(), indent=1))
-        jid = v.post(job, ctx, PAY, STAKE, max_trainers=3, join_s=JOIN_S, commit_s=JOIN_S + TRAIN_S,
-                     reveal_s=JOIN_S + TRAIN_S + REVEAL_S, client=chain.accounts[1])
-        console.print(f"    job {jid} posted: payment {PAY / 1e18:.0f} ETH, stake {STAKE / 1e18:.0f} ETH, "
-                      f"{len(ctx.kernel_graph.structures)} nodes and "
-                      f"{sum(map(len, ctx.kernel_graph.structures)):,} kernels per step committed")
         agents = [AgentProc("honest", "honest", chain.accounts[2], workdir / "honest"),
                   AgentProc("honest-2", "honest", chain.accounts[3], workdir / "honest-2"),
                   AgentProc("cheater", cheat, chain.accounts[4], workdir / "cheater")]
         names = {a.account.address: a.name for a in agents}
-        watcher = Watcher(v, jid)
         try:
             for a in agents:
-                a.start(url, deployment, job_file, jid)
-            console.print("    agents started: " + ", ".join(f"{a.name} (pid {a.proc.pid}, {a.behaviour}, "
-                                                          f"log {a.log})" for a in agents))
+                a.start(url, deployment, job_file)
+            console.print("    agents started, waiting for the job: " + ", ".join(
+                f"{a.name} (pid {a.proc.pid}, {a.behaviour}, log {a.log})" for a in agents))
+            jid = v.post(job, ctx, PAY, STAKE, max_trainers=3, join_s=JOIN_S, commit_s=JOIN_S + TRAIN_S,
+                         reveal_s=JOIN_S + TRAIN_S + REVEAL_S, client=chain.accounts[1])
+            console.print(f"    job {jid} posted: payment {PAY / 1e18:.0f} ETH, stake {STAKE / 1e18:.0f} ETH, "
+                          f"{len(ctx.kernel_graph.structures)} nodes and "
+                          f"{sum(map(len, ctx.kernel_graph.structures)):,} kernels per step committed")
+            watcher = Watcher(v, jid)
             t_train = _follow(chain, v, jid, agents, watcher, names, console, t0 + timeout_s)
         finally:
             for a in agents:

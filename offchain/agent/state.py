@@ -1,5 +1,5 @@
 """What an agent must not forget across a crash: the salt of each sealed result (without
-it the result cannot be revealed and the stake is lost). Everything else is read back from
+it the result cannot be revealed and the stake is lost), and which job it chose. Everything else is read back from
 the chain (its seat) and from the trainer's checkpoints. SQLite, one row per job, written
 and committed BEFORE the transaction that depends on it."""
 from __future__ import annotations
@@ -16,6 +16,8 @@ class AgentState:
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("CREATE TABLE IF NOT EXISTS sealed (job INTEGER PRIMARY KEY, claim BLOB NOT NULL, "
                         "salt BLOB NOT NULL)")
+        # the job id an agent found for its job file (no id given): kept, so a restart plays the same job
+        self.db.execute("CREATE TABLE IF NOT EXISTS chosen (spec BLOB PRIMARY KEY, job INTEGER NOT NULL)")
 
     def sealed(self, job: int) -> tuple[bytes, bytes] | None:
         row = self.db.execute("SELECT claim, salt FROM sealed WHERE job = ?", (job,)).fetchone()
@@ -23,6 +25,13 @@ class AgentState:
 
     def seal(self, job: int, claim: bytes, salt: bytes):
         self.db.execute("INSERT OR REPLACE INTO sealed (job, claim, salt) VALUES (?, ?, ?)", (job, claim, salt))
+
+    def chosen(self, spec: bytes) -> int | None:
+        row = self.db.execute("SELECT job FROM chosen WHERE spec = ?", (spec,)).fetchone()
+        return row[0] if row else None
+
+    def choose(self, spec: bytes, job: int):
+        self.db.execute("INSERT OR REPLACE INTO chosen (spec, job) VALUES (?, ?)", (spec, job))
 
     def close(self):
         self.db.close()

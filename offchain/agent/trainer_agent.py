@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 from ..chain.errors import ChainError, ChainUnavailable, TransactionReverted
-from ..chain.verde import PHASE_DONE, PHASE_OPERATOR, Verde
+from ..chain.verde import COMMITMENT_NAMES, PHASE_DONE, PHASE_OPERATOR, Verde, commitments
 from ..protocol.claims import seal
 from .state import AgentState
 
@@ -29,9 +29,33 @@ class NodeGone(ChainError):
     pass
 
 
+class JobMismatch(ChainError):
+    """The job on chain is not the job file this agent was given: staking on it could only lose."""
+
+
+def find_job(v: Verde, job, ctx) -> int | None:
+    """The newest job open for joining whose terms are this job file's (spec hash first, then
+    every commitment), or None."""
+    for e in reversed(v.registry.events.JobPosted().get_logs(from_block=0)):
+        if bytes(e["args"]["specHash"]) != job.job_id:
+            continue
+        jid = e["args"]["id"]
+        j = v.status(jid)
+        if j[2] == OPEN and v.chain.now() < j[4][JOIN_BY] and not mismatches(j[4], job, ctx):
+            return jid
+    return None
+
+
+def mismatches(terms, job, ctx) -> list[str]:
+    """Names of the committed terms that differ from what the job file implies."""
+    return [name for name, got, want in zip(COMMITMENT_NAMES, terms, commitments(job, ctx))
+            if (bytes(got) if isinstance(got, (bytes, bytearray)) else got) != want]
+
+
 class TrainerAgent:
-    def __init__(self, verde: Verde, account, job, job_id: int, workdir: Path, behaviour=None, name: str = "agent",
-                 device: str = "cpu"):
+    def __init__(self, verde: Verde, account, job, job_id: int | None, workdir: Path, behaviour=None,
+                 name: str = "agent", device: str = "cpu"):
+        """job_id None: wait for the job file's job to be posted (find_job), then play that one."""
         from ..dispute.context import Context
         from ..trainer import Trainer
         self.v, self.me, self.job, self.jid = verde, account, job, job_id
@@ -39,6 +63,8 @@ class TrainerAgent:
         self.trainer = Trainer(job, Path(workdir) / "trainer", name, device=device, behaviour=behaviour, progress=True)
         self.ctx = Context(job)
         self.name = name
+        self.jid = job_id if job_id is not None else self.state.chosen(job.job_id)
+        self._waiting = False
 
     def _seat(self):
         joined, out, sealed, claim = self.v.chain.call(self.v.registry.functions.seats(self.jid, self.me.address))
@@ -64,6 +90,15 @@ class TrainerAgent:
 
     def tick(self) -> bool:
         """Do what is due now. -> True once there is nothing left to do for this job."""
+        if self.jid is None:
+            self.jid = find_job(self.v, self.job, self.ctx)
+            if self.jid is None:
+                if not self._waiting:
+                    self._waiting = True
+                    log.info("%s: waiting for job %s… to be posted", self.name, self.job.job_id.hex()[:16])
+                return False
+            self.state.choose(self.job.job_id, self.jid)
+            log.info("%s: found job %d", self.name, self.jid)
         j = self.v.status(self.jid)
         status, terms = j[2], j[4]
         now = self.v.chain.now()
@@ -74,6 +109,7 @@ class TrainerAgent:
                 if now >= terms[JOIN_BY]:
                     log.warning("%s: job %d closed for joining", self.name, self.jid)
                     return True
+                self._check_terms(terms)
                 self._check_funds(terms[STAKE])
                 self._send("join (stake)", reg.join(self.jid), value=terms[STAKE])
                 return False
@@ -99,6 +135,15 @@ class TrainerAgent:
         if owed:
             self._send(f"withdraw {owed / 1e18} ETH", reg.withdraw())
         return status == SETTLED
+
+    def _check_terms(self, terms):
+        """Before staking: the job on chain must commit to exactly what this job file implies
+        (a wrong kernel root or initial claim, say, would make an honest trainer lose)."""
+        bad = mismatches(terms, self.job, self.ctx)
+        if bad:
+            raise JobMismatch(f"job {self.jid} on chain commits to a different {', '.join(bad)} than the job file "
+                              f"{self.job.job_id.hex()[:16]}… implies, so this agent did not join",
+                              "pass the job file that was posted, or another job id; do not stake on this job")
 
     def _check_funds(self, stake: int):
         """Refuse before sending: a join that cannot pay its stake would only burn gas."""

@@ -67,11 +67,7 @@ class Verde:
                 f"(a MAT operand, docs/PROTOCOL.md §7); give the op a RepOps decomposition of views, constants "
                 f"and gather/onehot kernels, or settle this job off chain")
         now = self.chain.now()
-        spec = job.spec
-        terms = (job.job_id, ctx.graph.root, ctx.initial_claim, ctx.data_tree.root, ctx.state_map.root,
-                 ctx.kernel_graph.root,
-                 len(ctx.graph.structures), len(ctx.graph.state_refs), spec.steps, spec.fanout, spec.chunk,
-                 max_trainers, stake, now + join_s, now + commit_s, now + reveal_s, clock_s)
+        terms = (*commitments(job, ctx), max_trainers, stake, now + join_s, now + commit_s, now + reveal_s, clock_s)
         fn = self.registry.functions.post(terms)
         receipt = self.chain.transact(fn, sender=client, value=payment)
         ev = self.registry.events.JobPosted().process_receipt(receipt, errors=DISCARD)
@@ -310,6 +306,19 @@ class Verde:
         if match_id not in seats:  # a match's parties never change
             seats[match_id] = list(self.chain.call(self.game.functions.parties(match_id)))
         return seats[match_id].index(address)
+
+
+COMMITMENT_NAMES = ("specHash", "graphRoot", "initialClaim", "dataRoot", "stateMapRoot", "kernelRoot", "nodes",
+                    "stateTensors", "steps", "fanout", "chunk")
+
+
+def commitments(job, ctx) -> tuple:
+    """The job terms that follow from the job file alone (JobRegistry.Terms, first fields):
+    what the client commits to, and what a trainer recomputes before it stakes."""
+    spec = job.spec
+    return (job.job_id, ctx.graph.root, ctx.initial_claim, ctx.data_tree.root, ctx.state_map.root,
+            ctx.kernel_graph.root, len(ctx.graph.structures), len(ctx.graph.state_refs), spec.steps, spec.fanout,
+            spec.chunk)
 
 
 def _proof_tuple(p) -> tuple:

@@ -75,7 +75,9 @@ class Trainer:
         c = self.store.nearest(p)
         if c is not None:
             st.load(self.store.load(c))
-        for s in range(c or 0, p):
+        from tqdm import tqdm
+        for s in tqdm(range(c or 0, p), desc=f"{self.name} re-executing to step {p}", leave=False,
+                      disable=not self.progress or p - (c or 0) < 2):
             self._run(st, s)
             self.reexecuted += 1
         return st

@@ -1,0 +1,72 @@
+"""A trainer agent stakes only on the job its job file implies. A dishonest (or mistaken)
+client who posts other commitments under the same spec hash (here a wrong kernel root,
+which would make an honest trainer lose a level-3 dispute) gets no trainer; an agent
+without a job id finds the right job, and keeps its choice across a restart."""
+import sys
+from pathlib import Path
+
+import pytest
+
+from offchain.agent.trainer_agent import JobMismatch, TrainerAgent, find_job
+from offchain.chain import connect
+from offchain.chain.verde import COMMITMENT_NAMES, Verde, commitments
+from offchain.dispute.context import Context
+from offchain.protocol.job import load
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "protocol"))
+from small_job import write_small_job  # noqa: E402
+
+STAKE = 10**18
+
+
+@pytest.fixture(scope="module")
+def setup(artifacts, tmp_path_factory):
+    job_file = write_small_job(tmp_path_factory.mktemp("job"))
+    job = load(job_file)
+    return job, Context(job)
+
+
+def _post(v, chain, terms_head):
+    now = chain.now()
+    terms = (*terms_head, 3, STAKE, now + 600, now + 1200, now + 1800, 3600)
+    chain.transact(v.registry.functions.post(terms), sender=chain.accounts[1], value=10**18)
+
+
+@pytest.mark.parametrize("field", ["kernelRoot", "initialClaim", "steps"])
+def test_agent_refuses_a_job_whose_commitments_are_not_its_job_files(setup, artifacts, tmp_path, field):
+    job, ctx = setup
+    with connect("embedded", artifacts) as chain:
+        v = Verde.deploy(chain)
+        head = list(commitments(job, ctx))
+        i = COMMITMENT_NAMES.index(field)
+        head[i] = head[i] + 1 if isinstance(head[i], int) else bytes(31) + b"\x01"
+        _post(v, chain, head)
+        me = chain.accounts[2]
+        before = chain.w3.eth.get_balance(me.address)
+        agent = TrainerAgent(v, me, job, 1, tmp_path / "a")
+        with pytest.raises(JobMismatch, match=f"different {field} than the job file"):
+            agent.tick()
+        assert not chain.call(v.registry.functions.seats(1, me.address))[0]
+        assert chain.w3.eth.get_balance(me.address) == before  # nothing staked, nothing spent
+        assert find_job(v, job, ctx) is None  # and an agent looking for its job does not pick it
+
+
+def test_agent_without_a_job_id_finds_the_right_job_and_keeps_it(setup, artifacts, tmp_path):
+    job, ctx = setup
+    with connect("embedded", artifacts) as chain:
+        v = Verde.deploy(chain)
+        me = chain.accounts[2]
+        agent = TrainerAgent(v, me, job, None, tmp_path / "a")
+        assert agent.tick() is False and agent.jid is None  # nothing posted yet: it waits
+        bad = list(commitments(job, ctx))
+        bad[COMMITMENT_NAMES.index("kernelRoot")] = bytes(32)
+        _post(v, chain, bad)  # job 1: same spec hash, wrong kernel root
+        _post(v, chain, commitments(job, ctx))  # job 2: the real one
+        _post(v, chain, bad)  # job 3: newer, wrong again
+        agent.tick()
+        assert agent.jid == 2
+        assert chain.call(v.registry.functions.seats(2, me.address))[0]  # joined job 2
+        assert not any(chain.call(v.registry.functions.seats(j, me.address))[0] for j in (1, 3))
+        agent.state.close()
+        again = TrainerAgent(v, me, job, None, tmp_path / "a")  # a restart: the choice is on disk
+        assert again.jid == 2
