@@ -12,7 +12,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +25,6 @@ from .agent.watcher import Watcher, gas_by_level
 
 PAY, STAKE = 3 * 10**18, 10**18
 JOIN_S, TRAIN_S, REVEAL_S = 3600, 7200, 3600  # windows; the client fast-forwards through them
-ONE_STEP_GAS = 3_275  # the dearest one-step execution (fma), benchmarks/contracts_gas.py --one-step-only
 
 
 @dataclass
@@ -63,8 +64,10 @@ class AgentProc:
 
 
 def run(chain_spec: str, job_file: Path, job, ctx, workdir: Path, cheat: str, report: Path,
-        console: Console, timeout_s: float = 1800) -> int:
-    """-> failures (0 when the honest agents are paid and the cheater is slashed)."""
+        console: Console, primitive_gas: int, timeout_s: float = 1800) -> int:
+    """-> failures (0 when the honest agents are paid and the cheater is slashed).
+    primitive_gas: what one soft-float primitive costs on chain (measured by the caller),
+    to price re-running the job against the dispute."""
     from .chain import ChainError, connect
     from .chain.verde import Verde
 
@@ -99,7 +102,7 @@ def run(chain_spec: str, job_file: Path, job, ctx, workdir: Path, cheat: str, re
             for a in agents:
                 a.stop()
         t_end = time.time()
-        return _report(v, jid, job, agents, watcher, names, console, report, t0, t_train, t_end)
+        return _report(v, jid, job, agents, watcher, names, console, report, t0, t_train, t_end, primitive_gas)
 
 
 def _follow(chain, v, jid, agents, watcher, names, console, deadline) -> float:
@@ -108,15 +111,12 @@ def _follow(chain, v, jid, agents, watcher, names, console, deadline) -> float:
     -> when training ended (all committed)."""
     from .agent.trainer_agent import COMMIT_BY, REVEAL_BY
     terms = v.status(jid)[4]
-    committed, revealed, t_train = set(), set(), None
+    t_train = None
     while True:
         for line in watcher.poll():
             console.print("    " + _named(line, names))
-        for _, name, args in watcher.events[-50:]:
-            if name == "Committed":
-                committed.add(args["trainer"])
-            if name == "Revealed":
-                revealed.add(args["trainer"])
+        committed = {a["trainer"] for _, name, a in watcher.events if name == "Committed"}
+        revealed = {a["trainer"] for _, name, a in watcher.events if name == "Revealed"}
         if len(committed) == len(agents) and chain.now() < terms[COMMIT_BY]:
             t_train = t_train or time.time()
             console.print("    [dim]client: every trainer committed; moving the local chain's clock past the "
@@ -145,16 +145,14 @@ def _named(line: str, names: dict) -> str:
     return line
 
 
-def _report(v, jid, job, agents, watcher, names, console, png, t0, t_train, t_end) -> int:
+def _report(v, jid, job, agents, watcher, names, console, png, t0, t_train, t_end, primitive_gas) -> int:
     events = watcher.events
     settled = [a for _, n, a in events if n == "Settled"]
     decided = [a for _, n, a in events if n == "MatchDecided"]
     paid = {names.get(a["to"], a["to"]): a["amount"] for a in _withdrawals(v, names)}
     moves = watcher.moves()
     per_level = gas_by_level(moves)
-    counts = {}
-    for m in moves:
-        counts[m.level] = counts.get(m.level, 0) + 1
+    counts = Counter(m.level for m in moves)
 
     t = Table("level", "moves", "gas", title=f"on-chain dispute of job {jid}")
     for lv in sorted(per_level):
@@ -171,12 +169,11 @@ def _report(v, jid, job, agents, watcher, names, console, png, t0, t_train, t_en
                   ", ".join(f"{a.name} {paid.get(a.name, 0) / 1e18:.2f} ETH" for a in agents))
     console.print(f"    largest transaction {max((m.gas for m in moves), default=0):,} gas")
     from .trainer import Trainer
-    import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         ops = Trainer(job, Path(tmp), "count").primitive_ops() * job.spec.steps
     console.print(f"    referee work vs re-running: the chain executed 1 binary32 primitive (+ Merkle proofs) where "
-                  f"re-running the job is {ops:,} primitive operations (~{ops * ONE_STEP_GAS / 1e9:,.0f}G gas at "
-                  f"{ONE_STEP_GAS:,} gas each, vs {sum(per_level.values()) / 1e6:.1f}M for the whole dispute)")
+                  f"re-running the job is {ops:,} primitive operations (~{ops * primitive_gas / 1e9:,.0f}G gas at "
+                  f"{primitive_gas:,} gas each, the dearest primitive's median measured above, vs {sum(per_level.values()) / 1e6:.1f}M for the whole dispute)")
     console.print(f"    wall time {t_end - t0:.0f} s: training {t_train - t0:.0f} s, reveal + dispute + withdraw "
                   f"{t_end - t_train:.0f} s")
     _png(png, agents, watcher.bisection_path(), per_level)

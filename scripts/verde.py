@@ -33,10 +33,7 @@ def _chain(network, index: int) -> Chain:
         account = Account.from_key(accounts.test_accounts[index].private_key)
     else:
         raise click.UsageError("set VERDE_PRIVATE_KEY (or VERDE_KEYSTORE) for a non-local network")
-    c = Chain(provider.web3, [account], f"ape {network.choice}", compile_contracts(), local=local)
-    if not local:
-        c.gas = None
-    return c
+    return Chain(provider.web3, [account], f"ape {network.choice}", compile_contracts(), local=local)
 
 
 @click.command(cls=ConnectedProviderCommand, context_settings={"ignore_unknown_options": True})

@@ -29,11 +29,35 @@ pytestmark = pytest.mark.anvil
 PAY, STAKE = 2 * 10**18, 10**18
 
 
-def _agent(node, dep, job_file, account, workdir, behaviour, name, log, *extra):
-    env = {"PATH": "/usr/bin:/bin", "VERDE_PRIVATE_KEY": account.key.hex()}
-    return subprocess.Popen([str(VERDE), "agent", str(job_file), "1", "--chain", f"rpc:{node.url}", "--deployment",
-                             str(dep), "--workdir", str(workdir), "--behaviour", behaviour, "--name", name,
-                             "--poll-s", "0.2", *extra], env=env, stdout=log, stderr=subprocess.STDOUT)
+class _Agents:
+    """`verde agent` processes on one node and job. Each start writes its own log; every
+    process is killed and every log closed when the test ends, whatever happened."""
+
+    def __init__(self, node, dep, job_file, tmp_path):
+        self.node, self.dep, self.job_file, self.tmp = node, dep, job_file, tmp_path
+        self.procs, self.files = [], []
+
+    def start(self, account, name, behaviour="honest", *extra) -> tuple[subprocess.Popen, Path]:
+        """-> (the process, its log). The workdir is per name: a restart resumes from it."""
+        log = self.tmp / f"{name}-{len(self.files)}.log"
+        self.files.append(open(log, "w"))
+        env = {"PATH": "/usr/bin:/bin", "VERDE_PRIVATE_KEY": account.key.hex()}
+        self.procs.append(subprocess.Popen(
+            [str(VERDE), "agent", str(self.job_file), "1", "--chain", f"rpc:{self.node.url}", "--deployment",
+             str(self.dep), "--workdir", str(self.tmp / name), "--behaviour", behaviour, "--name", name,
+             "--poll-s", "0.2", *extra], env=env, stdout=self.files[-1], stderr=subprocess.STDOUT))
+        return self.procs[-1], log
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for f in self.files:
+            f.close()
 
 
 def _until(cond, what, timeout=240, poll=0.3):
@@ -83,11 +107,9 @@ def test_honest_agent_killed_during_training_and_mid_dispute_still_wins(tmp_path
     with AnvilProcess() as node:
         chain, v, job_file, dep = _setup(node, tmp_path, artifacts, steps=40)
         honest_acct, bad_acct = chain.accounts[2], chain.accounts[3]
-        logs = {n: open(tmp_path / f"{n}.log", "w") for n in ("honest", "cheater", "honest-2", "honest-3")}
-        honest = _agent(node, dep, job_file, honest_acct, tmp_path / "honest", "honest", "honest", logs["honest"])
-        bad = _agent(node, dep, job_file, bad_acct, tmp_path / "cheater", "corrupt-value:step=3,node=10", "cheater",
-                     logs["cheater"])
-        try:
+        with _Agents(node, dep, job_file, tmp_path) as agents:
+            honest, _ = agents.start(honest_acct, "honest")
+            agents.start(bad_acct, "cheater", "corrupt-value:step=3,node=10")
             ckpts = tmp_path / "honest" / "trainer"
             _until(lambda: any(ckpts.glob("ckpt-*")) if ckpts.exists() else False, "the first checkpoint", poll=0.01)
             honest.send_signal(signal.SIGSTOP)  # frozen where it is, then killed there
@@ -95,33 +117,27 @@ def test_honest_agent_killed_during_training_and_mid_dispute_still_wins(tmp_path
             assert seat[0] and seat[2] == bytes(32), "joined, not yet committed: the kill is during training"
             honest.send_signal(signal.SIGKILL)
             honest.wait()
-            honest = _agent(node, dep, job_file, honest_acct, tmp_path / "honest", "honest", "honest", logs["honest-2"])
+            honest, restarted = agents.start(honest_acct, "honest")
             m = _deadlines(chain, v, (honest_acct, bad_acct))
             honest.send_signal(signal.SIGKILL)  # mid-dispute
             honest.wait()
             assert v.match_state(m)["phase"] != PHASE_DONE, "the dispute ended before the kill: nothing was tested"
-            honest = _agent(node, dep, job_file, honest_acct, tmp_path / "honest", "honest", "honest", logs["honest-3"])
+            honest, last = agents.start(honest_acct, "honest")
             before = chain.w3.eth.get_balance(honest_acct.address)
-            _honest_won(chain, v, m, honest_acct, before, honest, tmp_path / "honest-3.log")
-            restarted = (tmp_path / "honest-2.log").read_text()
-            assert "training" in restarted and not restarted.count("join (stake)"), "resumed, did not join twice"
+            _honest_won(chain, v, m, honest_acct, before, honest, last)
+            text = restarted.read_text()
+            assert "training" in text and not text.count("join (stake)"), "resumed, did not join twice"
 
-            # what a client sees afterwards: `verde status` and `verde watch`
-            env = {"PATH": "/usr/bin:/bin", "COLUMNS": "250", "VERDE_PRIVATE_KEY": chain.accounts[1].key.hex()}
-            args = ["--chain", f"rpc:{node.url}", "--deployment", str(dep)]
-            out = subprocess.run([str(VERDE), "status", "1", *args], capture_output=True, text=True, env=env).stdout
-            assert "job 1: settled" in out and f"match {m}: decided at level 5, {honest_acct.address} won" in out, out
-            out = subprocess.run([str(VERDE), "watch", "1", *args], capture_output=True, text=True, env=env,
-                                 timeout=60).stdout
-            for what in ("JobPosted", "Committed", "StepFound", "NodeFound", "KernelFound", "ElementFound",
-                         f"match {m} decided at level 5", "Settled"):
-                assert what in out, (what, out)
-        finally:
-            for p in (honest, bad):
-                if p.poll() is None:
-                    p.kill()
-            for f in logs.values():
-                f.close()
+        # what a client sees afterwards: `verde status` and `verde watch`
+        env = {"PATH": "/usr/bin:/bin", "COLUMNS": "250", "VERDE_PRIVATE_KEY": chain.accounts[1].key.hex()}
+        args = ["--chain", f"rpc:{node.url}", "--deployment", str(dep)]
+        out = subprocess.run([str(VERDE), "status", "1", *args], capture_output=True, text=True, env=env).stdout
+        assert "job 1: settled" in out and f"match {m}: decided at level 5, {honest_acct.address} won" in out, out
+        out = subprocess.run([str(VERDE), "watch", "1", *args], capture_output=True, text=True, env=env,
+                             timeout=60).stdout
+        for what in ("JobPosted", "Committed", "StepFound", "NodeFound", "KernelFound", "ElementFound",
+                     f"match {m} decided at level 5", "Settled"):
+            assert what in out, (what, out)
 
 
 def test_agents_reconnect_after_the_node_restarts(tmp_path, artifacts):
@@ -130,30 +146,21 @@ def test_agents_reconnect_after_the_node_restarts(tmp_path, artifacts):
     with AnvilProcess(extra_args=("--state", str(tmp_path / "anvil-state.json"))) as node:
         chain, v, job_file, dep = _setup(node, tmp_path, artifacts)
         honest_acct, bad_acct = chain.accounts[2], chain.accounts[3]
-        logs = {n: tmp_path / f"{n}.log" for n in ("honest", "cheater")}
-        files = {n: open(f, "w") for n, f in logs.items()}
-        honest = _agent(node, dep, job_file, honest_acct, tmp_path / "honest", "honest", "honest", files["honest"],
-                        "--log-format", "json")
-        bad = _agent(node, dep, job_file, bad_acct, tmp_path / "cheater", "corrupt-value:step=3,node=10", "cheater",
-                     files["cheater"])
-        try:
+        with _Agents(node, dep, job_file, tmp_path) as agents:
+            honest, honest_log = agents.start(honest_acct, "honest", "honest", "--log-format", "json")
+            bad, bad_log = agents.start(bad_acct, "cheater", "corrupt-value:step=3,node=10")
             m = _deadlines(chain, v, (honest_acct, bad_acct))
             before = chain.w3.eth.get_balance(honest_acct.address)  # its stake is in
             node.stop(keep_port=True)
-            _until(lambda: all("lost the node" in f.read_text() for f in logs.values()), "both agents to notice")
+            _until(lambda: all("lost the node" in f.read_text() for f in (honest_log, bad_log)),
+                   "both agents to notice")
             assert honest.poll() is None and bad.poll() is None, "an agent gave up instead of waiting"
             node.start()
             assert v.match_state(m)["phase"] != PHASE_DONE, "the dispute ended before the restart: nothing was tested"
-            _honest_won(chain, v, m, honest_acct, before, honest, logs["honest"])
-            records = [json.loads(line) for line in logs["honest"].read_text().splitlines() if line.startswith("{")]
+            _honest_won(chain, v, m, honest_acct, before, honest, honest_log)
+            records = [json.loads(line) for line in honest_log.read_text().splitlines() if line.startswith("{")]
             msgs = [r["msg"] for r in records if r["logger"] == "verde.agent"]
             assert any("the node is back" in m for m in msgs) and any("withdraw" in m for m in msgs), msgs
-        finally:
-            for p in (honest, bad):
-                if p.poll() is None:
-                    p.kill()
-            for f in files.values():
-                f.close()
 
 
 def test_an_agent_that_cannot_pay_the_stake_says_so_and_joins_nothing(tmp_path, artifacts):
@@ -162,10 +169,10 @@ def test_an_agent_that_cannot_pay_the_stake_says_so_and_joins_nothing(tmp_path, 
         chain, v, job_file, dep = _setup(node, tmp_path, artifacts)
         poor = Account.create()
         chain._send("fund", {"to": poor.address, "value": STAKE // 2}, chain.accounts[0])
-        with open(tmp_path / "poor.log", "w") as log:
-            p = _agent(node, dep, job_file, poor, tmp_path / "poor", "honest", "poor", log)
+        with _Agents(node, dep, job_file, tmp_path) as agents:
+            p, log = agents.start(poor, "poor")
             assert p.wait(timeout=120) == 2
-        out = " ".join((tmp_path / "poor.log").read_text().split())  # rich wraps lines
+        out = " ".join(log.read_text().split())  # rich wraps lines
         assert "needs a stake of 1.0 ETH" in out and "Fix: fund this account" in out, out
         assert chain.w3.eth.get_transaction_count(poor.address) == 0  # sent nothing, spent nothing
         assert chain.w3.eth.get_balance(poor.address) == STAKE // 2

@@ -36,20 +36,20 @@ class JobMismatch(ChainError):
 def find_job(v: Verde, job, ctx) -> int | None:
     """The newest job open for joining whose terms are this job file's (spec hash first, then
     every commitment), or None."""
+    now = v.chain.now()
     for e in reversed(v.registry.events.JobPosted().get_logs(from_block=0)):
         if bytes(e["args"]["specHash"]) != job.job_id:
             continue
         jid = e["args"]["id"]
         j = v.status(jid)
-        if j[2] == OPEN and v.chain.now() < j[4][JOIN_BY] and not mismatches(j[4], job, ctx):
+        if j[2] == OPEN and now < j[4][JOIN_BY] and not mismatches(j[4], job, ctx):
             return jid
     return None
 
 
 def mismatches(terms, job, ctx) -> list[str]:
     """Names of the committed terms that differ from what the job file implies."""
-    return [name for name, got, want in zip(COMMITMENT_NAMES, terms, commitments(job, ctx))
-            if (bytes(got) if isinstance(got, (bytes, bytearray)) else got) != want]
+    return [name for name, got, want in zip(COMMITMENT_NAMES, terms, commitments(job, ctx)) if got != want]
 
 
 class TrainerAgent:
@@ -58,7 +58,7 @@ class TrainerAgent:
         """job_id None: wait for the job file's job to be posted (find_job), then play that one."""
         from ..dispute.context import Context
         from ..trainer import Trainer
-        self.v, self.me, self.job, self.jid = verde, account, job, job_id
+        self.v, self.me, self.job = verde, account, job
         self.state = AgentState(Path(workdir) / "agent.sqlite")
         self.trainer = Trainer(job, Path(workdir) / "trainer", name, device=device, behaviour=behaviour, progress=True)
         self.ctx = Context(job)
@@ -67,8 +67,8 @@ class TrainerAgent:
         self._waiting = False
 
     def _seat(self):
-        joined, out, sealed, claim = self.v.chain.call(self.v.registry.functions.seats(self.jid, self.me.address))
-        return joined, out, sealed, claim
+        """(joined, out, sealed, claim) of this agent in its job."""
+        return self.v.chain.call(self.v.registry.functions.seats(self.jid, self.me.address))
 
     def _send(self, what, fn, value=0):
         log.info("%s: %s", self.name, what)

@@ -85,15 +85,13 @@ class Watcher:
                 return False
             self.matches.add(args["id"])
             return True
-        if name == "Withdrawn":
-            return False  # not per job
-        if "id" not in args:
+        if "id" not in args:  # Withdrawn: per address, not per job
             return False
         return args["id"] in self.matches if name not in REGISTRY_EVENTS else args["id"] == self.job_id
 
     def moves(self) -> list[Move]:
-        """Every transaction sent to the games for this job's matches (and the registry's
-        settle), in order, with its level and gas."""
+        """Every transaction sent to the two games for this job's matches (`open` included),
+        in order, with its level and gas."""
         if not self.events:
             return []
         w3 = self.verde.chain.w3
@@ -153,13 +151,15 @@ def _short(x) -> str:
     return str(x)
 
 
+LINES = {
+    "StepRound": lambda a: f"match {a['id']}: steps ({a['lo']}, {a['hi']}] split at {list(a['points'])}",
+    "MatchDecided": lambda a: f"match {a['id']} decided at level {a['level']}: {_short(a['winner'])} wins, "
+                              f"{_short(a['loser'])} loses ({a['reason']})",
+    "ChunkPosted": lambda a: f"match {a['id']}: party {a['party']} posted its chunk ({len(a['chunk'])} bytes)",
+}
+
+
 def describe(name: str, args: dict) -> str:
-    special = {
-        "StepRound": lambda a: f"match {a['id']}: steps ({a['lo']}, {a['hi']}] split at {list(a['points'])}",
-        "MatchDecided": lambda a: f"match {a['id']} decided at level {a['level']}: {_short(a['winner'])} wins, "
-                                  f"{_short(a['loser'])} loses ({a['reason']})",
-        "ChunkPosted": lambda a: f"match {a['id']}: party {a['party']} posted its chunk ({len(a['chunk'])} bytes)",
-    }
-    if name in special:
-        return special[name](args)
+    if name in LINES:
+        return LINES[name](args)
     return f"{name} " + ", ".join(f"{k}={_short(v)}" for k, v in args.items())

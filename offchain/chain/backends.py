@@ -99,10 +99,7 @@ def rpc(url: str, artifacts=None) -> Chain:
     except Exception:
         version = ""
     local = version.startswith((CLIENT_VERSION, "anvil"))  # a test node: fixed gas and fee, a movable clock
-    chain = Chain(w3, [account], f"rpc {url}", artifacts or compile_contracts(), local=local)
-    if not local:
-        chain.gas = None  # a real node: estimate gas per transaction
-    return chain
+    return Chain(w3, [account], f"rpc {url}", artifacts or compile_contracts(), local=local)
 
 
 def connect(spec: str = "embedded", artifacts=None) -> Chain:
@@ -111,16 +108,11 @@ def connect(spec: str = "embedded", artifacts=None) -> Chain:
     that other processes (agents) can share it over `rpc:URL`."""
     if spec == "embedded":
         return embedded(artifacts)
-    if spec == "embedded-node" or spec.startswith("embedded-node:"):
-        port = spec.partition(":")[2]
+    name, _, port = spec.partition(":")
+    if name in ("embedded-node", "anvil"):
         if port and not port.isdigit():
-            raise ChainError(f"bad port in {spec!r}", "use embedded-node or embedded-node:PORT")
-        return embedded_node(artifacts, int(port) if port else None)
-    if spec == "anvil" or spec.startswith("anvil:"):
-        port = spec.partition(":")[2]
-        if port and not port.isdigit():
-            raise ChainError(f"bad Anvil port in {spec!r}", "use anvil or anvil:PORT")
-        return anvil(artifacts, int(port) if port else None)
+            raise ChainError(f"bad port in {spec!r}", f"use {name} or {name}:PORT")
+        return (embedded_node if name == "embedded-node" else anvil)(artifacts, int(port) if port else None)
     if spec.startswith("rpc:"):
         return rpc(spec[4:], artifacts)
     if spec.startswith(("http://", "https://")):

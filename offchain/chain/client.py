@@ -67,6 +67,8 @@ class Chain:
     def __post_init__(self):
         if self.local is None:
             self.local = self.backend in ("embedded", "anvil")
+        if not self.local:
+            self.gas = None  # a real node: estimate gas per transaction
         self._errors = error_selectors(self.artifacts)
         self._chain_id = None
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
+from eth_utils import to_int
 from hexbytes import HexBytes
 
 from .anvil import AnvilProcess
@@ -55,32 +55,29 @@ class EmbeddedNode:
         self.w3 = w3
         self.tester = w3.provider.ethereum_tester
         self._request = w3.provider.request_func(w3, w3.middleware_onion)
-        self._lock = threading.Lock()
 
     def answer(self, req: dict) -> dict:
         rid = req.get("id")
         method, params = req.get("method"), req.get("params") or []
         if not isinstance(method, str):
             return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32600, "message": "no method"}}
-        with self._lock:
-            try:
-                return {"jsonrpc": "2.0", "id": rid, "result": self._call(method, params)}
-            except Exception as e:  # every failure goes back to the caller; the node keeps serving
-                return {"jsonrpc": "2.0", "id": rid, "error": self._error(e)}
+        try:
+            return {"jsonrpc": "2.0", "id": rid, "result": self._call(method, params)}
+        except Exception as e:  # every failure goes back to the caller; the node keeps serving
+            return {"jsonrpc": "2.0", "id": rid, "error": self._error(e)}
 
     def _call(self, method: str, params: list):
         if method == "web3_clientVersion":
             return CLIENT_VERSION
         if method == "evm_setNextBlockTimestamp":
-            self.tester.time_travel(int(params[0], 16) if isinstance(params[0], str) else int(params[0]))
+            self.tester.time_travel(to_int(hexstr=params[0]) if isinstance(params[0], str) else int(params[0]))
             return True
         if method == "evm_mine":
             self.tester.mine_blocks(1)
             return "0x0"
         out = self._request(method, params)
         if "error" in out:
-            raise RuntimeError(out["error"].get("message", str(out["error"])) if isinstance(out["error"], dict)
-                               else str(out["error"]))
+            raise RuntimeError(str(out["error"]))
         return to_rpc(out["result"])
 
     @staticmethod
