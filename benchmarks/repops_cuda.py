@@ -1,18 +1,27 @@
 """RepOps CUDA vs native PyTorch CUDA, measured in one run on a GPU machine (ratios).
 
   python benchmarks/repops_cuda.py [--sizes 1024 2048 4096 8192] [--skip-steps]
+                                   [--gpu-tests JUNIT.xml] [--sweep]
 
-1. matmul time, n x n x n: the RepOps kernel (fixed k order, fma) vs torch.mm on cuBLAS
-   with TF32 off (torch.backends.cuda.matmul.allow_tf32 = False). Goal <= 1.3x at 4096.
+1. matmul, n x n x n, and batched (attention-shaped) matmul: the RepOps kernel (fixed k
+   order, fma, from +0) vs torch on cuBLAS with TF32 off. Bar: time ratio <= 1.3 at n >=
+   2048, <= 1.6 at 1024.
 2. one AdamW training step of each model (the configurations of benchmarks/repops_cpu.py)
-   under repops.deterministic() with CUDA tensors vs native torch CUDA.
-Writes benchmarks/results/repops_cuda.{json,png}. Needs CuPy and a CUDA device.
+   under repops.deterministic() with CUDA tensors vs native torch CUDA, with the number of
+   RepOps kernel launches per step.
+3. --sweep: the matmul at n = 2048 and 4096 under other tile shapes (repops/cuda/kernels.py
+   TUNING; the bits never depend on it), to pick the fastest for this GPU.
+Writes benchmarks/results/repops_cuda.{json,png}: device, gpu_tests {passed, failed} (from
+the pytest JUnit file scripts/gpu-check.sh passes), matmul [{n, repops_tflops,
+cublas_tflops, ratio}], bmm [...], steps [{model, native_s, repops_s, slowdown, launches}],
+sweep [...]. Needs CuPy and a CUDA device.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import torch
@@ -23,6 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from repops.backends import get  # noqa: E402
+
+SWEEP = [  # (BM, BN, BK, WM, WN): every one a valid tiling (matmul.cu's #error says why not)
+    (128, 128, 16, 64, 32), (128, 128, 8, 64, 32), (128, 128, 16, 32, 64), (128, 64, 16, 64, 32),
+    (64, 128, 16, 32, 64), (64, 64, 16, 32, 64), (64, 64, 8, 32, 64),
+]
 
 
 def gpu_time(f, reps):
@@ -40,22 +54,65 @@ def gpu_time(f, reps):
     return best
 
 
-def bench_matmul(sizes, kernels):
+def _mm_row(shape, matmul):
     import cupy
     torch.backends.cuda.matmul.allow_tf32 = False
+    *batch, m, k, n = shape
+    g = torch.Generator(device="cuda").manual_seed(sum(shape))
+    a = torch.randn(*batch, m, k, device="cuda", generator=g)
+    b = torch.randn(*batch, k, n, device="cuda", generator=g)
+    ca, cb = cupy.from_dlpack(a), cupy.from_dlpack(b)
+    flop = 2.0 * m * k * n * (batch[0] if batch else 1)
+    reps = 10 if flop < 2e11 else 3
+    t_blas = gpu_time(lambda: torch.matmul(a, b), reps)
+    t_rep = gpu_time(lambda: matmul(ca, cb), reps)
+    return {"cublas_s": t_blas, "repops_s": t_rep, "cublas_tflops": flop / t_blas / 1e12,
+            "repops_tflops": flop / t_rep / 1e12, "ratio": t_rep / t_blas}
+
+
+def bench_matmul(sizes, kernels):
+    return [{"n": n, **_mm_row((n, n, n), kernels["matmul"])} for n in sizes]
+
+
+def bench_bmm(kernels):
+    """Attention's two products: scores = q @ k^T and out = p @ v (batch = batch x heads)."""
+    return [{"shape": list(s), **_mm_row(s, kernels["matmul"])}
+            for s in ((64, 512, 64, 512), (64, 512, 512, 64), (32, 1024, 128, 1024), (32, 1024, 1024, 128))]
+
+
+def bench_sweep():
+    from repops.cuda.device import Device
+    from repops.cuda.ops import Ops
     rows = []
-    for n in sizes:
-        g = torch.Generator(device="cuda").manual_seed(n)
-        a = torch.randn(n, n, device="cuda", generator=g)
-        b = torch.randn(n, n, device="cuda", generator=g)
-        ca, cb = cupy.from_dlpack(a), cupy.from_dlpack(b)
-        reps = 10 if n <= 4096 else 3
-        t_blas = gpu_time(lambda: torch.mm(a, b), reps)
-        t_rep = gpu_time(lambda: kernels["matmul"](ca, cb), reps)
-        flop = 2.0 * n ** 3
-        rows.append({"n": n, "cublas_s": t_blas, "repops_s": t_rep, "cublas_tflops": flop / t_blas / 1e12,
-                     "repops_tflops": flop / t_rep / 1e12, "time_ratio": t_rep / t_blas})
+    for bm, bn, bk, wm, wn in SWEEP:
+        tuning = {"MATMUL_BM": bm, "MATMUL_BN": bn, "MATMUL_BK": bk, "MATMUL_WM": wm, "MATMUL_WN": wn}
+        try:
+            ops = Ops(Device(tuning=tuning))
+        except Exception as e:  # a shape this GPU cannot hold (registers, shared memory)
+            rows.append({"tuning": tuning, "error": str(e)[:200]})
+            continue
+        rows.append({"tuning": tuning, **{f"ratio_{n}": _mm_row((n, n, n), ops.matmul)["ratio"] for n in (2048, 4096)}})
     return rows
+
+
+class _Launches:
+    """Counts kernel launches of the device runtime while active."""
+
+    def __init__(self):
+        from repops.cuda.device import device
+        self.rt, self.n = device(), 0
+
+    def __enter__(self):
+        orig = self.rt.launch
+
+        def counted(*a, **k):
+            self.n += 1
+            return orig(*a, **k)
+        self.rt.launch = counted
+        return self
+
+    def __exit__(self, *exc):
+        del self.rt.launch
 
 
 def bench_steps():
@@ -70,33 +127,65 @@ def bench_steps():
             finally:
                 torch.set_default_device(None)
             times[native] = gpu_time(step, 5)
+        with _Launches() as count:
+            step()
+            torch.cuda.synchronize()
         rows.append({"model": name, "native_s": times[True], "repops_s": times[False],
-                     "slowdown": times[False] / times[True]})
+                     "slowdown": times[False] / times[True], "launches": count.n})
     return rows
+
+
+def gpu_tests(junit: Path | None) -> dict | None:
+    if junit is None or not junit.exists():
+        return None
+    suites = ET.parse(junit).getroot()
+    suites = [suites] if suites.tag == "testsuite" else list(suites)
+    total = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
+    return {"passed": total["tests"] - total["failures"] - total["errors"] - total["skipped"],
+            "failed": total["failures"] + total["errors"], "skipped": total["skipped"]}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="*", default=[1024, 2048, 4096, 8192])
     ap.add_argument("--skip-steps", action="store_true")
+    ap.add_argument("--sweep", action="store_true", help="also time other matmul tile shapes")
+    ap.add_argument("--gpu-tests", type=Path, help="pytest JUnit XML of the gpu tests, recorded in the JSON")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "repops_cuda")
     args = ap.parse_args()
     con = Console()
-    kernels = get("cuda")  # a clear error without CuPy or a device
-    mm = bench_matmul(args.sizes, kernels)
-    t = Table("n", "cuBLAS TFLOP/s", "RepOps TFLOP/s", "RepOps time / cuBLAS time")
+    kernels = get("cuda")  # a clear error without CuPy or a device; the self-check runs here
+    mm, bmm = bench_matmul(args.sizes, kernels), bench_bmm(kernels)
+    t = Table("shape", "cuBLAS TFLOP/s", "RepOps TFLOP/s", "RepOps time / cuBLAS time", title="matmul (TF32 off)")
     for r in mm:
-        t.add_row(str(r["n"]), f"{r['cublas_tflops']:.1f}", f"{r['repops_tflops']:.1f}", f"{r['time_ratio']:.2f}")
+        t.add_row(f"{r['n']}^3", f"{r['cublas_tflops']:.1f}", f"{r['repops_tflops']:.1f}", f"{r['ratio']:.2f}")
+    for r in bmm:
+        t.add_row("x".join(map(str, r["shape"])), f"{r['cublas_tflops']:.1f}", f"{r['repops_tflops']:.1f}",
+                  f"{r['ratio']:.2f}")
     con.print(t)
+    sweep = bench_sweep() if args.sweep else []
+    if sweep:
+        t = Table("BM", "BN", "BK", "WM", "WN", "ratio 2048", "ratio 4096", title="matmul tile shapes")
+        for r in sweep:
+            tu = r["tuning"]
+            cells = [str(tu[k]) for k in ("MATMUL_BM", "MATMUL_BN", "MATMUL_BK", "MATMUL_WM", "MATMUL_WN")]
+            t.add_row(*cells, *((f"{r['ratio_2048']:.2f}", f"{r['ratio_4096']:.2f}") if "error" not in r
+                                else (r["error"][:40], "")))
+        con.print(t)
     steps = [] if args.skip_steps else bench_steps()
     if steps:
-        t = Table("model", "native CUDA step (s)", "RepOps CUDA step (s)", "slowdown")
+        t = Table("model", "native CUDA step (s)", "RepOps CUDA step (s)", "slowdown", "launches")
         for r in steps:
-            t.add_row(r["model"], f"{r['native_s']:.4f}", f"{r['repops_s']:.4f}", f"{r['slowdown']:.1f}x")
+            t.add_row(r["model"], f"{r['native_s']:.4f}", f"{r['repops_s']:.4f}", f"{r['slowdown']:.1f}x",
+                      str(r["launches"]))
         con.print(t)
+    tests = gpu_tests(args.gpu_tests)
+    if tests:
+        con.print(f"gpu tests: {tests['passed']} passed, {tests['failed']} failed, {tests['skipped']} skipped")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps({"device": torch.cuda.get_device_name(), "matmul": mm,
-                                                         "steps": steps}, indent=1))
+    args.out.with_suffix(".json").write_text(json.dumps(
+        {"device": torch.cuda.get_device_name(), "gpu_tests": tests, "matmul": mm, "bmm": bmm, "steps": steps,
+         "sweep": sweep}, indent=1))
     from plotting import throughput_plot
     throughput_plot(args.out.with_suffix(".png"), [r["n"] for r in mm],
                     {"cuBLAS fp32 (TF32 off)": [r["cublas_tflops"] for r in mm],

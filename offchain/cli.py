@@ -15,6 +15,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from repops.errors import RepOpsError
+
 from .chain import ChainError
 from .chain.anvil import MNEMONIC
 
@@ -319,8 +321,13 @@ def cmd_agent(args) -> int:
         if device == "auto":
             import torch
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        agent = TrainerAgent(v, chain.accounts[0], job, args.job_id, Path(args.workdir), behaviour, args.name,
-                             device=device)
+        try:
+            agent = TrainerAgent(v, chain.accounts[0], job, args.job_id, Path(args.workdir), behaviour, args.name,
+                                 device=device)
+        except RepOpsError as e:  # e.g. a GPU that fails RepOps' self-check: nothing was staked
+            console.print(f"[red]error:[/] the {device} device cannot train this job: {e}\n"
+                          "  Fix: train on another device (--device cpu gives the same bits, slower)")
+            return 2
         agent.run(poll_s=args.poll_s, offline_s=args.offline_s)
     return 0
 

@@ -12,17 +12,27 @@ def _cpu() -> dict:
     return {"matmul": cpu.matmul, "fold": cpu.fold, "fma": cpu.fma, "exp": cpu.exp}
 
 
+def checked(rt) -> dict:
+    """The CUDA table of runtime rt, once it has passed the self-check (once per runtime):
+    a device that computes other bits is refused before it computes anything."""
+    from .cuda.ops import Ops
+    from .cuda.selfcheck import selfcheck
+    table = Ops(rt).table()
+    if not getattr(rt, "selfchecked", False):
+        selfcheck(rt, table)
+        rt.selfchecked = True
+    return table
+
+
 def _cuda() -> dict:
     from .cuda.device import device
-    from .cuda.ops import Ops
-    return Ops(device()).table()
+    return checked(device())
 
 
 def _cuda_emu() -> dict:
     """The CUDA kernels' sources run on the CPU emulator: slow; for checking their bits."""
     from .cuda.emulator import emulator
-    from .cuda.ops import Ops
-    return Ops(emulator()).table()
+    return checked(emulator())
 
 
 _TABLE = {"reference": dict, "cpu": _cpu, "cuda": _cuda, "cuda-emu": _cuda_emu}

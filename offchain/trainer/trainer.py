@@ -41,6 +41,9 @@ class Trainer:
     def __init__(self, job: Job, workdir, name: str = "trainer", backend: str = "cpu", device: str = "cpu",
                  behaviour=None, progress: bool = False):
         from ..adversaries import Honest
+        if device == "cuda":  # the device's self-check (BackendError) before anything is trained or staked
+            from repops.backends import get
+            get("cuda")
         self.job, self.name, self.backend, self.device = job, name, backend, device
         self.behaviour = behaviour or Honest()
         self.store = CheckpointStore(Path(workdir))

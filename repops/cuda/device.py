@@ -1,6 +1,8 @@
-"""The GPU runtime: the kernel sources compiled by NVRTC through CuPy with the numerics
-contract's options, launched on CuPy arrays (torch CUDA tensors reach them zero-copy
-through DLPack, repops.aten). Same interface as the emulator (xp, launch, max_blocks)."""
+"""The GPU runtime: the kernel sources compiled by our own NVRTC path (repops.cuda.compile:
+exactly the numerics contract's options, nothing appended) to a cubin for this device,
+loaded by path, launched on CuPy arrays (torch CUDA tensors reach them zero-copy through
+DLPack, repops.aten). CuPy is used for memory, copies and launches only, never to compile
+or compute. Same interface as the emulator (xp, upload, is_device, download, launch)."""
 from __future__ import annotations
 
 import functools
@@ -8,9 +10,10 @@ import functools
 import numpy as np
 
 from ..errors import BackendError
-from .kernels import KERNELS, NVRTC_OPTIONS, SOURCES, THREADS
+from .compile import compile_source
+from .kernels import KERNELS, NVRTC_OPTIONS, THREADS, TUNING, defines
 
-_SCALARS = {"int": np.int32, "long long": np.int64, "float": np.float32}
+_SCALARS = {"int": np.int32, "long long": np.int64}
 
 
 def _cupy():
@@ -30,21 +33,38 @@ def _cupy():
 
 
 class Device:
-    name = "cuda"
-    max_blocks = 65535
     elementwise_threads = THREADS
 
-    def __init__(self):
+    def __init__(self, options=NVRTC_OPTIONS, tuning=None):
+        """options: NVRTC's; the numerics contract's unless a test compiles a bad device on
+        purpose (the self-check must refuse it). tuning: the matmul tile shape (bits never
+        depend on it; the benchmark's sweep tries others)."""
         cupy = _cupy()
         self.xp = cupy
-        opts = NVRTC_OPTIONS + (f"--include-path={SOURCES}",)
+        dev = cupy.cuda.Device()
+        self.arch = dev.compute_capability  # "90" on an H100
+        self.tuning = dict(TUNING, **(tuning or {}))
+        self.name = "cuda" if tuple(options) == tuple(NVRTC_OPTIONS) else f"cuda[{' '.join(options)}]"
+        self.gpu = cupy.cuda.runtime.getDeviceProperties(dev.id)["name"].decode()
         self._modules = {}
-        for name, (src, _) in KERNELS.items():
-            if src not in self._modules:
-                self._modules[src] = cupy.RawModule(code=(SOURCES / src).read_text(), options=opts)
+        for src in sorted({s for s, _ in KERNELS.values()}):
+            cubin = compile_source(src, self.arch, "cubin", (*options, *defines(self.tuning)))
+            self._modules[src] = cupy.RawModule(path=str(cubin))  # loaded, not compiled: no -ftz=true
         self._fns = {name: self._modules[src].get_function(name) for name, (src, _) in KERNELS.items()}
-        sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-        self.max_blocks = 32 * sms  # enough resident blocks to fill the GPU; grid-stride beyond
+        self.max_blocks = 32 * dev.attributes["MultiProcessorCount"]  # fills the GPU; grid-stride beyond
+
+    def upload(self, host):
+        """Host bytes into device memory: a memcpy of a 1-d byte array (never cupy.asarray of
+        a value: a 0-d array goes through `fill`, which turns -0.0 into +0.0)."""
+        host = np.asarray(host, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
+        raw = host.reshape(-1).view(np.uint8)
+        return self.xp.asarray(raw).view(host.dtype).reshape(host.shape)
+
+    def is_device(self, x) -> bool:
+        return isinstance(x, self.xp.ndarray)
+
+    def download(self, x) -> np.ndarray:
+        return self.xp.asnumpy(x)
 
     def launch(self, name, grid, block, *args):
         params = KERNELS[name][1]
@@ -53,6 +73,6 @@ class Device:
 
 
 @functools.cache
-def device() -> Device:
-    """The process's one device (kernels compiled once)."""
-    return Device()
+def device(options=NVRTC_OPTIONS) -> Device:
+    """The process's device runtime (kernels compiled once per option set)."""
+    return Device(options)

@@ -1,7 +1,14 @@
 """Runs the unmodified CUDA sources on the CPU: g++ compiles them under emu/cuda_emu.h
 (blocks one after another, a block's threads as std::threads meeting at a std::barrier)
 with launchers generated from repops.cuda.kernels.KERNELS, called through ctypes on numpy
-arrays. This is how CI checks the kernels' bits without a GPU."""
+arrays. This is how CI checks the kernels' bits without a GPU.
+
+The emulated device keeps its arrays apart from host ones (DeviceArray) and its array
+module behaves as CuPy's where CuPy loses bits, so that the shared launch glue
+(repops/cuda/ops.py) meets the GPU's traps here too: a 0-d host array moved by `asarray` is
+a `fill`, and `fill` of a value equal to zero is a memset (-0.0 becomes +0.0).
+`Emulator(ftz=True)` flushes subnormals as a kernel compiled with -ftz=true would: the
+self-check (repops/cuda/selfcheck.py) must refuse it."""
 from __future__ import annotations
 
 import functools
@@ -16,13 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BackendError
-from .kernels import KERNELS, SOURCES, sources
+from .kernels import KERNELS, SOURCES, TUNING, defines, sources
 
 EMU = Path(__file__).parent / "emu"
 CACHE = Path(os.environ.get("REPOPS_CACHE", Path(__file__).resolve().parents[2] / ".cache" / "repops"))
 CXX = os.environ.get("REPOPS_CXX", "g++")
 FLAGS = ["-std=c++20", "-O2", "-pthread", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math",
-         "-fno-math-errno", "-w", "-x", "c++"]
+         "-fno-math-errno", "-fno-strict-aliasing", "-w", "-x", "c++"]  # float4 loads alias floats, as CUDA allows
 _CTYPES = {"int": ctypes.c_int, "long long": ctypes.c_longlong, "float": ctypes.c_float}
 
 
@@ -36,12 +43,52 @@ def _launchers() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _library() -> Path:
+class DeviceArray(np.ndarray):
+    """Memory of the emulated device."""
+
+    def fill(self, value):
+        """As CuPy's: a value equal to zero is a memset of the (contiguous) array."""
+        if value == 0 and self.flags.c_contiguous:
+            np.ndarray.fill(self.reshape(-1).view(np.uint8), 0)
+        else:
+            np.ndarray.fill(self, value)
+
+
+class CupyLike:
+    """numpy as the emulated device's array module: results are DeviceArrays, and host data
+    crosses as CuPy moves it (`asarray` of a 0-d host array fills)."""
+    ndarray = DeviceArray
+
+    def __getattr__(self, name):
+        f = getattr(np, name)
+        if not callable(f) or isinstance(f, type):
+            return f
+
+        def on_device(*args, **kwargs):
+            r = f(*args, **kwargs)
+            return r.view(DeviceArray) if isinstance(r, np.ndarray) and not isinstance(r, DeviceArray) else r
+        return on_device
+
+    def asarray(self, a, dtype=None):
+        if isinstance(a, DeviceArray):
+            return a if dtype is None or a.dtype == np.dtype(dtype) else a.astype(dtype)
+        host = np.asarray(a, dtype)
+        out = np.empty(host.shape, host.dtype).view(DeviceArray)
+        if host.ndim == 0:
+            out.fill(host[()])  # cupy/_core: `if a_cpu.ndim == 0: a.fill(a_cpu)`
+        else:
+            np.copyto(out, host)
+        return out
+
+    array = asarray
+
+
+def _library(flags: list[str]) -> Path:
     if shutil.which(CXX) is None:
         raise BackendError(f"C++ compiler {CXX!r} not found: the CUDA emulator builds the kernels with it "
                            "(g++ >= 11 for std::barrier; Debian: apt-get install g++) or set REPOPS_CXX")
     src = _launchers()
-    h = hashlib.sha256((" ".join(FLAGS) + src).encode())
+    h = hashlib.sha256((" ".join(flags) + src).encode())
     for f in sorted(EMU.glob("*")) + sorted(SOURCES.glob("*")):
         h.update(f.name.encode() + f.read_bytes())
     out = CACHE / f"libcudaemu-{h.hexdigest()[:16]}.so"
@@ -51,7 +98,7 @@ def _library() -> Path:
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
         cpp, so = Path(tmp) / "launchers.cpp", Path(tmp) / out.name
         cpp.write_text(src)
-        r = subprocess.run([CXX, *FLAGS, str(cpp), "-I", str(EMU), "-I", str(SOURCES), "-o", str(so)],
+        r = subprocess.run([CXX, *flags, str(cpp), "-I", str(EMU), "-I", str(SOURCES), "-o", str(so)],
                            capture_output=True, text=True)
         if r.returncode != 0:
             raise BackendError(f"the CUDA emulator did not build:\n{r.stderr[-4000:]}")
@@ -60,20 +107,32 @@ def _library() -> Path:
 
 
 class Emulator:
-    """A runtime with the device runtime's interface (xp, launch, max_blocks) on the CPU."""
-    xp = np
-    name = "cuda-emu"
+    """A runtime with the device runtime's interface (xp, upload, is_device, download,
+    launch, max_blocks) on the CPU."""
+    xp = CupyLike()
     # the grid-stride kernels give the same bits for any grid and block size: small ones
     # keep the number of emulated threads down while still running every loop
     max_blocks = 2
     elementwise_threads = 32
 
-    def __init__(self):
-        self.lib = ctypes.CDLL(str(_library()))
+    def __init__(self, ftz: bool = False, tuning=None):
+        self.name = "cuda-emu" + ("-ftz" if ftz else "")
+        self.tuning = dict(TUNING, **(tuning or {}))
+        self.lib = ctypes.CDLL(str(_library(FLAGS + list(defines(self.tuning)) + (["-DEMU_FTZ"] if ftz else []))))
         for name, (_, params) in KERNELS.items():
             fn = getattr(self.lib, "emu_" + name)
             fn.argtypes = [ctypes.c_void_p] + [_CTYPES.get(t, ctypes.c_void_p) for t in params]
             fn.restype = None
+
+    def upload(self, host) -> DeviceArray:
+        """Host bytes into device memory (a memcpy: no value is looked at)."""
+        return np.array(host, order="C", copy=True).view(DeviceArray)
+
+    def is_device(self, x) -> bool:
+        return isinstance(x, DeviceArray)
+
+    def download(self, x) -> np.ndarray:
+        return np.array(x, copy=True).view(np.ndarray)
 
     def launch(self, name, grid, block, *args):
         params = KERNELS[name][1]
@@ -85,6 +144,6 @@ class Emulator:
 
 
 @functools.cache
-def emulator() -> Emulator:
-    """The process's one emulator (kernels compiled once)."""
-    return Emulator()
+def emulator(ftz: bool = False) -> Emulator:
+    """The process's emulator (kernels compiled once)."""
+    return Emulator(ftz)

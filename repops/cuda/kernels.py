@@ -8,10 +8,10 @@ SOURCES = Path(__file__).parent / "kernels"
 
 # numerics contract (docs/NUMERICS.md): no contraction, no flush-to-zero, IEEE div/sqrt
 NVRTC_OPTIONS = ("--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true")
-NVCC_OPTIONS = ("-arch=sm_90",) + NVRTC_OPTIONS
 
 F, I, Q = "float", "int", "long long"
 CF, MF, CI, MI, CB, MB = "const float *", "float *", "const int *", "int *", "const unsigned char *", "unsigned char *"
+CU, MU, CQ = "const unsigned *", "unsigned *", "const long long *"
 
 KERNELS = {
     "prim_map_f32": ("primitives.cu", (I, CF, Q, CF, Q, CF, Q, MF, Q)),
@@ -20,14 +20,28 @@ KERNELS = {
     "prim_ldexp_f32": ("primitives.cu", (CF, Q, CI, Q, MF, Q)),
     "prim_from_int32_f32": ("primitives.cu", (CI, Q, MF, Q)),
     "prim_to_int32_f32": ("primitives.cu", (I, CF, Q, MI, Q)),
-    "fold_f32": ("fold.cu", (I, CF, MF, Q, Q, F)),
+    "fold_f32": ("fold.cu", (I, CF, MF, Q, Q, CF)),
     "exp_f32": ("exp.cu", (CF, MF, Q)),
     "matmul_f32": ("matmul.cu", (CF, CF, MF, I, I, I)),
+    "gather_u32": ("movement.cu", (CU, CQ, CU, MU, Q, Q, Q, Q)),
+    "onehot_u32": ("movement.cu", (CQ, CU, Q, CU, Q, MU, Q, Q)),
 }
 
-# launch geometry constants the sources assume
-THREADS = 256                 # matmul.cu needs exactly this; the GPU uses it for every kernel
-MATMUL_TILE = (128, 128)      # BM, BN of matmul.cu
+# Launch geometry. THREADS: elementwise kernels on the GPU. TUNING: compile-time shape of the
+# matmul tiles (-D flags for NVRTC and the emulator alike); it never changes bits, only speed
+# (benchmarks/repops_cuda.py --sweep measures others).
+THREADS = 256
+TUNING = {"MATMUL_BM": 128, "MATMUL_BN": 128, "MATMUL_BK": 16, "MATMUL_WM": 64, "MATMUL_WN": 32}
+
+
+def defines(tuning: dict) -> tuple:
+    return tuple(f"-D{k}={v}" for k, v in sorted(tuning.items()))
+
+
+def matmul_geometry(tuning: dict) -> tuple[int, int, int]:
+    """(BM, BN, threads per block) of matmul.cu under `tuning`."""
+    bm, bn = tuning["MATMUL_BM"], tuning["MATMUL_BN"]
+    return bm, bn, (bm // tuning["MATMUL_WM"]) * (bn // tuning["MATMUL_WN"]) * 32
 
 
 def sources() -> list[Path]:

@@ -17,10 +17,13 @@ from repops.reference.fold import fold as ref_fold
 
 
 def _table(name):
+    """The backend table; only the GPU may be absent (the emulator failing to build is a failure)."""
     from repops.errors import BackendError
     try:
         return get(name)
     except BackendError as e:
+        if name != "cuda":
+            raise
         pytest.skip(str(e))
 
 
@@ -61,7 +64,8 @@ def operand(rng, n, kind="normal"):
 def test_every_kernel_in_the_sources_is_in_the_table_and_emulated():
     found = {}
     for src in sources():
-        for name, params in re.findall(r'extern "C" __global__ void (\w+)\(([^)]*)\)', src.read_text()):
+        for name, params in re.findall(r'extern "C" __global__ void(?:\s+__launch_bounds__\([^)]*\))?\s+(\w+)\(([^)]*)\)',
+                                       src.read_text()):
             found[name] = (src.name, params.count(",") + 1)
     assert found == {k: (src, len(params)) for k, (src, params) in KERNELS.items()}
     for src in sources():  # what the emulator does not provide must not ship
@@ -122,6 +126,32 @@ def test_matmul_tiles_and_edges(emu, shape):
     same(emu["matmul"](a, b), RL.matmul.reference(a, b))
 
 
+@pytest.mark.parametrize("tuning", [{"MATMUL_BM": 64, "MATMUL_BK": 8, "MATMUL_WM": 32, "MATMUL_WN": 64},
+                                    {"MATMUL_BN": 64, "MATMUL_BK": 8, "MATMUL_WM": 128, "MATMUL_WN": 16}])
+def test_matmul_tile_shape_never_changes_bits(tuning):
+    """The tile shape is tuning: other shapes (other warps, slices, loads) give the same bits."""
+    from repops.cuda.emulator import Emulator
+    from repops.cuda.ops import Ops
+    t = Ops(Emulator(tuning=tuning)).table()
+    rng = np.random.default_rng(9)
+    for m, k, n in ((37, 29, 53), (130, 12, 68), (5, 40, 257)):
+        a, b = operand(rng, m * k).reshape(m, k), operand(rng, k * n).reshape(k, n)
+        same(t["matmul"](a, b), RL.matmul.reference(a, b))
+
+
+def test_matmul_reads_misaligned_device_rows():
+    """Device views whose rows are not 16-byte aligned take the element-wise load path."""
+    from repops.cuda.emulator import emulator
+    from repops.cuda.ops import Ops
+    rt = emulator()
+    rng = np.random.default_rng(10)
+    a, b = operand(rng, 33 * 16).reshape(33, 16), operand(rng, 16 * 20).reshape(16, 20)
+    da = rt.upload(np.concatenate([np.float32([7.0]), a.reshape(-1)]))[1:].reshape(33, 16)
+    db = rt.upload(np.concatenate([np.float32([7.0]), b.reshape(-1)]))[1:].reshape(16, 20)
+    assert da.ctypes.data % 16 and db.ctypes.data % 16
+    same(Ops(rt).matmul(da, db), RL.matmul.reference(a, b))
+
+
 def test_batched_and_broadcast_matmul(emu):
     rng = np.random.default_rng(4)
     a = rng.standard_normal((3, 2, 19, 11)).astype(np.float32)
@@ -150,15 +180,15 @@ def test_fused_exp(emu):
 
 
 # -- through torch: every RepOps op of the sample table, and training -----------------------------------
-from repops_samples import SAMPLES  # noqa: E402  (tests/repops: see conftest.py)
+from repops_samples import SAMPLES, VARIANTS  # noqa: E402  (tests/repops: see conftest.py)
 
 
-def _torch_run(name, where):
+def _torch_run(name, where, variant="plain"):
     """The sample on the emulated kernels (CPU tensors, backend cuda-emu), on the GPU
     (CUDA tensors: repops.deterministic() picks the cuda backend) or on the reference."""
     from test_ops import run
     fn, make = SAMPLES[name]
-    inputs = make()
+    inputs = [VARIANTS[variant](x, i) if variant in VARIANTS else x for i, x in enumerate(make())]
     if where == "cuda":
         _table("cuda")
         inputs = [x.cuda() for x in inputs]
@@ -166,12 +196,14 @@ def _torch_run(name, where):
     return out.cpu(), [g.cpu() for g in grads]
 
 
+@pytest.mark.parametrize("variant", ["plain"] + sorted(VARIANTS))
 @pytest.mark.parametrize("where", ["cuda-emu", pytest.param("cuda", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("name", sorted(SAMPLES))
-def test_every_op_equals_the_reference(name, where):
+def test_every_op_equals_the_reference(name, where, variant):
+    """Normal, special, subnormal-heavy and signed-zero inputs, forward and backward."""
     from test_ops import bits as tbits
-    o1, g1 = _torch_run(name, where)
-    o2, g2 = _torch_run(name, "reference")
+    o1, g1 = _torch_run(name, where, variant)
+    o2, g2 = _torch_run(name, "reference", variant)
     assert torch.equal(tbits(o1), tbits(o2))
     assert len(g1) == len(g2) and all(torch.equal(tbits(a), tbits(b)) for a, b in zip(g1, g2))
 
@@ -209,3 +241,83 @@ def test_tensors_on_two_devices_are_a_clear_error():
     with pytest.raises(repops.DeviceError, match="several devices"):
         with repops.deterministic():
             torch.ones(3, device="cuda") + torch.ones(3)
+
+
+# -- values crossing to the device: scalars and initial values keep every bit -------------------------
+# On the H100, -0.0 as a broadcast scalar or a fold's init arrived as +0.0 (CuPy moves a 0-d
+# host value by `fill`, a memset when it equals 0). The emulator's array module has the same
+# trap (repops.cuda.emulator.CupyLike), so these fail here too if the glue ever moves a value.
+SCALARS = [0.0, -0.0, 1e-45, -1e-45, 5.877472e-39, float("inf"), float("-inf"), float("nan"), 1.0, -3.5]
+FORMS = {"0-d": lambda v: np.float32(v), "const": lambda v: P.const(v, (9,)), "1-elem": lambda v: np.full(1, v, np.float32)}
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "min", "max", "fma"])
+def test_special_scalars_cross_intact(emu, name, form):
+    x = np.array([1.5, -2.0, 0.0, -0.0, 1e-45, -3e-39, np.inf, -np.inf, np.nan], np.float32)
+    for s in SCALARS:
+        v = FORMS[form](s)
+        args = [(x, v), (v, x)] if name != "fma" else [(x, v, x), (v, x, x), (x, x, v)]
+        for a in args:
+            same(emu[name](*a), P.PRIMS[name].reference(*a))
+
+
+@pytest.mark.parametrize("init", SCALARS)
+def test_fold_initial_values_cross_intact(emu, init):
+    rng = np.random.default_rng(7)
+    for prim in (P.add, P.max_):
+        for n in (0, 1, 3):
+            x = operand(rng, 4 * n).reshape(4, n) if n else np.zeros((4, 0), np.float32)
+            same(emu["fold"](prim, x, 1, init), ref_fold.reference(prim, x, 1, init))
+
+
+def test_index_moves_keep_signed_zero_and_nan_payloads(emu):
+    data = np.array([[[-0.0, 1e-45], [np.nan, -1.0]]], np.float32)
+    data.view(np.uint32)[0, 1, 0] = 0x7FA00001  # a payload: index moves copy bits
+    idx = np.array([[1, 0, 7, -1]], np.int64)
+    for fill in (np.float32(-0.0), P.const(-0.0, ()), np.float32(1e-45)):
+        same(emu["gather"](data, idx, fill), P.gather.reference(data, idx, fill))
+    i = np.array([2, 0, 1], np.int64)
+    for value, fill in ((P.const(-0.0, (3,)), P.const(0.0, (4,))), (np.float32([1e-45, -0.0, 2.0]), P.const(-0.0, (4,)))):
+        same(emu["onehot"](i, value, fill), P.onehot.reference(i, value, fill))
+
+
+def _train_subnormal(backend, device):
+    """Two AdamW steps of the MLP on inputs scaled by 2^-130, fc1 without bias: its outputs,
+    GELU's and the gradients flowing back are subnormal. -> (bits of the activations, the
+    gradients and the parameters, how many activations were subnormal)."""
+    from repops.models import build
+    from repops.optim import AdamW
+    import repops
+    torch.manual_seed(0)
+    model = build("mlp")
+    with torch.no_grad():
+        model.fc1.bias.zero_()  # else the bias hides the tiny products
+    model = model.to(device)
+    opt = AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(16, 32, generator=g) * 2.0 ** -130).to(device)
+    y = torch.randint(0, 10, (16,), generator=g).to(device)
+    seen, grads = [], []
+    hook = model.fc1.register_forward_hook(lambda m, i, o: seen.append(o.detach().cpu()))
+    with repops.deterministic(backend):
+        for _ in range(2):
+            opt.zero_grad(set_to_none=True)
+            model.loss(x, y).backward()
+            grads += [p.grad.detach().cpu().reshape(-1) for p in model.parameters()]
+            opt.step()
+    hook.remove()
+    h = torch.cat([t.reshape(-1) for t in seen])
+    sub = int(((h != 0) & (h.abs() < 2.0 ** -126)).sum())
+    every = torch.cat([h, *grads] + [p.detach().cpu().reshape(-1) for p in model.parameters()])
+    return every.view(torch.int32), sub
+
+
+@pytest.mark.parametrize("where", ["cuda-emu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_training_with_subnormal_activations_gives_the_cpu_bits(where):
+    if where == "cuda":
+        _table("cuda")
+    got, sub = _train_subnormal("cuda-emu" if where == "cuda-emu" else "cpu", "cpu" if where == "cuda-emu" else "cuda")
+    want, _ = _train_subnormal("cpu", "cpu")
+    assert sub > 100, "the case must produce subnormal activations"
+    assert torch.equal(got, want)

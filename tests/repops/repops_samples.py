@@ -35,3 +35,41 @@ SAMPLES.update({
     "sigmoid": (lambda a: torch.sigmoid(a), lambda: (_x(4, 8),)),
     "sin_cos": (lambda a: torch.sin(a) * torch.cos(a), lambda: (_x(5, 7, lo=-60, hi=60),)),
 })
+
+
+# -- input variants every sample also runs on (bitwise tests) -------------------------------------------
+def _masked(x, seed, frac):
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(x.shape, generator=g) < frac, g
+
+
+def specials(x, seed):
+    """15 % of the elements replaced by +-0, +-inf, NaN, subnormals, a huge value."""
+    if not x.is_floating_point():
+        return x
+    mask, g = _masked(x, seed, 0.15)
+    pool = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e-40, -3e-39, 1e30])
+    x = x.clone()
+    x[mask] = pool[torch.randint(0, len(pool), (int(mask.sum()),), generator=g)]
+    return x
+
+
+def subnormal_heavy(x, seed):
+    """Half of the elements scaled by 2^-135: subnormal operands, and products and sums that
+    underflow (where a flush-to-zero kernel differs)."""
+    if not x.is_floating_point():
+        return x
+    mask, _ = _masked(x, seed, 0.5)
+    return torch.where(mask, x * 2.0 ** -135, x)
+
+
+def signed_zeros(x, seed):
+    """A third of the elements +0 or -0 (where a lost zero sign shows)."""
+    if not x.is_floating_point():
+        return x
+    mask, g = _masked(x, seed, 0.33)
+    sign = torch.where(torch.rand(x.shape, generator=g) < 0.5, -1.0, 1.0)
+    return torch.where(mask, sign * 0.0, x)
+
+
+VARIANTS = {"specials": specials, "subnormal": subnormal_heavy, "signed_zero": signed_zeros}

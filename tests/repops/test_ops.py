@@ -6,7 +6,7 @@ import torch
 import repops
 from repops import DTypeError, UnsupportedOpError
 
-from repops_samples import SAMPLES
+from repops_samples import SAMPLES, VARIANTS
 
 
 def run(fn, inputs, backend="cpu", grad=True):
@@ -135,17 +135,6 @@ def test_ftz_daz_set_by_the_process_does_not_change_bits():
     assert torch.equal(bits(got), bits(want))
 
 
-def _with_specials(x, seed):
-    if not x.is_floating_point():
-        return x
-    g = torch.Generator().manual_seed(seed)
-    pool = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e-40, -3e-39, 1e30])
-    x = x.clone()
-    mask = torch.rand(x.shape, generator=g) < 0.15
-    x[mask] = pool[torch.randint(0, len(pool), (int(mask.sum()),), generator=g)]
-    return x
-
-
 def _strided(x):
     if not x.is_floating_point() or x.dim() == 0:
         return x
@@ -154,11 +143,11 @@ def _strided(x):
     return big[::2]  # same values, non-contiguous
 
 
-@pytest.mark.parametrize("variant", ["specials", "strided"])
+@pytest.mark.parametrize("variant", sorted(VARIANTS) + ["strided"])
 @pytest.mark.parametrize("name", sorted(SAMPLES))
 def test_backends_agree_bitwise_on_specials_and_strided_inputs(name, variant):
     fn, make = SAMPLES[name]
-    inputs = [(_with_specials(x, i) if variant == "specials" else _strided(x)) for i, x in enumerate(make())]
+    inputs = [(VARIANTS[variant](x, i) if variant in VARIANTS else _strided(x)) for i, x in enumerate(make())]
     if variant == "strided":
         assert not inputs[0].is_contiguous()
     o1, g1 = run(fn, inputs, "cpu")

@@ -35,6 +35,11 @@ inline dim3 blockDim, gridDim;
 #define __forceinline__ inline
 #define __restrict__ __restrict
 #define __shared__ static
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+
+struct alignas(16) float4 { float x, y, z, w; };
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 
 namespace emu {
 inline thread_local std::barrier<> *block_barrier = nullptr;
@@ -47,7 +52,11 @@ inline T bit_cast(U u) {
     return t;
 }
 
+#ifdef EMU_FTZ  // a device whose kernels flush subnormals (built with -ftz=true): for the self-check's tests
+inline void ieee_mxcsr() { _mm_setcsr((_mm_getcsr() & ~0x6000u) | 0x8000u | 0x0040u); }
+#else
 inline void ieee_mxcsr() { _mm_setcsr((_mm_getcsr() & ~(0x8000u | 0x0040u | 0x6000u))); }
+#endif
 
 // Run `body` as the kernel over grid x block. One launch at a time per process.
 template <class F>

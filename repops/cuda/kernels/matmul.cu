@@ -1,59 +1,164 @@
 // matmul (docs/NUMERICS.md): for every output, acc = +0; acc = fma(a[i,k], b[k,j], acc) for
-// k = 0..K-1 in order. Tiling changes only where operands are read from, never the k
-// order: a block computes a BM x BN tile of C, staging BK-deep slices of A and B in shared
-// memory; each thread owns TM x TN outputs (rows ty + 16 i, columns tx + 16 j) in
-// registers. blockIdx.z indexes the batch (A, B, C contiguous, [batch, rows, cols]).
+// k = 0..K-1 in order. Tiling changes only where operands are read from, never the k order:
+//   - a block computes a BM x BN tile of C; BK-deep slices of A (transposed) and B go
+//     through shared memory, double-buffered: slice t+1 is read into registers while slice t
+//     is multiplied, so one barrier per slice;
+//   - warps own WM x WN sub-tiles, lanes 8 x 8 outputs as 2 x 2 groups of 4 x 4 (rows
+//     lm*4 + {0..3} and WM/2 + lm*4 + {0..3}; columns likewise), read from shared memory as
+//     float4: a warp's reads are broadcasts, free of bank conflicts;
+//   - the last slice stops at K (no padded k: fma(0, inf, acc) would be NaN and +0 * b
+//     would turn an acc of -0 into +0); padded rows/columns are computed and never stored.
+// blockIdx.z indexes the batch (A, B, C contiguous, [batch, rows, cols]). The tile shape is
+// tuning (repops/cuda/kernels.py TUNING, passed as -D): any shape gives the same bits.
 #include "common.cuh"
 
-#define BM 128
-#define BN 128
-#define BK 8
-#define TM 8
-#define TN 8
-#define THREADS 256   // 16 x 16
+#ifndef MATMUL_BM
+#define MATMUL_BM 128
+#endif
+#ifndef MATMUL_BN
+#define MATMUL_BN 128
+#endif
+#ifndef MATMUL_BK
+#define MATMUL_BK 16
+#endif
+#ifndef MATMUL_WM
+#define MATMUL_WM 64
+#endif
+#ifndef MATMUL_WN
+#define MATMUL_WN 32
+#endif
+#define BM MATMUL_BM
+#define BN MATMUL_BN
+#define BK MATMUL_BK
+#define WM MATMUL_WM
+#define WN MATMUL_WN
+#define LM (WM / 8)                       // lanes along M in a warp (each 8 rows)
+#define LN (WN / 8)                       // lanes along N (each 8 columns)
+#define MM_THREADS ((BM / WM) * (BN / WN) * 32)
+#define APAD 4                            // As row padding: keeps float4 alignment, spreads stores
+#define A_LOADS (BM * BK / 4 / MM_THREADS)  // float4 loads of A per thread per slice
+#define B_LOADS (BK * BN / 4 / MM_THREADS)
 
-extern "C" __global__ void matmul_f32(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C,
-                                      int M, int N, int K) {
-    __shared__ float As[BK][BM];
-    __shared__ float Bs[BK][BN];
-    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+#if LM * LN != 32 || BM % WM || BN % WN || (BM * BK) % (4 * MM_THREADS) || (BK * BN) % (4 * MM_THREADS) || BK % 4
+#error "matmul tuning: a warp is 32 lanes of 8 x 8 outputs, and every thread loads whole float4s"
+#endif
+
+// 4 consecutive elements of row `r` of a rows x cols row-major matrix from column c: a float4
+// load when all are inside and aligned, else element by element (0 outside; never read).
+__device__ __forceinline__ float4 repops_load4(const float *__restrict__ X, long long r, int c, int rows, int cols,
+                                                 bool vec) {
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (r >= rows) return v;
+    const float *p = X + r * cols + c;
+    if (vec && c + 3 < cols) return *reinterpret_cast<const float4 *>(p);
+    if (c < cols) v.x = p[0];
+    if (c + 1 < cols) v.y = p[1];
+    if (c + 2 < cols) v.z = p[2];
+    if (c + 3 < cols) v.w = p[3];
+    return v;
+}
+
+extern "C" __global__ void __launch_bounds__(MM_THREADS, 2)
+matmul_f32(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, int M, int N, int K) {
+    __shared__ __align__(16) float As[2][BK][BM + APAD];
+    __shared__ __align__(16) float Bs[2][BK][BN];
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int wm = (warp / (BN / WN)) * WM, wn = (warp % (BN / WN)) * WN;  // the warp's sub-tile
+    const int lm = (lane / LN) * 4, ln = (lane % LN) * 4;                  // the lane's first row/col in it
+    const long long row0 = (long long)blockIdx.y * BM, col0 = (long long)blockIdx.x * BN;
     A += (long long)blockIdx.z * M * K;
     B += (long long)blockIdx.z * K * N;
     C += (long long)blockIdx.z * M * N;
+    // float4 accesses need 16-byte aligned rows: K (A) or N (B, C) a multiple of 4, aligned bases
+    const bool veca = K % 4 == 0 && ((unsigned long long)A & 15) == 0;
+    const bool vecb = N % 4 == 0 && ((unsigned long long)B & 15) == 0;
+    const bool vecc = N % 4 == 0 && ((unsigned long long)C & 15) == 0;
 
-    float acc[TM][TN];
-    for (int i = 0; i < TM; i++)
-        for (int j = 0; j < TN; j++) acc[i][j] = 0.0f;
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
 
-    for (int k0 = 0; k0 < K; k0 += BK) {
-        // stage: 1024 values of A (128 rows x 8 k) and of B (8 k x 128 columns), 4 per thread;
-        // outside the matrix a slot holds 0 and is never read (kmax below).
-        for (int l = 0; l < (BM * BK) / THREADS; l++) {
-            int t = threadIdx.x + l * THREADS;
-            int m = t / BK, k = t % BK;
-            int gm = row0 + m, gk = k0 + k;
-            As[k][m] = (gm < M && gk < K) ? A[(long long)gm * K + gk] : 0.0f;
-            int kb = t / BN, nb = t % BN;
-            int gkb = k0 + kb, gn = col0 + nb;
-            Bs[kb][nb] = (gkb < K && gn < N) ? B[(long long)gkb * N + gn] : 0.0f;
+    float4 ra[A_LOADS], rb[B_LOADS];
+    // A slice: BM rows x BK k, a float4 along k per load (4 lanes read 64 contiguous bytes);
+    // B slice: BK rows x BN columns, a float4 along n per load (a warp reads 512 bytes)
+#define LOAD_SLICE(k0)                                                                                  \
+    _Pragma("unroll") for (int l = 0; l < A_LOADS; l++) {                                               \
+        int t = tid + l * MM_THREADS;                                                                   \
+        ra[l] = repops_load4(A, row0 + t / (BK / 4), (k0) + (t % (BK / 4)) * 4, M, K, veca);            \
+    }                                                                                                   \
+    _Pragma("unroll") for (int l = 0; l < B_LOADS; l++) {                                               \
+        int t = tid + l * MM_THREADS;                                                                   \
+        rb[l] = repops_load4(B, (k0) + t / (BN / 4), (int)col0 + (t % (BN / 4)) * 4, K, N, vecb);       \
+    }
+#define STORE_SLICE(buf)                                                                                \
+    _Pragma("unroll") for (int l = 0; l < A_LOADS; l++) {                                               \
+        int t = tid + l * MM_THREADS, m = t / (BK / 4), k = (t % (BK / 4)) * 4;                         \
+        As[buf][k][m] = ra[l].x;                                                                        \
+        As[buf][k + 1][m] = ra[l].y;                                                                    \
+        As[buf][k + 2][m] = ra[l].z;                                                                    \
+        As[buf][k + 3][m] = ra[l].w;                                                                    \
+    }                                                                                                   \
+    _Pragma("unroll") for (int l = 0; l < B_LOADS; l++) {                                               \
+        int t = tid + l * MM_THREADS;                                                                   \
+        *reinterpret_cast<float4 *>(&Bs[buf][t / (BN / 4)][(t % (BN / 4)) * 4]) = rb[l];                \
+    }
+
+    const int slices = (K + BK - 1) / BK;
+    LOAD_SLICE(0)
+    STORE_SLICE(0)
+    __syncthreads();
+    for (int s = 0; s < slices; s++) {
+        const int buf = s & 1;
+        if (s + 1 < slices) {
+            LOAD_SLICE((s + 1) * BK)  // in flight while this slice is multiplied
         }
-        __syncthreads();
-        const int kmax = K - k0 < BK ? K - k0 : BK;
-        for (int k = 0; k < kmax; k++) {
-            float a[TM], b[TN];
-            for (int i = 0; i < TM; i++) a[i] = As[k][ty + 16 * i];
-            for (int j = 0; j < TN; j++) b[j] = Bs[k][tx + 16 * j];
-            for (int i = 0; i < TM; i++)
-                for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+        const int kmax = K - s * BK < BK ? K - s * BK : BK;
+#pragma unroll
+        for (int k = 0; k < BK; k++) {
+            if (k < kmax) {
+                float a[8], b[8];
+                float4 a0 = *reinterpret_cast<const float4 *>(&As[buf][k][wm + lm]);
+                float4 a1 = *reinterpret_cast<const float4 *>(&As[buf][k][wm + WM / 2 + lm]);
+                float4 b0 = *reinterpret_cast<const float4 *>(&Bs[buf][k][wn + ln]);
+                float4 b1 = *reinterpret_cast<const float4 *>(&Bs[buf][k][wn + WN / 2 + ln]);
+                a[0] = a0.x; a[1] = a0.y; a[2] = a0.z; a[3] = a0.w;
+                a[4] = a1.x; a[5] = a1.y; a[6] = a1.z; a[7] = a1.w;
+                b[0] = b0.x; b[1] = b0.y; b[2] = b0.z; b[3] = b0.w;
+                b[4] = b1.x; b[5] = b1.y; b[6] = b1.z; b[7] = b1.w;
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+#pragma unroll
+                    for (int j = 0; j < 8; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+            }
+        }
+        if (s + 1 < slices) {
+            STORE_SLICE(buf ^ 1)  // the other buffer: last read before the previous barrier
         }
         __syncthreads();
     }
-    for (int i = 0; i < TM; i++) {
-        int gm = row0 + ty + 16 * i;
-        for (int j = 0; j < TN; j++) {
-            int gn = col0 + tx + 16 * j;
-            if (gm < M && gn < N) C[(long long)gm * N + gn] = repops_canon(acc[i][j]);
+#undef LOAD_SLICE
+#undef STORE_SLICE
+
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const long long r = row0 + wm + (i < 4 ? lm + i : WM / 2 + lm + i - 4);
+        if (r >= M) continue;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const long long c = col0 + wn + h * (WN / 2) + ln;
+            float *p = C + r * N + c;
+            float4 v = make_float4(repops_canon(acc[i][4 * h]), repops_canon(acc[i][4 * h + 1]),
+                                   repops_canon(acc[i][4 * h + 2]), repops_canon(acc[i][4 * h + 3]));
+            if (vecc && c + 3 < N) {
+                *reinterpret_cast<float4 *>(p) = v;
+            } else {
+                if (c < N) p[0] = v.x;
+                if (c + 1 < N) p[1] = v.y;
+                if (c + 2 < N) p[2] = v.z;
+                if (c + 3 < N) p[3] = v.w;
+            }
         }
     }
 }
