@@ -84,7 +84,7 @@ def main():
         job = load(text_job(tmp / "job", args.steps))
         ctx = Context(job)
         from offchain.protocol.trace import decode_structure
-        softmax = [decode_structure(x)[0] for x in ctx.graph.structures].index("aten._softmax.default")
+        softmax = [decode_structure(x)[0] for x in ctx.graph.structures].index("repops.attention.default")
         honest = Trainer(job, tmp / "h", "honest")
         honest.train()
         per_move, disputes = defaultdict(list), []

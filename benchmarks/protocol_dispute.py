@@ -63,7 +63,7 @@ def main():
             step = rng.randrange(1, args.steps)
             hon = Trainer(job, tmp / f"h{n}", "honest")
             hon.train()
-            node = next(j for j, nd in enumerate(ctx_nodes(ctx)) if nd == "aten._softmax.default")
+            node = next(j for j, nd in enumerate(ctx_nodes(ctx)) if nd == "repops.attention.default")
             bad = Trainer(job, tmp / f"b{n}", "cheater", behaviour=A.CorruptValue(step=step, node=node, element=5 * 32 + 3))
             bad.train()
             trained = hon.reexecuted

@@ -6,9 +6,10 @@
 1. matmul, n x n x n, and batched (attention-shaped) matmul: the RepOps kernel (fixed k
    order, fma, from +0) vs torch on cuBLAS with TF32 off. Bar: time ratio <= 1.3 at n >=
    2048, <= 1.6 at 1024.
-2. one AdamW training step of each model (the configurations of benchmarks/repops_cpu.py)
-   under repops.deterministic() with CUDA tensors vs native torch CUDA, with the number of
-   RepOps kernel launches per step.
+2. one AdamW training step (configurations of benchmarks/repops_cpu.py: mlp, llama and
+   llama-d1024, the d1024 / 8 layers / seq 512 / batch 4 / vocab 32,000 step) under
+   repops.deterministic() with CUDA tensors vs native torch CUDA (TF32 off), with the RepOps
+   kernel launches per step. Bars: llama-d1024 <= 2x, mlp <= 3x.
 3. --sweep: the matmul at n = 2048 and 4096 under other tile shapes (repops/cuda/kernels.py
    TUNING; the bits never depend on it), to pick the fastest for this GPU.
 Writes benchmarks/results/repops_cuda.{json,png}: device, gpu_tests {passed, failed} (from
@@ -118,7 +119,9 @@ class _Launches:
 def bench_steps():
     from repops_cpu import _step_fn  # the same models, data and optimizer as the CPU benchmark
     rows = []
-    for name in ("mlp", "llama"):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    for name in ("mlp", "llama", "llama-d1024"):
         times = {}
         for native in (True, False):
             torch.set_default_device("cuda")

@@ -150,7 +150,11 @@ class CorruptValue(Honest):
 
     def before_record(self, step, index, func, args, kwargs, out):
         if (step, index) == (self.step, self.node):
-            t = out if isinstance(out, torch.Tensor) else next(o for o in out if isinstance(o, torch.Tensor))
+            outs = [o for o in (out if isinstance(out, (list, tuple)) else [out]) if isinstance(o, torch.Tensor)]
+            if not outs:  # an in-place op that returns nothing: the tensor its last kernel writes
+                from .protocol.trace import _mutated
+                outs = _mutated(func, args, kwargs)[-1:]
+            t = outs[0]
             if t.is_floating_point() and t.numel() > self.element:
                 _flip(t, self.element)
 
@@ -326,6 +330,34 @@ class LyingDecomposition(CorruptValue):
 
 
 @dataclasses.dataclass
+class InPlaceResultLiar(Honest):
+    """One ulp off in the output of the first in-place `op` of step `step`, with every
+    kernel of its decomposition honestly committed: the lie is only in the op's result (the
+    mutated tensor), whose source is the decomposition's final copy kernel. (Before that
+    kernel existed, the result was described as the pre-op input and the honest party lost.)"""
+    step: int = 1
+    op: str = "repops.adamw_.default"
+    element: int = 0
+    name = "inplace-result-liar"
+    level = 4
+
+    def before_record(self, step, index, func, args, kwargs, out):
+        if _first(self, step, index, str(func) == self.op):
+            from .protocol.trace import _mutated
+            _flip(out if isinstance(out, torch.Tensor) else _mutated(func, args, kwargs)[-1], self.element)
+
+    def kernel_tamper_after(self, step, node, n_kernels):
+        if (step, node) != (self.step, getattr(self, "_node", None)):
+            return None
+
+        def tamper(k, out):  # the final copy: its committed output was honest
+            if k == n_kernels - 2:
+                flat = out.reshape(-1)
+                flat[self.element] = np.nextafter(flat[self.element], np.float32(np.inf))
+        return tamper
+
+
+@dataclasses.dataclass
 class Silent(CorruptValue):
     """Computes a wrong value, then stops answering after `answers` queries (offline)."""
     answers: int = 2
@@ -359,7 +391,7 @@ class Copier(Honest):
 
 BEHAVIOURS = {cls.name: cls for cls in (Honest, Lazy, StopsEarly, PoisonedData, WrongHyperParameter, CorruptValue, KernelCheat,
                                         NativeKernel, TamperedInput, ExtraOp, InconsistentOpening, BadMerkleProof,
-                                        ForgedCheckpoint, LyingDecomposition, Silent, Copier)}
+                                        ForgedCheckpoint, LyingDecomposition, Silent, Copier, InPlaceResultLiar)}
 
 
 def from_spec(spec: str) -> Honest:

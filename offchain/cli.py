@@ -146,7 +146,7 @@ def _offchain_dispute(args, work: Path):
           f"(job id {job.job_id.hex()[:16]}…)")
     ctx = Context(job)
     ops = [decode_structure(x)[0] for x in ctx.graph.structures]
-    node = ops.index("aten._softmax.default")
+    node = ops.index("repops.attention.default")  # the first attention of the step
     spec = f"corrupt-value:step={args.steps // 2},node={node},element=163"
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

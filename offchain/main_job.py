@@ -185,7 +185,7 @@ def _report(v, jid, job, agents, watcher, names, console, png, t0, t_train, t_en
 
 
 def _withdrawals(v, names) -> list[dict]:
-    logs = v.registry.events.Withdrawn().get_logs(from_block=0)
+    logs = v.registry.events.Withdrawn().get_logs(from_block=v.from_block)
     return [dict(e["args"]) for e in logs if e["args"]["to"] in names]
 
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from . import ops as _ops  # noqa: F401  (defines torch.ops.repops.*)
 from .errors import DTypeError, UnsupportedOpError
 from .reference import linalg as RL
 from .reference import math as M
+from .reference import nn as N
+from .reference import optim as RO
 from .reference import prims as P
-from .reference.fold import fold as ref_fold
+from .reference.fold import _dims, fold_dims, mean_dims, sum_dims
 
 aten = torch.ops.aten
 F32 = np.float32
@@ -68,9 +71,17 @@ def register(*ops):
     return deco
 
 
-def _inplace(self, result: np.ndarray):
-    self.copy_(tt(result))  # exact copy back into the mutated tensor
+def _inplace(self, result):
+    mine = arr(self)
+    if not (P.xp_of(result) is P.xp_of(mine) and getattr(result, "shape", None) == mine.shape
+            and _data(result) == _data(mine)):  # a kernel that already wrote in place needs no copy
+        self.copy_(tt(result))  # exact copy back into the mutated tensor
+    P.wrote(mine, result)  # the decomposition's last kernel: its output is self
     return self
+
+
+def _data(a) -> int:
+    return a.data.ptr if P.xp_of(a) is not np else a.__array_interface__["data"][0]
 
 
 # -- elementwise ------------------------------------------------------------------------------------
@@ -156,16 +167,12 @@ register(aten.ne.Tensor, aten.ne.Scalar)(_compare(P.eq, negate=True))
 
 @register(aten.tanh_backward.default)
 def tanh_backward(grad, y):
-    """g * (1 - y*y)."""
-    g, y = np_(grad, "tanh_backward"), np_(y, "tanh_backward")
-    return tt(P.mul(g, P.sub(full(y.shape, 1.0), P.mul(y, y))))
+    return tt(N.tanh_backward(np_(grad, "tanh_backward"), np_(y, "tanh_backward")))
 
 
 @register(aten.sigmoid_backward.default)
 def sigmoid_backward(grad, y):
-    """g * (y * (1 - y))."""
-    g, y = np_(grad, "sigmoid_backward"), np_(y, "sigmoid_backward")
-    return tt(P.mul(g, P.mul(y, P.sub(full(y.shape, 1.0), y))))
+    return tt(N.sigmoid_backward(np_(grad, "sigmoid_backward"), np_(y, "sigmoid_backward")))
 
 
 @register(aten.relu.default)
@@ -181,45 +188,33 @@ def threshold_backward(grad, x, threshold):
     return tt(P.select(P.lt(full(x.shape, threshold), x), g, full(g.shape, 0.0)))
 
 
-SQRT1_2 = M.c(0x3F3504F3)   # RN(1/sqrt 2)
-INV_SQRT_2PI = M.c(0x3ECC422A)  # RN(1/sqrt(2 pi))
+_GELU = {"none": (N.gelu, N.gelu_backward), "tanh": (N.gelu_tanh, N.gelu_tanh_backward)}
+
+
+def _gelu_form(op, approximate):
+    if approximate not in _GELU:
+        raise UnsupportedOpError(f"{op} with approximate={approximate!r}: 'none' (erf) and 'tanh' are defined")
+    return _GELU[approximate]
 
 
 @register(aten.gelu.default)
 def gelu(a, approximate="none"):
-    """gelu(x) = (0.5 x) (1 + erf(x / sqrt2)), erf form only."""
-    if approximate != "none":
-        raise UnsupportedOpError(f"aten.gelu with approximate={approximate!r}: only the erf form is defined")
-    x = np_(a, "gelu")
-    e = M.erf(P.mul(x, full(x.shape, SQRT1_2)))
-    return tt(P.mul(P.mul(full(x.shape, 0.5), x), P.add(full(x.shape, 1.0), e)))
+    return tt(_gelu_form("aten.gelu", approximate)[0](np_(a, "gelu")))
 
 
 @register(aten.gelu_backward.default)
 def gelu_backward(grad, a, approximate="none"):
-    """d gelu = 0.5 (1 + erf(x/sqrt2)) + x exp(-x^2/2) / sqrt(2 pi)."""
-    if approximate != "none":
-        raise UnsupportedOpError(f"aten.gelu_backward with approximate={approximate!r}")
-    g, x = np_(grad, "gelu_backward"), np_(a, "gelu_backward")
-    cdf = P.mul(full(x.shape, 0.5), P.add(full(x.shape, 1.0), M.erf(P.mul(x, full(x.shape, SQRT1_2)))))
-    pdf = P.mul(M.exp(P.mul(full(x.shape, -0.5), P.mul(x, x))), full(x.shape, INV_SQRT_2PI))
-    return tt(P.mul(g, P.add(cdf, P.mul(x, pdf))))
+    return tt(_gelu_form("aten.gelu_backward", approximate)[1](np_(grad, "gelu_backward"), np_(a, "gelu_backward")))
 
 
 @register(aten.silu.default)
 def silu(a):
-    """silu(x) = x * sigmoid(x)."""
-    x = np_(a, "silu")
-    return tt(P.mul(x, M.sigmoid(x)))
+    return tt(N.silu(np_(a, "silu")))
 
 
 @register(aten.silu_backward.default)
 def silu_backward(grad, a):
-    """d silu = s (1 + x (1 - s)), s = sigmoid(x)."""
-    g, x = np_(grad, "silu_backward"), np_(a, "silu_backward")
-    s = M.sigmoid(x)
-    one = full(x.shape, 1.0)
-    return tt(P.mul(g, P.mul(s, P.add(one, P.mul(x, P.sub(one, s))))))
+    return tt(N.silu_backward(np_(grad, "silu_backward"), np_(a, "silu_backward")))
 
 
 def _masked_fill(a, mask, value):
@@ -253,40 +248,6 @@ def lerp_(self, end, weight):
 
 
 # -- reductions ------------------------------------------------------------------------------------------
-def _dims(x, dims):
-    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        return tuple(range(x.ndim))
-    return tuple(sorted(d % x.ndim for d in ([dims] if isinstance(dims, int) else dims)))
-
-
-def fold_dims(prim, x, dims, init, keepdim):
-    """Fold over several dims = over their elements in row-major order (last dim fastest)."""
-    dims = _dims(x, dims)
-    rest = [d for d in range(x.ndim) if d not in dims]
-    moved = np.transpose(x, rest + list(dims))
-    flat = moved.reshape(moved.shape[:len(rest)] + (-1,))
-    # a fresh copy never overlaps x, so the O(1) bounds test is exact here (shares_memory can be slow)
-    if flat.size and not np.may_share_memory(flat, x):  # reshape had to copy: say so (a copy kernel)
-        flat = P.copy(moved).reshape(flat.shape)
-    out = ref_fold(prim, flat, -1, init)
-    if keepdim:
-        out = out.reshape([1 if d in dims else x.shape[d] for d in range(x.ndim)])
-    return out
-
-
-SUM_INIT = -0.0   # the additive identity: sum([x]) == x bit for bit (-0 + -0 = -0)
-
-
-def sum_np(x, dims, keepdim=False):
-    return fold_dims(P.add, x, dims, SUM_INIT, keepdim)
-
-
-def mean_np(x, dims, keepdim=False):
-    n = int(np.prod([x.shape[d] for d in _dims(x, dims)]))
-    s = sum_np(x, dims, keepdim)
-    return P.div(s, full(s.shape, n))
-
-
 def _result_dtype(op, dtype):
     if dtype not in (None, torch.float32):
         raise DTypeError(f"{op} with dtype={dtype}: RepOps v1 accumulates and returns float32 only")
@@ -295,47 +256,34 @@ def _result_dtype(op, dtype):
 @register(aten.sum.dim_IntList, aten.sum.default)
 def sum_(a, dims=None, keepdim=False, dtype=None):
     _result_dtype("sum", dtype)
-    return tt(sum_np(np_(a, "sum"), dims, keepdim))
+    return tt(sum_dims(np_(a, "sum"), dims, keepdim))
 
 
 @register(aten.mean.dim, aten.mean.default)
 def mean(a, dims=None, keepdim=False, dtype=None):
     _result_dtype("mean", dtype)
-    return tt(mean_np(np_(a, "mean"), dims, keepdim))
-
-
-def softmax_np(x, dim):
-    """e = exp(x - max), e / sum(e); max folds from -inf, sum from -0."""
-    m = fold_dims(P.max_, x, [dim], -np.inf, True)
-    e = M.exp(P.sub(x, m))
-    return P.div(e, sum_np(e, [dim], True))
+    return tt(mean_dims(np_(a, "mean"), dims, keepdim))
 
 
 @register(aten._softmax.default)
 def softmax(a, dim, half_to_float=False):
-    return tt(softmax_np(np_(a, "_softmax"), dim))
+    return tt(N.softmax(np_(a, "_softmax"), dim))
 
 
 @register(aten._softmax_backward_data.default)
 def softmax_backward(grad, y, dim, input_dtype=None):
-    """y * (g - sum(g * y))."""
-    g, y = np_(grad, "_softmax_backward_data"), np_(y, "_softmax_backward_data")
-    return tt(P.mul(y, P.sub(g, sum_np(P.mul(g, y), [dim], True))))
+    return tt(N.softmax_backward(np_(grad, "_softmax_backward_data"), np_(y, "_softmax_backward_data"), dim))
 
 
 @register(aten._log_softmax.default)
 def log_softmax(a, dim, half_to_float=False):
-    """(x - max) - log(sum(exp(x - max)))."""
-    x = np_(a, "_log_softmax")
-    sh = P.sub(x, fold_dims(P.max_, x, [dim], -np.inf, True))
-    return tt(P.sub(sh, M.log(sum_np(M.exp(sh), [dim], True))))
+    return tt(N.log_softmax(np_(a, "_log_softmax"), dim))
 
 
 @register(aten._log_softmax_backward_data.default)
 def log_softmax_backward(grad, y, dim, input_dtype=None):
-    """g - exp(y) * sum(g)."""
-    g, y = np_(grad, "_log_softmax_backward_data"), np_(y, "_log_softmax_backward_data")
-    return tt(P.sub(g, P.mul(M.exp(y), sum_np(g, [dim], True))))
+    return tt(N.log_softmax_backward(np_(grad, "_log_softmax_backward_data"), np_(y, "_log_softmax_backward_data"),
+                                     dim))
 
 
 def _indices(t, n: int, op: str, ignore=None):
@@ -373,7 +321,7 @@ def nll_loss_forward(x, target, weight, reduction, ignore_index):
     total = tt(np.asarray(count)).to(x.device)
     if reduction == 0:
         return tt(loss), total
-    s = sum_np(loss, None)
+    s = sum_dims(loss, None)
     out = P.div(s, np.asarray(count, F32)) if reduction == 1 else s
     return tt(out), total
 
@@ -394,36 +342,20 @@ def nll_loss_backward(grad, x, target, weight, reduction, ignore_index, total_we
 # -- normalisation -------------------------------------------------------------------------------------------
 @register(aten.native_layer_norm.default)
 def layer_norm(a, normalized_shape, weight, bias, eps):
-    """mean = sum(x)/n; var = sum((x-mean)^2)/n; rstd = 1/sqrt(var + eps);
-    y = ((x - mean) * rstd) * w + b."""
     x = np_(a, "native_layer_norm")
-    dims = list(range(x.ndim - len(normalized_shape), x.ndim))
-    mean = mean_np(x, dims, True)
-    d = P.sub(x, mean)
-    var = mean_np(P.mul(d, d), dims, True)
-    rstd = _rsqrt(P.add(var, full(var.shape, eps)))
-    y = P.mul(d, rstd)
-    if weight is not None:
-        y = P.mul(y, np_(weight, "native_layer_norm"))
-    if bias is not None:
-        y = P.add(y, np_(bias, "native_layer_norm"))
+    w = np_(weight, "native_layer_norm") if weight is not None else None
+    b = np_(bias, "native_layer_norm") if bias is not None else None
+    y, mean, rstd = N.layer_norm(x, w, b, eps, len(normalized_shape))
     return tt(y), tt(mean), tt(rstd)
 
 
 @register(aten.native_layer_norm_backward.default)
 def layer_norm_backward(grad, a, normalized_shape, mean, rstd, weight, bias, mask):
-    """xhat = (x-mean)*rstd; g = grad*w; dx = rstd*((g - mean(g)) - xhat*mean(g*xhat));
-    dw = sum over rows of grad*xhat; db = sum over rows of grad."""
-    go, x = np_(grad, "native_layer_norm_backward"), np_(a, "native_layer_norm_backward")
-    mean, rstd = np_(mean, "native_layer_norm_backward"), np_(rstd, "native_layer_norm_backward")
-    dims = list(range(x.ndim - len(normalized_shape), x.ndim))
-    rows = list(range(x.ndim - len(normalized_shape)))
-    xhat = P.mul(P.sub(x, mean), rstd)
-    g = P.mul(go, np_(weight, "native_layer_norm_backward")) if weight is not None else go
-    dx = P.mul(rstd, P.sub(P.sub(g, mean_np(g, dims, True)), P.mul(xhat, mean_np(P.mul(g, xhat), dims, True))))
-    dw = tt(sum_np(P.mul(go, xhat), rows)) if (weight is not None and mask[1]) else None
-    db = tt(sum_np(go, rows)) if (bias is not None and mask[2]) else None
-    return (tt(dx) if mask[0] else None), dw, db
+    op = "native_layer_norm_backward"
+    dx, dw, db = N.layer_norm_backward(np_(grad, op), np_(a, op), np_(mean, op), np_(rstd, op),
+                                       np_(weight, op) if weight is not None else None, len(normalized_shape),
+                                       weight is not None and mask[1], bias is not None and mask[2])
+    return (tt(dx) if mask[0] else None), (None if dw is None else tt(dw)), (None if db is None else tt(db))
 
 
 # -- linear algebra ----------------------------------------------------------------------------------------------
@@ -462,9 +394,49 @@ def embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_fr
         raise UnsupportedOpError("aten.embedding_dense_backward with a padding_idx")
     g = np_(grad, "embedding_dense_backward")
     idx = _indices(indices, num_weights, "embedding_dense_backward").reshape(-1)
-    g = g.reshape(idx.size, -1)
-    hot = P.onehot(idx, P.const(1.0, idx.shape), P.const(0.0, (num_weights,)))
-    return tt(RL.matmul(hot.T, g))
+    return tt(N.embedding_backward(idx, g.reshape(idx.size, -1), num_weights))
+
+
+# -- RepOps' own operators (repops/ops.py) -------------------------------------------------------------
+repops_ops = torch.ops.repops
+
+
+@register(repops_ops.rms_norm.default)
+def rms_norm(x, weight, eps):
+    y, r = N.rms_norm(np_(x, "rms_norm"), np_(weight, "rms_norm"), eps)
+    return tt(y), tt(r)
+
+
+@register(repops_ops.rms_norm_backward.default)
+def rms_norm_backward(grad, x, weight, r):
+    op = "rms_norm_backward"
+    dx, dw = N.rms_norm_backward(np_(grad, op), np_(x, op), np_(weight, op), np_(r, op))
+    return tt(dx), tt(dw)
+
+
+@register(repops_ops.attention.default)
+def attention(q, k, v, mask, scale):
+    m = None if mask is None else arr(mask).astype(np.bool_, copy=False)
+    o, p = N.attention(np_(q, "attention"), np_(k, "attention"), np_(v, "attention"), m, scale)
+    return tt(o), tt(p)
+
+
+@register(repops_ops.attention_backward.default)
+def attention_backward(grad, q, k, v, p, mask, scale):
+    op = "attention_backward"
+    m = None if mask is None else arr(mask).astype(np.bool_, copy=False)
+    dq, dk, dv = N.attention_backward(np_(grad, op), np_(q, op), np_(k, op), np_(v, op), np_(p, op), m, scale)
+    return tt(dq), tt(dk), tt(dv)
+
+
+@register(repops_ops.adamw_.default)
+def adamw_(param, grad, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay):
+    """In place: each updated tensor is written back by _inplace (its copy kernel)."""
+    state = (param, m, v, b1t, b2t)
+    new = RO.adamw(*(np_(t, "adamw_") for t in (param, grad, m, v, b1t, b2t)), lr, beta1, beta2, eps, weight_decay)
+    for t, a in zip(state, new):
+        _inplace(t, a)
+    return None
 
 
 # -- exact ops: data movement, views, creation, reads ---------------------------------------------------------------

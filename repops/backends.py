@@ -9,7 +9,7 @@ from .errors import BackendError
 
 def _cpu() -> dict:
     from . import cpu
-    return {"matmul": cpu.matmul, "fold": cpu.fold, "fma": cpu.fma, "exp": cpu.exp}
+    return cpu.table()
 
 
 def checked(rt) -> dict:

@@ -28,6 +28,9 @@ def _describe(args) -> str:
 
 def _device(func, args) -> str:
     """The one device an op runs on; CPU 0-dim tensors (wrapped scalars) go with any."""
+    if all(not isinstance(a, (list, tuple)) and (not isinstance(a, torch.Tensor) or a.device.type == "cpu")
+           for a in args):
+        return "cpu"  # the common case, decided without building sets
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     tensors += [t for a in args if isinstance(a, (list, tuple)) for t in a if isinstance(t, torch.Tensor)]
     devices = {t.device.type for t in tensors if not (t.device.type == "cpu" and t.dim() == 0)}

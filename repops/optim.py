@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from .ops import adamw_
+
 
 class AdamW(torch.optim.Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
@@ -45,13 +47,5 @@ class AdamW(torch.optim.Optimizer):
                 if p.grad is None:
                     continue
                 st = self.state[p]
-                g = p.grad
-                p.mul_(1.0 - lr * wd)
-                st["m"].lerp_(g, 1.0 - b1)
-                st["v"].mul_(b2).addcmul_(g, g, value=1.0 - b2)
-                st["b1t"].mul_(b1)
-                st["b2t"].mul_(b2)
-                step = torch.div(torch.full((), lr, dtype=torch.float32), torch.rsub(st["b1t"], 1.0))
-                denom = torch.add(torch.div(st["v"].sqrt(), torch.rsub(st["b2t"], 1.0).sqrt()), eps)
-                p.sub_(torch.mul(torch.div(st["m"], denom), step))
+                adamw_(p, p.grad, st["m"], st["v"], st["b1t"], st["b2t"], lr, b1, b2, eps, wd)
         return loss

@@ -37,7 +37,7 @@ def find_job(v: Verde, job, ctx) -> int | None:
     """The newest job open for joining whose terms are this job file's (spec hash first, then
     every commitment), or None."""
     now = v.chain.now()
-    for e in reversed(v.registry.events.JobPosted().get_logs(from_block=0)):
+    for e in reversed(v.registry.events.JobPosted().get_logs(from_block=v.from_block)):
         if bytes(e["args"]["specHash"]) != job.job_id:
             continue
         jid = e["args"]["id"]
@@ -159,8 +159,8 @@ class TrainerAgent:
     def _play(self):
         """Open the match the registry asks for if nobody has, and move in every live match."""
         game = self.v.game
-        wanted = self.v.registry.events.DisputeRequired().get_logs(from_block=0, argument_filters={"id": self.jid})
-        opened = game.events.MatchOpened().get_logs(from_block=0, argument_filters={"job": self.jid})
+        wanted = self.v.registry.events.DisputeRequired().get_logs(from_block=self.v.from_block, argument_filters={"id": self.jid})
+        opened = game.events.MatchOpened().get_logs(from_block=self.v.from_block, argument_filters={"job": self.jid})
         pairs = {(e["args"]["a"], e["args"]["b"]): e["args"]["id"] for e in opened}
         if wanted:
             a, b = wanted[-1]["args"]["a"], wanted[-1]["args"]["b"]

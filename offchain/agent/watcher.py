@@ -54,6 +54,7 @@ class Watcher:
 
     def __post_init__(self):
         v = self.verde
+        self.next_block = max(self.next_block, v.from_block)  # nothing of ours before the deployment
         self._contracts = {c.address: c for c in (v.registry, v.game, v.operators)}
         self._topics = {event_abi_to_log_topic(e): (c, e["name"]) for c in self._contracts.values()
                         for e in c.abi if e["type"] == "event"}

@@ -28,6 +28,7 @@ class Verde:
     registry: object
     game: object
     operators: object
+    from_block: int = 0  # the deployment's first block: event scans start there, not at genesis
 
     @classmethod
     def attach(cls, chain: Chain, deployment: dict) -> "Verde":
@@ -42,19 +43,20 @@ class Verde:
                 raise DeploymentError(f"no {contract} at {address!r} on this chain",
                                       "run `verde deploy` against this node (a restarted Anvil forgets its state)")
             out[name] = chain.w3.eth.contract(address=address, abi=chain.artifacts[contract].abi)
-        return cls(chain, **out)
+        return cls(chain, **out, from_block=int(deployment.get("from_block", 0)))
 
     def addresses(self) -> dict:
         return {"chain_id": self.chain.chain_id, "registry": self.registry.address, "game": self.game.address,
-                "operators": self.operators.address}
+                "operators": self.operators.address, "from_block": self.from_block}
 
     @classmethod
     def deploy(cls, chain: Chain) -> "Verde":
+        first = chain.w3.eth.block_number + 1
         game = chain.deploy("DisputeGame")
         operators = chain.deploy("OperatorGame", game.address, chain.deploy("Executor").address)
         registry = chain.deploy("JobRegistry", game.address)
         chain.transact(game.functions.setUp(registry.address, operators.address))
-        return cls(chain, registry, game, operators)
+        return cls(chain, registry, game, operators, first)
 
     # -- the client ---------------------------------------------------------------------------
     def post(self, job, ctx, payment: int, stake: int, max_trainers: int = 3, join_s: int = 600,
@@ -143,7 +145,7 @@ class Verde:
     # -- the dispute game -----------------------------------------------------------------------
     def decision(self, match_id: int) -> dict | None:
         """The match's MatchDecided event (winner, loser, level, reason, tx), or None."""
-        logs = self.game.events.MatchDecided().get_logs(from_block=0, argument_filters={"id": match_id})
+        logs = self.game.events.MatchDecided().get_logs(from_block=self.from_block, argument_filters={"id": match_id})
         return {**logs[-1]["args"], "tx": logs[-1]["transactionHash"]} if logs else None
 
     def open_match(self, job_id: int, a: str, b: str) -> int:
@@ -237,7 +239,7 @@ class Verde:
             send(g.postTensorTop(match_id, head, ep.tensor_node(s, j, k, which, merkle.depth(n), 0)))
         elif phase == OP_CHUNK:
             mine = ep.element(s, j, k, which, index * ctx.job.spec.chunk).chunk_bytes
-            logs = self.operators.events.ChunkPosted().get_logs(from_block=0, argument_filters={"id": match_id})
+            logs = self.operators.events.ChunkPosted().get_logs(from_block=self.from_block, argument_filters={"id": match_id})
             send(g.postChunk(match_id, mine, logs[-1]["args"]["chunk"] if logs else b""))
         elif phase == OP_SOURCE:
             src = element_of(descs[st["operand"]], st["flat"])

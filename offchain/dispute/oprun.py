@@ -35,7 +35,7 @@ import repops
 from ..protocol import merkle
 from ..protocol.encoding import decode
 from ..protocol.tensors import CODES, DTYPES, canonical, commit
-from ..protocol.trace import decode_structure
+from ..protocol.trace import EMPTY, decode_structure, output_tensors
 
 VIEW, CONST, MAT, CAT = 0, 1, 2, 3
 KERNEL, STRUCTURE = b"\x08", b"\x09"
@@ -43,11 +43,13 @@ RESULT = "result"
 
 
 def aten_op(name: str):
-    """'aten.mm.default' -> torch.ops.aten.mm.default (only aten ops can be named)."""
+    """'aten.mm.default' -> torch.ops.aten.mm.default; RepOps' own ops ('repops.attention.default',
+    repops/ops.py) too. Nothing else can be named."""
+    import repops.ops  # noqa: F401  (defines torch.ops.repops.*)
     parts = name.split(".")
-    if len(parts) != 3 or parts[0] != "aten":
-        raise ValueError(f"not an aten op name: {name!r}")
-    return getattr(getattr(torch.ops.aten, parts[1]), parts[2])
+    if len(parts) != 3 or parts[0] not in ("aten", "repops"):
+        raise ValueError(f"not an aten or repops op name: {name!r}")
+    return getattr(getattr(getattr(torch.ops, parts[0]), parts[1]), parts[2])
 
 
 @dataclass
@@ -106,7 +108,7 @@ def _whole(t, src, insert=None):
     return view(src(t), 0, shape, strides)
 
 
-def _stack(args, src):
+def _stack(args, src, result=None):
     ts, dim = args[0], (args[1] if len(args) > 1 else 0)
     shape = list(ts[0].shape)
     dim = dim + len(shape) + 1 if dim < 0 else dim
@@ -114,7 +116,7 @@ def _stack(args, src):
     return cat(dim, out, [(i, 1, 1, _whole(t, src, dim)) for i, t in enumerate(ts)])
 
 
-def _cat(args, src):
+def _cat(args, src, result=None):
     ts = [t for t in args[0] if t.numel()]
     dim = args[1] if len(args) > 1 else 0
     dim = dim + ts[0].dim() if dim < 0 else dim
@@ -126,23 +128,60 @@ def _cat(args, src):
     return cat(dim, out, pieces)
 
 
-def _slice_backward(args, src):
+def _slice_backward(args, src, result=None):
     grad, sizes, dim, start, _, step = args
     dim = dim + len(sizes) if dim < 0 else dim
     start = max(0, min(start + sizes[dim] if start < 0 else start, sizes[dim]))
     return cat(dim, list(sizes), [(start, step, grad.shape[dim], _whole(grad, src))])
 
 
-def _copy_of_input(args, src):
+def _copy_of_input(args, src, result=None):
     t = args[0]
     return view(src(t), 0, t.shape, row_major(t.shape))
+
+
+def _copy_into(args, src, result=None):
+    """copy_(dst, source): dst's elements are source's, broadcast (a size-1 or missing axis
+    reads with stride 0); a dtype conversion is not a view (MAT)."""
+    dst, source = args[0], args[1]
+    if source.dtype != dst.dtype:
+        return None
+    shape = list(dst.shape)
+    strides = [0] * (len(shape) - source.dim()) + [s if d != 1 else 0
+                                                    for d, s in zip(source.shape, row_major(source.shape))]
+    return view(src(source), 0, shape, strides)
+
+
+def _filled(args, src, result=None):
+    """fill_(dst, value) / zero_(dst): one constant at dst's shape."""
+    dst = args[0]
+    v = args[1] if len(args) > 1 else 0
+    return constant(np.asarray(float(v), np.float32) if dst.dtype == torch.float32 else np.asarray(v), dst.shape)
+
+
+def _creation(shape_arg: int, value: float | None = None, value_arg: int | None = None):
+    """zeros/ones/full and their *_like / new_* forms: one constant at the result's shape and
+    dtype; the value is `value`, or argument `value_arg`; the shape is argument `shape_arg` (a
+    size list, or a tensor whose shape the result takes)."""
+    def rule(args, src, result):
+        v = value if value_arg is None else args[value_arg]
+        return constant(np.asarray(v).astype(result.numpy().dtype), list(result.shape))
+    return rule
 
 
 # Exact ops whose results are fresh arrays: their elements' sources, from what the op means.
 RESULT_RULES = {
     "aten.clone.default": _copy_of_input, "aten.contiguous.default": _copy_of_input,
     "aten.stack.default": _stack, "aten.cat.default": _cat, "aten.slice_backward.default": _slice_backward,
+    "aten.zeros.default": _creation(0, 0.0), "aten.ones.default": _creation(0, 1.0),
+    "aten.full.default": _creation(0, value_arg=1), "aten.zeros_like.default": _creation(0, 0.0),
+    "aten.ones_like.default": _creation(0, 1.0), "aten.full_like.default": _creation(0, value_arg=1),
+    "aten.new_zeros.default": _creation(1, 0.0), "aten.new_ones.default": _creation(1, 1.0),
+    "aten.new_full.default": _creation(1, value_arg=2),
 }
+# Exact in-place ops: the result is the mutated input's memory, but its values come from
+# elsewhere (never describe it as a view of the pre-op input).
+INPLACE_RULES = {"aten.copy_.default": _copy_into, "aten.fill_.Scalar": _filled, "aten.zero_.default": _filled}
 
 
 class _Sources:
@@ -192,10 +231,6 @@ class OpRun:
         self.inputs = [t.detach().cpu().contiguous().clone() for t in inputs]
         self.attrs, self.chunk = attrs, chunk
 
-    def call(self, inputs):
-        args, kwargs = decode(self.attrs, inputs)
-        return self.func(*args, **kwargs)
-
     def kernels(self, keep: int | None = None, commit_all: bool = True, tamper=None, tamper_after=None) -> list[Kernel]:
         """The decomposition's kernels and the result pseudo-kernel. keep: index of a kernel
         whose operand and output arrays are kept (levels 4-5). tamper(k, output array) and
@@ -224,23 +259,37 @@ class OpRun:
             if tamper_after is not None:
                 tamper_after(k, result)
         from repops.reference.prims import observe
+        args, kwargs = decode(self.attrs, inputs)
         with observe(seen), repops.deterministic("reference"):
-            result = self.call(inputs)
-        results = result if isinstance(result, (list, tuple)) else [result]
-        results = [r for r in results if isinstance(r, torch.Tensor)]
+            result = self.func(*args, **kwargs)
+        produced = output_tensors(self.func, args, kwargs, result)  # the node's output slots
+        results = [r for r in produced if r is not None]
         arrays = [r.detach().numpy() for r in results]
         desc = [src.describe(a) for a in arrays]
         rule = RESULT_RULES.get(self.op_name)
-        if rule is not None and len(results) == 1 and desc[0][0] == MAT:
+        inplace = INPLACE_RULES.get(self.op_name)
+        if len(results) == 1 and (inplace is not None or (rule is not None and desc[0][0] == MAT)):
             args, _ = decode(self.attrs, inputs)
-            d = rule(args, lambda t: next(i for i, x in enumerate(inputs) if x is t))
-            desc[0] = d if d is not None else desc[0]
-        final = Kernel(RESULT, desc, [commit(r, self.chunk) for r in results], merkle.ZERO)
+            d = (inplace or rule)(args, lambda t: next(i for i, x in enumerate(inputs) if x is t), results[0])
+            desc[0] = d if d is not None else bytes([MAT])
+        # a slot with no tensor (an op that returns nothing) is an absent output: EMPTY
+        descs, comms, it = [], [], iter(zip(desc, results))
+        for r in produced:
+            d, t = next(it) if r is not None else (constant(np.float32(0.0), ()), None)
+            descs.append(d)
+            comms.append(EMPTY if t is None else commit(t, self.chunk))
+        final = Kernel(RESULT, descs, comms, merkle.ZERO)
         if keep == len(out):
-            final.arrays = [np.array(a, copy=True) for a in arrays]
+            final.arrays = [np.zeros((), np.float32) if a is None else np.array(a, copy=True)
+                            for a in self._slots(produced, arrays)]
         out.append(final)
         self.results = results
         return out
+
+    @staticmethod
+    def _slots(produced, arrays):
+        it = iter(arrays)
+        return [next(it) if r is not None else None for r in produced]
 
 
 def decode_kernel(enc: bytes) -> tuple[str, list, list, bytes]:

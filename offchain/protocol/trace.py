@@ -78,6 +78,16 @@ def _mutated(func, args, kwargs) -> list[torch.Tensor]:
     return out
 
 
+def output_tensors(func, args, kwargs, out) -> list:
+    """The tensors a node commits as its outputs, in slot order: what the op returned (None
+    where it returned no tensor), then every input it wrote that it did not also return
+    (schema alias annotations: in-place ops, repops.adamw_). The recorder and the level-3
+    decomposition (oprun) both take their outputs from here."""
+    outs = out if isinstance(out, (list, tuple)) else [out]
+    outs = [o if isinstance(o, torch.Tensor) else None for o in outs]
+    return outs + [m for m in _mutated(func, args, kwargs) if all(m is not o for o in outs)]
+
+
 @dataclass
 class _Where:
     tensor: weakref.ref
@@ -168,22 +178,20 @@ class StepRecorder:
         self._pending = None
         _, refs, in_commits = pending
         attrs = value([list(args), kwargs], lambda t: slots[id(t)])
-        outs = out if isinstance(out, (list, tuple)) else [out]
-        outs = [o if isinstance(o, torch.Tensor) else None for o in outs]
-        mutated = [m for m in _mutated(func, args, kwargs) if all(m is not o for o in outs)]
+        produced = output_tensors(func, args, kwargs, out)
         index = len(self.nodes)
         for m in _mutated(func, args, kwargs):
             s = self._storage(m)
             if s is not None:
                 self._writes[s] = self._writes.get(s, 0) + 1
-        out_commits = tuple(EMPTY if o is None else self._commit(o) for o in outs + mutated)
+        out_commits = tuple(EMPTY if o is None else self._commit(o) for o in produced)
         node = Node(op, attrs, refs, in_commits, out_commits if self.values else ())
-        for slot, o in enumerate(outs + mutated):
+        for slot, o in enumerate(produced):
             if o is not None:
                 self._bind(o, Ref(NODE_OUT, index, slot), out_commits[slot] if self.values else None)
         self.nodes.append(node)
         if self.keep:
-            self.outputs.append([None if o is None else o.detach().clone() for o in outs + mutated])
+            self.outputs.append([None if o is None else o.detach().clone() for o in produced])
 
     def where(self, t: torch.Tensor) -> Ref:
         """Where a tensor's current value comes from (e.g. each state tensor after the step)."""

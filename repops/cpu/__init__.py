@@ -9,14 +9,17 @@ import numpy as np
 from ..errors import BackendError, DTypeError
 from .build import lib
 
-__all__ = ["exp", "fma", "fold", "matmul", "default_threads", "lib"]
+__all__ = ["fold", "matmul", "default_threads", "lib", "table"]
+
+
+_AFFINITY = len(os.sched_getaffinity(0))
 
 
 def default_threads() -> int:
     """REPOPS_NUM_THREADS, else the CPUs this process may use (never torch's setting:
     results do not depend on it, and RepOps does not share torch's pool)."""
     env = os.environ.get("REPOPS_NUM_THREADS")
-    return int(env) if env else len(os.sched_getaffinity(0))
+    return int(env) if env else _AFFINITY
 
 
 def _f32(x, what: str) -> np.ndarray:
@@ -86,16 +89,6 @@ def _single(a, b, out, M, N, K, t):
                                            b.strides[-1] // 4, _ptr(out), M, N, K, t)
 
 
-def fma(a, b, c) -> np.ndarray:
-    """The fma primitive with the hardware's fused multiply-add (IEEE, one rounding), NaN
-    canonical: the same bits as repops.reference.prims.fma, much faster."""
-    a, b, c = np.broadcast_arrays(*(np.asarray(v, np.float32) for v in (a, b, c)))
-    a, b, c = (np.ascontiguousarray(v) for v in (a, b, c))
-    out = np.empty(a.shape, np.float32)
-    lib().repops_fma_f32(_ptr(a), _ptr(b), _ptr(c), _ptr(out), out.size, default_threads())
-    return out
-
-
 def fold(prim, x, axis: int, init: float, keepdims: bool = False) -> np.ndarray:
     """repops.reference.fold.fold with compiled kernels for add and max (other primitives
     use the reference): same order, same bits."""
@@ -117,9 +110,7 @@ def fold(prim, x, axis: int, init: float, keepdims: bool = False) -> np.ndarray:
     return np.expand_dims(out, axis) if keepdims else out
 
 
-def exp(x) -> np.ndarray:
-    """repops.reference.math.exp fused into one pass (same sequence, same bits)."""
-    x = np.ascontiguousarray(np.asarray(x, np.float32))
-    out = np.empty(x.shape, np.float32)
-    lib().repops_exp_f32(_ptr(x), _ptr(out), x.size, default_threads())
-    return out
+def table() -> dict:
+    """The CPU backend table (repops.backends): every entry equals the reference of its name."""
+    from . import elementwise, nn
+    return {**elementwise.table(), **nn.TABLE, "matmul": matmul, "fold": fold}

@@ -18,33 +18,37 @@ from pathlib import Path
 from ..errors import BackendError
 
 KERNELS = Path(__file__).parent / "kernels"
+SHARED = Path(__file__).parent.parent / "kernels"   # per-element code shared with the CUDA kernels
 CACHE = Path(os.environ.get("REPOPS_CACHE", Path(__file__).resolve().parents[2] / ".cache" / "repops"))
 CC = os.environ.get("REPOPS_CC", "gcc")
+# -fno-trapping-math (no FP traps: lets gcc evaluate both arms of a select) and the if-conversion
+# parameter let the branch-free per-element code vectorize; neither changes a value.
 FLAGS = ["-O3", "-std=gnu11", "-fPIC", "-shared", "-fopenmp", "-ffp-contract=off", "-fno-fast-math",
-         "-fno-math-errno", "-Wall", "-Werror"]
+         "-fno-math-errno", "-fno-trapping-math", "--param", "max-tree-if-conversion-phi-args=64", "-Wall", "-Werror"]
 
 _lib = None
 
 
-def library_path() -> Path:
+def library_path(extra: tuple = ()) -> Path:
     if shutil.which(CC) is None:
         raise BackendError(f"C compiler {CC!r} not found: RepOps' CPU kernels are built with it. "
                            "Install gcc (Debian: apt-get install gcc) or set REPOPS_CC.")
     version = subprocess.run([CC, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    sources = sorted(KERNELS.glob("*.[ch]"))
-    h = hashlib.sha256(" ".join(FLAGS + [version]).encode())
+    sources = sorted(KERNELS.glob("*.[ch]")) + sorted(SHARED.glob("*.h"))
+    h = hashlib.sha256(" ".join(FLAGS + list(extra) + [version]).encode())
     for s in sources:
         h.update(s.name.encode() + s.read_bytes())
     return CACHE / f"librepops-{h.hexdigest()[:16]}.so"
 
 
-def build() -> Path:
-    out = library_path()
+def build(extra: tuple = ()) -> Path:
+    """The kernels' shared library (cached); extra: more gcc flags (tests build probes)."""
+    out = library_path(extra)
     if out.exists():
         return out
     CACHE.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".tmp{os.getpid()}.so")
-    cmd = [CC, *FLAGS, *map(str, sorted(KERNELS.glob("*.c"))), "-lm", "-o", str(tmp)]
+    cmd = [CC, *FLAGS, *extra, f"-I{SHARED}", *map(str, sorted(KERNELS.glob("*.c"))), "-lm", "-o", str(tmp)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise BackendError(f"building the RepOps CPU kernels failed:\n$ {' '.join(cmd)}\n{r.stderr}")
@@ -69,10 +73,20 @@ def lib() -> ctypes.CDLL:
         L.repops_matmul_strided_f32.restype = ctypes.c_int
         L.repops_test_set_ftz_daz.argtypes = [ctypes.c_int]
         L.repops_test_set_ftz_daz.restype = ctypes.c_uint
-        L.repops_fma_f32.argtypes = [f32p, f32p, f32p, f32p, ctypes.c_long, ctypes.c_int]
+        L.repops_map_f32.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                     ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+        L.repops_map_f32.restype = ctypes.c_int
         L.repops_fold_f32.argtypes = [ctypes.c_int, f32p, f32p, ctypes.c_long, ctypes.c_long, ctypes.c_float, ctypes.c_int]
         L.repops_fold_f32.restype = ctypes.c_int
-        L.repops_exp_f32.argtypes = [f32p, f32p, ctypes.c_long, ctypes.c_int]
+        vp, lg, i, fl = ctypes.c_void_p, ctypes.c_long, ctypes.c_int, ctypes.c_float
+        L.repops_softmax_f32.argtypes = [i, vp, vp, vp, fl, vp, lg, lg, lg, i]
+        L.repops_softmax_f32.restype = i
+        L.repops_norm_f32.argtypes = [i, vp, vp, vp, vp, fl, vp, vp, vp, vp, vp, lg, lg, i]
+        L.repops_norm_f32.restype = i
+        L.repops_adamw_f32.argtypes = [vp] * 7 + [lg, i]
+        L.repops_adamw_f32.restype = None
+        L.repops_embedding_backward_f32.argtypes = [vp, vp, vp, lg, lg, lg, i]
+        L.repops_embedding_backward_f32.restype = i
         L.repops_mxcsr_get.restype = ctypes.c_uint
         L.repops_mxcsr_set.argtypes = [ctypes.c_uint]
         L.repops_mxcsr_ieee.restype = ctypes.c_uint

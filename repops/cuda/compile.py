@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from ..errors import BackendError
-from .kernels import NVRTC_OPTIONS, SOURCES, sources
+from .kernels import NVRTC_OPTIONS, SOURCES, headers as header_files, sources
 
 CACHE = Path(os.environ.get("REPOPS_CACHE", Path(__file__).resolve().parents[2] / ".cache" / "repops")) / "cuda"
 
@@ -108,7 +108,7 @@ def nvrtc() -> NVRTC:
 
 
 def headers() -> dict[str, str]:
-    return {p.name: p.read_text() for p in sorted(SOURCES.glob("*.cuh"))}
+    return {p.name: p.read_text() for p in header_files()}
 
 
 def compile_source(src: Path | str, arch: str, target: str = "cubin", options=NVRTC_OPTIONS,

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BackendError
-from .kernels import KERNELS, SOURCES, TUNING, defines, sources
+from .kernels import KERNELS, SHARED, SOURCES, TUNING, defines, headers, sources
 
 EMU = Path(__file__).parent / "emu"
 CACHE = Path(os.environ.get("REPOPS_CACHE", Path(__file__).resolve().parents[2] / ".cache" / "repops"))
@@ -89,7 +89,7 @@ def _library(flags: list[str]) -> Path:
                            "(g++ >= 11 for std::barrier; Debian: apt-get install g++) or set REPOPS_CXX")
     src = _launchers()
     h = hashlib.sha256((" ".join(flags) + src).encode())
-    for f in sorted(EMU.glob("*")) + sorted(SOURCES.glob("*")):
+    for f in sorted(EMU.glob("*")) + sources() + headers():
         h.update(f.name.encode() + f.read_bytes())
     out = CACHE / f"libcudaemu-{h.hexdigest()[:16]}.so"
     if out.exists():
@@ -98,7 +98,7 @@ def _library(flags: list[str]) -> Path:
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
         cpp, so = Path(tmp) / "launchers.cpp", Path(tmp) / out.name
         cpp.write_text(src)
-        r = subprocess.run([CXX, *flags, str(cpp), "-I", str(EMU), "-I", str(SOURCES), "-o", str(so)],
+        r = subprocess.run([CXX, *flags, str(cpp), "-I", str(EMU), "-I", str(SOURCES), "-I", str(SHARED), "-o", str(so)],
                            capture_output=True, text=True)
         if r.returncode != 0:
             raise BackendError(f"the CUDA emulator did not build:\n{r.stderr[-4000:]}")

@@ -21,10 +21,15 @@ KERNELS = {
     "prim_from_int32_f32": ("primitives.cu", (CI, Q, MF, Q)),
     "prim_to_int32_f32": ("primitives.cu", (I, CF, Q, MI, Q)),
     "fold_f32": ("fold.cu", (I, CF, MF, Q, Q, CF)),
-    "exp_f32": ("exp.cu", (CF, MF, Q)),
     "matmul_f32": ("matmul.cu", (CF, CF, MF, I, I, I)),
-    "gather_u32": ("movement.cu", (CU, CQ, CU, MU, Q, Q, Q, Q)),
-    "onehot_u32": ("movement.cu", (CQ, CU, Q, CU, Q, MU, Q, Q)),
+    "gather_u32": ("indexing.cu", (CU, CQ, CU, MU, Q, Q, Q, Q)),
+    "onehot_u32": ("indexing.cu", (CQ, CU, Q, CU, Q, MU, Q, Q)),
+    "embedding_backward_f32": ("indexing.cu", (CQ, CF, MF, Q, Q, Q)),
+    "rows_f32": ("nn.cu", (I, CF, CF, I, CB, CF, MF, Q, Q, Q)),
+    "norm_f32": ("nn.cu", (I, CF, CF, I, CF, I, CF, CF, MF, MF, MF, MF, Q, Q)),
+    "colsum_f32": ("nn.cu", (CF, CF, I, MF, I, MF, Q, Q)),
+    "adamw_scalars": ("optim.cu", (MF, MF, CF, MF)),
+    "adamw_f32": ("optim.cu", (MF, CF, MF, MF, CF, CF, Q)),
 }
 
 # Launch geometry. THREADS: elementwise kernels on the GPU. TUNING: compile-time shape of the
@@ -44,5 +49,13 @@ def matmul_geometry(tuning: dict) -> tuple[int, int, int]:
     return bm, bn, (bm // tuning["MATMUL_WM"]) * (bn // tuning["MATMUL_WN"]) * 32
 
 
+SHARED = Path(__file__).parents[1] / "kernels"   # per-element code shared with the CPU kernels
+
+
 def sources() -> list[Path]:
     return sorted(SOURCES.glob("*.cu"))
+
+
+def headers() -> list[Path]:
+    """Every header a kernel may include: ours and the shared per-element code."""
+    return sorted(SOURCES.glob("*.cuh")) + sorted(SHARED.glob("*.h"))

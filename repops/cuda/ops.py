@@ -13,13 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DTypeError
+from ..kernels import MAP_OPS, NORMS, ROWS
 from ..reference import prims as P
 from .kernels import matmul_geometry
 
 F32 = np.float32
-_MAP = {"add": 0, "sub": 1, "mul": 2, "fma": 3, "div": 4, "sqrt": 5, "neg": 6, "abs": 7, "min": 8, "max": 9,
-        "rint": 14, "floor": 15, "trunc": 16, "copy": 21}
-_CMP = {"eq": 10, "lt": 11, "le": 12}
+_CMP = {"eq", "lt", "le"}
+_MAP = {name: code for name, (code, _) in MAP_OPS.items() if name not in _CMP and name != "select"}
 _WORD = {1: np.uint8, 4: np.uint32, 8: np.uint64}  # same-size unsigned type: copies move bits only
 
 
@@ -104,7 +104,7 @@ class Ops:
                 ops += [ops[0]] * (3 - len(ops))  # unused operands: any valid pointer
                 return self._run("prim_map_f32", shape, F32, [op], ops)
         elif name in _CMP:
-            op = _CMP[name]
+            op = MAP_OPS[name][0]
 
             def run(a, b):
                 shape = self._shape(a, b)
@@ -163,14 +163,120 @@ class Ops:
                            fill.view(np.uint32), sf, out.view(np.uint32), rows, n)
         return out
 
-    # -- fused kernels -------------------------------------------------------------------------
-    def exp(self, x):
-        shape = tuple(np.shape(x))
-        x = self._operand(x, shape)[0]  # one element: stride 0 over a 1-element array, read once
-        out = self.xp.empty(shape, F32)
-        if out.size:
-            self.rt.launch("exp_f32", *self._grid(out.size), x, out, out.size)
+    def embedding_backward(self, index, g, num_weights):
+        index = self.contiguous(index, np.int64)
+        g = self.contiguous(g)
+        out = self.fill((num_weights, g.shape[1]), 0.0)  # +0
+        if index.size and g.shape[1]:
+            self.rt.launch("embedding_backward_f32", *self._grid(g.shape[1]), index, g, out, index.size, g.shape[1],
+                           num_weights)
         return out
+
+    # -- row operators, norms, attention, AdamW (kernels/nn.cu, optim.cu) ----------------------
+    def _rows(self, op, x, y, dim, mask=None, scale=1.0):
+        x = self.contiguous(x)
+        y = None if y is None else self.contiguous(y)
+        dim = dim % x.ndim if x.ndim else 0
+        n = x.shape[dim] if x.ndim else 1
+        outer = int(np.prod(x.shape[:dim])) if x.ndim else 1
+        inner = int(np.prod(x.shape[dim + 1:])) if x.ndim else 1
+        out = self.xp.empty(x.shape, F32)
+        if mask is not None:
+            m = self.dev(mask, np.bool_) if self.rt.is_device(mask) else np.asarray(mask, np.bool_)
+            m = self.copy(self.dev(m, np.bool_), x.shape).view(np.uint8)
+        else:
+            m = self.xp.empty((1,), np.uint8)
+        if out.size:
+            self.rt.launch("rows_f32", *self._grid(outer * inner), ROWS[op], x, x if y is None else y,
+                           int(mask is not None), m, self.dev(np.asarray([scale], F32)), out, outer, n, inner)
+        return out
+
+    def softmax(self, x, dim):
+        return self._rows("softmax", x, None, dim)
+
+    def log_softmax(self, x, dim):
+        return self._rows("log_softmax", x, None, dim)
+
+    def softmax_backward(self, g, y, dim):
+        return self._rows("softmax_backward", g, y, dim)
+
+    def log_softmax_backward(self, g, y, dim):
+        return self._rows("log_softmax_backward", g, y, dim)
+
+    def _norm(self, op, a, x, w, b, eps, s0, s1, n, want_dw=False, want_db=False):
+        rows = a.size // n if n else 0
+        out = self.xp.empty(a.shape, F32)
+        wterm = self.xp.empty(a.shape if op.endswith("backward") else (1,), F32)  # the kernel writes it
+        dummy = self.xp.empty((1,), F32)
+        if a.size:
+            self.rt.launch("norm_f32", *self._grid(rows), NORMS[op], a, a if x is None else x, int(w is not None),
+                           dummy if w is None else w, int(b is not None), dummy if b is None else b,
+                           self.dev(np.asarray([eps], F32)), s0, dummy if s1 is None else s1, out, wterm, rows, n)
+        dw = self.xp.empty((n,), F32) if want_dw else None
+        db = self.xp.empty((n,), F32) if want_db else None
+        if (want_dw or want_db) and n:
+            if rows:
+                self.rt.launch("colsum_f32", *self._grid(n), wterm, a, int(want_dw), dummy if dw is None else dw,
+                               int(want_db), dummy if db is None else db, rows, n)
+            else:
+                dw, db = (None if t is None else self.fill((n,), -0.0) for t in (dw, db))
+        return out, dw, db
+
+    def _tail(self, w, shape):
+        return None if w is None else self.copy(self.dev(w), shape)
+
+    def layer_norm(self, x, w, b, eps, nd):
+        x = self.contiguous(x)
+        tail = x.shape[x.ndim - nd:]
+        n = int(np.prod(tail))
+        stat = x.shape[:x.ndim - nd] + (1,) * nd
+        mean, rstd = self.xp.empty(stat, F32), self.xp.empty(stat, F32)
+        y, _, _ = self._norm("layer_norm", x, None, self._tail(w, tail), self._tail(b, tail), eps, mean, rstd, n)
+        return y, mean, rstd
+
+    def layer_norm_backward(self, go, x, mean, rstd, w, nd, want_dw, want_db):
+        go, x = self.contiguous(go), self.contiguous(x)
+        tail = x.shape[x.ndim - nd:]
+        n = int(np.prod(tail))
+        dx, dw, db = self._norm("layer_norm_backward", go, x, self._tail(w, tail), None, 0.0, self.contiguous(mean),
+                                self.contiguous(rstd), n, want_dw, want_db)
+        return dx, None if dw is None else dw.reshape(tail), None if db is None else db.reshape(tail)
+
+    def rms_norm(self, x, w, eps):
+        x = self.contiguous(x)
+        r = self.xp.empty(x.shape[:-1] + (1,), F32)
+        y, _, _ = self._norm("rms_norm", x, None, self._tail(w, x.shape[-1:]), None, eps, r, None, x.shape[-1])
+        return y, r
+
+    def rms_norm_backward(self, g, x, w, r):
+        g, x = self.contiguous(g), self.contiguous(x)
+        dx, dw, _ = self._norm("rms_norm_backward", g, x, self._tail(w, x.shape[-1:]), None, 0.0,
+                               self.contiguous(r), None, x.shape[-1], want_dw=True)
+        return dx, dw
+
+    def attention(self, q, k, v, mask, scale):
+        q, k, v = self.dev(q), self.dev(k), self.dev(v)
+        p = self._rows("attention_rows", self.matmul(q, self.xp.swapaxes(k, -1, -2)), None, -1, mask, scale)
+        return self.matmul(p, v), p
+
+    def attention_backward(self, g, q, k, v, p, mask, scale):
+        g, q, k, v, p = (self.dev(t) for t in (g, q, k, v, p))
+        sw = lambda t: self.xp.swapaxes(t, -1, -2)  # noqa: E731
+        dv = self.matmul(sw(p), g)
+        ds = self._rows("attention_rows_backward", self.matmul(g, sw(v)), p, -1, mask, scale)
+        return self.matmul(ds, k), self.matmul(sw(ds), q), dv
+
+    def adamw(self, p, g, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay):
+        """In place on device arrays (the tensors of repops.ops.adamw_), returned as the new
+        values; host arrays are moved first."""
+        p, m, v, b1t, b2t = (self.contiguous(t) for t in (p, m, v, b1t, b2t))
+        g = self.contiguous(g)
+        c = self.dev(np.array([1.0 - lr * weight_decay, 1.0 - beta1, beta2, 1.0 - beta2, beta1, lr, eps], F32))
+        scal = self.xp.empty((2,), F32)
+        self.rt.launch("adamw_scalars", (1, 1, 1), (1, 1, 1), b1t, b2t, c, scal)
+        if p.size:
+            self.rt.launch("adamw_f32", *self._grid(p.size), p, g, m, v, c, scal, p.size)
+        return p, m, v, b1t, b2t
 
     def fold(self, prim, x, axis: int, init: float, keepdims: bool = False):
         from ..reference.fold import fold as ref_fold
@@ -211,7 +317,9 @@ class Ops:
 
     def table(self) -> dict:
         """The backend table (repops.backends): every primitive, index move and fused kernel."""
-        t = {name: self.prim(name) for name in list(_MAP) + list(_CMP) +
-             ["select", "ldexp", "from_int32", "to_int32_trunc", "to_int32_rne"]}
-        t.update(matmul=self.matmul, fold=self.fold, exp=self.exp, gather=self.gather, onehot=self.onehot)
+        t = {name: self.prim(name) for name in list(MAP_OPS) + ["ldexp", "from_int32", "to_int32_trunc", "to_int32_rne"]}
+        t.update({name: getattr(self, name) for name in (
+            "matmul", "fold", "gather", "onehot", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
+            "layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward", "attention", "attention_backward",
+            "adamw", "embedding_backward")})
         return t

@@ -5,6 +5,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..ops import attention, rms_norm
+
 
 @dataclass(frozen=True)
 class LlamaConfig:
@@ -25,7 +27,8 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d))
 
     def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        """x * rsqrt(mean(x^2) + eps) * weight, as one RepOps op (same bits as the composition)."""
+        return rms_norm(x, self.weight, self.eps)
 
 
 def rope_tables(cfg: LlamaConfig):
@@ -57,9 +60,8 @@ class Attention(nn.Module):
         q, k, v = self.qkv(x).view(B, T, 3, self.h, self.hd).unbind(2)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
         q, k = apply_rope(q, cos[:T], sin[:T]), apply_rope(k, cos[:T], sin[:T])
-        att = (q @ k.transpose(-2, -1)) * (self.hd ** -0.5)
-        att = torch.softmax(att.masked_fill(mask[:T, :T], float("-inf")), dim=-1)
-        return self.out((att @ v).transpose(1, 2).reshape(B, T, D))
+        o = attention(q, k, v, mask[:T, :T], self.hd ** -0.5)  # softmax(q k^T / sqrt(hd), causal) v
+        return self.out(o.transpose(1, 2).reshape(B, T, D))
 
 
 class Block(nn.Module):

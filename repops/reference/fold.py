@@ -18,3 +18,44 @@ def fold(prim, x: np.ndarray, axis: int, init: float, keepdims: bool = False) ->
     for i in range(moved.shape[-1]):
         acc = prim(acc, moved[..., i])
     return np.expand_dims(acc, axis) if keepdims else acc
+
+
+def _dims(x, dims) -> tuple:
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return tuple(range(x.ndim))
+    return tuple(sorted(d % x.ndim for d in ([dims] if isinstance(dims, int) else dims)))
+
+
+def fold_dims(prim, x, dims, init, keepdim=False):
+    """Fold over several dims = over their elements in row-major order (last dim fastest)."""
+    dims = _dims(x, dims)
+    rest = [d for d in range(x.ndim) if d not in dims]
+    moved = np.transpose(x, rest + list(dims))
+    flat = moved.reshape(moved.shape[:len(rest)] + (-1,))
+    # a fresh copy never overlaps x, so the O(1) bounds test is exact here (shares_memory can be slow)
+    if flat.size and not np.may_share_memory(flat, x):  # reshape had to copy: say so (a copy kernel)
+        flat = P.copy(moved).reshape(flat.shape)
+    out = fold(prim, flat, -1, init)
+    if keepdim:
+        out = out.reshape([1 if d in dims else x.shape[d] for d in range(x.ndim)])
+    return out
+
+
+SUM_INIT = -0.0   # the additive identity: sum([x]) == x bit for bit (-0 + -0 = -0)
+
+
+def sum_dims(x, dims, keepdim=False):
+    """sum: fold(add) from -0 over dims (docs/NUMERICS.md §8)."""
+    return fold_dims(P.add, x, dims, SUM_INIT, keepdim)
+
+
+def mean_dims(x, dims, keepdim=False):
+    """mean: sum / n, n the element count as binary32."""
+    n = int(np.prod([x.shape[d] for d in _dims(x, dims)]))
+    s = sum_dims(x, dims, keepdim)
+    return P.div(s, P.const(n, s.shape))
+
+
+def max_dims(x, dims, keepdim=False):
+    """max: fold(max) from -inf over dims (softmax's row maximum)."""
+    return fold_dims(P.max_, x, dims, -np.inf, keepdim)

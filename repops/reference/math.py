@@ -79,6 +79,7 @@ SQRT2 = c(0x3FB504F3)
 LOG_R = [c(b) for b in (0x3E6F265F, 0x3E922CF4, 0x3ECCCCF8, 0x3F2AAAAB)]
 
 
+@P.overridable("log")
 def log(x):
     """Natural log: x = m 2^k with m in [sqrt2/2, sqrt2); f = m - 1 (exact);
     k ln2_hi - ((hfsq - (s (hfsq + R) + k ln2_lo)) - f). x < 0 -> NaN, +-0 -> -inf."""
@@ -111,6 +112,7 @@ ERF_R = [c(b) for b in (0xBC02FDB5, 0x3CAD6637, 0x3D22EF03, 0xBE85C703, 0x3F02DD
 ERF_ONE = c(0x407AE148)      # 3.92: above, erfc(x) < 2^-25 and erf rounds to 1
 
 
+@P.overridable("erf")
 def erf(x):
     """erf in three pieces (|x| < 1 polynomial; exp(-x^2)-scaled tail; +-1), sign restored
     exactly. Accuracy: see NUMERICS.md (measured, not the <= 1 ulp goal of exp/log)."""
@@ -126,6 +128,7 @@ def erf(x):
     return P.select(P.eq(x, x), y, x)                  # NaN in, NaN out
 
 
+@P.overridable("sigmoid")
 def sigmoid(x):
     """e = exp(-|x|) (never overflows); 1/(1 + e) for x >= 0, e/(1 + e) for x < 0, so
     results down in the subnormal range (x > -104) are kept instead of flushed to 0."""
@@ -160,6 +163,7 @@ TANH_SMALL = c(0x3F200000)   # 0.625
 TANH_ONE = c(0x4111999A)     # 9.1: beyond, 1 - tanh < 2^-26 and tanh rounds to +-1
 
 
+@P.overridable("tanh")
 def tanh(x):
     x = P.f32(x)
     k = np.float32
@@ -215,9 +219,11 @@ def _sincos(x):
     return sin_v, cos_v
 
 
+@P.overridable("sin")
 def sin(x):
     return _sincos(x)[0]
 
 
+@P.overridable("cos")
 def cos(x):
     return _sincos(x)[1]

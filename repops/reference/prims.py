@@ -87,6 +87,9 @@ def canon(x: np.ndarray) -> np.ndarray:
     return np.where(nan, CANONICAL_NAN, x).astype(F32) if nan.any() else x
 
 
+OVERRIDABLE: dict = {}  # name -> the reference function a backend may replace (tests drive every one)
+
+
 def overridable(name):
     """Let a backend replace this function (an operator of the reference) by a fused kernel."""
     def deco(f):
@@ -94,6 +97,7 @@ def overridable(name):
             fast = _IMPLS.get().get(name)
             return (fast or f)(*args, **kwargs)
         run.__name__, run.__doc__, run.reference = f.__name__, f.__doc__, f
+        OVERRIDABLE[name] = run
         return run
     return deco
 
@@ -200,6 +204,14 @@ to_int32_rne = _to_int32(np.rint, "to_int32_rne")
 @overridable("copy")
 def copy(a):
     return _record("copy", (a,), np.array(a, dtype=F32, copy=True))
+
+
+def wrote(dst, src):
+    """An in-place op's tensor `dst` (its memory, as an array) now holds `src`: the copy
+    kernel whose output IS dst, so a decomposition says where the mutated tensor's values
+    come from (the op's result is then this kernel's output, never the pre-op input).
+    Nothing runs: the caller already wrote the values."""
+    return _record("copy", (src,), dst)
 
 
 # -- data movement that depends on integer data (docs/NUMERICS.md §10) ---------------------------

@@ -56,12 +56,14 @@ LEVEL3_5 = [A.CorruptValue(step=3, node=10), A.KernelCheat(step=2), A.KernelChea
             # the loss reaches the result only through the last step's trace
             A.KernelCheat(step=5, op="aten.nll_loss_forward.default", kernel=0, ulps=64),
             A.KernelCheat(step=5, op="aten.nll_loss_forward.default", kernel=0, ulps=64, after_commit=True),
-            A.Silent(answers=40), A.LyingDecomposition(step=2), A.BadMerkleProof(step=2)]
+            A.Silent(answers=40), A.LyingDecomposition(step=2), A.BadMerkleProof(step=2), A.InPlaceResultLiar(step=2),
+            # a wrong value inside a fused operator: layer norm, the AdamW step (its last write)
+            A.CorruptValue(step=3, node=3, element=9), A.CorruptValue(step=3, node=52)]
 # where each is decided on chain (LyingDecomposition and BadMerkleProof lie in answers the
 # chain never asks for: their wrong value is caught by the one step)
 SEAT_ORDER = {0, 3, 6, 7, len(LEVEL2) + 2}  # one per kind of decision (level 4 for 3-5: both judges)
 ON_CHAIN_LEVEL = dict(enumerate((2, 2, 1, 2, 2, 2, 2, 2, 2,  # silent(answers=1) runs out of clock at level 1
-                                  5, 5, 4, 3, 5, 5, 4, None, 5, 5)))
+                                  5, 5, 4, 3, 5, 5, 4, None, 5, 5, 4, 5, 5)))
 assert len(ON_CHAIN_LEVEL) == len(LEVEL2 + LEVEL3_5)
 @pytest.mark.parametrize("honest_first", [True, False], ids=["honest-first", "honest-second"])
 @pytest.mark.parametrize("index", range(len(LEVEL2 + LEVEL3_5)),
@@ -185,3 +187,37 @@ def test_a_pair_gets_one_match(chain, setup):
         with pytest.raises(TransactionReverted) as e:
             v.open_match(jid, x, y)
         assert e.value.error == "AlreadyOpen" and e.value.args_ == (m,)
+
+
+@pytest.fixture(scope="module")
+def llama_setup(tmp_path_factory):
+    from offchain.protocol.corpus import token_rows
+    from offchain.protocol.dataset import write_job
+    d = tmp_path_factory.mktemp("onchain-llama")
+    cfg = {"vocab": 256, "d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "max_seq": 8}
+    job = load(write_job(d / "job", "llama", cfg, {"tokens": token_rows(8, rows=32)}, steps=4, batch_size=2, fanout=2,
+                         chunk=64))
+    honest = Trainer(job, d / "honest", "honest")
+    honest.train()
+    return job, Context(job), honest, d
+
+
+@pytest.mark.anvil
+@pytest.mark.parametrize("op,element", [("repops.attention.default", 37), ("repops.rms_norm.default", 9),
+                                        ("repops.attention_backward.default", 200)])
+def test_a_wrong_value_inside_a_fused_llama_operator_ends_in_one_primitive_on_chain(anvil, llama_setup, op, element):
+    """The cheat sits inside one of RepOps' fused operators (attention, RMSNorm): levels 3-5
+    decompose it into kernels, elements and one Float32.sol primitive, which decides."""
+    from offchain.protocol.trace import decode_structure
+    job, ctx, honest, d = llama_setup
+    node = [decode_structure(x)[0] for x in ctx.graph.structures].index(op)
+    bad = Trainer(job, d / f"bad-{op}", "cheater", behaviour=A.CorruptValue(step=2, node=node, element=element))
+    assert bad.train() != honest.final_claim(), "the cheat must change the result"
+    v = Verde.deploy(anvil)
+    seats = [(anvil.accounts[2], honest), (anvil.accounts[3], bad)]
+    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, anvil.accounts[1])
+    m = v.open_match(jid, seats[0][0].address, seats[1][0].address)
+    v.play(m, seats, ctx, max_rounds=150)
+    decided = v.decision(m)
+    assert decided["winner"] == seats[0][0].address and decided["level"] == 5, decided
+    assert v.owed(seats[0][0].address) == PAY + 2 * STAKE and v.owed(seats[1][0].address) == 0

@@ -19,9 +19,9 @@ ADVERSARIES = [
     A.Lazy(start=3), A.StopsEarly(steps_done=2), A.PoisonedData(step=3), A.WrongHyperParameter(),
     A.CorruptValue(step=2, node=10), A.NativeKernel(step=2), A.TamperedInput(step=2), A.ExtraOp(step=LAST),
     A.InconsistentOpening(), A.BadMerkleProof(step=2, node=10),
-    A.ForgedCheckpoint(step=2), A.Silent(answers=3), A.CorruptValue(step=LAST, node=150, element=3),
+    A.ForgedCheckpoint(step=2), A.Silent(answers=3), A.CorruptValue(step=LAST, node=52),
     A.KernelCheat(step=2, element=5), A.KernelCheat(step=3, element=5, from_end=2, after_commit=True),
-    A.LyingDecomposition(step=2, node=10),
+    A.LyingDecomposition(step=2, node=10), A.InPlaceResultLiar(step=2),
 ]
 
 
@@ -155,11 +155,15 @@ def llama(tmp_path_factory):
 
 
 @pytest.mark.parametrize("make", [
-    lambda ops: A.CorruptValue(step=2, node=ops.index("aten._softmax.default"), element=5 * 16 + 3),
+    lambda ops: A.CorruptValue(step=2, node=ops.index("repops.attention.default"), element=5 * 16 + 3),
+    lambda ops: A.CorruptValue(step=2, node=ops.index("repops.attention_backward.default"), element=100),
+    lambda ops: A.CorruptValue(step=1, node=ops.index("repops.rms_norm.default"), element=2),
+    lambda ops: A.CorruptValue(step=1, node=ops.index("repops.rms_norm_backward.default"), element=2),
     lambda ops: A.CorruptValue(step=1, node=ops.index("aten.silu.default"), element=2),
     lambda ops: A.TamperedInput(step=2, op="aten.mm.default", element=100),
     lambda ops: A.ForgedCheckpoint(step=1, tensor=3),
-], ids=["softmax-value", "silu-value", "tampered-mm", "forged-checkpoint"])
+], ids=["attention-value", "attention-backward-value", "rms-norm-value", "rms-norm-backward-value", "silu-value",
+        "tampered-mm", "forged-checkpoint"])
 def test_llama_job_disputes(llama, tmp_path, make):
     from offchain.protocol.trace import decode_structure
     job, ctx, hon = llama

@@ -20,9 +20,9 @@ int repops_fold_f32(int op, const float *x, float *out, long rows, long n, float
             if (op == FOLD_ADD)
                 for (long r = r0; r < r1; r++) acc[r - r0] = acc[r - r0] + x[r * n + i];
             else
-                for (long r = r0; r < r1; r++) acc[r - r0] = repops_max(acc[r - r0], x[r * n + i]);
+                for (long r = r0; r < r1; r++) acc[r - r0] = rp_max(acc[r - r0], x[r * n + i]);
         }
-        for (long r = r0; r < r1; r++) out[r] = repops_canon(acc[r - r0]);
+        for (long r = r0; r < r1; r++) out[r] = rp_canon(acc[r - r0]);
         _mm_setcsr(old);
     }
     return 0;

@@ -4,32 +4,16 @@
 #ifndef REPOPS_COMMON_CUH
 #define REPOPS_COMMON_CUH
 
-#define REPOPS_CANONICAL_NAN 0x7FC00000u
-
-__device__ __forceinline__ float repops_f32(unsigned int bits) { return __uint_as_float(bits); }
-
-__device__ __forceinline__ float repops_canon(float x) {
-    return x != x ? __uint_as_float(REPOPS_CANONICAL_NAN) : x;
-}
-
-// IEEE 754-2019 maximum / minimum: NaN propagates, -0 < +0 (fmaxf/fminf do neither).
-__device__ __forceinline__ float repops_max(float a, float b) {
-    if (a != a || b != b) return __uint_as_float(REPOPS_CANONICAL_NAN);
-    if (a == b) return (__float_as_uint(a) >> 31) ? b : a;
-    return a > b ? a : b;
-}
-
-__device__ __forceinline__ float repops_min(float a, float b) {
-    if (a != a || b != b) return __uint_as_float(REPOPS_CANONICAL_NAN);
-    if (a == b) return (__float_as_uint(a) >> 31) ? a : b;
-    return a < b ? a : b;
-}
+// The per-element arithmetic (canonical NaN, IEEE-2019 min/max, the transcendentals and
+// activations) is repops/kernels/elementwise.h, shared with the CPU kernels.
+#define REPOPS_CUDA 1
+#include "elementwise.h"
 
 // x * 2^n rounded once: exact in binary64 for |n| <= 400, then one RNE conversion.
 __device__ __forceinline__ float repops_ldexp(float x, int n) {
     n = n < -400 ? -400 : (n > 400 ? 400 : n);
     double s = __longlong_as_double((long long)(n + 1023) << 52);
-    return repops_canon(__double2float_rn((double)x * s));
+    return rp_canon(__double2float_rn((double)x * s));
 }
 
 // Saturating conversions; NaN -> 0 (the soft-float's to_int32_*).

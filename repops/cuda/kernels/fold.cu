@@ -9,7 +9,7 @@ extern "C" __global__ void fold_f32(int op, const float *x, float *out, long lon
         float acc = init[0];
         for (long long i = 0; i < n; i++) {
             float v = x[i * rows + r];
-            acc = op == 0 ? repops_canon(acc + v) : repops_max(acc, v);
+            acc = op == 0 ? rp_canon(acc + v) : rp_max(acc, v);
         }
         out[r] = acc;
     }

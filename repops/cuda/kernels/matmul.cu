@@ -149,8 +149,8 @@ matmul_f32(const float *__restrict__ A, const float *__restrict__ B, float *__re
         for (int h = 0; h < 2; h++) {
             const long long c = col0 + wn + h * (WN / 2) + ln;
             float *p = C + r * N + c;
-            float4 v = make_float4(repops_canon(acc[i][4 * h]), repops_canon(acc[i][4 * h + 1]),
-                                   repops_canon(acc[i][4 * h + 2]), repops_canon(acc[i][4 * h + 3]));
+            float4 v = make_float4(rp_canon(acc[i][4 * h]), rp_canon(acc[i][4 * h + 1]),
+                                   rp_canon(acc[i][4 * h + 2]), rp_canon(acc[i][4 * h + 3]));
             if (vecc && c + 3 < N) {
                 *reinterpret_cast<float4 *>(p) = v;
             } else {

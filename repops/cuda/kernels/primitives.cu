@@ -1,6 +1,8 @@
-// The binary32 primitives (offchain/softfloat.py PRIMITIVES; same opcodes), one output per
-// thread. Operand strides are 1 (a full array) or 0 (a broadcast scalar): general
-// broadcasting is materialised by the caller, an exact copy.
+// The binary32 primitives (offchain/softfloat.py PRIMITIVES; same opcodes) and the fused
+// activations (opcodes 100+: repops/kernels/elementwise.h, the opcodes of the CPU kernel
+// repops/cpu/kernels/elementwise.c), one output per thread. Operand strides are 1 (a full
+// array) or 0 (a broadcast scalar): general broadcasting is materialised by the caller, an
+// exact copy.
 #include "common.cuh"
 
 extern "C" __global__ void prim_map_f32(int op, const float *a, long long sa, const float *b, long long sb,
@@ -11,19 +13,34 @@ extern "C" __global__ void prim_map_f32(int op, const float *a, long long sa, co
             case 0: y = b[i * sb]; r = x + y; break;
             case 1: y = b[i * sb]; r = x - y; break;
             case 2: y = b[i * sb]; r = x * y; break;
-            case 3: r = __fmaf_rn(x, b[i * sb], c[i * sc]); break;
+            case 3: r = RP_FMA(x, b[i * sb], c[i * sc]); break;
             case 4: y = b[i * sb]; r = x / y; break;
             case 5: r = sqrtf(x); break;
             case 6: r = __uint_as_float(__float_as_uint(x) ^ 0x80000000u); break;
             case 7: r = __uint_as_float(__float_as_uint(x) & 0x7FFFFFFFu); break;
-            case 8: r = repops_min(x, b[i * sb]); break;
-            case 9: r = repops_max(x, b[i * sb]); break;
+            case 8: r = rp_min(x, b[i * sb]); break;
+            case 9: r = rp_max(x, b[i * sb]); break;
             case 14: r = rintf(x); break;
             case 15: r = floorf(x); break;
             case 16: r = truncf(x); break;
+            case 100: r = rp_exp(x); break;
+            case 101: r = rp_log(x); break;
+            case 102: r = rp_sigmoid(x); break;
+            case 103: r = rp_tanh(x); break;
+            case 104: r = rp_erf(x); break;
+            case 105: r = rp_sin(x); break;
+            case 106: r = rp_cos(x); break;
+            case 107: r = rp_silu(x); break;
+            case 108: r = rp_gelu(x); break;
+            case 109: r = rp_gelu_tanh(x); break;
+            case 120: r = rp_silu_backward(x, b[i * sb]); break;
+            case 121: r = rp_gelu_backward(x, b[i * sb]); break;
+            case 122: r = rp_gelu_tanh_backward(x, b[i * sb]); break;
+            case 123: r = rp_tanh_backward(x, b[i * sb]); break;
+            case 124: r = rp_sigmoid_backward(x, b[i * sb]); break;
             default: out[i] = x; continue;     // 21 copy: data movement, bits unchanged
         }
-        out[i] = repops_canon(r);
+        out[i] = rp_canon(r);
     }
 }
 
@@ -39,7 +56,7 @@ extern "C" __global__ void prim_compare_f32(int op, const float *a, long long sa
 // select (13): cond ? a : b.
 extern "C" __global__ void prim_select_f32(const unsigned char *cond, long long scond, const float *a, long long sa,
                                            const float *b, long long sb, float *out, long long n) {
-    REPOPS_FOR_EACH(i, n) out[i] = repops_canon(cond[i * scond] ? a[i * sa] : b[i * sb]);
+    REPOPS_FOR_EACH(i, n) out[i] = rp_canon(cond[i * scond] ? a[i * sa] : b[i * sb]);
 }
 
 // ldexp (17).

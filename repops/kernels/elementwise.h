@@ -1,0 +1,243 @@
+/* Per-element sequences of RepOps' transcendentals and activations, written ONCE for both
+ * compiled backends: gcc (repops/cpu/kernels, auto-vectorized) and CUDA C (NVRTC and the
+ * CPU emulator, repops/cuda/kernels, which define REPOPS_CUDA first).
+ *
+ * Each function is, step for step, the primitive sequence of the numpy reference
+ * (repops/reference/math.py, repops/reference/nn.py: the spec): the same binary32
+ * constants, the same operations in the same order, each one IEEE operation rounded once
+ * (no contraction: gcc -ffp-contract=off, NVRTC --fmad=false; fma only as RP_FMA), so the
+ * bits equal the reference's by construction, and the tests check it. Intermediate NaNs
+ * may carry other payloads than the reference's canonical one; no step reads a NaN's sign
+ * or payload, and every kernel canonicalises what it stores (rp_canon).
+ *
+ * Written branch-free (ternaries of side-effect-free operands) so gcc if-converts and
+ * vectorizes the loops that call them (-fno-trapping-math lets it evaluate both arms). */
+#ifndef REPOPS_ELEMENTWISE_H
+#define REPOPS_ELEMENTWISE_H
+
+#ifdef REPOPS_CUDA
+#define RP_FN __device__ __forceinline__
+#define RP_FMA(a, b, c) __fmaf_rn((a), (b), (c))
+#define RP_F32(u) __uint_as_float(u)
+#define RP_U32(f) __float_as_uint(f)
+#define RP_INF __uint_as_float(0x7F800000u)
+#else
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#define RP_FN static inline __attribute__((always_inline))
+#ifdef REPOPS_FMA_PROBE /* tests: every spec fma a rounded multiply and add, so any fma left was made up */
+#define RP_FMA(a, b, c) ((a) * (b) + (c))
+#else
+#define RP_FMA(a, b, c) fmaf((a), (b), (c))
+#endif
+RP_FN float rp_f32_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+RP_FN uint32_t rp_u32_of(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+#define RP_F32(u) rp_f32_of(u)
+#define RP_U32(f) rp_u32_of(f)
+#define RP_INF INFINITY
+#endif
+#define RP_C(bits) RP_F32(bits##u)
+#define RP_NAN RP_C(0x7FC00000)
+
+RP_FN float rp_canon(float x) { return x != x ? RP_NAN : x; }
+
+/* IEEE 754-2019 maximum / minimum: NaN propagates, -0 < +0. */
+RP_FN float rp_max(float a, float b) {
+    float m = a > b ? a : b;
+    m = a == b ? ((RP_U32(a) >> 31) ? b : a) : m;
+    return ((a != a) | (b != b)) ? RP_NAN : m;
+}
+RP_FN float rp_min(float a, float b) {
+    float m = a < b ? a : b;
+    m = a == b ? ((RP_U32(a) >> 31) ? a : b) : m;
+    return ((a != a) | (b != b)) ? RP_NAN : m;
+}
+
+/* 2^e for e in [-126, 127], exact. */
+RP_FN float rp_pow2(int e) { return RP_F32((unsigned)(e + 127) << 23); }
+
+/* exp (math.exp): clamp, n = rint(x log2e), two-part Cody-Waite, degree-5 Horner, ldexp as
+ * (p 2^n1) 2^n2 with n1 = clamp(n, -100, 127): the first product is exact, the second rounds
+ * once, which is ldexp's rounding. */
+RP_FN float rp_exp(float x) {
+    const float OVER = RP_C(0x42B17218), UNDER = RP_C(0xC2D00000);
+    /* = min(max(x, UNDER), OVER) for every non-NaN x (the bounds are not zeros); a NaN
+     * gives UNDER here and NaN at the end, as in the reference */
+    float xc = x > UNDER ? x : UNDER;
+    xc = xc < OVER ? xc : OVER;
+    float n = rintf(xc * RP_C(0x3FB8AA3B));
+    float r = RP_FMA(-n, RP_C(0x3F317200), xc);
+    r = RP_FMA(-n, RP_C(0x35BFBE8E), r);
+    float q = RP_FMA(RP_C(0x3950AF03), r, RP_C(0x3AB6A7A0));
+    q = RP_FMA(q, r, RP_C(0x3C088860));
+    q = RP_FMA(q, r, RP_C(0x3D2AAA70));
+    q = RP_FMA(q, r, RP_C(0x3E2AAAAB));
+    q = RP_FMA(q, r, RP_C(0x3F000000));
+    float p = RP_FMA(r * r, q, r) + 1.0f;
+    int ni = (int)n; /* integral, in [-150, 128] */
+    int n1 = ni < -100 ? -100 : (ni > 127 ? 127 : ni);
+    float y = (p * rp_pow2(n1)) * rp_pow2(ni - n1);
+    y = OVER <= x ? RP_INF : y;
+    return x != x ? RP_NAN : y;
+}
+
+/* log (math.log): x = m 2^e exactly (m in [1, 2); what frexp1's exact binary search gives),
+ * m halved above sqrt2, f = m - 1, s = f/(2+f), degree-3 Horner in s^2, fdlibm's recombination. */
+RP_FN float rp_log(float x) {
+    float safe = (0.0f < x) ? (x < RP_INF ? x : 1.0f) : 1.0f;
+    unsigned u = RP_U32(safe);
+    int sub = u < 0x00800000u; /* subnormal: scale by 2^64 first (exact) */
+    unsigned us = RP_U32(safe * RP_C(0x5F800000));
+    unsigned v = sub ? us : u;
+    float m = RP_F32((v & 0x007FFFFFu) | 0x3F800000u);
+    float e = (float)((int)(v >> 23) - 127 - (sub ? 64 : 0));
+    int up = RP_C(0x3FB504F3) < m;
+    m = up ? m * 0.5f : m;
+    e = up ? e + 1.0f : e;
+    float f = m - 1.0f;
+    float s = f / (2.0f + f);
+    float z = s * s;
+    float h = RP_FMA(RP_C(0x3E6F265F), z, RP_C(0x3E922CF4));
+    h = RP_FMA(h, z, RP_C(0x3ECCCCF8));
+    h = RP_FMA(h, z, RP_C(0x3F2AAAAB));
+    float R = z * h;
+    float hfsq = (0.5f * f) * f;
+    float t = RP_FMA(e, RP_C(0x35BFBE8E), s * (hfsq + R));
+    float y = RP_FMA(e, RP_C(0x3F317200), -((hfsq - t) - f));
+    y = x == RP_INF ? RP_INF : y;
+    y = x == 0.0f ? -RP_INF : y;
+    y = x < 0.0f ? RP_NAN : y;
+    return x == x ? y : RP_NAN;
+}
+
+/* sigmoid (math.sigmoid): e = exp(-|x|); 1/(1+e) or e/(1+e). */
+RP_FN float rp_sigmoid(float x) {
+    float e = rp_exp(-fabsf(x));
+    float d = 1.0f + e;
+    return x < 0.0f ? e / d : 1.0f / d;
+}
+
+/* erf (math.erf): x P(x^2) below 1; 1 - exp(-x^2) R(1/|x|) up to 3.92; 1 beyond; sign restored. */
+RP_FN float rp_erf(float x) {
+    float a = fabsf(x), z = x * x;
+    float p = RP_FMA(RP_C(0x38A6609F), z, RP_C(0xBA52A0F1));
+    p = RP_FMA(p, z, RP_C(0x3BAA1B19));
+    p = RP_FMA(p, z, RP_C(0xBCDBFFDB));
+    p = RP_FMA(p, z, RP_C(0x3DE716B2));
+    p = RP_FMA(p, z, RP_C(0xBEC093A0));
+    p = RP_FMA(p, z, RP_C(0x3F906EBB));
+    float small = x * p;
+    float w = 1.0f / rp_max(a, 1.0f);
+    float q = RP_FMA(RP_C(0xBC02FDB5), w, RP_C(0x3CAD6637));
+    q = RP_FMA(q, w, RP_C(0x3D22EF03));
+    q = RP_FMA(q, w, RP_C(0xBE85C703));
+    q = RP_FMA(q, w, RP_C(0x3F02DD89));
+    q = RP_FMA(q, w, RP_C(0xBEF4CC16));
+    q = RP_FMA(q, w, RP_C(0x3D3351B8));
+    q = RP_FMA(q, w, RP_C(0x3F0F0C0C));
+    q = RP_FMA(q, w, RP_C(0x3996715C));
+    float tail = 1.0f - rp_exp(-z) * q;
+    tail = a < RP_C(0x407AE148) ? tail : 1.0f;
+    float big = x < 0.0f ? -tail : tail;
+    float y = a < 1.0f ? small : big;
+    return x == x ? y : RP_NAN;
+}
+
+/* tanh (math.tanh): four pieces, selected in the reference's order. A middle piece is
+ * c_hi + fma(t, P(t), c_lo), t = |x| - C0, P of degree 9 (Horner from the highest). */
+#define RP_TANH_PIECE(a, c0, hi, lo, k0, k1, k2, k3, k4, k5, k6, k7, k8, k9)                          \
+    (RP_FMA((a) - RP_C(c0),                                                                           \
+            RP_FMA(RP_FMA(RP_FMA(RP_FMA(RP_FMA(RP_FMA(RP_FMA(RP_FMA(RP_FMA(RP_C(k0), (a) - RP_C(c0), RP_C(k1)), \
+                (a) - RP_C(c0), RP_C(k2)), (a) - RP_C(c0), RP_C(k3)), (a) - RP_C(c0), RP_C(k4)),        \
+                (a) - RP_C(c0), RP_C(k5)), (a) - RP_C(c0), RP_C(k6)), (a) - RP_C(c0), RP_C(k7)),       \
+                (a) - RP_C(c0), RP_C(k8)), (a) - RP_C(c0), RP_C(k9)),                                   \
+            RP_C(lo)) + RP_C(hi))
+RP_FN float rp_tanh(float x) {
+    const float ONE = RP_C(0x4111999A);
+    float a = fabsf(x), z = x * x;
+    float p = RP_FMA(RP_C(0xBA53BB26), z, RP_C(0x3B540429));
+    p = RP_FMA(p, z, RP_C(0xBC0F7130));
+    p = RP_FMA(p, z, RP_C(0x3CB300F5));
+    p = RP_FMA(p, z, RP_C(0xBD5D0C09));
+    p = RP_FMA(p, z, RP_C(0x3E088884));
+    p = RP_FMA(p, z, RP_C(0xBEAAAAAB));
+    float small = RP_FMA(x * z, p, x);
+    float e = rp_exp(2.0f * rp_min(a, ONE));
+    float y = 1.0f - 2.0f / (e + 1.0f);
+    y = a < ONE ? y : 1.0f;
+    y = a < RP_C(0x3FB80000) ? RP_TANH_PIECE(a, 0x3FA40000, 0x3F5B5866, 0xB10976EB, 0xBA4F360E, 0x3ABEF0AD, 0xB9E23272,
+                                              0xBB9E83F1, 0x3C67D333, 0xBC86B314, 0xBC7BCFD7, 0x3DDA3B94, 0xBE694384,
+                                              0x3E881F46) : y;
+    y = a < RP_C(0x3F900000) ? RP_TANH_PIECE(a, 0x3F800000, 0x3F42F7D6, 0xB2AEB0C7, 0x39074DD7, 0x3B52E841, 0xBBE12F91,
+                                              0x3B1FD4F8, 0x3C9B0302, 0xBD3DACE2, 0x3CE3048B, 0x3DD42E91, 0xBEA3C361,
+                                              0x3ED706E0) : y;
+    y = a < RP_C(0x3F600000) ? RP_TANH_PIECE(a, 0x3F400000, 0x3F22991F, 0x322A5E45, 0x3B9004A3, 0xBB0720F3, 0xBC2A570D,
+                                              0x3CB1554D, 0xBA82E12E, 0xBD83256F, 0x3DCC4AB3, 0x3D2B402C, 0xBEC201EA,
+                                              0x3F18B9D9) : y;
+    y = x < 0.0f ? -y : y;
+    y = a < RP_C(0x3F200000) ? small : y;
+    y = x == 0.0f ? x : y;
+    return x == x ? y : RP_NAN;
+}
+
+/* sin and cos (math._sincos): n = rint(x 2/pi), r = x - n pi/2 in three fma steps, clamped
+ * to +-0.79, quadrant q = n - 4 floor(n/4), degree-3 polynomials, signs by quadrant. */
+RP_FN float rp_sincos(float x, int want_cos) {
+    const float CL = RP_C(0x3F4A3D71);
+    float n = rintf(x * RP_C(0x3F22F983));
+    float r = RP_FMA(-n, RP_C(0x3FC90000), x);
+    r = RP_FMA(-n, RP_C(0x39FDA000), r);
+    r = RP_FMA(-n, RP_C(0x33A22169), r);
+    r = rp_min(rp_max(r, -CL), CL);
+    float q = n - 4.0f * floorf(n * 0.25f);
+    float z = r * r;
+    float s = RP_FMA(RP_C(0x363665BB), z, RP_C(0xB95007B0));
+    s = RP_FMA(s, z, RP_C(0x3C088884));
+    s = RP_FMA(s, z, RP_C(0xBE2AAAAB));
+    s = RP_FMA(r * z, s, r);
+    float c = RP_FMA(RP_C(0xB4920B86), z, RP_C(0x37D0085B));
+    c = RP_FMA(c, z, RP_C(0xBAB60B5C));
+    c = RP_FMA(c, z, RP_C(0x3D2AAAAB));
+    c = RP_FMA(z * z, c, 1.0f - 0.5f * z);
+    int odd = (q - 2.0f * floorf(q * 0.5f)) == 1.0f;
+    float sv = odd ? c : s, cv = odd ? s : c;
+    sv = 2.0f <= q ? -sv : sv;
+    cv = (q == 1.0f) | (q == 2.0f) ? -cv : cv;
+    return want_cos ? cv : sv;
+}
+RP_FN float rp_sin(float x) { return rp_sincos(x, 0); }
+RP_FN float rp_cos(float x) { return rp_sincos(x, 1); }
+
+/* -- activations (repops/reference/nn.py) and their gradients ------------------------------------ */
+#define RP_SQRT1_2 RP_C(0x3F3504F3)      /* RN(1/sqrt 2) */
+#define RP_INV_SQRT_2PI RP_C(0x3ECC422A) /* RN(1/sqrt(2 pi)) */
+#define RP_SQRT_2_OVER_PI RP_C(0x3F4C422A) /* RN(sqrt(2/pi)) */
+#define RP_GELU_KAPPA RP_C(0x3D372713)   /* RN(0.044715) */
+#define RP_GELU_3KAPPA RP_C(0x3E095D4F)  /* RN(3 * 0.044715) */
+
+RP_FN float rp_silu(float x) { return x * rp_sigmoid(x); }
+RP_FN float rp_silu_backward(float g, float x) {
+    float s = rp_sigmoid(x);
+    return g * (s * (1.0f + x * (1.0f - s)));
+}
+RP_FN float rp_gelu(float x) { return (0.5f * x) * (1.0f + rp_erf(x * RP_SQRT1_2)); }
+RP_FN float rp_gelu_backward(float g, float x) {
+    float cdf = 0.5f * (1.0f + rp_erf(x * RP_SQRT1_2));
+    float pdf = rp_exp(-0.5f * (x * x)) * RP_INV_SQRT_2PI;
+    return g * (cdf + x * pdf);
+}
+RP_FN float rp_gelu_tanh(float x) {
+    float u = RP_SQRT_2_OVER_PI * (x + RP_GELU_KAPPA * ((x * x) * x));
+    return (0.5f * x) * (1.0f + rp_tanh(u));
+}
+RP_FN float rp_gelu_tanh_backward(float g, float x) {
+    float x2 = x * x;
+    float t = rp_tanh(RP_SQRT_2_OVER_PI * (x + RP_GELU_KAPPA * (x2 * x)));
+    float left = 0.5f * (1.0f + t);
+    float right = (((0.5f * x) * (1.0f - t * t)) * RP_SQRT_2_OVER_PI) * (1.0f + RP_GELU_3KAPPA * x2);
+    return g * (left + right);
+}
+RP_FN float rp_tanh_backward(float g, float y) { return g * (1.0f - y * y); }
+RP_FN float rp_sigmoid_backward(float g, float y) { return g * (y * (1.0f - y)); }
+#endif

@@ -1,0 +1,171 @@
+"""Sample arguments for every overridable reference function (repops.reference.prims.OVERRIDABLE):
+the one table the backend tests run every kernel of every backend on. Each entry: name ->
+function(rng, values) -> list of argument tuples; `values(shape)` draws float32 operands of
+one flavour (normal, specials, subnormal-heavy, signed zeros)."""
+import numpy as np
+
+from repops.reference import prims as P
+
+F32 = np.float32
+SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1.1754942e-38, 3.4028235e38, -3.4028235e38,
+                     1.0, -1.0, 0.5, 2.5, -2.5], F32)
+
+
+def flavours(rng):
+    """name -> values(shape): the operand flavours every kernel meets."""
+    def normal(*shape):
+        return (rng.standard_normal(shape) * 2).astype(F32)
+
+    def special(*shape):
+        x = normal(*shape)
+        f = x.reshape(-1)
+        f[::4] = SPECIALS[rng.integers(0, SPECIALS.size, f[::4].size)]
+        f[1::7] = rng.integers(1, 1 << 23, f[1::7].size).astype(np.uint32).view(F32)
+        if f.size > 3:
+            f[3] = np.uint32(0x7FA00001).view(F32)  # a NaN with a payload
+        return x
+
+    def subnormal(*shape):
+        x = normal(*shape)
+        f = x.reshape(-1)
+        f[::2] *= F32(2.0 ** -135)
+        return x
+
+    def signed_zero(*shape):
+        x = normal(*shape)
+        f = x.reshape(-1)
+        f[::3] = F32(-0.0)
+        f[1::3] = F32(0.0)
+        return x
+    return {"normal": normal, "special": special, "subnormal": subnormal, "signed_zero": signed_zero}
+
+
+def _unary(rng, v):
+    return [(v(1031),), (v(7, 33),), (P.const(-0.0, (5,)),), (v(3, 4)[:, ::2],)]
+
+
+def _binary(rng, v):
+    return [(v(1031), v(1031)), (v(6, 7), v(7)), (v(5, 1), F32(-0.0)), (F32(1e-45), v(9)), (v(4, 6).T, v(6, 4))]
+
+
+def _ternary(rng, v):
+    return [(v(257), v(257), v(257)), (v(4, 5), F32(1.5), v(5)), (v(3, 1), v(1, 4), P.const(-0.0, (3, 4)))]
+
+
+def _select(rng, v):
+    c = rng.integers(0, 2, 257).astype(bool)
+    return [(c, v(257), v(257)), (c[:20].reshape(4, 5), F32(-0.0), v(5)), (np.bool_(True), v(9), v(9))]
+
+
+def _compare(rng, v):
+    a, b = v(257), v(257)
+    b[::2] = a[::2]
+    return [(a, b), (v(4, 5), F32(0.0)), (F32(-0.0), v(6))]
+
+
+def _ldexp(rng, v):
+    e = rng.integers(-300, 300, 257).astype(np.int32)
+    e[:6] = [-1000, 1000, -149, 127, 128, -126]
+    return [(v(257), e), (v(4, 5), np.int32(-140))]
+
+
+def _to_int(rng, v):
+    return [(v(257),), (np.array([2.0 ** 31, -2.0 ** 31, 2.0 ** 31 - 128, 1e10, -0.5, 2.5], F32),)]
+
+
+def _from_int(rng, v):
+    x = rng.integers(-2 ** 31, 2 ** 31, 257, dtype=np.int64).astype(np.int32)
+    x[:4] = [0, -1, 2 ** 31 - 1, -2 ** 31]
+    return [(x,)]
+
+
+def _rows(rng, v):
+    return [(v(7, 33), -1), (v(5, 6, 9), 1), (v(40, 1), -1), (v(3, 300), -1), (v(17, 4, 5), 0), (v(1, 1), 0)]
+
+
+def _rows2(rng, v):
+    return [(v(*s), v(*s), d) for s, d in (((7, 33), -1), ((5, 6, 9), 1), ((17, 4, 5), 0), ((2, 1), -1))]
+
+
+def _layer_norm(rng, v):
+    return [(v(6, 10), v(10), v(10), 1e-5, 1), (v(2, 3, 8), None, None, 1e-5, 1), (v(4, 3, 5), v(3, 5), None, 1e-5, 2),
+            (v(50, 64), v(64), v(64), 1e-6, 1)]
+
+
+def _layer_norm_backward(rng, v):
+    out = []
+    for x, w, b, eps, nd in _layer_norm(rng, v):
+        from repops.reference.nn import layer_norm
+        _, mean, rstd = layer_norm.reference(x, w, b, eps, nd)
+        out.append((v(*x.shape), x, mean, rstd, w, nd, w is not None, b is not None))
+    return out
+
+
+def _rms_norm(rng, v):
+    return [(v(6, 10), v(10), 1e-5), (v(2, 3, 8), v(8), 1e-6), (v(50, 64), v(64), 1e-5)]
+
+
+def _rms_norm_backward(rng, v):
+    from repops.reference.nn import rms_norm
+    return [(v(*x.shape), x, w, rms_norm.reference(x, w, eps)[1]) for x, w, eps in _rms_norm(rng, v)]
+
+
+def _attention(rng, v):
+    mask = np.triu(np.ones((7, 7), bool), 1)
+    return [(v(2, 3, 7, 4), v(2, 3, 7, 4), v(2, 3, 7, 4), mask, 0.5), (v(1, 2, 7, 8), v(1, 2, 7, 8), v(1, 2, 7, 8), None, 0.125),
+            (v(2, 5, 3), v(2, 5, 3), v(2, 5, 2), np.zeros((5, 5), bool), 1.0)]
+
+
+def _attention_backward(rng, v):
+    from repops.reference.nn import attention
+    out = []
+    for q, k, vv, mask, scale in _attention(rng, v):
+        _, p = attention.reference(q, k, vv, mask, scale)
+        out.append((v(*q.shape[:-1], vv.shape[-1]), q, k, vv, p, mask, scale))
+    return out
+
+
+def _adamw(rng, v):
+    return [(v(n), v(n), v(n), np.abs(v(n)), np.asarray(b1t, F32), np.asarray(b2t, F32), lr, 0.9, 0.999, 1e-8, wd)
+            for n, b1t, b2t, lr, wd in ((10, 1.0, 1.0, 3e-3, 0.01), (1000, 0.9, 0.999, 1e-3, 0.0), (70000, 0.5, 0.9, 0.1, 0.1))]
+
+
+def _matmul(rng, v):
+    return [(v(37, 29), v(29, 53)), (v(3, 2, 19, 11), v(2, 11, 23)), (v(7, 0), v(0, 5)), (v(8, 16), v(16, 8)),
+            (v(40, 50)[::-1, 3:20], v(50, 40)[5:22, ::-2])]
+
+
+def _fold(rng, v):
+    return [(prim, v(*s), ax, init) for prim, init in ((P.add, -0.0), (P.max_, -np.inf), (P.add, 0.0), (P.max_, 1e-45))
+            for s, ax in (((7,), 0), ((5, 131), 1), ((131, 5), 0), ((3, 4, 0), 2), ((4, 33, 6), 1))]
+
+
+def _gather(rng, v):
+    return [(v(1, 5, 3), np.array([[0, 4, 9, -1, 2]], np.int64), F32(-0.0)), (v(2, 4, 1), rng.integers(0, 4, (2, 6)),
+                                                                             P.const(0.0, ()))]
+
+
+def _onehot(rng, v):
+    return [(np.array([2, 0, 1], np.int64), v(3), P.const(0.0, (4,))), (np.array([1, 1], np.int64), P.const(-0.0, (2,)),
+                                                                        v(3))]
+
+
+def _embedding_backward(rng, v):
+    return [(rng.integers(0, 10, 23), v(23, 6), 10), (np.array([3, 3, 3], np.int64), v(3, 5), 4),
+            (np.zeros(0, np.int64), v(0, 4), 3), (rng.integers(0, 300, 500), v(500, 70), 300)]
+
+
+SAMPLES = {"embedding_backward": _embedding_backward, 
+    "add": _binary, "sub": _binary, "mul": _binary, "div": _binary, "min": _binary, "max": _binary, "fma": _ternary,
+    "sqrt": _unary, "neg": _unary, "abs": _unary, "rint": _unary, "floor": _unary, "trunc": _unary, "copy": _unary,
+    "eq": _compare, "lt": _compare, "le": _compare, "select": _select, "ldexp": _ldexp,
+    "from_int32": _from_int, "to_int32_trunc": _to_int, "to_int32_rne": _to_int,
+    "exp": _unary, "log": _unary, "sigmoid": _unary, "tanh": _unary, "erf": _unary, "sin": _unary, "cos": _unary,
+    "silu": _unary, "gelu": _unary, "gelu_tanh": _unary, "silu_backward": _binary, "gelu_backward": _binary,
+    "gelu_tanh_backward": _binary, "tanh_backward": _binary, "sigmoid_backward": _binary,
+    "softmax": _rows, "log_softmax": _rows, "softmax_backward": _rows2, "log_softmax_backward": _rows2,
+    "layer_norm": _layer_norm, "layer_norm_backward": _layer_norm_backward, "rms_norm": _rms_norm,
+    "rms_norm_backward": _rms_norm_backward, "attention": _attention, "attention_backward": _attention_backward,
+    "adamw": _adamw, "matmul": _matmul, "fold": _fold, "gather": _gather, "onehot": _onehot,
+}
+MUTATES = {"adamw": (0, 2, 3, 4, 5)}  # argument positions a kernel may write in place: pass copies

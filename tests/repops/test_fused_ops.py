@@ -1,0 +1,89 @@
+"""RepOps' own operators (repops/ops.py) equal the compositions they replace bit for bit,
+forward and backward, and run natively too; the models that use them train reproducibly."""
+import pytest
+import torch
+
+import repops
+from repops.ops import adamw_, attention, rms_norm
+
+
+def bits(t):
+    return t.detach().contiguous().view(torch.int32)
+
+
+def _run(f, inputs, backend="cpu", seed=1):
+    xs = [t.clone().requires_grad_(t.is_floating_point()) for t in inputs]
+    with repops.deterministic(backend):
+        y = f(*xs)
+    g = torch.randn(y.shape, generator=torch.Generator().manual_seed(seed))  # RNG stays outside RepOps
+    with repops.deterministic(backend):
+        y.backward(g)
+    return [y] + [x.grad for x in xs if x.requires_grad]
+
+
+def _rms_plain(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+
+
+def _att_plain(mask, scale=8 ** -0.5):
+    def f(q, k, v):
+        s = (q @ k.transpose(-2, -1)) * scale
+        if mask is not None:
+            s = s.masked_fill(mask, float("-inf"))
+        return torch.softmax(s, -1) @ v
+    return f
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference", "cuda-emu"])
+def test_rms_norm_equals_the_composition(backend):
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(2, 5, 8, generator=g), torch.randn(8, generator=g)
+    x.view(-1)[::7] = 0.0
+    a = _run(_rms_plain, [x, w], backend)
+    b = _run(lambda x, w: rms_norm(x, w, 1e-5), [x, w], backend)
+    assert all(torch.equal(bits(p), bits(q)) for p, q in zip(a, b))
+
+
+@pytest.mark.parametrize("masked", [True, False])
+@pytest.mark.parametrize("backend", ["cpu", "reference", "cuda-emu"])
+def test_attention_equals_the_composition(backend, masked):
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(2, 3, 6, 8, generator=g) for _ in range(3))
+    mask = torch.triu(torch.ones(6, 6, dtype=torch.bool), 1) if masked else None
+    a = _run(_att_plain(mask), [q, k, v], backend)
+    b = _run(lambda q, k, v: attention(q, k, v, mask, 8 ** -0.5), [q, k, v], backend)
+    assert all(torch.equal(bits(p), bits(x)) for p, x in zip(a, b))
+
+
+def _adamw_plain(p, g, m, v, b1t, b2t, lr, b1, b2, eps, wd):
+    p.mul_(1.0 - lr * wd)
+    m.lerp_(g, 1.0 - b1)
+    v.mul_(b2).addcmul_(g, g, value=1.0 - b2)
+    b1t.mul_(b1)
+    b2t.mul_(b2)
+    step = torch.div(torch.full((), lr, dtype=torch.float32), torch.rsub(b1t, 1.0))
+    p.sub_(torch.mul(torch.div(m, torch.add(torch.div(v.sqrt(), torch.rsub(b2t, 1.0).sqrt()), eps)), step))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference", "cuda-emu"])
+def test_adamw_step_equals_the_composition(backend):
+    g = torch.Generator().manual_seed(2)
+    ts = [torch.randn(300, generator=g) for _ in range(3)] + [torch.rand(300, generator=g), torch.ones(()), torch.ones(())]
+    a, b = [t.clone() for t in ts], [t.clone() for t in ts]
+    with repops.deterministic(backend):
+        for _ in range(3):
+            _adamw_plain(a[0], a[1], a[2], a[3], a[4], a[5], 3e-3, 0.9, 0.999, 1e-8, 0.01)
+            adamw_(b[0], b[1], b[2], b[3], b[4], b[5], 3e-3, 0.9, 0.999, 1e-8, 0.01)
+    assert all(torch.equal(bits(x), bits(y)) for x, y in zip(a, b))
+
+
+def test_the_ops_run_natively_and_close_to_the_composition():
+    """Outside repops.deterministic() they are plain PyTorch (a model stays an ordinary model)."""
+    g = torch.Generator().manual_seed(3)
+    x, w = torch.randn(4, 8, generator=g, requires_grad=True), torch.randn(8, generator=g, requires_grad=True)
+    rms_norm(x, w, 1e-5).sum().backward()
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    _rms_plain(x2, w2).sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad, rtol=1e-5, atol=1e-6)
+    q, k, v = (torch.randn(2, 5, 4, generator=g, requires_grad=True) for _ in range(3))
+    torch.testing.assert_close(attention(q, k, v, None, 0.5), _att_plain(None, 0.5)(q, k, v), rtol=1e-5, atol=1e-6)
