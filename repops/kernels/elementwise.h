@@ -238,6 +238,19 @@ RP_FN float rp_gelu_tanh_backward(float g, float x) {
     float right = (((0.5f * x) * (1.0f - t * t)) * RP_SQRT_2_OVER_PI) * (1.0f + RP_GELU_3KAPPA * x2);
     return g * (left + right);
 }
+/* One element of the AdamW step (repops/reference/optim.py): c = the binary32 constants
+ * 1 - lr wd, 1 - b1, b2, 1 - b2, b1, lr, eps; step = lr / (1 - b1t), s2 = sqrt(1 - b2t) of this step. */
+RP_FN void rp_adamw(float *p, float g, float *m, float *v, const float *c, float step, float s2) {
+    float pi = *p * c[0];
+    float mi = *m + c[1] * (g - *m);
+    float vi = *v * c[2];
+    vi = vi + c[3] * (g * g);
+    pi = pi - (mi / (sqrtf(vi) / s2 + c[6])) * step;
+    *p = rp_canon(pi);
+    *m = rp_canon(mi);
+    *v = rp_canon(vi);
+}
+
 RP_FN float rp_tanh_backward(float g, float y) { return g * (1.0f - y * y); }
 RP_FN float rp_sigmoid_backward(float g, float y) { return g * (y * (1.0f - y)); }
 #endif

@@ -50,7 +50,7 @@ def test_ape_verde_deploy_on_embedded_chain(tmp_path):
     rc, out = _ape("run", "verde", "deploy", "--", "--out", str(dep))
     assert rc == 0, out[-3000:]
     d = json.loads(dep.read_text())
-    assert set(d) == {"chain_id", "registry", "game", "operators"} and len({d["registry"], d["game"]}) == 2
+    assert set(d) == {"chain_id", "registry", "game", "operators", "from_block"} and len({d["registry"], d["game"]}) == 2
 
 
 @pytest.mark.anvil

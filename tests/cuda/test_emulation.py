@@ -1,7 +1,7 @@
-"""The CUDA kernel sources must equal the reference bit for bit: every kernel, through the
-same Python glue, on sizes that are not multiples of the tiles, with specials and
-broadcast operands. Each test runs on the CPU emulator (unmodified sources under
-repops/cuda/emu; CI) and, marked gpu, on a real GPU where CuPy finds one."""
+"""The CUDA backend beyond the per-kernel table of tests/repops/test_kernels.py (which runs
+every kernel on the emulator and the GPU): matmul tilings and layouts, values crossing to the
+device, every torch-level op, training. Each test runs on the CPU emulator (unmodified
+sources under repops/cuda/emu; CI) and, marked gpu, on a real GPU where CuPy finds one."""
 import re
 
 import numpy as np
@@ -11,20 +11,11 @@ import torch
 from repops.backends import get
 from repops.cuda.kernels import KERNELS, sources
 from repops.reference import linalg as RL
-from repops.reference import math as M
 from repops.reference import prims as P
 from repops.reference.fold import fold as ref_fold
 
 
-def _table(name):
-    """The backend table; only the GPU may be absent (the emulator failing to build is a failure)."""
-    from repops.errors import BackendError
-    try:
-        return get(name)
-    except BackendError as e:
-        if name != "cuda":
-            raise
-        pytest.skip(str(e))
+from kernel_samples import backend_table as _table  # noqa: E402  (tests/repops: see conftest.py)
 
 
 @pytest.fixture(scope="module", params=["cuda-emu", pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -73,49 +64,6 @@ def test_every_kernel_in_the_sources_is_in_the_table_and_emulated():
         assert not re.search(r"__shfl|atomic[A-Z]|__ballot|__any_sync|__all_sync", text), src.name
 
 
-SIZES = [1, 7, 64, 257, 1031]
-
-
-@pytest.mark.parametrize("n", SIZES)
-@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "min", "max"])
-def test_binary_primitives(emu, name, n):
-    rng = np.random.default_rng(n)
-    a, b = operand(rng, n), operand(rng, n)
-    same(emu[name](a, b), P.PRIMS[name].reference(a, b))
-    same(emu[name](a, np.float32(-0.0)), P.PRIMS[name].reference(a, np.float32(-0.0)))  # broadcast scalar
-
-
-@pytest.mark.parametrize("name", ["sqrt", "neg", "abs", "rint", "floor", "trunc", "copy", "from_int32",
-                                  "to_int32_trunc", "to_int32_rne"])
-def test_unary_primitives(emu, name):
-    rng = np.random.default_rng(1)
-    x = operand(rng, 1031)
-    if name == "from_int32":
-        x = rng.integers(-2**31, 2**31, 1031, dtype=np.int64).astype(np.int32)
-        x[:4] = [0, -1, 2**31 - 1, -2**31]
-    same(emu[name](x), P.PRIMS[name].reference(x))
-
-
-@pytest.mark.parametrize("name", ["eq", "lt", "le"])
-def test_comparisons(emu, name):
-    rng = np.random.default_rng(2)
-    a, b = operand(rng, 257), operand(rng, 257)
-    b[::2] = a[::2]
-    same(emu[name](a, b), P.PRIMS[name].reference(a, b))
-
-
-def test_fma_select_ldexp(emu):
-    rng = np.random.default_rng(3)
-    a, b, c = (operand(rng, 1031) for _ in range(3))
-    same(emu["fma"](a, b, c), P.fma.reference(a, b, c))
-    same(emu["fma"](a, np.float32(1.5), c), P.fma.reference(a, np.float32(1.5), c))
-    cond = rng.integers(0, 2, 1031).astype(bool)
-    same(emu["select"](cond, a, b), P.select.reference(cond, a, b))
-    e = rng.integers(-300, 300, 1031).astype(np.int32)
-    e[:6] = [-1000, 1000, -149, 127, 128, -126]
-    same(emu["ldexp"](a, e), P.ldexp.reference(a, e))
-
-
 @pytest.mark.parametrize("shape", [(1, 1, 1), (37, 29, 53), (130, 9, 140), (128, 16, 128), (3, 0, 5), (0, 4, 4),
                                    (257, 33, 129)])
 def test_matmul_tiles_and_edges(emu, shape):
@@ -158,25 +106,6 @@ def test_batched_and_broadcast_matmul(emu):
     b = rng.standard_normal((2, 11, 23)).astype(np.float32)
     same(emu["matmul"](a, b), RL.matmul.reference(a, b))
     same(emu["matmul"](a.transpose(0, 1, 3, 2).copy().transpose(0, 1, 3, 2), b), RL.matmul.reference(a, b))
-
-
-@pytest.mark.parametrize("shape,axis", [((7,), 0), ((5, 131), 1), ((131, 5), 0), ((3, 4, 0), 2), ((2, 0, 3), 0),
-                                        ((4, 33, 6), 1)])
-@pytest.mark.parametrize("which", ["add", "max"])
-def test_fold(emu, shape, axis, which):
-    rng = np.random.default_rng(5)
-    n = int(np.prod(shape))
-    x = (operand(rng, n) if n else np.zeros(0, np.float32)).reshape(shape)
-    prim, init = (P.add, -0.0) if which == "add" else (P.max_, -np.inf)
-    same(emu["fold"](prim, x, axis, init), ref_fold.reference(prim, x, axis, init))
-    same(emu["fold"](prim, x, axis, init, keepdims=True), ref_fold.reference(prim, x, axis, init, keepdims=True))
-
-
-def test_fused_exp(emu):
-    rng = np.random.default_rng(6)
-    x = np.concatenate([rng.uniform(-110, 95, 20000).astype(np.float32), operand(rng, 2000), SPECIALS,
-                        np.arange(0, 1 << 32, 1 << 18, dtype=np.uint64).astype(np.uint32).view(np.float32)])
-    same(emu["exp"](x), M.exp.reference(x))
 
 
 # -- through torch: every RepOps op of the sample table, and training -----------------------------------

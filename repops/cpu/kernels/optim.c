@@ -8,16 +8,7 @@
 
 static inline __attribute__((always_inline)) void adamw_body(float *p, const float *g, float *m, float *v, long lo,
                                                               long hi, const float *c, float step, float s2) {
-    for (long i = lo; i < hi; i++) {
-        float pi = p[i] * c[0];
-        float mi = m[i] + c[1] * (g[i] - m[i]);
-        float vi = v[i] * c[2];
-        vi = vi + c[3] * (g[i] * g[i]);
-        pi = pi - (mi / (sqrtf(vi) / s2 + c[6])) * step;
-        p[i] = rp_canon(pi);
-        m[i] = rp_canon(mi);
-        v[i] = rp_canon(vi);
-    }
+    for (long i = lo; i < hi; i++) rp_adamw(p + i, g[i], m + i, v + i, c, step, s2);
 }
 __attribute__((target("avx2,fma"))) static void adamw_avx2(float *p, const float *g, float *m, float *v, long lo,
                                                             long hi, const float *c, float step, float s2) {

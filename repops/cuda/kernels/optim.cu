@@ -17,14 +17,5 @@ extern "C" __global__ void adamw_scalars(float *b1t, float *b2t, const float *c,
 extern "C" __global__ void adamw_f32(float *p, const float *g, float *m, float *v, const float *c, const float *scal,
                                      long long n) {
     const float step = scal[0], s2 = scal[1];
-    REPOPS_FOR_EACH(i, n) {
-        float pi = p[i] * c[0];
-        float mi = m[i] + c[1] * (g[i] - m[i]);
-        float vi = v[i] * c[2];
-        vi = vi + c[3] * (g[i] * g[i]);
-        pi = pi - (mi / (sqrtf(vi) / s2 + c[6])) * step;
-        p[i] = rp_canon(pi);
-        m[i] = rp_canon(mi);
-        v[i] = rp_canon(vi);
-    }
+    REPOPS_FOR_EACH(i, n) rp_adamw(p + i, g[i], m + i, v + i, c, step, s2);
 }
