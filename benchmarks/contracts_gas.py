@@ -92,7 +92,7 @@ def main():
         cheats = [A.TamperedInput(step=args.steps // 2, op="aten.mm.default", element=100),
                   A.ForgedCheckpoint(step=args.steps // 2), A.WrongHyperParameter(), A.PoisonedData(step=3),
                   A.NativeKernel(step=args.steps // 2), A.KernelCheat(step=args.steps // 2),
-                  A.KernelCheat(step=args.steps // 2, after_commit=True), A.CorruptValue(step=args.steps // 2, node=softmax, element=163),
+                  A.KernelCheat(step=args.steps // 2, after_commit=True), A.CorruptValue(step=args.steps // 2, node=softmax, element=163, ulps=64),
                   A.KernelCheat(step=last, op="aten.embedding.default", kernel=0, ulps=64)]
         for i, beh in enumerate(track(cheats, description="disputes on chain", console=con)):
             bad = Trainer(job, tmp / f"{beh.name}-{i}", "cheater", behaviour=beh)

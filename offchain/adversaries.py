@@ -75,11 +75,18 @@ def _raw(t: torch.Tensor) -> np.ndarray:
     return t.detach().numpy()
 
 
-def _flip(t: torch.Tensor, element: int = 0):
-    """Change one float32 element by one ulp, in place."""
+def _nudge(x: np.float32, ulps: int) -> np.float32:
+    """x moved `ulps` ulps toward +inf."""
+    for _ in range(ulps):
+        x = np.nextafter(x, np.float32(np.inf))
+    return x
+
+
+def _flip(t: torch.Tensor, element: int = 0, ulps: int = 1):
+    """Change one float32 element by `ulps` ulps, in place."""
     a = _raw(t)
     idx = tuple(int(i) for i in np.unravel_index(element, t.shape))
-    a[idx] = np.nextafter(a[idx], np.float32(np.inf))
+    a[idx] = _nudge(a[idx], ulps)
 
 
 @dataclasses.dataclass
@@ -139,12 +146,14 @@ class WrongHyperParameter(Honest):
 
 @dataclasses.dataclass
 class CorruptValue(Honest):
-    """One output element of node `node` at step `step` is off by one ulp, and its
-    decomposition agrees (the last primitive kernel produced it): a wrong primitive result,
-    caught by executing that one primitive (level 5)."""
+    """One output element of node `node` at step `step` is off by `ulps` ulps (one: a change
+    later roundings may absorb; more: one that reaches the result), and its decomposition
+    agrees (the last primitive kernel produced it): a wrong primitive result, caught by
+    executing that one primitive (level 5)."""
     step: int = 1
     node: int = 10
     element: int = 0
+    ulps: int = 1
     name = "corrupt-value"
     level = 5
 
@@ -156,7 +165,7 @@ class CorruptValue(Honest):
                 outs = _mutated(func, args, kwargs)[-1:]
             t = outs[0]
             if t.is_floating_point() and t.numel() > self.element:
-                _flip(t, self.element)
+                _flip(t, self.element, self.ulps)
 
     def kernel_tamper(self, step, node, n_kernels):
         if (step, node) != (self.step, self.node):
@@ -164,7 +173,7 @@ class CorruptValue(Honest):
 
         def tamper(k, out):  # the last real kernel's output is the op's output
             if k == n_kernels - 2 and out.dtype.kind == "f":
-                out.reshape(-1)[self.element] = np.nextafter(out.reshape(-1)[self.element], np.float32(np.inf))
+                out.reshape(-1)[self.element] = _nudge(out.reshape(-1)[self.element], self.ulps)
         return tamper
 
 

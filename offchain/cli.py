@@ -147,7 +147,7 @@ def _offchain_dispute(args, work: Path):
     ctx = Context(job)
     ops = [decode_structure(x)[0] for x in ctx.graph.structures]
     node = ops.index("repops.attention.default")  # the first attention of the step
-    spec = f"corrupt-value:step={args.steps // 2},node={node},element=163"
+    spec = f"corrupt-value:step={args.steps // 2},node={node},element=163,ulps=64"  # 64 ulps: never absorbed
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         honest = Trainer(job, tmp / "honest", "honest", progress=True)
