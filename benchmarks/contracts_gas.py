@@ -18,12 +18,12 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from offchain import adversaries as A  # noqa: E402
+from offchain.trainer import adversaries as A  # noqa: E402
 from offchain.chain import connect  # noqa: E402
 from offchain.chain.verde import PHASE_DONE, Verde  # noqa: E402
 from offchain.dispute.context import Context  # noqa: E402
 from offchain.protocol.corpus import TEXT_LLAMA, text_job  # noqa: E402
-from offchain.protocol.job import load  # noqa: E402
+from offchain.protocol.jobfile import load  # noqa: E402
 from offchain.trainer import Trainer  # noqa: E402
 
 PAY, STAKE = 3 * 10**18, 10**18
@@ -50,7 +50,7 @@ GAME_MOVES = ("open", "postClaims", "openStep", "postStateLeaf", "resolveState",
 def one_step_gas(chain) -> list[dict]:
     """Executor.exec per primitive on ordinary operands, sent as a transaction: its gas less
     the 21,000 every transaction pays (calldata included; estimate_gas pads, so receipts)."""
-    from offchain.softfloat import PRIMITIVES
+    from offchain.softfloat.float32 import PRIMITIVES
     ex = chain.deploy("Executor")
     one, two = 0x3F800000, 0x40000000
     words = {"select": (1, one, two), "ldexp": (one, 5, 0), "from_int32": (12345, 0, 0)}

@@ -27,12 +27,12 @@ from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from offchain import adversaries as A  # noqa: E402
+from offchain.trainer import adversaries as A  # noqa: E402
 from offchain.dispute.context import Context  # noqa: E402
 from offchain.dispute.party import InProcess, Party  # noqa: E402
 from offchain.dispute.referee import dispute  # noqa: E402
 from offchain.protocol.corpus import TEXT_LLAMA, text_job  # noqa: E402
-from offchain.protocol.job import load  # noqa: E402
+from offchain.protocol.jobfile import load  # noqa: E402
 from offchain.trainer import Trainer  # noqa: E402
 
 

@@ -21,8 +21,8 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from offchain import softfloat as sf  # noqa: E402
-from offchain import softfloat_check as chk  # noqa: E402
+from offchain.softfloat import float32 as sf  # noqa: E402
+from offchain.softfloat import check as chk  # noqa: E402
 from offchain.chain import connect  # noqa: E402
 
 GOALS = {"add": 500, "sub": 500, "mul": 500, "div": 1000, "sqrt": 1000, "fma": 1000}

@@ -27,10 +27,10 @@ from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from offchain import softfloat as sf  # noqa: E402
-from offchain import softfloat_check as chk  # noqa: E402
+from offchain.softfloat import float32 as sf  # noqa: E402
+from offchain.softfloat import check as chk  # noqa: E402
 
-WORKER = ROOT / "offchain" / "softfloat_worker.py"
+WORKER = ROOT / "offchain" / "softfloat" / "worker.py"
 UNARY = sorted(n for n, (_, ar, _) in sf.PRIMITIVES.items() if ar == 1)
 NARY = sorted(n for n, (_, ar, _) in sf.PRIMITIVES.items() if ar > 1)
 CHUNK = 1 << 21

@@ -11,7 +11,7 @@ from offchain.agent.trainer_agent import JobMismatch, TrainerAgent, find_job
 from offchain.chain import connect
 from offchain.chain.verde import COMMITMENT_NAMES, Verde, commitments
 from offchain.dispute.context import Context
-from offchain.protocol.job import load
+from offchain.protocol.jobfile import load
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "protocol"))
 from small_job import write_small_job  # noqa: E402

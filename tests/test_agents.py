@@ -17,7 +17,7 @@ from offchain.chain import AnvilProcess, Chain
 from offchain.chain.backends import _mnemonic_accounts
 from offchain.chain.verde import PHASE_DONE, Verde
 from offchain.dispute.context import Context
-from offchain.protocol.job import load
+from offchain.protocol.jobfile import load
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "protocol"))
 from small_job import FANOUT, mlp_data, write_small_job  # noqa: E402

@@ -9,8 +9,9 @@ from pathlib import Path
 from eth_account import Account
 from web3 import Web3
 
-from .anvil import GAS_LIMIT, MNEMONIC, AnvilProcess
+from .anvil import MNEMONIC, AnvilProcess
 from .client import Chain
+from .embedded import embedded_w3
 from .embedded_node import CLIENT_VERSION
 from .compiler import compile_contracts
 from .errors import ChainError, ChainUnavailable, KeyLoadError
@@ -22,16 +23,6 @@ RPC_TIMEOUT_S = 10
 def _mnemonic_accounts(n: int = N_ACCOUNTS):
     Account.enable_unaudited_hdwallet_features()
     return [Account.from_mnemonic(MNEMONIC, account_path=f"m/44'/60'/0'/0/{i}") for i in range(n)]
-
-
-def embedded_w3() -> Web3:
-    from eth_tester import EthereumTester, PyEVMBackend
-    from web3.providers.eth_tester import EthereumTesterProvider
-
-    genesis = PyEVMBackend.generate_genesis_params(overrides={"gas_limit": GAS_LIMIT})
-    # Same mnemonic and HD path as Anvil: the same funded accounts on every local backend.
-    backend = PyEVMBackend(genesis_parameters=genesis, mnemonic=MNEMONIC, hd_path="m/44'/60'/0'/0")
-    return Web3(EthereumTesterProvider(EthereumTester(backend)))
 
 
 def embedded(artifacts=None) -> Chain:

@@ -122,7 +122,7 @@ class EmbeddedNodeProcess(AnvilProcess):
 
 
 def serve(port: int, host: str = "127.0.0.1", ready=None):
-    from .backends import embedded_w3
+    from .embedded import embedded_w3
     server = HTTPServer((host, port), _handler(EmbeddedNode(embedded_w3())))
     if ready is not None:
         ready(server)

@@ -10,6 +10,7 @@ Both parties open their claim C_{s+1} into (S, R) (it must hash to what they sai
   Case 2: an input commitment is not its source's (the producing node's output, the
           state before the step, or the step's batch);
   Case 3: same inputs, different outputs: level 3 on that operator.
+Starts from level 1's StepFound; hands level 3 a NodeFound.
 """
 from __future__ import annotations
 
@@ -20,13 +21,15 @@ from ..protocol.claims import step_claim
 from ..protocol.dataset import state_tree
 from ..protocol.trace import DATA, NODE_OUT, STATE, DecodeError, decode_node, decode_structure
 from .engine import descend
+from .level1_steps import StepFound
 from .party import Lost, Party
 
 LEVEL = 2
 
 
 @dataclass
-class Case3:
+class NodeFound:
+    """Case 3 at node j of step s: agreed structure and inputs, different outputs."""
     step: int
     node: int
     structure: bytes
@@ -70,8 +73,9 @@ def _node(p: Party, s: int, j: int, R: bytes, n: int) -> tuple[bytes, list, list
         raise Lost(p, LEVEL, f"node {j} is malformed: {e}") from None
 
 
-def play(ctx, a: Party, b: Party, s: int, claims: dict) -> list[Party] | Case3:
+def play(ctx, a: Party, b: Party, found: StepFound) -> list[Party] | NodeFound:
     """-> the losers (a list), or the Case 3 operator dispute to go on with."""
+    s, claims = found.step, found.claims
     p = s + 1
     (Sa, Ra), (Sb, Rb) = (_open(x, p, claims[x.name][p]) for x in (a, b))
     n_state = len(ctx.initial_leaves)
@@ -139,5 +143,5 @@ def play(ctx, a: Party, b: Party, s: int, claims: dict) -> list[Party] | Case3:
         for x in losers:
             x.reason = f"input {i} of node {j} of step {s} is not what its source holds (Case 2)"
         return losers
-    return Case3(s, j, expected, ins_a, {a.name: decoded[a.name][2], b.name: decoded[b.name][2]},
+    return NodeFound(s, j, expected, ins_a, {a.name: decoded[a.name][2], b.name: decoded[b.name][2]},
                  {a.name: Ra, b.name: Rb})

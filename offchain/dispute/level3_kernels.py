@@ -4,28 +4,43 @@ Both parties re-run the operator on its (agreed) inputs and commit to the kernel
 Merkle descent finds the first differing kernel k. Then, as at level 2:
 - Case 1, the kernel's name or operand descriptors differ: the referee re-runs the
   operator's decomposition itself (structure only decides) and the party that differs loses;
-- Case 2, an operand differs: level 4 finds the first differing element; its source (a
-  view of an op input or of an earlier, agreed kernel output; or a constant) is proven,
-  and the party whose element is not the source's loses;
-- Case 3, same operands, different outputs: level 4 finds the element, level 5 executes
-  the one primitive.
+- Case 2, an operand differs: decided here for a MAT operand (the referee's own run), else
+  handed to level 4 with every source its descriptor may read (an op input, or an earlier,
+  agreed kernel's output, proven here);
+- Case 3, same operands, different outputs: handed to level 4 (then level 5).
 The last leaf ("result") has the op's outputs as operands: they must be the node outputs
-each party committed at level 2 and views of agreed kernel outputs."""
+each party committed at level 2 and views of agreed kernel outputs. Starts from level 2's
+NodeFound; hands level 4 a TensorDisputed."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 from ..protocol import merkle
-from ..protocol.tensors import commit, header
-from . import level4_elements, level5_primitive
+from ..protocol.tensors import commit
 from .engine import descend
-from .level2_nodes import Case3
-from .oprun import MAT, RESULT, OpRun, decode_kernel, element_of, operand_shape
+from .level2_nodes import NodeFound
+from .oprun import CAT, MAT, RESULT, VIEW, OpRun, decode_kernel, pieces
 from .party import Lost, Party
 
 LEVEL = 3
 
 
-def _kernel(p: Party, case: Case3, k: int, leaf: bytes):
+@dataclass
+class TensorDisputed:
+    """Kernel k of node j at step s, and which of its tensors differs: ("operand", o) or
+    ("output",)."""
+    step: int
+    node: int
+    kernel: int
+    which: tuple
+    commitments: tuple          # (party a's, party b's)
+    name: str                   # the kernel
+    descriptors: list           # its operand descriptors
+    operands: list              # its operand commitments (agreed when the output is disputed)
+    sources: dict               # source index -> commitment: what the disputed operand may read
+
+
+def _kernel(p: Party, case: NodeFound, k: int, leaf: bytes):
     enc = p.ask(LEVEL, "kernel", case.step, case.node, k)
     if not isinstance(enc, (bytes, bytearray)) or merkle.leaf_hash(bytes(enc)) != leaf:
         raise Lost(p, LEVEL, f"kernel {k}'s encoding does not hash to the leaf it revealed")
@@ -35,7 +50,20 @@ def _kernel(p: Party, case: Case3, k: int, leaf: bytes):
         raise Lost(p, LEVEL, f"kernel {k} is malformed: {e}") from None
 
 
-def _referee_run(ctx, case: Case3, p: Party, keep=None):
+def _proven_kernel(p: Party, case: NodeFound, k: int, root: bytes, n: int):
+    """Kernel k of party p, proven against its kernel root (for a kernel before the
+    disputed one the two trees agree, so either party's proof gives the agreed kernel)."""
+    enc = bytes(p.ask(LEVEL, "kernel", case.step, case.node, k))
+    proof = p.ask(LEVEL, "kernel_proof", case.step, case.node, k)
+    if not merkle.verify(root, n, k, merkle.leaf_hash(enc), [bytes(x) for x in proof]):
+        raise Lost(p, LEVEL, f"kernel {k}'s proof does not verify against its kernel root")
+    try:
+        return decode_kernel(enc)
+    except (ValueError, IndexError, KeyError, UnicodeDecodeError) as e:
+        raise Lost(p, LEVEL, f"kernel {k} is malformed: {e}") from None
+
+
+def _referee_run(ctx, case: NodeFound, p: Party, keep=None):
     """The referee's own decomposition (Case 1, MAT operands): the op's inputs fetched from
     party p, which loses if they are not the agreed ones. Deciding uses the structure (or
     data movement), never its floats."""
@@ -45,7 +73,16 @@ def _referee_run(ctx, case: Case3, p: Party, keep=None):
     return OpRun(case.structure, ins, ctx.job.spec.chunk).kernels(keep=keep)
 
 
-def play(ctx, a: Party, b: Party, case: Case3):
+def _read_sources(descriptor: bytes) -> set[int]:
+    """The sources (op inputs, kernel outputs) an operand descriptor reads."""
+    if descriptor[0] == VIEW:
+        return {int.from_bytes(descriptor[1:3], "big")}
+    if descriptor[0] == CAT:
+        return set().union(*(_read_sources(sub) for _, _, _, sub in pieces(descriptor)[2]))
+    return set()
+
+
+def play(ctx, a: Party, b: Party, case: NodeFound) -> list[Party] | TensorDisputed:
     s, j, chunk = case.step, case.node, ctx.job.spec.chunk
     counts = []
     for p in (a, b):
@@ -60,7 +97,7 @@ def play(ctx, a: Party, b: Party, case: Case3):
             if n != truth:
                 p.reason = f"node {j} decomposes into {truth} kernels, it claimed {n} (Case 1 at level 3)"
                 losers.append(p)
-        return losers, LEVEL
+        return losers
     n = counts[0]
     roots = []
     for p in (a, b):
@@ -74,20 +111,20 @@ def play(ctx, a: Party, b: Party, case: Case3):
     else:
         k, leaves = descend(LEVEL, a, b, n, tuple(roots), "kernel_node", s, j)
         if k >= n:
-            return [p for p, leaf in zip((a, b), leaves) if leaf != merkle.ZERO], LEVEL
+            return [p for p, leaf in zip((a, b), leaves) if leaf != merkle.ZERO]
         ka, kb = _kernel(a, case, k, leaves[0]), _kernel(b, case, k, leaves[1])
     # the result pseudo-kernel must carry the outputs committed at level 2
     for p, kk in ((a, ka), (b, kb)):
         if kk[0] == RESULT and kk[2] != list(case.outputs[p.name]):
             p.reason = f"the outputs of its decomposition of node {j} are not the node outputs it committed"
-            return [p], LEVEL
+            return [p]
     # Case 1: structure
     if ka[0] != kb[0] or ka[1] != kb[1] or (k == n - 1) != (ka[0] == RESULT):
         true = _referee_run(ctx, case, a)[k]
         losers = [p for p, kk in ((a, ka), (b, kb)) if (kk[0], kk[1]) != (true.name, true.descriptors)]
         for p in losers:
             p.reason = f"kernel {k} of node {j} is not the decomposition's (Case 1 at level 3)"
-        return losers, LEVEL
+        return losers
     name, descs = ka[0], ka[1]
     m = len(case.inputs)
     # Case 2: an operand
@@ -95,60 +132,21 @@ def play(ctx, a: Party, b: Party, case: Case3):
         if ca == cb:
             continue
         d = descs[o]
-        if d[0] == MAT:
+        if d[0] == MAT:  # the referee's own run decides
             true = _referee_run(ctx, case, a, keep=k)[k]
             truth = true.operands[o] if true.operands else commit(true.arrays[o], chunk)
             losers = [p for p, c in ((a, ca), (b, cb)) if c != truth]
-        else:
-            expected = header(level5_primitive.operand_code(name, o), operand_shape(d))
-            flat, elems = level4_elements.first_difference(a, b, (ca, cb), (s, j, k, ("operand", o)), chunk, expected)
-            src = element_of(d, flat)
-            if src[0] == "const":
-                truth_el = src[1]
+            for p in losers:
+                p.reason = f"operand {o} of kernel {k} ({name}) of node {j} is not what its source holds (Case 2)"
+            return losers
+        sources = {}
+        for src in _read_sources(d):
+            if src < m:
+                sources[src] = case.inputs[src]
+            elif src - m < k:
+                sources[src] = _proven_kernel(a, case, src - m, roots[0], n)[3]
             else:
-                source, index = src[1], src[2]
-                if source < m:
-                    src_commit = case.inputs[source]
-                elif source - m < k:
-                    src_commit = _proven_kernel(a, case, source - m, roots[0], n)[3]
-                else:
-                    raise Lost(a, LEVEL, f"operand {o} of kernel {k} reads kernel {source - m}, not an earlier one")
-                proof = a.ask(LEVEL, "element", s, j, k, ("source", source), index)
-                if not proof.verify(src_commit) or proof.index != index:
-                    raise Lost(a, LEVEL, f"its proof of source {source} element {index} does not verify")
-                truth_el = proof.element()
-            losers = [p for p in (a, b) if elems[p.name] != truth_el]
-        for p in losers:
-            p.reason = f"operand {o} of kernel {k} ({name}) of node {j} is not what its source holds (Case 2)"
-        return losers, level4_elements.LEVEL
+                raise Lost(a, LEVEL, f"operand {o} of kernel {k} reads kernel {src - m}, not an earlier one")
+        return TensorDisputed(s, j, k, ("operand", o), (ca, cb), name, descs, ka[2], sources)
     # Case 3: the primitive itself
-    shapes = [level4_elements.opened_shape(a, ka[2][o], (s, j, k, ("operand", o))) if d[0] == MAT
-              else operand_shape(d) for o, d in enumerate(descs)]
-    out_shape = level5_primitive.output_shape(name, shapes)
-    out_code = level5_primitive.result_code(name)
-    flat, elems = level4_elements.first_difference(a, b, (ka[3], kb[3]), (s, j, k, ("output",)), chunk,
-                                                   header(out_code, out_shape))
-
-    def fetch(o, idx):
-        """Operand o's element idx, proven against the agreed commitment (either party)."""
-        for p, kk in ((a, ka), (b, kb)):
-            proof = p.ask(level5_primitive.LEVEL, "element", s, j, k, ("operand", o), idx)
-            if proof.verify(kk[2][o]) and proof.index == idx:
-                return proof.element(), proof.code
-        raise Lost(b, level5_primitive.LEVEL, f"no valid proof of operand {o} element {idx}")
-    result, words = level5_primitive.evaluate(name, shapes, flat, fetch)
-    losers, _ = level5_primitive.judge(name, result, words, elems, (a, b), out_code)
-    return losers, level5_primitive.LEVEL
-
-
-def _proven_kernel(p: Party, case: Case3, k: int, root: bytes, n: int):
-    """Kernel k of party p, proven against its kernel root (for a kernel before the
-    disputed one the two trees agree, so either party's proof gives the agreed kernel)."""
-    enc = bytes(p.ask(LEVEL, "kernel", case.step, case.node, k))
-    proof = p.ask(LEVEL, "kernel_proof", case.step, case.node, k)
-    if not merkle.verify(root, n, k, merkle.leaf_hash(enc), [bytes(x) for x in proof]):
-        raise Lost(p, LEVEL, f"kernel {k}'s proof does not verify against its kernel root")
-    try:
-        return decode_kernel(enc)
-    except (ValueError, IndexError, KeyError, UnicodeDecodeError) as e:
-        raise Lost(p, LEVEL, f"kernel {k} is malformed: {e}") from None
+    return TensorDisputed(s, j, k, ("output",), (ka[3], kb[3]), name, descs, ka[2], {})

@@ -1,15 +1,33 @@
-"""Level 4: the elements of one tensor the parties committed to differently (a kernel's
-output, or an operand they disagree on). Each party opens its commitment into (header,
-chunk tree root); Merkle descent over the chunks finds the first differing chunk, whose
-bytes both reveal; the first differing element in it is the disputed one."""
+"""Level 4: the elements of one tensor the parties committed to differently (level 3's
+TensorDisputed: a kernel's output, or an operand they disagree on). Each party opens its
+commitment into (header, chunk tree root); Merkle descent over the chunks finds the first
+differing chunk, whose bytes both reveal; the first differing element in it is the
+disputed one. An operand element is decided here, against its source's element (proven);
+an output element goes on to level 5 as ElementFound."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..protocol import merkle
-from ..protocol.tensors import CODES, chunk_count, parse_header
+from ..protocol.tensors import CODES, chunk_count, header, parse_header
 from .engine import descend
+from .kernels import operand_code, output_shape, result_code
+from .level3_kernels import TensorDisputed
+from .oprun import MAT, element_of, operand_shape
 from .party import Lost, Party
 
 LEVEL = 4
+
+
+@dataclass
+class ElementFound:
+    """Level 4's hand-off to level 5: output element `flat` of kernel (step, node, kernel)."""
+    where: tuple                # (step, node, kernel)
+    name: str
+    shapes: list                # operand shapes
+    flat: int
+    elements: dict              # party name -> its element bytes
+    operands: list              # the agreed operand commitments
 
 
 def _open(p: Party, commitment: bytes, where: tuple, expected: bytes):
@@ -60,3 +78,32 @@ def first_difference(a: Party, b: Party, commitments: tuple[bytes, bytes], where
     ba, bb = chunks[a.name], chunks[b.name]
     e = next(i for i in range(len(ba) // size) if ba[i * size:(i + 1) * size] != bb[i * size:(i + 1) * size])
     return c * chunk + e, {p.name: chunks[p.name][e * size:(e + 1) * size] for p in (a, b)}
+
+
+def play(ctx, a: Party, b: Party, t: TensorDisputed) -> list[Party] | ElementFound:
+    s, j, k, chunk = t.step, t.node, t.kernel, ctx.job.spec.chunk
+    where = (s, j, k, t.which)
+    if t.which[0] == "operand":  # Case 2: the element must be what its source holds
+        o = t.which[1]
+        d = t.descriptors[o]
+        expected = header(operand_code(t.name, o), operand_shape(d))
+        flat, elems = first_difference(a, b, t.commitments, where, chunk, expected)
+        src = element_of(d, flat)
+        if src[0] == "const":
+            truth = src[1]
+        else:
+            source, index = src[1], src[2]
+            proof = a.ask(LEVEL, "element", s, j, k, ("source", source), index)
+            if not proof.verify(t.sources[source]) or proof.index != index:
+                raise Lost(a, LEVEL, f"its proof of source {source} element {index} does not verify")
+            truth = proof.element()
+        losers = [p for p in (a, b) if elems[p.name] != truth]
+        for p in losers:
+            p.reason = f"operand {o} of kernel {k} ({t.name}) of node {j} is not what its source holds (Case 2)"
+        return losers
+    # Case 3: the output element goes to level 5 with the operands' shapes
+    shapes = [opened_shape(a, t.operands[o], (s, j, k, ("operand", o))) if d[0] == MAT else operand_shape(d)
+              for o, d in enumerate(t.descriptors)]
+    expected = header(result_code(t.name), output_shape(t.name, shapes))
+    flat, elems = first_difference(a, b, t.commitments, where, chunk, expected)
+    return ElementFound((s, j, k), t.name, shapes, flat, elems, t.operands)

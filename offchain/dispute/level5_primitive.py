@@ -1,58 +1,18 @@
 """Level 5: one binary32 primitive. The disputed output element's operands are proven by
 Merkle proofs against the (agreed) operand commitments, the referee executes the
-primitive with the soft-float (offchain/softfloat.py; on chain Float32.sol) on their bits,
-and the party whose element differs from the result loses."""
+primitive with the soft-float (offchain/softfloat/float32.py; on chain Float32.sol) on their
+bits, and the party whose element differs from the result loses. Starts from level 4's
+ElementFound."""
 from __future__ import annotations
 
 import numpy as np
 
-from .. import softfloat as sf
-from ..protocol.tensors import CODES, DTYPES
-from .party import Party
+from ..softfloat import float32 as sf
+from .kernels import INDEX_OPERAND, operand_index, output_shape, result_code, word
+from .level4_elements import ElementFound
+from .party import Lost, Party
 
 LEVEL = 5
-F32, I32, BOOL, I64 = (DTYPES[np.dtype(t)] for t in ("<f4", "<i4", bool, "<i8"))
-# data movement by an integer index (repops.reference.prims.MOVEMENT): operand -> its role
-INDEX_OPERAND = {"gather": 1, "onehot": 0}
-
-
-def operand_code(name: str, i: int) -> int:
-    """The dtype code of operand i of a primitive (the soft-float's word encoding)."""
-    if (name, i) == ("select", 0):
-        return BOOL
-    if INDEX_OPERAND.get(name) == i:
-        return I64
-    return I32 if (name, i) in sf.INT32_OPERANDS else F32
-
-
-def result_code(name: str) -> int:
-    return BOOL if name in ("eq", "lt", "le") else I32 if name in ("to_int32_trunc", "to_int32_rne") else F32
-
-
-def word(element: bytes, code: int) -> int:
-    """An element's bytes (little-endian) as the primitive table's uint32 word."""
-    v = int.from_bytes(element, "little", signed=CODES[code].kind == "i")
-    if CODES[code].kind == "i":  # int32/int64 exponents: clamp as the reference does, then two's complement
-        v = max(-400, min(400, v)) if CODES[code].itemsize == 8 else v
-        return v & 0xFFFFFFFF
-    return v
-
-
-def operand_index(out_shape: tuple, flat: int, op_shape: tuple) -> int:
-    """Broadcasting: the operand element that output element `flat` reads."""
-    idx = np.unravel_index(flat, out_shape) if out_shape else ()
-    idx = idx[len(idx) - len(op_shape):] if op_shape else ()
-    return int(np.ravel_multi_index([0 if d == 1 else int(i) for i, d in zip(idx, op_shape)], op_shape)) if op_shape else 0
-
-
-def output_shape(name: str, shapes: list) -> tuple:
-    """gather: data [R, N, D], index [R, M] -> [R, M, D]; onehot: index [R], fill [N] ->
-    [R, N]; a primitive: its operands broadcast."""
-    if name == "gather":
-        return (shapes[0][0], shapes[1][1], shapes[0][2])
-    if name == "onehot":
-        return (shapes[0][0], shapes[2][0])
-    return tuple(np.broadcast_shapes(*shapes))
 
 
 def evaluate(name: str, shapes: list, flat: int, fetch) -> tuple[int, list]:
@@ -92,3 +52,18 @@ def judge(name: str, result: int, operand_words: list[int], claimed: dict, parti
                         f"({'data movement' if name in INDEX_OPERAND else 'soft-float'}), it claimed {word(claimed[p.name], out_code):#010x}")
             losers.append(p)
     return losers, result
+
+
+def play(ctx, a: Party, b: Party, found: ElementFound) -> list[Party]:
+    """Prove the element's operands (either party's proof against the agreed commitments),
+    execute the one primitive, and judge. -> the losers."""
+    s, j, k = found.where
+
+    def fetch(o, idx):
+        for p in (a, b):
+            proof = p.ask(LEVEL, "element", s, j, k, ("operand", o), idx)
+            if proof.verify(found.operands[o]) and proof.index == idx:
+                return proof.element(), proof.code
+        raise Lost(b, LEVEL, f"no valid proof of operand {o} element {idx}")
+    result, words = evaluate(found.name, found.shapes, found.flat, fetch)
+    return judge(found.name, result, words, found.elements, (a, b), result_code(found.name))[0]

@@ -329,7 +329,7 @@ def descriptor_size(enc: bytes, o: int = 0) -> int:
     raise ValueError(f"unknown operand descriptor kind {kind}")
 
 
-def _pieces(descriptor: bytes):
+def pieces(descriptor: bytes):
     """A CAT descriptor -> (axis, background CONST, [(start, step, width, sub-descriptor)])."""
     axis, p = descriptor[1], 2 + descriptor_size(descriptor, 2)
     background = descriptor[2:p]
@@ -352,10 +352,10 @@ def element_of(descriptor: bytes, index: int):
     if kind == MAT:
         return ("mat",)
     if kind == CAT:
-        axis, background, pieces = _pieces(descriptor)
+        axis, background, parts = pieces(descriptor)
         idx = [int(i) for i in np.unravel_index(index, operand_shape(descriptor))]
         at = idx[axis]
-        for start, step, width, sub in pieces:
+        for start, step, width, sub in parts:
             if at >= start and step and (at - start) % step == 0 and (at - start) // step < width:
                 idx[axis] = (at - start) // step
                 return element_of(sub, int(np.ravel_multi_index(idx, operand_shape(sub))))
@@ -378,6 +378,6 @@ def operand_shape(descriptor: bytes):
         ndim = descriptor[11]
         return tuple(int.from_bytes(descriptor[12 + 16 * i:20 + 16 * i], "big") for i in range(ndim))
     if kind == CAT:
-        return operand_shape(_pieces(descriptor)[1])
+        return operand_shape(pieces(descriptor)[1])
     return None
 

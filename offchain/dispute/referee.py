@@ -8,10 +8,13 @@ import time
 from dataclasses import dataclass, field
 
 from ..protocol.claims import seal
-from . import level1_steps, level2_nodes, level3_kernels
+from . import level1_steps, level2_nodes, level3_kernels, level4_elements, level5_primitive
 from .context import Context
-from .level2_nodes import Case3
 from .party import Lost, Party
+
+# the one engine's five levels, as peers: each plays from the previous level's hand-off and
+# returns the losers or its own hand-off to the next
+LEVELS = (level1_steps, level2_nodes, level3_kernels, level4_elements, level5_primitive)
 
 
 @dataclass
@@ -37,27 +40,23 @@ def dispute(ctx: Context, a: Party, b: Party) -> Verdict:
     t0 = time.perf_counter()
     if a.final == b.final:
         return Verdict(None, [], 0, "the claims agree: nothing to dispute")
-    claims = {a.name: {0: ctx.initial_claim, ctx.job.spec.steps: a.final},
-              b.name: {0: ctx.initial_claim, ctx.job.spec.steps: b.final}}
-    rounds = []
-
-    def on_round(lo, hi, ps, got):
-        rounds.append((lo, hi, ps))
-        for p, vals in zip((a, b), got):
-            claims[p.name].update(zip(ps, vals))
-
-    level, step, node = 1, None, None
+    start = level1_steps.Disputed({a.name: {0: ctx.initial_claim, ctx.job.spec.steps: a.final},
+                                   b.name: {0: ctx.initial_claim, ctx.job.spec.steps: b.final}},
+                                  ctx.job.spec.steps, ctx.job.spec.fanout)
+    case, step, node, losers, level = start, None, None, [], 0
     try:
-        step = level1_steps.play(a, b, ctx.job.spec.steps, ctx.job.spec.fanout, on_round)
-        level = 2
-        out = level2_nodes.play(ctx, a, b, step, claims)
-        if isinstance(out, Case3):
-            node, level = out.node, 3
-            out, level = level3_kernels.play(ctx, a, b, out)
-        losers = out
+        for mod in LEVELS:
+            level = mod.LEVEL
+            out = mod.play(ctx, a, b, case)
+            if isinstance(out, list):
+                losers = out
+                break
+            case = out
+            step, node = getattr(case, "step", step), getattr(case, "node", node)
     except Lost as lost:
         losers, level = [lost.party], lost.level
         lost.party.reason = lost.reason
+    rounds = start.rounds
     names = [p.name for p in losers]
     winner = next((p.name for p in (a, b) if p not in losers), None)
     reason = "; ".join(p.reason for p in losers) or "no loser"

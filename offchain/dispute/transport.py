@@ -121,8 +121,8 @@ def main(argv=None):
     ap.add_argument("--name", required=True)
     ap.add_argument("--behaviour", default="honest")
     args = ap.parse_args(argv)
-    from ..adversaries import from_spec
-    from ..protocol.job import load
+    from ..trainer.adversaries import from_spec
+    from ..protocol.jobfile import load
     from ..trainer import Trainer
     out = sys.stdout
     sys.stdout = sys.stderr  # stray prints must not corrupt the protocol

@@ -133,28 +133,5 @@ def parse(text: str, where: str = "job") -> JobSpec:
         raise JobError(f"{where}: invalid job spec\n{_errors(e)}") from None
 
 
-def load(path) -> Job:
-    """Read, validate and check a job file; the files it names must match their hashes and
-    fit the model (checked by offchain.protocol.dataset)."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise JobError(f"cannot read the job file {path}: {e.strerror}") from None
-    job = Job(parse(text, str(path)), path.parent)
-    for name in ("init", "data"):
-        ref = getattr(job.spec, name)
-        p = job.path(ref)
-        if not p.is_file():
-            raise JobError(f"{path}: {name}.file {ref.file!r} does not exist (looked at {p})")
-        got = sha256_file(p)
-        if got != ref.sha256:
-            raise JobError(f"{path}: {name}.file {ref.file!r} has SHA-256 {got}, the job says {ref.sha256}: "
-                           "the file was changed or the job names the wrong one")
-    from .dataset import check_fits
-    check_fits(job)
-    return job
-
-
 def dump(spec: JobSpec) -> str:
     return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)

@@ -40,7 +40,7 @@ class StepTrace:
 class Trainer:
     def __init__(self, job: Job, workdir, name: str = "trainer", backend: str = "cpu", device: str = "cpu",
                  behaviour=None, progress: bool = False):
-        from ..adversaries import Honest
+        from .adversaries import Honest
         if device == "cuda":  # the device's self-check (BackendError) before anything is trained or staked
             from repops.backends import get
             get("cuda")

@@ -28,6 +28,16 @@ FLAGS = ["-O3", "-std=gnu11", "-fPIC", "-shared", "-fopenmp", "-ffp-contract=off
 
 _lib = None
 
+_AFFINITY = len(os.sched_getaffinity(0))
+
+
+def default_threads() -> int:
+    """REPOPS_NUM_THREADS, else the CPUs this process may use (never torch's setting:
+    results do not depend on it, and RepOps does not share torch's pool)."""
+    env = os.environ.get("REPOPS_NUM_THREADS")
+    return int(env) if env else _AFFINITY
+
+
 
 def library_path(extra: tuple = ()) -> Path:
     if shutil.which(CC) is None:

@@ -7,7 +7,7 @@ import ctypes
 
 import numpy as np
 
-from .build import lib
+from .build import default_threads, lib
 
 F32 = np.float32
 from ..kernels import MAP_OPS as OPS
@@ -47,7 +47,6 @@ def kernel(name: str):
     types = [np.uint8 if (name == "select" and i == 0) else F32 for i in range(nin)]
 
     def run(*xs):
-        from . import default_threads
         if len(xs) != nin:
             raise TypeError(f"{name} takes {nin} operands, got {len(xs)}")
         arrs = []

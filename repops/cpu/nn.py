@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import NORMS, ROWS
-from .build import lib
+from .build import default_threads, lib
+from .linalg import matmul
 
 F32 = np.float32
 SOFTMAX, LOG_SOFTMAX, SOFTMAX_BWD, LOG_SOFTMAX_BWD, ATT_ROWS, ATT_ROWS_BWD = (
@@ -16,7 +17,6 @@ LAYER_NORM, LAYER_NORM_BWD, RMS_NORM, RMS_NORM_BWD = (
 
 
 def _threads():
-    from . import default_threads
     return default_threads()
 
 
@@ -116,14 +116,12 @@ def _t(a):
 
 
 def attention(q, k, v, mask, scale):
-    from . import matmul
     s = matmul(q, _t(k))
     p = _rows(ATT_ROWS, s, None, -1, mask, scale)
     return matmul(p, v), p
 
 
 def attention_backward(g, q, k, v, p, mask, scale):
-    from . import matmul
     dv = matmul(_t(p), g)
     dp = matmul(g, _t(v))
     ds = _rows(ATT_ROWS_BWD, dp, p, -1, mask, scale)

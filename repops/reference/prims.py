@@ -4,7 +4,7 @@ Each map primitive is one IEEE operation per element (numpy float32 on the host,
 never flushes subnormals), followed by the spec's rules that hardware leaves open: NaN
 results are canonical 0x7FC00000, max/min order -0 < +0, float->int conversions saturate.
 fma, which numpy lacks, is binary64 round-to-odd (exact; see NUMERICS.md §6). The names
-and meaning are those of offchain.softfloat.PRIMITIVES, so every reference step is one
+and meaning are those of offchain.softfloat.float32.PRIMITIVES, so every reference step is one
 opcode the referee can re-execute.
 """
 from __future__ import annotations
@@ -244,7 +244,7 @@ def onehot(index, value, fill):
 MOVEMENT = {"gather": gather, "onehot": onehot}
 
 
-# name -> reference kernel; the same names as offchain.softfloat.PRIMITIVES
+# name -> reference kernel; the same names as offchain.softfloat.float32.PRIMITIVES
 PRIMS = {
     "add": add, "sub": sub, "mul": mul, "fma": fma, "div": div, "sqrt": sqrt, "neg": neg, "abs": abs_,
     "min": min_, "max": max_, "eq": eq, "lt": lt, "le": le, "select": select, "rint": rint, "floor": floor,

@@ -80,7 +80,7 @@ def test_to_rpc_encodes_every_kind_of_value():
 
 
 def test_node_answers_a_bad_request_without_dying():
-    from offchain.chain.backends import embedded_w3
+    from offchain.chain.embedded import embedded_w3
     node = EmbeddedNode(embedded_w3())
     bad = node.answer({"id": 3, "method": "eth_sendRawTransaction", "params": ["0x00"]})
     assert bad["id"] == 3 and bad["error"]["code"] == -32000

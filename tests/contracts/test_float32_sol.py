@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from offchain import softfloat as sf
-from offchain import softfloat_check as chk
+from offchain.softfloat import float32 as sf
+from offchain.softfloat import check as chk
 
 PER_OP = {"embedded": 300, "anvil": 20_000}
 CHUNK = 4000

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from offchain import softfloat_check
+from offchain.softfloat import check as softfloat_check
 
 ROOT = Path(__file__).resolve().parents[2]
 FORGE = ROOT / "node_modules" / "@foundry-rs" / "forge-linux-amd64" / "bin" / "forge"
@@ -17,7 +17,7 @@ def test_float32_vectors_file_is_current():
     committed = (ROOT / "tests" / "vectors" / "float32.json").read_text()
     assert committed == softfloat_check.vectors_json(), (
         "tests/vectors/float32.json is stale: regenerate with "
-        "`python -m offchain.softfloat_check > tests/vectors/float32.json`")
+        "`python -m offchain.softfloat.check > tests/vectors/float32.json`")
 
 
 @pytest.mark.xdist_group("forge")

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from offchain import adversaries as A
+from offchain.trainer import adversaries as A
 from offchain.chain.client import TransactionReverted
 from offchain.chain.verde import PHASE_DONE, Verde
 from offchain.dispute.context import Context
-from offchain.protocol.job import load
+from offchain.protocol.jobfile import load
 from offchain.trainer import Trainer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))

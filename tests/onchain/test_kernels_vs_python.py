@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import repops
-from offchain import softfloat as sf
-from offchain.dispute import level5_primitive as L5
+from offchain.softfloat import float32 as sf
+from offchain.dispute import kernels as L5
 from offchain.dispute.oprun import CAT, OpRun, cat, constant, element_of, operand_shape, view
 from offchain.protocol.trace import StepRecorder
 

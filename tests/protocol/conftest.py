@@ -2,7 +2,7 @@
 import pytest
 
 from offchain.dispute.context import Context
-from offchain.protocol.job import load
+from offchain.protocol.jobfile import load
 from offchain.trainer import Trainer
 from small_job import write_small_job
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from offchain import adversaries as A
+from offchain.trainer import adversaries as A
 from offchain.dispute.party import InProcess, Party
 from offchain.dispute.referee import check_seal, dispute, tournament
 from offchain.protocol.claims import seal
@@ -144,7 +144,7 @@ def llama(tmp_path_factory):
     from offchain.dispute.context import Context
     from offchain.protocol.corpus import token_rows
     from offchain.protocol.dataset import write_job
-    from offchain.protocol.job import load
+    from offchain.protocol.jobfile import load
     d = tmp_path_factory.mktemp("llama")
     cfg = {"vocab": 256, "d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "max_seq": 16}
     job = load(write_job(d / "job", "llama", cfg, {"tokens": token_rows(16, rows=64)}, steps=4, batch_size=4,

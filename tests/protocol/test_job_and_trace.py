@@ -8,10 +8,11 @@ import torch
 import yaml
 
 import repops
-from offchain import adversaries as A
+from offchain.trainer import adversaries as A
 from offchain.dispute.context import graph_of
 from offchain.protocol.dataset import write_job
-from offchain.protocol.job import JobError, load, parse
+from offchain.protocol.job import JobError, parse
+from offchain.protocol.jobfile import load
 from offchain.protocol.schedule import batch_rows
 from offchain.protocol.trace import StepRecorder, TraceError
 from offchain.trainer import Trainer

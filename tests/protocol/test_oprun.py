@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import repops
-from offchain.dispute.level5_primitive import operand_code, result_code
+from offchain.dispute.kernels import operand_code, result_code
 from offchain.dispute.oprun import OpRun, decode_kernel
 from offchain.protocol.tensors import DTYPES
 from offchain.protocol.trace import StepRecorder

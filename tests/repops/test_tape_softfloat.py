@@ -4,8 +4,8 @@ dispute's last level) gives the recorded bits."""
 import numpy as np
 import pytest
 
-from offchain import softfloat as sf
-from offchain.softfloat_check import to_words
+from offchain.softfloat import float32 as sf
+from offchain.softfloat.check import to_words
 from repops.reference import math as M
 from repops.reference import prims as P
 from repops.reference.linalg import matmul

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from offchain import softfloat as sf
-from offchain import softfloat_check as chk
+from offchain.softfloat import float32 as sf
+from offchain.softfloat import check as chk
 
 N_RANDOM = {}
 N_DEFAULT = 100_000

@@ -21,7 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .agent.watcher import Watcher, gas_by_level
+from ..agent.watcher import Watcher, gas_by_level
 
 PAY, STAKE = 3 * 10**18, 10**18
 JOIN_S, TRAIN_S, REVEAL_S = 3600, 7200, 3600  # windows; the client fast-forwards through them
@@ -68,8 +68,8 @@ def run(chain_spec: str, job_file: Path, job, ctx, workdir: Path, cheat: str, re
     """-> failures (0 when the honest agents are paid and the cheater is slashed).
     primitive_gas: what one soft-float primitive costs on chain (measured by the caller),
     to price re-running the job against the dispute."""
-    from .chain import ChainError, connect
-    from .chain.verde import Verde
+    from ..chain import ChainError, connect
+    from ..chain.verde import Verde
 
     spec = {"embedded": "embedded-node"}.get(chain_spec, chain_spec)
     if not (spec.startswith("embedded-node") or spec.startswith("anvil")):
@@ -109,7 +109,7 @@ def _follow(chain, v, jid, agents, watcher, names, console, deadline) -> float:
     """Print the job's events as they come; move the clock past each deadline once every
     agent has acted; return when the job is settled and every agent has exited.
     -> when training ended (all committed)."""
-    from .agent.trainer_agent import COMMIT_BY, REVEAL_BY
+    from ..agent.trainer_agent import COMMIT_BY, REVEAL_BY
     terms = v.status(jid)[4]
     t_train = None
     while True:
@@ -168,7 +168,7 @@ def _report(v, jid, job, agents, watcher, names, console, png, t0, t_train, t_en
     console.print("    withdrawn (payment share + stakes): " +
                   ", ".join(f"{a.name} {paid.get(a.name, 0) / 1e18:.2f} ETH" for a in agents))
     console.print(f"    largest transaction {max((m.gas for m in moves), default=0):,} gas")
-    from .trainer import Trainer
+    from ..trainer import Trainer
     with tempfile.TemporaryDirectory() as tmp:
         ops = Trainer(job, Path(tmp), "count").primitive_ops() * job.spec.steps
     console.print(f"    referee work vs re-running: the chain executed 1 binary32 primitive (+ Merkle proofs) where "

@@ -11,8 +11,8 @@ import os
 import sys
 from array import array
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from offchain.softfloat import PRIMITIVES  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from offchain.softfloat.float32 import PRIMITIVES  # noqa: E402
 
 
 def main():

@@ -13,7 +13,7 @@ import numpy as np
 
 from repops.reference import prims as P
 
-from . import softfloat as sf
+from . import float32 as sf
 
 _EDGE_POSITIVE = [
     0x00000000,              # +0
@@ -189,6 +189,6 @@ def vectors_json(per_op: int = 150, seed: int = 2026) -> str:
                        "vectors": "0x" + blob.hex()}, indent=1) + "\n"
 
 
-if __name__ == "__main__":  # python -m offchain.softfloat_check > tests/vectors/float32.json
+if __name__ == "__main__":  # python -m offchain.softfloat.check > tests/vectors/float32.json
     import sys
     sys.stdout.write(vectors_json())

@@ -161,7 +161,7 @@ class CorruptValue(Honest):
         if (step, index) == (self.step, self.node):
             outs = [o for o in (out if isinstance(out, (list, tuple)) else [out]) if isinstance(o, torch.Tensor)]
             if not outs:  # an in-place op that returns nothing: the tensor its last kernel writes
-                from .protocol.trace import _mutated
+                from ..protocol.trace import _mutated
                 outs = _mutated(func, args, kwargs)[-1:]
             t = outs[0]
             if t.is_floating_point() and t.numel() > self.element:
@@ -352,7 +352,7 @@ class InPlaceResultLiar(Honest):
 
     def before_record(self, step, index, func, args, kwargs, out):
         if _first(self, step, index, str(func) == self.op):
-            from .protocol.trace import _mutated
+            from ..protocol.trace import _mutated
             _flip(out if isinstance(out, torch.Tensor) else _mutated(func, args, kwargs)[-1], self.element)
 
     def kernel_tamper_after(self, step, node, n_kernels):

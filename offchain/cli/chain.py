@@ -1,0 +1,64 @@
+"""`verde` commands that run or set up a chain: compile, node, deploy."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..chain.anvil import MNEMONIC
+from .common import chain_args, connect_arg, console
+
+
+def cmd_compile(args) -> int:
+    from ..chain import compile_contracts
+    t = time.time()
+    arts = compile_contracts(use_cache=not args.force)
+    console.print(f"compiled {len(arts)} contracts in {time.time() - t:.1f} s: {', '.join(sorted(arts))}")
+    return 0
+
+
+def cmd_node(args) -> int:
+    """Run a local node in the foreground, for agents, `verde` commands or ape to connect to."""
+    from ..chain import AnvilProcess
+    from ..chain.embedded_node import EmbeddedNodeProcess
+    if args.embedded:
+        node = EmbeddedNodeProcess(port=args.port)
+    else:
+        node = AnvilProcess(port=args.port, extra_args=("--state", args.state) if args.state else ())
+    with node:
+        kept = f"; state kept in {args.state}" if args.state and not args.embedded else ""
+        console.print(f"{node.name} listening on {node.url}{kept}; its funded keys are the test mnemonic's "
+                      f"(`{MNEMONIC}`); Ctrl-C stops it")
+        try:
+            while node.proc.poll() is None:
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        node.check_alive()
+    return 0
+
+
+def cmd_deploy(args) -> int:
+    import json
+
+    from ..chain.verde import Verde
+    with connect_arg(args) as chain:
+        v = Verde.deploy(chain)
+        Path(args.out).write_text(json.dumps(v.addresses(), indent=1))
+        console.print(f"deployed JobRegistry {v.registry.address}, DisputeGame {v.game.address}, "
+                      f"OperatorGame {v.operators.address}; wrote {args.out}")
+    return 0
+
+
+def add(sub):
+    c = sub.add_parser("compile", help="compile contracts/ (cached)")
+    c.add_argument("--force", action="store_true", help="recompile even if cached")
+    c.set_defaults(fn=cmd_compile)
+    n = sub.add_parser("node", help="run a local chain in the foreground (Anvil, or the embedded one)")
+    n.add_argument("--port", type=int, default=8545)
+    n.add_argument("--embedded", action="store_true", help="serve the embedded py-evm chain instead of Anvil")
+    n.add_argument("--state", help="Anvil: load the chain from FILE and save it there on exit (survives restarts)")
+    n.set_defaults(fn=cmd_node)
+    q = sub.add_parser("deploy", help="deploy the contracts; write their addresses")
+    chain_args(q, deployment=False)
+    q.add_argument("--out", default="deployment.json")
+    q.set_defaults(fn=cmd_deploy)

@@ -1,0 +1,113 @@
+"""`verde` commands of a client (and anyone watching): post a job, its status and events,
+withdraw what the registry owes a key (trainers withdraw their pay the same way)."""
+from __future__ import annotations
+
+import time
+
+from .common import STATUS, chain_args, console, eth, existing_job, step, verde_of
+
+
+def cmd_post(args) -> int:
+    from ..dispute.context import Context
+    from ..protocol.job import JobError
+    from ..protocol.jobfile import load
+    try:
+        job = load(args.job)
+    except JobError as e:
+        console.print(f"[red]error:[/] {e}\n  Fix: correct the job file (every error names its field)")
+        return 2
+    chain, v = verde_of(args)
+    with chain:
+        step(f"committing to job {job.job_id.hex()[:16]}… (graph, data, kernel structures: one traced step)")
+        jid = v.post(job, Context(job), args.payment, args.stake, max_trainers=args.max_trainers,
+                     join_s=args.join_s, commit_s=args.join_s + args.train_s,
+                     reveal_s=args.join_s + args.train_s + args.reveal_s, clock_s=args.clock_s,
+                     client=chain.accounts[0])
+        console.print(f"posted job {jid} (payment {args.payment / 1e18} ETH, stake {args.stake / 1e18} ETH)")
+    return 0
+
+
+def cmd_status(args) -> int:
+    chain, v = verde_of(args)
+    with chain:
+        j = existing_job(v, args.job_id)
+        console.print(f"job {args.job_id}: {STATUS[j[2]]}, payment {j[1] / 1e18} ETH, client {j[0]}, "
+                      f"{len(j[5])} trainer(s): {', '.join(j[5]) or '-'}")
+        for line in _dispute_status(v, args.job_id):
+            console.print("  " + line)
+    return 0
+
+
+def _dispute_status(v, job_id: int) -> list[str]:
+    """One line per match of the job: its decision, or where it stands and whose move it is."""
+    from ..agent.watcher import Watcher
+    from ..chain.verde import OP_PHASE_NAMES, PHASE_NAMES, PHASE_OPERATOR
+    w = Watcher(v, job_id)
+    w.poll()
+    out = []
+    for m in sorted(w.matches):
+        d = v.decision(m)
+        if d is not None:
+            out.append(f"match {m}: decided at level {d['level']}, {d['winner']} won, {d['loser']} lost: {d['reason']}")
+            continue
+        s = v.match_state(m)
+        where = PHASE_NAMES[s["phase"]]
+        if s["phase"] == PHASE_OPERATOR:
+            where += ", " + OP_PHASE_NAMES[v.operator_state(m)["phase"]]
+        out.append(f"match {m}: {where}; clocks left {s['clock_left'][0]} s / {s['clock_left'][1]} s")
+    return out
+
+
+def cmd_withdraw(args) -> int:
+    chain, v = verde_of(args)
+    with chain:
+        me = chain.accounts[0]
+        owed = v.owed(me.address)
+        if owed == 0:
+            console.print(f"nothing owed to {me.address}")
+            return 0
+        chain.transact(v.registry.functions.withdraw(), sender=me)
+        console.print(f"withdrew {owed / 1e18} ETH to {me.address}")
+    return 0
+
+
+def cmd_watch(args) -> int:
+    """Print a job's events (joins, commitments, the dispute's narrowing, the decision) as
+    they reach the chain; stop once it is settled unless --follow."""
+    from ..agent.watcher import Watcher
+    chain, v = verde_of(args)
+    with chain:
+        existing_job(v, args.job_id)
+        w = Watcher(v, args.job_id)
+        while True:
+            for line in w.poll():
+                console.print(line)
+            if not args.follow and any(name == "Settled" for _, name, _ in w.events):
+                return 0
+            time.sleep(args.poll_s)
+
+
+def add(sub):
+    q = sub.add_parser("post", help="post a job file with its payment")
+    chain_args(q)
+    q.add_argument("job", help="the job file (YAML or JSON)")
+    q.add_argument("--payment", type=eth, required=True, help="ETH paid to the accepted trainers")
+    q.add_argument("--stake", type=eth, required=True, help="ETH each trainer stakes")
+    q.add_argument("--max-trainers", type=int, default=3)
+    q.add_argument("--join-s", type=int, default=600, help="seconds to join")
+    q.add_argument("--train-s", type=int, default=3600, help="seconds after joining to commit a result")
+    q.add_argument("--reveal-s", type=int, default=600, help="seconds after that to reveal it")
+    q.add_argument("--clock-s", type=int, default=3600, help="each party's dispute clock")
+    q.set_defaults(fn=cmd_post)
+    for name, fn, what in (("status", cmd_status, "show a job's state"),
+                           ("watch", cmd_watch, "follow a job's events until it is settled")):
+        q = sub.add_parser(name, help=what)
+        chain_args(q)
+        q.add_argument("job_id", type=int)
+        q.set_defaults(fn=fn)
+        if name == "watch":
+            q.add_argument("--follow", action="store_true", help="keep watching after the job is settled")
+            q.add_argument("--poll-s", type=float, default=1.0)
+    q = sub.add_parser("withdraw", help="withdraw what the registry owes your key")
+    chain_args(q)
+    q.set_defaults(fn=cmd_withdraw)

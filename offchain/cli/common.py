@@ -1,0 +1,69 @@
+"""What every group of `verde` commands shares: the console, amounts in ETH, a chain from
+--chain (or the Chain the ape scripts pass), the Verde contracts from a deployment file."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from ..chain import ChainError
+
+console = Console()
+STATUS = ("none", "open", "disputed", "settled")
+
+
+def step(msg: str):
+    console.print(f"[bold cyan]==>[/] {msg}")
+
+
+def verde_of(args):
+    import json
+
+    from ..chain.verde import Verde
+    chain = connect_arg(args)
+    try:
+        deployment = json.loads(Path(args.deployment).read_text())
+    except OSError as e:
+        chain.close()
+        raise ChainError(f"cannot read the deployment file {args.deployment}: {e.strerror}",
+                         "run `verde deploy --out FILE` first, or pass --deployment FILE") from None
+    except ValueError as e:
+        chain.close()
+        raise ChainError(f"the deployment file {args.deployment} is not JSON: {e}", "re-run `verde deploy`") from None
+    try:
+        return chain, Verde.attach(chain, deployment)
+    except BaseException:
+        chain.close()
+        raise
+
+
+def eth(value: str) -> int:
+    from decimal import Decimal, InvalidOperation
+    try:
+        wei = Decimal(value) * 10**18
+    except InvalidOperation:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an amount of ETH") from None
+    if wei <= 0 or wei != wei.to_integral_value():
+        raise argparse.ArgumentTypeError(f"{value!r}: amounts must be positive, at most 18 decimals")
+    return int(wei)
+
+
+def connect_arg(args):
+    """--chain is a spec; the ape scripts (scripts/verde.py) pass a Chain built on ape's provider."""
+    from ..chain import Chain, connect
+    return args.chain if isinstance(args.chain, Chain) else connect(args.chain)
+
+
+def existing_job(v, job_id: int):
+    j = v.status(job_id)
+    if j[2] == 0:  # Status.None: never posted
+        raise ChainError(f"no job {job_id} in this registry", "check the id (`verde post` printed it)")
+    return j
+
+
+def chain_args(q, deployment: bool = True):
+    """--chain (and --deployment): how a command reaches a running node and its contracts."""
+    q.add_argument("--chain", required=True, help="rpc:URL (key: VERDE_PRIVATE_KEY or VERDE_KEYSTORE) or anvil:PORT")
+    if deployment:
+        q.add_argument("--deployment", default="deployment.json", help="written by `verde deploy`")

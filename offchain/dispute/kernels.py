@@ -1,0 +1,53 @@
+"""A kernel of an operator's decomposition as every level sees it: the dtype code of each
+operand and of the output, the output's shape, which operand element an output element
+reads (broadcasting), and an element's word for the soft-float. Shared by levels 3-5 and
+the chain client; no level owns it."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..protocol.tensors import CODES, DTYPES
+from ..softfloat import float32 as sf
+
+F32, I32, BOOL, I64 = (DTYPES[np.dtype(t)] for t in ("<f4", "<i4", bool, "<i8"))
+# data movement by an integer index (repops.reference.prims.MOVEMENT): operand -> its role
+INDEX_OPERAND = {"gather": 1, "onehot": 0}
+
+
+def operand_code(name: str, i: int) -> int:
+    """The dtype code of operand i of a primitive (the soft-float's word encoding)."""
+    if (name, i) == ("select", 0):
+        return BOOL
+    if INDEX_OPERAND.get(name) == i:
+        return I64
+    return I32 if (name, i) in sf.INT32_OPERANDS else F32
+
+
+def result_code(name: str) -> int:
+    return BOOL if name in ("eq", "lt", "le") else I32 if name in ("to_int32_trunc", "to_int32_rne") else F32
+
+
+def word(element: bytes, code: int) -> int:
+    """An element's bytes (little-endian) as the primitive table's uint32 word."""
+    v = int.from_bytes(element, "little", signed=CODES[code].kind == "i")
+    if CODES[code].kind == "i":  # int32/int64 exponents: clamp as the reference does, then two's complement
+        v = max(-400, min(400, v)) if CODES[code].itemsize == 8 else v
+        return v & 0xFFFFFFFF
+    return v
+
+
+def operand_index(out_shape: tuple, flat: int, op_shape: tuple) -> int:
+    """Broadcasting: the operand element that output element `flat` reads."""
+    idx = np.unravel_index(flat, out_shape) if out_shape else ()
+    idx = idx[len(idx) - len(op_shape):] if op_shape else ()
+    return int(np.ravel_multi_index([0 if d == 1 else int(i) for i, d in zip(idx, op_shape)], op_shape)) if op_shape else 0
+
+
+def output_shape(name: str, shapes: list) -> tuple:
+    """gather: data [R, N, D], index [R, M] -> [R, M, D]; onehot: index [R], fill [N] ->
+    [R, N]; a primitive: its operands broadcast."""
+    if name == "gather":
+        return (shapes[0][0], shapes[1][1], shapes[0][2])
+    if name == "onehot":
+        return (shapes[0][0], shapes[2][0])
+    return tuple(np.broadcast_shapes(*shapes))
