@@ -35,8 +35,9 @@ def np_(t, op) -> np.ndarray:
     if t.dim() == 0 and t.dtype.is_floating_point:
         return np.asarray(t.item(), F32)
     if t.dtype.is_floating_point:
-        raise DTypeError(f"{op}: RepOps v1 computes in float32; got a {t.dtype} tensor of shape "
-                         f"{tuple(t.shape)}. Convert the model and data with .float().")
+        raise DTypeError(f"{op}: RepOps computes in float32 only; got a {t.dtype} tensor of shape "
+                         f"{tuple(t.shape)}. Convert the model and its inputs with .float() (a bf16/fp16 "
+                         "checkpoint loads into a float32 model), and train without torch.autocast.")
     return arr(t)
 
 
@@ -289,6 +290,9 @@ def log_softmax_backward(grad, y, dim, input_dtype=None):
 def _indices(t, n: int, op: str, ignore=None):
     """An index tensor as int64 (a view when it already is one, so a decomposition sees a
     view of the op's input); an index outside [0, n) that is not `ignore` is an error."""
+    if t.is_floating_point() or t.dtype == torch.bool:
+        raise IndexError(f"{op}: indices must be an integer tensor, got {t.dtype} (a float index would be "
+                         "truncated; convert it with .long() where that is meant)")
     i = arr(t).astype(np.int64, copy=False)
     bad = (i < 0) | (i >= n)
     if ignore is not None:
@@ -364,12 +368,17 @@ def mm(a, b):
     return tt(RL.matmul(np_(a, "mm"), np_(b, "mm")))
 
 
-@register(aten.addmm.default)
+@register(aten.addmm.default, aten.baddbmm.default)
 def addmm(bias, a, b, beta=1, alpha=1):
-    """(a @ b) + bias (beta = alpha = 1 only)."""
-    if beta != 1 or alpha != 1:
-        raise UnsupportedOpError(f"aten.addmm with beta={beta}, alpha={alpha}: only 1, 1 is defined")
-    return tt(P.add(RL.matmul(np_(a, "addmm"), np_(b, "addmm")), np_(bias, "addmm")))
+    """(a @ b) + bias; other scales: (a @ b) alpha + bias beta, and beta = 0 ignores bias
+    (torch: NaN there does not propagate)."""
+    mm = RL.matmul(np_(a, "addmm"), np_(b, "addmm"))
+    if alpha != 1:
+        mm = P.mul(mm, np.float32(alpha))
+    if beta == 0:
+        return tt(mm)
+    c = np_(bias, "addmm")
+    return tt(P.add(mm, c if beta == 1 else P.mul(c, np.float32(beta))))
 
 
 @register(aten.embedding.default)
@@ -390,11 +399,375 @@ def embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_fr
     entry poisons its whole column (0 * inf = NaN)."""
     if scale_grad_by_freq:
         raise UnsupportedOpError("aten.embedding_dense_backward with scale_grad_by_freq=True")
-    if padding_idx is not None and padding_idx >= 0:
-        raise UnsupportedOpError("aten.embedding_dense_backward with a padding_idx")
     g = np_(grad, "embedding_dense_backward")
     idx = _indices(indices, num_weights, "embedding_dense_backward").reshape(-1)
-    return tt(N.embedding_backward(idx, g.reshape(idx.size, -1), num_weights))
+    out = N.embedding_backward(idx, g.reshape(idx.size, -1), num_weights)
+    if padding_idx is not None and 0 <= padding_idx < num_weights:  # the padding row's gradient is +0
+        out = P.place(out.shape, 0, [(padding_idx, 1, P.const(0.0, (1, out.shape[1]))), (0, 1, out)])
+    return tt(out)
+
+
+# -- data movement of float tensors, as kernels a referee can follow (integers run natively) ----------------
+def _result(a):
+    """An array as an op's result: a kernel's output stays itself, a strided view becomes a
+    copy kernel's output (so the result is described as a kernel output, never materialised)."""
+    return tt(a if a.flags.c_contiguous and a.flags.writeable else P.copy(a))
+
+
+@register(aten.flip.default)
+def flip(a, dims):
+    return tt(P.copy(np.flip(np_(a, "flip"), tuple(dims))))
+
+
+@register(aten.roll.default)
+def roll(a, shifts, dims=()):
+    x = np_(a, "roll")
+    shape = x.shape
+    if not dims:
+        x, dims = x.reshape(-1), [0]
+    for shift, d in zip(shifts, dims):
+        n = x.shape[d]
+        k = shift % n if n else 0
+        if k:
+            at = lambda lo, hi: x[(slice(None),) * (d % x.ndim) + (slice(lo, hi),)]  # noqa: E731
+            x = P.place(x.shape, d % x.ndim, [(0, 1, at(n - k, n)), (k, 1, at(0, n - k))])
+    return _result(x.reshape(shape))
+
+
+@register(aten.repeat.default)
+def repeat(a, repeats):
+    x = np_(a, "repeat")
+    x = x.reshape((1,) * (len(repeats) - x.ndim) + x.shape)
+    tiled = np.broadcast_to(x.reshape(sum(((1, n) for n in x.shape), ())),
+                            sum(((r, n) for r, n in zip(repeats, x.shape)), ()))
+    return tt(P.copy(tiled).reshape([r * n for r, n in zip(repeats, x.shape)]))
+
+
+@register(aten.constant_pad_nd.default)
+def constant_pad_nd(a, pad, value=0):
+    """F.pad(mode='constant'): negative amounts crop (a view), positive ones pad (place)."""
+    x = np_(a, "constant_pad_nd")
+    pads, crop = {}, [slice(None)] * x.ndim
+    for i in range(len(pad) // 2):
+        d, lo, hi = x.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]
+        crop[d] = slice(max(-lo, 0), x.shape[d] - max(-hi, 0))
+        pads[d] = (max(lo, 0), max(hi, 0))
+    if not any(lo or hi for lo, hi in pads.values()):
+        return tt(P.copy(x[tuple(crop)]))  # a crop only (the backward of a pad)
+    return tt(P.pad(x[tuple(crop)], pads, value))
+
+
+@register(aten.slice_scatter.default)
+def slice_scatter(a, src, dim=0, start=None, end=None, step=1):
+    x, v = np_(a, "slice_scatter"), np_(src, "slice_scatter")
+    dim %= x.ndim
+    first = range(x.shape[dim])[slice(start, end, step)]
+    if not len(first):
+        return tt(P.copy(x))
+    return tt(P.place(x.shape, dim, [(first.start, step, v), (0, 1, x)]))
+
+
+@register(aten.select_scatter.default)
+def select_scatter(a, src, dim, index):
+    x = np_(a, "select_scatter")
+    dim %= x.ndim
+    v = np.expand_dims(np_(src, "select_scatter"), dim)
+    return tt(P.place(x.shape, dim, [(index % x.shape[dim], 1, v), (0, 1, x)]))
+
+
+def _gather_along(x, dim, idx):
+    """x's slices at integer positions idx (1-D) along dim, by the gather kernel."""
+    dim %= x.ndim
+    lead, n = int(np.prod(x.shape[:dim])), x.shape[dim]
+    data = x.reshape(lead, n, -1) if x.flags.c_contiguous else P.copy(x).reshape(lead, n, -1)
+    out = P.gather(data, np.broadcast_to(idx.reshape(1, -1), (lead, idx.size)), P.const(0.0, ()))
+    return out.reshape(x.shape[:dim] + idx.shape + x.shape[dim + 1:])
+
+
+@register(aten.index_select.default)
+def index_select(a, dim, index):
+    x = np_(a, "index_select")
+    return tt(_gather_along(x, dim, _indices(index, x.shape[dim % x.ndim], "index_select").reshape(-1)))
+
+
+def _one_index(op, x, indices):
+    """x[..., idx, ...] with one integer index tensor (after leading full slices): its axis."""
+    used = [i for i, t in enumerate(indices) if t is not None]
+    if len(used) != 1 or indices[used[0]].dtype in (torch.bool, torch.uint8):
+        raise UnsupportedOpError(f"aten.{op} of a float tensor with {len(used)} index tensors "
+                                 f"({[None if t is None else t.dtype for t in indices]}): RepOps defines "
+                                 "indexing by ONE integer tensor (x[idx], x[:, idx]); mask with torch.where")
+    return used[0]
+
+
+@register(aten.index.Tensor)
+def index(a, indices):
+    x = np_(a, "index")
+    d = _one_index("index", x, indices)
+    idx = _indices(indices[d], x.shape[d], "index")
+    return tt(_gather_along(x, d, idx.reshape(-1)).reshape(x.shape[:d] + idx.shape + x.shape[d + 1:]))
+
+
+def _accumulate(x, d, idx, v):
+    """x + (v's slices along axis d summed into x's slices idx, each in increasing position
+    order: embedding_backward's fixed-order rule; an untouched slice adds +0)."""
+    xm = np.moveaxis(x, d, 0)
+    vm = P.copy(np.moveaxis(v, d, 0)).reshape(idx.size, -1)
+    add = N.embedding_backward(idx, vm, x.shape[d]).reshape(xm.shape)
+    return np.moveaxis(P.add(xm, add), 0, d)
+
+
+def _index_put(a, indices, values, accumulate):
+    """x[idx] += values (accumulate, the backward of indexing)."""
+    x = np_(a, "index_put")
+    d = _one_index("index_put", x, indices)
+    if not accumulate:
+        raise UnsupportedOpError("x[idx] = values (aten.index_put without accumulate) of a float tensor: with "
+                                 "repeated indices the winner is unspecified; use torch.where or index_add")
+    idx = _indices(indices[d], x.shape[d], "index_put").reshape(-1)
+    v = np.broadcast_to(np_(values, "index_put"), x.shape[:d] + tuple(indices[d].shape) + x.shape[d + 1:])
+    return _accumulate(x, d, idx, v.reshape(x.shape[:d] + (idx.size,) + x.shape[d + 1:]))
+
+
+@register(aten.index_add.default)
+def index_add(a, dim, index, source, alpha=1):
+    """x.index_add(dim, idx, source) (index_select's backward): source's slices summed into x."""
+    x = np_(a, "index_add")
+    dim %= x.ndim
+    v = np_(source, "index_add")
+    v = v if alpha == 1 else P.mul(v, np.float32(alpha))
+    return _result(_accumulate(x, dim, _indices(index, x.shape[dim], "index_add").reshape(-1), v))
+
+
+@register(aten.scatter_add.default)
+def scatter_add(a, dim, index, src):
+    """x.scatter_add(dim, idx, src) (gather's backward): src[p] summed into x at p with its dim
+    coordinate replaced by idx[p]; onto each target, in increasing p (embedding_backward's rule
+    over x's flat positions)."""
+    x = np_(a, "scatter_add")
+    dim %= x.ndim
+    idx = _indices(index, x.shape[dim], "scatter_add")
+    coords = list(np.indices(idx.shape))
+    coords[dim] = idx
+    target = np.ravel_multi_index(tuple(coords), x.shape).reshape(-1)
+    s = np_(src, "scatter_add")[tuple(slice(0, n) for n in idx.shape)]
+    add = N.embedding_backward(target, P.copy(s).reshape(-1, 1), x.size).reshape(x.shape)
+    return _result(P.add(x, add))
+
+
+register(aten.index_put.default)(lambda a, indices, values, accumulate=False: _result(
+    _index_put(a, indices, values, accumulate)))
+register(aten.index_put_.default, aten._index_put_impl_.default)(
+    lambda a, indices, values, accumulate=False, unsafe=False: _inplace(a, _index_put(a, indices, values, accumulate)))
+
+
+# -- more elementwise and reductions (torch.nn models, Hugging Face families) ---------------------------------
+@register(aten.where.self)
+def where(cond, a, b):
+    """select(cond, a, b) (NaN canonical); integer operands run natively (exact)."""
+    return tt(P.select(arr(cond).astype(np.bool_, copy=False), np_(a, "where"), np_(b, "where")))
+
+
+register(aten.minimum.default)(lambda a, b: tt(P.min_(np_(a, "minimum"), np_(b, "minimum"))))
+register(aten.maximum.default)(lambda a, b: tt(P.max_(np_(a, "maximum"), np_(b, "maximum"))))
+register(aten.reciprocal.default)(lambda a: tt(P.div(full(np.shape(np_(a, "reciprocal")), 1.0), np_(a, "reciprocal"))))
+
+
+def _clamp(x, lo, hi):
+    """max(x, lo) then min(., hi) (IEEE-2019: NaN stays NaN), as torch.clamp."""
+    if lo is not None:
+        x = P.max_(x, np_(lo, "clamp"))
+    if hi is not None:
+        x = P.min_(x, np_(hi, "clamp"))
+    return x
+
+
+register(aten.clamp.default, aten.clamp.Tensor)(lambda a, lo=None, hi=None: tt(_clamp(np_(a, "clamp"), lo, hi)))
+register(aten.clamp_min.default)(lambda a, lo: tt(_clamp(np_(a, "clamp_min"), lo, None)))
+register(aten.clamp_max.default)(lambda a, hi: tt(_clamp(np_(a, "clamp_max"), None, hi)))
+register(aten.clamp_.default)(lambda a, lo=None, hi=None: _inplace(a, _clamp(np_(a, "clamp_"), lo, hi)))
+
+
+@register(aten.linalg_vector_norm.default)
+def vector_norm(a, ord=2, dims=None, keepdim=False, dtype=None):
+    """ord 2: sqrt(sum(x x)); 1: sum(|x|); inf: max(|x|) (folds in row-major order)."""
+    _result_dtype("linalg_vector_norm", dtype)
+    x = np_(a, "linalg_vector_norm")
+    if ord == 2:
+        return tt(P.sqrt(sum_dims(P.mul(x, x), dims, keepdim)))
+    if ord == 1:
+        return tt(sum_dims(P.abs_(x), dims, keepdim))
+    if ord == float("inf"):
+        return tt(fold_dims(P.max_, P.abs_(x), dims, -np.inf, keepdim))
+    raise UnsupportedOpError(f"aten.linalg_vector_norm with ord={ord!r}: RepOps defines ord 1, 2 and inf")
+
+
+@register(aten._safe_softmax.default)
+def safe_softmax(a, dim, dtype=None):
+    """softmax, with +0 for a row whose maximum is -inf (every entry masked)."""
+    _result_dtype("_safe_softmax", dtype)
+    x = np_(a, "_safe_softmax")
+    m = fold_dims(P.max_, x, [dim], -np.inf, True)
+    return tt(P.select(P.eq(m, np.float32(-np.inf)), P.const(0.0, x.shape), N.softmax(x, dim)))
+
+
+@register(aten.gather.default)
+def gather(a, dim, index, sparse_grad=False):
+    """torch.gather of float data: out[..., j, ...] = x[..., index[..., j, ...], ...] along dim,
+    by the gather kernel (rows = every other index position)."""
+    x = np_(a, "gather")
+    dim = dim % x.ndim
+    i = _indices(index, x.shape[dim], "gather")
+    lead = tuple(slice(0, n) for n in i.shape)
+    xs = np.moveaxis(x[lead[:dim] + (slice(None),) + lead[dim + 1:]], dim, -1)
+    im = np.moveaxis(i, dim, -1)
+    rows = int(np.prod(im.shape[:-1]))
+    data = P.copy(xs).reshape(rows, xs.shape[-1], 1)  # an exact copy: one kernel, a view for the gather
+    out = P.gather(data, im.reshape(rows, im.shape[-1]), P.const(0.0, ()))
+    return tt(np.moveaxis(out.reshape(im.shape), -1, dim))
+
+
+def _conv_args(op, stride, padding, dilation, transposed, output_padding, nd):
+    if transposed:
+        raise UnsupportedOpError(f"{op}: transposed convolution is not defined by RepOps yet")
+    if isinstance(padding, str):
+        raise UnsupportedOpError(f"{op}: padding={padding!r}; give the padding in numbers")
+    expand = lambda v: list(v) * nd if len(v) == 1 else list(v)  # noqa: E731
+    return expand(stride), expand(padding), expand(dilation)
+
+
+@register(aten.convolution.default)
+def convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    nd = x.dim() - 2
+    stride, padding, dilation = _conv_args("aten.convolution", stride, padding, dilation, transposed, output_padding, nd)
+    return tt(N.conv(np_(x, "convolution"), np_(w, "convolution"), None if b is None else np_(b, "convolution"),
+                     stride, padding, dilation, groups))
+
+
+@register(aten.convolution_backward.default)
+def convolution_backward(g, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, mask):
+    nd = x.dim() - 2
+    stride, padding, dilation = _conv_args("aten.convolution_backward", stride, padding, dilation, transposed,
+                                           output_padding, nd)
+    op = "convolution_backward"
+    dx, dw, db = N.conv_backward(np_(g, op), np_(x, op), np_(w, op), stride, padding, dilation, groups, mask)
+    return tuple(None if t is None else tt(t) for t in (dx, dw, db))
+
+
+@register(aten.native_batch_norm.default)
+def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """Training: batch statistics (reference/nn.py batch_norm); the running statistics are
+    updated in place: r = (1 - momentum) r + momentum s (s: the mean, and the variance times
+    count / (count - 1)). Evaluation: the running statistics normalise."""
+    op = "native_batch_norm"
+    xa = np_(x, op)
+    w = None if weight is None else np_(weight, op)
+    b = None if bias is None else np_(bias, op)
+    if not training:
+        y = N.batch_norm_frozen(xa, w, b, np_(running_mean, op), np_(running_var, op), eps)
+        return tt(y), tt(P.const(0.0, (0,)).copy()), tt(P.const(0.0, (0,)).copy())
+    y, mean, invstd, var = N.batch_norm(xa, w, b, eps)
+    count = xa.size // xa.shape[1]
+    if running_mean is not None:
+        m = np.float32(momentum)
+        _inplace(running_mean, P.add(P.mul(np_(running_mean, op), np.float32(1.0 - momentum)), P.mul(mean, m)))
+    if running_var is not None:
+        unbiased = P.mul(var, np.float32(count / max(count - 1, 1)))
+        _inplace(running_var, P.add(P.mul(np_(running_var, op), np.float32(1.0 - momentum)),
+                                    P.mul(unbiased, np.float32(momentum))))
+    return tt(y), tt(mean), tt(invstd)
+
+
+@register(aten.native_batch_norm_backward.default)
+def native_batch_norm_backward(go, x, weight, running_mean, running_var, save_mean, save_invstd, train, eps, mask):
+    op = "native_batch_norm_backward"
+    w = None if weight is None else np_(weight, op)
+    if not train:
+        dx, dw, db = N.batch_norm_frozen_backward(np_(go, op), np_(x, op), w, np_(running_mean, op),
+                                                  np_(running_var, op), eps, mask)
+    else:
+        dx, dw, db = N.batch_norm_backward(np_(go, op), np_(x, op), w, np_(save_mean, op), np_(save_invstd, op), mask)
+    return tuple(None if t is None else tt(t) for t in (dx, dw, db))
+
+
+@register(aten.native_group_norm.default)
+def native_group_norm(x, weight, bias, n, c, hw, group, eps):
+    """Per (sample, group): layer norm over the group's channels and positions; then the
+    per-channel affine."""
+    op = "native_group_norm"
+    xa = np_(x, op)
+    y, mean, rstd = N.layer_norm(xa.reshape(n, group, -1), None, None, eps, 1)
+    y = y.reshape(n, c, -1)
+    if weight is not None:
+        y = P.mul(y, np_(weight, op).reshape(c, 1))
+    if bias is not None:
+        y = P.add(y, np_(bias, op).reshape(c, 1))
+    return tt(y.reshape(xa.shape)), tt(mean.reshape(n, group)), tt(rstd.reshape(n, group))
+
+
+@register(aten.native_group_norm_backward.default)
+def native_group_norm_backward(go, x, mean, rstd, weight, n, c, hw, group, mask):
+    op = "native_group_norm_backward"
+    g, xa = np_(go, op).reshape(n, c, -1), np_(x, op)
+    w = None if weight is None else np_(weight, op).reshape(c, 1)
+    gw = g if w is None else P.mul(g, w)
+    xg = xa.reshape(n, group, -1)
+    mean_, rstd_ = np_(mean, op).reshape(n, group, 1), np_(rstd, op).reshape(n, group, 1)
+    dx, _, _ = N.layer_norm_backward(gw.reshape(n, group, -1), xg, mean_, rstd_, None, 1, False, False)
+    xhat = P.mul(P.sub(xg, mean_), rstd_).reshape(n, c, -1)
+    dw = sum_dims(P.mul(g, xhat), [0, 2]) if (mask[1] and weight is not None) else None
+    db = sum_dims(g, [0, 2]) if mask[2] else None
+    return (tt(dx.reshape(xa.shape)) if mask[0] else None), (None if dw is None else tt(dw)), (None if db is None else tt(db))
+
+
+def _pool_args(x, kernel, stride, padding, dilation=(1,)):
+    nd = x.dim() - 2
+    expand = lambda v: list(v) * nd if len(v) == 1 else list(v)  # noqa: E731
+    kernel = expand(kernel)
+    return kernel, (expand(stride) if stride else kernel), expand(padding), expand(dilation)
+
+
+@register(aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default)
+def max_pool_with_indices(x, *args):
+    raise UnsupportedOpError("max pooling with return_indices=True (its int64 indices, for MaxUnpool): not "
+                             "defined by RepOps; F.max_pool1d/2d/3d and nn.MaxPool*d without indices run as "
+                             "repops.max_pool")
+
+
+@register(aten.avg_pool2d.default, aten.avg_pool3d.default)
+def avg_pool(x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None):
+    k, st, pad, _ = _pool_args(x, kernel, stride, padding)
+    return tt(N.avg_pool(np_(x, "avg_pool"), k, st, pad, ceil_mode, count_include_pad, divisor_override))
+
+
+@register(aten.avg_pool2d_backward.default, aten.avg_pool3d_backward.default)
+def avg_pool_backward(g, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    k, st, pad, _ = _pool_args(x, kernel, stride, padding)
+    return tt(N.avg_pool_backward(np_(g, "avg_pool_backward"), np_(x, "avg_pool_backward"), k, st, pad, ceil_mode,
+                                  count_include_pad, divisor_override))
+
+
+@register(aten._adaptive_avg_pool2d.default, aten._adaptive_avg_pool3d.default)
+def adaptive_avg_pool(x, output_size):
+    """Windows of equal size (the input a multiple of the output): average pooling."""
+    S = list(x.shape[2:])
+    if any(s % o for s, o in zip(S, output_size)):
+        raise UnsupportedOpError(f"adaptive average pooling from {S} to {list(output_size)}: RepOps defines it "
+                                 "when each input size is a multiple of the output size")
+    k = [s // o for s, o in zip(S, output_size)]
+    return tt(N.avg_pool(np_(x, "adaptive_avg_pool"), k, k, [0] * len(k), False, True, None))
+
+
+@register(aten._adaptive_avg_pool2d_backward.default, aten._adaptive_avg_pool3d_backward.default)
+def adaptive_avg_pool_backward(g, x):
+    k = [s // o for s, o in zip(x.shape[2:], g.shape[2:])]
+    return tt(N.avg_pool_backward(np_(g, "adaptive_avg_pool_backward"), np_(x, "adaptive_avg_pool_backward"), k, k,
+                                  [0] * len(k), False, True, None))
+
+
+for _name in ("sigmoid", "tanh", "exp", "neg", "abs", "sqrt"):  # in-place forms of the unary ops
+    register(getattr(aten, _name + "_").default)(
+        (lambda fn, nm: lambda a: _inplace(a, fn(np_(a, nm))))(getattr(M, _name, None) or {"neg": P.neg, "abs": P.abs_, "sqrt": P.sqrt}[_name], _name + "_"))
 
 
 # -- RepOps' own operators (repops/ops.py) -------------------------------------------------------------
@@ -415,18 +788,30 @@ def rms_norm_backward(grad, x, weight, r):
 
 
 @register(repops_ops.attention.default)
-def attention(q, k, v, mask, scale):
+def attention(q, k, v, mask, scale, bias=None):
     m = None if mask is None else arr(mask).astype(np.bool_, copy=False)
-    o, p = N.attention(np_(q, "attention"), np_(k, "attention"), np_(v, "attention"), m, scale)
+    b = None if bias is None else np_(bias, "attention")
+    o, p = N.attention(np_(q, "attention"), np_(k, "attention"), np_(v, "attention"), m, scale, b)
     return tt(o), tt(p)
 
 
 @register(repops_ops.attention_backward.default)
-def attention_backward(grad, q, k, v, p, mask, scale):
+def attention_backward(grad, q, k, v, p, mask, scale, bias=None):
     op = "attention_backward"
     m = None if mask is None else arr(mask).astype(np.bool_, copy=False)
     dq, dk, dv = N.attention_backward(np_(grad, op), np_(q, op), np_(k, op), np_(v, op), np_(p, op), m, scale)
     return tt(dq), tt(dk), tt(dv)
+
+
+@register(repops_ops.max_pool.default)
+def max_pool(x, kernel, stride, padding, dilation, ceil_mode):
+    return tt(N.max_pool(np_(x, "max_pool"), kernel, stride, padding, dilation, ceil_mode))
+
+
+@register(repops_ops.max_pool_backward.default)
+def max_pool_backward(grad, x, out, kernel, stride, padding, dilation, ceil_mode):
+    op = "max_pool_backward"
+    return tt(N.max_pool_backward(np_(grad, op), np_(x, op), np_(out, op), kernel, stride, padding, dilation, ceil_mode))
 
 
 @register(repops_ops.adamw_.default)
@@ -449,11 +834,21 @@ EXACT = {
     aten.ones_like.default, aten.empty_like.default, aten.zeros.default, aten.ones.default, aten.empty.memory_format,
     aten.full.default, aten.full_like.default, aten.fill_.Scalar, aten.zero_.default, aten.new_zeros.default,
     aten.new_ones.default, aten.new_empty.default, aten.new_empty_strided.default, aten.empty_strided.default,
-    aten.slice_backward.default, aten.select_backward.default, aten.index_select.default,
-    aten._local_scalar_dense.default, aten.arange.default, aten.arange.start, aten.arange.start_step,
+    aten.slice_backward.default, aten.select_backward.default, aten._local_scalar_dense.default,
+    aten.arange.default, aten.arange.start, aten.arange.start_step,
     aten.triu.default, aten.tril.default, aten.flatten.using_ints, aten.unflatten.int, aten.as_strided.default,
     aten._reshape_alias.default, aten.view_as_real.default,
     aten.set_.source_Tensor, aten.resize_.default, aten.squeeze.default,
+    aten.scalar_tensor.default, aten.fill_.Tensor, aten.view.dtype, aten.new_full.default, aten.lift_fresh_copy.default,
+    aten.masked_select.default, aten.squeeze.dims, aten.unsqueeze_copy.default,
+    aten.expand_copy.default, aten.permute_copy.default, aten.view_copy.default, aten.t_copy.default,
+    aten.transpose_copy.int, aten.unsafe_split.Tensor, aten.unsafe_split_with_sizes.default, aten.chunk.default,
+    aten._assert_tensor_metadata.default, aten._assert_async.msg, aten.sym_constrain_range_for_size.default,
 }
+# Creation without values: RepOps gives them +0 (zeros), so that no node's output is whatever
+# the allocator left (autograd makes a gradient with a parameter's strides by new_empty_strided
+# then copy_; two honest trainers would commit different garbage).
+EMPTY = {aten.empty_like.default, aten.empty.memory_format, aten.new_empty.default, aten.new_empty_strided.default,
+         aten.empty_strided.default}
 # Note: float arange (above) computes start + i*step in double then rounds once: IEEE
 # arithmetic, no libm, so it is portable; with integral values it is exact.

@@ -7,7 +7,10 @@ import contextlib
 import functools
 
 import torch
+import torch.nn.functional as F
 from torch._C import DispatchKey
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import aten as A
@@ -44,6 +47,139 @@ def _device(func, args) -> str:
     return "meta" if devices == {"meta"} else "cpu"
 
 
+def _integral(func, args, kwargs) -> bool:
+    """True when the op computes on integers and booleans only and returns only integers and
+    booleans: exact arithmetic, the same bits on every device (and torch's dtypes, overflow
+    wrap-around and errors), so it runs natively. A Python float operand is fine when the result
+    stays integral (a pad or fill value: torch's cast); anything that makes a float (true
+    division, exp, `+ 0.5`) is not this: RepOps converts and computes."""
+    flat = [*args, *kwargs.values()]
+    flat += [v for a in flat if isinstance(a, (list, tuple)) for v in a]
+    tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+    if not tensors or any(t.is_floating_point() or t.is_complex() for t in tensors):
+        return False
+    meta = lambda a: a.to("meta") if isinstance(a, torch.Tensor) else (  # noqa: E731
+        [meta(x) for x in a] if isinstance(a, list) else a)
+    try:
+        out = func(*[meta(a) for a in args], **{k: meta(v) for k, v in kwargs.items()})
+    except Exception:  # noqa: BLE001 - no meta kernel, or torch refuses: decide by running it natively
+        return True
+    outs = out if isinstance(out, (list, tuple)) else [out]
+    return all(not (isinstance(o, torch.Tensor) and (o.is_floating_point() or o.is_complex())) for o in outs)
+
+
+def _dropout(name, p_at=1, train_at=2):
+    def handler(*args, **kwargs):
+        p = kwargs.get("p", args[p_at] if len(args) > p_at else 0.5)
+        training = kwargs.get("training", kwargs.get("train", args[train_at] if len(args) > train_at else True))
+        if not training or p == 0:
+            return args[0]
+        raise UnsupportedOpError(f"{name} with p={p} in training: RepOps has no deterministic random numbers "
+                                 "yet; set the dropout probabilities to 0 (or call model.eval())")
+    return handler
+
+
+def _max_pool(nd):
+    def handler(*args, **kwargs):
+        from .ops import max_pool
+        return max_pool(nd, *args, **kwargs)
+    return handler
+
+
+def _sdpa(*args, **kwargs):
+    from .ops import sdpa
+    return sdpa(*args, **kwargs)
+
+
+def _mha(*args, **kwargs):
+    """nn.MultiheadAttention without weights calls F.scaled_dot_product_attention from inside
+    Python, where this mode is popped and the call would reach aten as a device-specific
+    fused kernel; with weights it is a plain composition of aten ops (bmm, softmax), the same
+    on every device. Same outputs; the weights are dropped when not asked for."""
+    want = kwargs.pop("need_weights", args[15] if len(args) > 15 else True)
+    args = args[:15] + (True,) + args[16:] if len(args) > 15 else args
+    if len(args) <= 15:
+        kwargs["need_weights"] = True
+    out, weights = F.multi_head_attention_forward(*args, **kwargs)
+    return out, (weights if want else None)
+
+
+def _functions() -> dict:
+    """What RepOpsFunctions routes, by the function torch calls (Python API, builtin, or aten
+    op in an exported graph) -> handler with the same arguments."""
+    from .rnn import recurrent
+    aten, VF = torch.ops.aten, torch._C._VariableFunctions
+    table = {F.scaled_dot_product_attention: _sdpa, aten.scaled_dot_product_attention.default: _sdpa,
+             F.multi_head_attention_forward: _mha}
+    for f in (F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout, F.feature_alpha_dropout,
+              VF.dropout, VF.feature_dropout, VF.alpha_dropout, VF.feature_alpha_dropout, aten.dropout.default,
+              aten.feature_dropout.default, aten.alpha_dropout.default, aten.feature_alpha_dropout.default):
+        table[f] = _dropout(getattr(f, "__name__", str(f)))
+    for nd in (1, 2, 3):
+        for f in (getattr(F, f"max_pool{nd}d"), getattr(VF, f"max_pool{nd}d"), getattr(aten, f"max_pool{nd}d").default):
+            table[f] = _max_pool(nd)
+    for kind in ("lstm", "gru", "rnn_tanh", "rnn_relu"):
+        table[getattr(VF, kind)] = recurrent(kind)
+    return table
+
+
+def _per_tensor(func, args, kwargs):
+    """torch._foreach_<op>(lists, ...) as <op> on each i-th element (what the single-tensor
+    loop calls): a list argument as long as the first is zipped, anything else is shared."""
+    name = func._schema.name[len("aten::_foreach_"):]
+    single = _FOREACH_AS.get(name) or getattr(torch.ops.aten, name)
+    n = len(args[0])
+    zipped = lambda a: isinstance(a, (list, tuple)) and len(a) == n  # noqa: E731
+    outs = [single(*[x[i] if zipped(x) else x for x in args], **{k: (v[i] if zipped(v) else v) for k, v in kwargs.items()})
+            for i in range(n)]
+    return None if name.endswith("_") else outs
+
+
+_FOREACH_AS = {"norm": lambda t, ord=2, dtype=None: torch.ops.aten.linalg_vector_norm(t, ord, dtype=dtype)}
+
+
+def _optimizer_guard(optimizer, args, kwargs):
+    """torch's Adam-family optimizers compute bias corrections on the host with `**` (the C
+    library's pow, not the same bits on every machine); SGD's arithmetic is all tensor ops."""
+    from . import optim
+    allowed = (torch.optim.SGD, *(c for c in vars(optim).values() if isinstance(c, type)
+                                  and issubclass(c, torch.optim.Optimizer)))
+    if not isinstance(optimizer, allowed):
+        raise UnsupportedOpError(
+            f"torch.optim.{type(optimizer).__name__}.step() inside repops.deterministic(): its host-side scalar "
+            "math (bias corrections with the C library's pow) is not the same on every machine. Use "
+            "repops.optim.AdamW (the spec's AdamW; weight_decay=0 gives Adam) or torch.optim.SGD")
+
+
+class RepOpsFunctions(TorchFunctionMode):
+    """Above autograd, where torch still calls functions by name: what decomposes differently
+    per device (attention, max pooling's int64 indices, recurrent layers) or draws random
+    numbers (dropout) is routed before it does, to one RepOps op or composition that is the
+    same on every device (_functions). Dropout is the identity when inactive and refused when
+    active (no deterministic RNG yet); autocast is refused."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = _functions()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda"):
+            raise UnsupportedOpError("torch.autocast (mixed precision) inside repops.deterministic(): RepOps computes "
+                                     "in binary32 only, and bf16/fp16 kernels differ across devices; remove the "
+                                     "autocast context (the model and data stay float32)")
+        handler = self.table.get(func)
+        # torch pops this mode while a function runs: what a Python function of torch calls
+        # inside is seen only below autograd, as aten ops (hence _mha)
+        return (handler or func)(*args, **kwargs)
+
+
+_RANDOM = {f"aten::{n}" for n in (
+    "rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "normal", "normal_", "uniform_",
+    "bernoulli", "bernoulli_", "multinomial", "exponential_", "random_", "cauchy_", "log_normal_", "geometric_",
+    "native_dropout", "poisson", "rrelu_with_noise")}
+
+
 class RepOpsMode(TorchDispatchMode):
     def __init__(self, trace=None, cuda_table=None):
         super().__init__()
@@ -56,11 +192,14 @@ class RepOpsMode(TorchDispatchMode):
         kwargs = kwargs or {}
         impl = A.REGISTRY.get(func)
         device = _device(func, args)
+        exact = func in A.EXACT or (device != "meta" and func.namespace == "aten" and _integral(func, args, kwargs))
         traced = self.trace is not None and func.namespace != "profiler" and (
-            impl is not None or func in A.EXACT)  # profiler marks compute nothing; composites decompose
+            impl is not None or exact)  # profiler marks compute nothing; composites decompose
         if traced and hasattr(self.trace, "before"):
             self.trace.before(func, args, kwargs)  # inputs as they are BEFORE an in-place op runs
-        if impl is not None and device == "meta":
+        if exact and func not in A.EXACT:
+            out = func(*args, **kwargs)  # integers and booleans: exact, and torch's own semantics
+        elif impl is not None and device == "meta":
             out = func(*args, **kwargs)  # shapes only, no values: the graph of a step (Verde)
         elif impl is not None and device == "cuda":
             from .reference.prims import implementations
@@ -70,12 +209,22 @@ class RepOpsMode(TorchDispatchMode):
             out = impl(*args, **kwargs)
         elif func in A.EXACT or func.namespace == "profiler":
             out = func(*args, **kwargs)
+            if func in A.EMPTY and device != "meta":
+                out.zero_()
+        elif func.name().startswith("aten::_foreach_"):
+            with self:  # one op per tensor, traced as the single-tensor loop would be
+                return _per_tensor(func, args, kwargs)
         elif func.has_kernel_for_dispatch_key(DispatchKey.CompositeImplicitAutograd):
             # A composite op (linear, layer_norm, ...) reaching us whole (inference_mode skips
             # autograd's decomposition). Decompose it with this mode re-entered, so each piece
             # runs on RepOps in torch's fixed order, exactly as under autograd.
             with self:
                 return func.decompose(*args, **kwargs)
+        elif func._schema.name in _RANDOM:
+            raise UnsupportedOpError(
+                f"{func}: random numbers inside repops.deterministic() (torch's generators differ between CPU "
+                "and CUDA, and RepOps has no portable one yet): draw random tensors (data, initial weights, "
+                "noise) before entering the block and pass them in; dropout needs probability 0 or model.eval()")
         else:
             raise UnsupportedOpError(f"{func} is not implemented by RepOps (args: {_describe(args)}). "
                                      "Add a definition in repops/aten.py, or keep this op out of "
@@ -98,8 +247,10 @@ def deterministic(backend: str = "cpu", trace=None):
     # numpy's elementwise kernels run in this thread under its MXCSR: force IEEE modes
     # (no FTZ/DAZ, round-to-nearest) for the block, whatever the process had set.
     csr = lib().repops_mxcsr_ieee()
+    guard = register_optimizer_step_pre_hook(_optimizer_guard)
     try:
-        with implementations(table), RepOpsMode(trace, cuda_table):
+        with implementations(table), RepOpsFunctions(), RepOpsMode(trace, cuda_table):
             yield
     finally:
+        guard.remove()
         lib().repops_mxcsr_set(csr)

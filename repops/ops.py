@@ -62,8 +62,11 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
 
 # -- attention -------------------------------------------------------------------------------------
 @torch.library.custom_op("repops::attention", mutates_args=())
-def _attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], scale: float) -> tuple[Tensor, Tensor]:
+def _attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], scale: float,
+               bias: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     s = (q @ k.transpose(-2, -1)) * scale
+    if bias is not None:
+        s = s + bias
     if mask is not None:
         s = s.masked_fill(mask, float("-inf"))
     p = torch.softmax(s, -1)
@@ -71,13 +74,13 @@ def _attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], scale: f
 
 
 @_attention.register_fake
-def _(q, k, v, mask, scale):
+def _(q, k, v, mask, scale, bias=None):
     return q.new_empty(q.shape[:-1] + (v.shape[-1],)), q.new_empty(q.shape[:-1] + (k.shape[-2],))
 
 
 @torch.library.custom_op("repops::attention_backward", mutates_args=())
 def _attention_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor, p: Tensor, mask: Optional[Tensor],
-                        scale: float) -> tuple[Tensor, Tensor, Tensor]:
+                        scale: float, bias: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor]:
     dv = p.transpose(-2, -1) @ grad
     dp = grad @ v.transpose(-2, -1)
     ds = p * (dp - (dp * p).sum(-1, keepdim=True))
@@ -88,30 +91,125 @@ def _attention_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor, p: Tensor
 
 
 @_attention_backward.register_fake
-def _(grad, q, k, v, p, mask, scale):
+def _(grad, q, k, v, p, mask, scale, bias=None):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 def _att_setup(ctx, inputs, output):
-    q, k, v, mask, scale = inputs
+    q, k, v, mask, scale, bias = inputs
     ctx.save_for_backward(q, k, v, output[1], mask)
-    ctx.scale = scale
+    ctx.scale, ctx.bias_shape = scale, None if bias is None else bias.shape
     ctx.set_materialize_grads(False)  # p's gradient is never used: no zeros op for it
 
 
 def _att_backward(ctx, grad, _grad_p):
     q, k, v, p, mask = ctx.saved_tensors
     dq, dk, dv = torch.ops.repops.attention_backward(grad, q, k, v, p, mask, ctx.scale)
-    return dq, dk, dv, None, None
+    dbias = None
+    if len(ctx.needs_input_grad) > 5 and ctx.needs_input_grad[5]:  # a trainable additive bias (ALiBi, relative positions): the scores' gradient
+        ds = torch._softmax_backward_data(grad @ v.transpose(-2, -1), p, -1, p.dtype)
+        if mask is not None:
+            ds = ds.masked_fill(mask, 0.0)
+        dbias = ds.sum_to_size(ctx.bias_shape)
+    return dq, dk, dv, None, None, dbias
 
 
 _attention.register_autograd(_att_backward, setup_context=_att_setup)
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], scale: float) -> Tensor:
-    """softmax((q k^T) scale, masked entries (mask True) -inf) v, as one op; q, k, v
-    [..., T, d], mask bool broadcastable to [..., T, T] or None."""
-    return torch.ops.repops.attention(q, k, v, mask, scale)[0]
+def attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], scale: float,
+              bias: Optional[Tensor] = None) -> Tensor:
+    """softmax((q k^T) scale + bias, masked entries (mask True) -inf) v, as one op; q, k, v
+    [..., T, d], mask bool broadcastable to [..., T, S] or None, bias float or None."""
+    return torch.ops.repops.attention(q, k, v, mask, scale, bias)[0]
+
+
+def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """F.scaled_dot_product_attention on RepOps' attention: the same node on every device
+    (torch decomposes SDPA differently on CPU and GPU). A bool attn_mask keeps True entries,
+    a float one is added; is_causal masks every key after its query (top-left aligned)."""
+    from .errors import UnsupportedOpError
+    if dropout_p:
+        raise UnsupportedOpError(f"scaled_dot_product_attention with dropout_p={dropout_p}: RepOps has no "
+                                 "deterministic dropout yet; set the attention dropout to 0 (or use model.eval())")
+    L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        rep = query.shape[-3] // key.shape[-3]
+        key, value = key.repeat_interleave(rep, dim=-3), value.repeat_interleave(rep, dim=-3)
+    mask = bias = None
+    if is_causal:
+        mask = torch.ones(L, S, dtype=torch.bool, device=query.device).triu(1)
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        keep_out = ~attn_mask
+        mask = keep_out if mask is None else (mask | keep_out)
+    elif attn_mask is not None:
+        bias = attn_mask
+    return attention(query, key, value, mask, 1.0 / E ** 0.5 if scale is None else scale, bias)
+
+
+# -- max pooling -----------------------------------------------------------------------------------
+# torch's max pooling returns int64 argmax indices for its backward: integers computed from
+# floats by data movement. RepOps' max_pool returns the values only; its backward finds each
+# window's first maximal position again with binary32 kernels (repops/reference/nn.py).
+@torch.library.custom_op("repops::max_pool", mutates_args=())
+def _max_pool(x: Tensor, kernel: list[int], stride: list[int], padding: list[int], dilation: list[int],
+              ceil_mode: bool) -> Tensor:
+    fn = (torch.nn.functional.max_pool1d, torch.nn.functional.max_pool2d, torch.nn.functional.max_pool3d)
+    return fn[len(kernel) - 1](x, kernel, stride, padding, dilation, ceil_mode)
+
+
+@_max_pool.register_fake
+def _(x, kernel, stride, padding, dilation, ceil_mode):
+    from .reference.nn import pool_geometry
+    O, _ = pool_geometry(x.shape[2:], kernel, stride, padding, dilation, ceil_mode)
+    return x.new_empty(tuple(x.shape[:2]) + tuple(O))
+
+
+@torch.library.custom_op("repops::max_pool_backward", mutates_args=())
+def _max_pool_backward(grad: Tensor, x: Tensor, out: Tensor, kernel: list[int], stride: list[int],
+                       padding: list[int], dilation: list[int], ceil_mode: bool) -> Tensor:
+    with torch.enable_grad():
+        xx = x.detach().requires_grad_()
+        y = _max_pool(xx, kernel, stride, padding, dilation, ceil_mode)
+        return torch.autograd.grad(y, xx, grad)[0]
+
+
+@_max_pool_backward.register_fake
+def _(grad, x, out, kernel, stride, padding, dilation, ceil_mode):
+    return torch.empty_like(x)
+
+
+def _pool_setup(ctx, inputs, output):
+    x, *ctx.geometry = inputs
+    ctx.save_for_backward(x, output)
+
+
+def _pool_backward(ctx, grad):
+    x, out = ctx.saved_tensors
+    return (torch.ops.repops.max_pool_backward(grad, x, out, *ctx.geometry),) + (None,) * 5
+
+
+_max_pool.register_autograd(_pool_backward, setup_context=_pool_setup)
+
+
+def max_pool(nd: int, x: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+             return_indices=False) -> Tensor:
+    """F.max_pool{nd}d (same arguments) as one RepOps op without indices."""
+    if return_indices:
+        from .errors import UnsupportedOpError
+        raise UnsupportedOpError(f"max_pool{nd}d with return_indices=True (int64 indices, for MaxUnpool): not "
+                                 "defined by RepOps")
+    unbatched = x.dim() == nd + 1
+    if unbatched:
+        x = x.unsqueeze(0)
+
+    def expand(v):
+        v = [int(v)] if isinstance(v, int) else [int(a) for a in v]
+        return v * nd if len(v) == 1 else v
+    k = expand(kernel_size)
+    st = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else expand(stride)
+    y = torch.ops.repops.max_pool(x, k, st, expand(padding), expand(dilation), bool(ceil_mode))
+    return y.squeeze(0) if unbatched else y
 
 
 # -- the AdamW step --------------------------------------------------------------------------------

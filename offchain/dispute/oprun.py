@@ -32,6 +32,8 @@ import torch
 
 import repops
 
+from repops.reference.prims import placement
+
 from ..protocol import merkle
 from ..protocol.encoding import decode
 from ..protocol.tensors import CODES, DTYPES, canonical, commit
@@ -178,6 +180,9 @@ RESULT_RULES = {
     "aten.ones_like.default": _creation(0, 1.0), "aten.full_like.default": _creation(0, value_arg=1),
     "aten.new_zeros.default": _creation(1, 0.0), "aten.new_ones.default": _creation(1, 1.0),
     "aten.new_full.default": _creation(1, value_arg=2),
+    # RepOps zeroes what torch leaves uninitialised (repops.aten.EMPTY)
+    **{f"aten.{n}": _creation(0, 0.0) for n in ("empty_like.default", "empty.memory_format", "new_empty.default",
+                                                "new_empty_strided.default", "empty_strided.default")},
 }
 # Exact in-place ops: the result is the mutated input's memory, but its values come from
 # elsewhere (never describe it as a view of the pre-op input).
@@ -197,6 +202,15 @@ class _Sources:
         """By layout only, never by values: a view of a source, else a constant if it is one
         value broadcast (0-d, or every stride 0: repops.reference.prims.const), else MAT."""
         a = np.asarray(a)
+        placed = placement(a)
+        if placed is not None:  # laid out by prims.place: background and pieces, each a view or constant
+            axis, background, pieces = placed
+            ds = [(start, step, piece.shape[axis], self.describe(piece)) for start, step, piece in pieces]
+            if any(d[0] not in (VIEW, CONST) for *_, d in ds):
+                return bytes([MAT])
+            return cat(axis, a.shape, ds, background)
+        if a.size == 0:  # no element to source
+            return constant(np.zeros((), a.dtype), a.shape)
         found = self._find(a)
         if found is None and a.size and (a.ndim == 0 or not any(a.strides)):
             return constant(np.asarray(a.reshape(-1)[:1] if a.ndim == 0 else a.flat[0], a.dtype), a.shape)

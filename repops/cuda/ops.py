@@ -254,12 +254,15 @@ class Ops:
                                self.contiguous(r), None, x.shape[-1], want_dw=True)
         return dx, dw
 
-    def attention(self, q, k, v, mask, scale):
+    def attention(self, q, k, v, mask, scale, bias=None):
+        if bias is not None:  # the reference's kernels, each on this device
+            from ..reference.nn import attention as ref
+            return ref.reference(q, k, v, mask, scale, bias)
         q, k, v = self.dev(q), self.dev(k), self.dev(v)
         p = self._rows("attention_rows", self.matmul(q, self.xp.swapaxes(k, -1, -2)), None, -1, mask, scale)
         return self.matmul(p, v), p
 
-    def attention_backward(self, g, q, k, v, p, mask, scale):
+    def attention_backward(self, g, q, k, v, p, mask, scale, bias=None):
         g, q, k, v, p = (self.dev(t) for t in (g, q, k, v, p))
         sw = lambda t: self.xp.swapaxes(t, -1, -2)  # noqa: E731
         dv = self.matmul(sw(p), g)

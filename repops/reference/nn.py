@@ -183,10 +183,13 @@ def _t(a):
 
 
 @P.overridable("attention")
-def attention(q, k, v, mask, scale):
-    """s = (q k^T) scale; masked entries (mask True) -inf; p = softmax(s); o = p v. -> (o, p).
-    q, k, v [..., T, d]; mask None or bool broadcastable to [..., T, T]."""
+def attention(q, k, v, mask, scale, bias=None):
+    """s = (q k^T) scale (+ bias); masked entries (mask True) -inf; p = softmax(s); o = p v.
+    -> (o, p). q, k, v [..., T, d]; mask None or bool broadcastable to [..., T, S]; bias None
+    or float broadcastable to it (an additive mask)."""
     s = P.mul(matmul(q, _t(k)), np.asarray(scale, F32))
+    if bias is not None:
+        s = P.add(s, bias)
     if mask is not None:
         s = P.select(mask, P.const(-np.inf, s.shape), s)
     p = softmax(s, -1)
@@ -194,9 +197,9 @@ def attention(q, k, v, mask, scale):
 
 
 @P.overridable("attention_backward")
-def attention_backward(g, q, k, v, p, mask, scale):
+def attention_backward(g, q, k, v, p, mask, scale, bias=None):
     """dv = p^T g; dp = g v^T; ds = softmax_backward(dp, p), masked entries +0, times scale;
-    dk = ds^T q; dq = ds k. -> (dq, dk, dv)."""
+    dk = ds^T q; dq = ds k. -> (dq, dk, dv). (The bias gets no gradient: it is a mask.)"""
     dv = matmul(_t(p), g)
     dp = matmul(g, _t(v))
     ds = softmax_backward(dp, p, -1)
@@ -216,3 +219,255 @@ def embedding_backward(index, g, num_weights):
     g[p, d] makes column d NaN in every row w != index[p] (0 * inf)."""
     hot = P.onehot(index, P.const(1.0, index.shape), P.const(0.0, (num_weights,)))
     return matmul(hot.T, g)
+
+
+# -- convolution: im2col views and fixed-order matmuls ---------------------------------------------
+# Padding and scatter are prims.place() copies, every other operand a view: a referee can
+# follow each element of each kernel to its source (no materialised operand).
+def _spatial_pad(x, before, after, value):
+    """x [N, C, *S] with `value` before/after each spatial axis."""
+    return P.pad(x, {2 + a: (lo, hi) for a, (lo, hi) in enumerate(zip(before, after))}, value)
+
+
+def _windows(x, k_shape, stride, dilation, out=None):
+    """The window view [N, C, *K, *O] of x [N, C, *S]: element (k, o) is position
+    o*stride + k*dilation of each spatial axis. -> (view, O)."""
+    xp = P.xp_of(x)
+    S = x.shape[2:]
+    O = out or [(s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(S, k_shape, stride, dilation)]
+    st = x.strides
+    shape = x.shape[:2] + tuple(k_shape) + tuple(O)
+    strides = st[:2] + tuple(s * d for s, d in zip(st[2:], dilation)) + tuple(s * t for s, t in zip(st[2:], stride))
+    return xp.lib.stride_tricks.as_strided(x, shape, strides), list(O)
+
+
+def _scatter(c, k, stride, dilation, grid):
+    """c [N, C, *O] placed at positions o*stride + k*dilation of a +0 grid [N, C, *grid]:
+    one place() per spatial axis, last axis first."""
+    for a in reversed(range(len(grid))):
+        shape = list(c.shape)
+        shape[2 + a] = grid[a]
+        c = P.place(shape, 2 + a, [(k[a] * dilation[a], stride[a], c)], 0.0)
+    return c
+
+
+def _col2im(cols, stride, dilation, grid):
+    """cols [N, C, *K, *O] -> [N, C, *grid]: +0, then for each kernel offset k in row-major
+    order add(acc, cols[k] scattered); -> acc (the inverse of _windows, summing overlaps)."""
+    N, C = cols.shape[:2]
+    nd = len(grid)
+    K = cols.shape[2:2 + nd]
+    acc = P.const(0.0, (N, C) + tuple(grid))
+    for k in np.ndindex(*K):
+        acc = P.add(acc, _scatter(cols[(slice(None), slice(None)) + k], k, stride, dilation, grid))
+    return acc
+
+
+def _unpad(acc, padding, S):
+    """The input-shaped part of a padded-grid result (a copy kernel when there was padding)."""
+    if acc.shape[2:] == tuple(S):
+        return acc
+    return P.copy(acc[(slice(None), slice(None)) + tuple(slice(p, p + s) for p, s in zip(padding, S))])
+
+
+def conv(x, w, b, stride, padding, dilation, groups):
+    """x [N, Ci, *S], w [Co, Ci/groups, *K]: per group g, out[n, co, o] = fold(fma, +0) over
+    (ci, k...) in row-major order of w[co, ci, k] x_pad[n, ci, o*stride + k*dilation] (the
+    im2col matmul, groups as a batch axis), then + bias[co]. Padding is +0."""
+    view, O = _windows(_spatial_pad(x, padding, padding, 0.0), w.shape[2:], stride, dilation)
+    N, C, Co = x.shape[0], x.shape[1], w.shape[0]
+    cg, cog, kn, L = C // groups, Co // groups, int(np.prod(w.shape[2:])), int(np.prod(O))
+    cols = P.copy(view).reshape(N, groups, cg * kn, L)
+    out = matmul(w.reshape(groups, cog, cg * kn), cols).reshape((N, Co) + tuple(O))
+    if b is not None:
+        out = P.add(out, b.reshape((Co,) + (1,) * len(O)))
+    return out
+
+
+def conv_backward(g, x, w, stride, padding, dilation, groups, mask):
+    """-> (dx, dw, db). db[co] = sum of g over (n, o...) in row-major order; per group
+    dw = fold(fma, +0) over (n, o) in row-major order of g[n, co, o] cols[n, (ci, k), o] (a
+    matmul); dcols = w^T g (a matmul over co), and dx = _col2im(dcols) inside the padding."""
+    xp = P.xp_of(x)
+    N, C, Co = x.shape[0], x.shape[1], w.shape[0]
+    K, S = w.shape[2:], x.shape[2:]
+    cg, cog, kn = C // groups, Co // groups, int(np.prod(K))
+    O = list(g.shape[2:])
+    L = int(np.prod(O))
+    gs = g.reshape(N, groups, cog, L)
+    db = sum_dims(g, [0] + list(range(2, g.ndim))) if mask[2] else None
+    dw = dx = None
+    if mask[1]:
+        view, _ = _windows(_spatial_pad(x, padding, padding, 0.0), K, stride, dilation, O)
+        cols = P.copy(view).reshape(N, groups, cg * kn, L)
+        a = P.copy(xp.moveaxis(gs, 0, 2)).reshape(groups, cog, N * L)            # [G, cog, N, L]
+        bm = P.copy(xp.transpose(cols, (1, 0, 3, 2))).reshape(groups, N * L, cg * kn)  # [G, N, L, ckn]
+        dw = matmul(a, bm).reshape(w.shape)
+    if mask[0]:
+        wt = xp.swapaxes(w.reshape(groups, cog, cg * kn), -1, -2)
+        dcols = matmul(wt, gs).reshape((N, C) + tuple(K) + tuple(O))
+        grid = [s + 2 * p for s, p in zip(S, padding)]
+        dx = _unpad(_col2im(dcols, stride, dilation, grid), padding, S)
+    return dx, dw, db
+
+
+# -- batch norm -------------------------------------------------------------------------------------------
+def _per_channel(x):
+    """The axes batch norm reduces (all but the channel axis 1) and the broadcast shape of a
+    per-channel vector."""
+    return [0] + list(range(2, x.ndim)), (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+
+def batch_norm(x, w, b, eps):
+    """Training statistics per channel c over (n, s...) in row-major order: mean = sum/count;
+    var = sum((x - mean)^2)/count; invstd = 1/sqrt(var + eps); y = ((x - mean) invstd) w + b.
+    -> (y, mean [C], invstd [C], var [C])."""
+    dims, shp = _per_channel(x)
+    mean = mean_dims(x, dims)
+    d = P.sub(x, mean.reshape(shp))
+    var = mean_dims(P.mul(d, d), dims)
+    invstd = P.div(P.const(1.0, var.shape), P.sqrt(P.add(var, P.const(eps, var.shape))))
+    y = P.mul(d, invstd.reshape(shp))
+    if w is not None:
+        y = P.mul(y, w.reshape(shp))
+    if b is not None:
+        y = P.add(y, b.reshape(shp))
+    return y, mean, invstd, var
+
+
+def _frozen_invstd(var, eps):
+    return P.div(P.const(1.0, var.shape), P.sqrt(P.add(var, P.const(eps, var.shape))))
+
+
+def batch_norm_frozen(x, w, b, mean, var, eps):
+    """Evaluation mode: the running statistics normalise. invstd = 1/sqrt(var + eps);
+    y = ((x - mean) invstd) w + b."""
+    _, shp = _per_channel(x)
+    y = P.mul(P.sub(x, mean.reshape(shp)), _frozen_invstd(var, eps).reshape(shp))
+    y = y if w is None else P.mul(y, w.reshape(shp))
+    return y if b is None else P.add(y, b.reshape(shp))
+
+
+def batch_norm_frozen_backward(go, x, w, mean, var, eps, mask):
+    """The statistics are constants: dx = (go w) invstd; dw = sum(go xhat); db = sum(go)."""
+    dims, shp = _per_channel(x)
+    invstd = _frozen_invstd(var, eps).reshape(shp)
+    dx = dw = db = None
+    if mask[0]:
+        dx = P.mul(P.mul(go, w.reshape(shp)) if w is not None else go, invstd)
+    if mask[1]:
+        dw = sum_dims(P.mul(go, P.mul(P.sub(x, mean.reshape(shp)), invstd)), dims)
+    if mask[2]:
+        db = sum_dims(go, dims)
+    return dx, dw, db
+
+
+def batch_norm_backward(go, x, w, mean, invstd, mask):
+    """xhat = (x - mean) invstd; gw = go w; dx = invstd ((gw - mean(gw)) - xhat mean(gw xhat))
+    (per channel, means over (n, s)); dw = sum(go xhat); db = sum(go). -> (dx, dw, db)."""
+    dims, shp = _per_channel(x)
+    xhat = P.mul(P.sub(x, mean.reshape(shp)), invstd.reshape(shp))
+    g = P.mul(go, w.reshape(shp)) if w is not None else go
+    dx = dw = db = None
+    if mask[0]:
+        mg = mean_dims(g, dims).reshape(shp)
+        mgx = mean_dims(P.mul(g, xhat), dims).reshape(shp)
+        dx = P.mul(invstd.reshape(shp), P.sub(P.sub(g, mg), P.mul(xhat, mgx)))
+    if mask[1]:
+        dw = sum_dims(P.mul(go, xhat), dims)
+    if mask[2]:
+        db = sum_dims(go, dims)
+    return dx, dw, db
+
+
+# -- pooling ----------------------------------------------------------------------------------------------------
+def pool_geometry(S, kernel, stride, padding, dilation, ceil_mode):
+    """Output sizes and the right-hand padding of each spatial axis, as torch defines them
+    (ceil_mode adds windows that start inside the input or the left padding)."""
+    O, right = [], []
+    for s, k, st, p, d in zip(S, kernel, stride, padding, dilation):
+        span = s + 2 * p - d * (k - 1) - 1
+        o = (span + (st - 1 if ceil_mode else 0)) // st + 1
+        if ceil_mode and (o - 1) * st >= s + p:
+            o -= 1
+        O.append(o)
+        right.append(max(p, (o - 1) * st + d * (k - 1) + 1 - s - p))
+    return O, right
+
+
+def max_pool(x, kernel, stride, padding, dilation, ceil_mode):
+    """out = fold(max, -inf) over the window in row-major order (IEEE-2019 maximum: NaN wins,
+    -0 < +0); padding reads -inf."""
+    O, right = pool_geometry(x.shape[2:], kernel, stride, padding, dilation, ceil_mode)
+    view, _ = _windows(_spatial_pad(x, padding, right, -np.inf), kernel, stride, dilation, O)
+    out = P.const(-np.inf, x.shape[:2] + tuple(O))
+    for k in np.ndindex(*kernel):
+        out = P.max_(out, view[(slice(None), slice(None)) + k])
+    return out
+
+
+def max_pool_backward(g, x, out, kernel, stride, padding, dilation, ceil_mode):
+    """Each output's gradient goes to the first window position (row-major) whose element
+    == out (IEEE), or is NaN when out is NaN: per offset k, hit = that test as 1/+0, take =
+    hit free, free = free - take (free starts at 1), and the contributions select(take == 1,
+    g, +0) are summed as in convolution's backward (_col2im)."""
+    S = x.shape[2:]
+    O, right = pool_geometry(S, kernel, stride, padding, dilation, ceil_mode)
+    xpad = _spatial_pad(x, padding, right, -np.inf)
+    view, _ = _windows(xpad, kernel, stride, dilation, O)
+    one, zero = P.const(1.0, out.shape), P.const(0.0, out.shape)
+    out_is_num = P.eq(out, out)
+    free, grid = one, list(xpad.shape[2:])
+    acc = P.const(0.0, xpad.shape)
+    for k in np.ndindex(*kernel):
+        v = view[(slice(None), slice(None)) + k]
+        hit = P.select(out_is_num, P.select(P.eq(v, out), one, zero), P.select(P.eq(v, v), zero, one))
+        take = P.mul(hit, free)
+        free = P.sub(free, take)
+        acc = P.add(acc, _scatter(P.select(P.eq(take, one), g, zero), k, stride, dilation, grid))
+    return _unpad(acc, padding, S)
+
+
+def _avg_divisor(x, kernel, stride, padding, right, O, count_include_pad, divisor):
+    """The divisor per output: `divisor` if given; else the window's positions inside the
+    input (count_include_pad False) or inside input + padding (True): a window sum of ones
+    over the padded grid (so every operand stays a view or a constant)."""
+    if divisor:
+        return P.const(divisor, x.shape[:2] + tuple(O))
+    S = x.shape[2:]
+    if count_include_pad and all(r == p for r, p in zip(right, padding)):
+        return P.const(int(np.prod(kernel)), x.shape[:2] + tuple(O))
+    ones = P.const(1.0, (1, 1) + tuple(S))
+    if count_include_pad:  # torch counts the symmetric padding, never ceil_mode's extra
+        grid = P.pad(ones, {2 + a: (p, p) for a, p in enumerate(padding)}, 1.0)
+        grid = P.pad(grid, {2 + a: (0, r - p) for a, (p, r) in enumerate(zip(padding, right))}, 0.0)
+    else:
+        grid = _spatial_pad(ones, padding, right, 0.0)
+    view, _ = _windows(grid, kernel, stride, [1] * len(kernel), O)
+    n = P.const(-0.0, (1, 1) + tuple(O))
+    for k in np.ndindex(*kernel):
+        n = P.add(n, view[(slice(None), slice(None)) + k])
+    return n
+
+
+def avg_pool(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor):
+    """out = fold(add, -0) over the window in row-major order (padding reads +0) / the divisor
+    (_avg_divisor)."""
+    O, right = pool_geometry(x.shape[2:], kernel, stride, padding, [1] * len(kernel), ceil_mode)
+    view, _ = _windows(_spatial_pad(x, padding, right, 0.0), kernel, stride, [1] * len(kernel), O)
+    acc = P.const(-0.0, x.shape[:2] + tuple(O))
+    for k in np.ndindex(*kernel):
+        acc = P.add(acc, view[(slice(None), slice(None)) + k])
+    return P.div(acc, _avg_divisor(x, kernel, stride, padding, right, O, count_include_pad, divisor))
+
+
+def avg_pool_backward(g, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor):
+    """share = g / divisor, summed into +0 as in convolution's backward (_col2im)."""
+    S = x.shape[2:]
+    O, right = pool_geometry(S, kernel, stride, padding, [1] * len(kernel), ceil_mode)
+    share = P.div(g, _avg_divisor(x, kernel, stride, padding, right, O, count_include_pad, divisor))
+    grid = [s + p + r for s, p, r in zip(S, padding, right)]
+    acc = P.const(0.0, x.shape[:2] + tuple(grid))
+    for k in np.ndindex(*kernel):
+        acc = P.add(acc, _scatter(share, k, stride, [1] * len(kernel), grid))
+    return _unpad(acc, padding, S)

@@ -203,7 +203,45 @@ to_int32_rne = _to_int32(np.rint, "to_int32_rne")
 
 @overridable("copy")
 def copy(a):
-    return _record("copy", (a,), np.array(a, dtype=F32, copy=True))
+    return _record("copy", (a,), np.array(a, dtype=F32, copy=True, order="C"))
+
+
+_PLACED: dict = {}  # id(operand of a place() copy) -> (axis, background, [(start, step, piece)])
+
+
+def placement(operand):
+    """How place() laid out this operand, or None: (axis, background, [(start, step, piece)])."""
+    return _PLACED.get(id(operand))
+
+
+def place(shape, axis: int, pieces, background=0.0):
+    """One copy kernel whose operand has `shape` and holds `background` everywhere but along
+    `axis`, where piece (start, step, array) fills positions start, start + step, ... (the
+    piece has the operand's shape but along axis; where pieces overlap the first one counts,
+    as in a CAT descriptor). Padding, strided scatter and
+    concatenation as data movement a referee can follow: the operand is described by the
+    pieces' sources (docs/PROTOCOL.md, CAT), never materialised by the caller."""
+    xp = xp_of(pieces[0][2])
+    operand = xp.full(tuple(shape), background, F32)
+    for start, step, a in reversed(pieces):  # the first piece written last: it counts
+        at = [slice(None)] * len(shape)
+        at[axis] = slice(start, start + step * (a.shape[axis] - 1) + 1, step)
+        operand[tuple(at)] = a
+    _PLACED[id(operand)] = (axis, background, pieces)
+    try:
+        return copy(operand)
+    finally:
+        del _PLACED[id(operand)]
+
+
+def pad(x, pads: dict, value=0.0):
+    """x with `value` around it: pads = {axis: (before, after)}, one place() copy per axis."""
+    for axis, (lo, hi) in sorted(pads.items()):
+        if lo or hi:
+            shape = list(x.shape)
+            shape[axis] += lo + hi
+            x = place(shape, axis, [(lo, 1, x)], value)
+    return x
 
 
 def wrote(dst, src):

@@ -11,6 +11,7 @@ import torch
 import repops
 from offchain.dispute.kernels import operand_code, result_code
 from offchain.dispute.oprun import OpRun, decode_kernel
+from offchain.protocol.encoding import decode
 from offchain.protocol.tensors import DTYPES
 from offchain.protocol.trace import StepRecorder
 from repops.reference.prims import observe
@@ -64,3 +65,78 @@ def test_the_decomposition_structure_does_not_depend_on_values():
         structures.append(_structures([(n.structure(), [value(r) for r in n.refs]) for n in rec.nodes]))
     assert structures[0] == structures[1]
     assert any(d[0] == 1 for node in structures[0] for _, ds in node for d in ds)  # constants are there
+
+
+# samples whose every tensor is an argument (no module weights or constants of their own)
+_OWN = sorted(n for n in SAMPLES if n not in ("multihead_attention", "lstm_bidirectional_proj", "gru_rnn",
+                                              "batch_norm_eval"))
+# ops whose float operands are all views, constants or CATs of views (levels 4-5 settle any element)
+_NO_MAT = ["conv2d_groups_stride", "conv1d_dilation", "conv3d", "batch_norm_train", "group_norm", "max_pool2d_ceil",
+           "max_pool1d_dilation", "avg_pool2d_pad_excluded", "avg_pool1d", "adaptive_avg_pool2d",
+           "where_min_max_clamp", "flip_roll_repeat", "pad_constant", "slice_select_scatter", "sdpa_causal",
+           "sdpa_float_mask", "index_put_accumulate", "gather", "index_select_index", "embedding_padding_idx"]
+
+
+def _node_runs(name):
+    """Each node of the sample's forward and backward, re-run by OpRun from its recorded inputs."""
+    fn, make = SAMPLES[name]
+    ins = [x.detach().requires_grad_(x.is_floating_point()) for x in make()]
+    rec = StepRecorder([x for x in ins if x.is_floating_point()], [x for x in ins if not x.is_floating_point()],
+                       chunk=8, keep=True)
+    with repops.deterministic(trace=rec):
+        fn(*ins).float().sum().backward()
+    state = [x.detach() for x in ins if x.is_floating_point()]
+    data = [x for x in ins if not x.is_floating_point()]
+
+    def value(ref):
+        return {0: lambda: rec.outputs[ref.index][ref.slot], 1: lambda: state[ref.index], 2: lambda: data[ref.index]}[ref.kind]()
+    return [OpRun(n.structure(), [value(r) for r in n.refs], 8) for n in rec.nodes]
+
+
+@pytest.mark.parametrize("name", _OWN)
+def test_every_operand_descriptor_reads_the_values_the_kernel_read(name):
+    """The referee proves an operand element through its descriptor (VIEW, CONST, CAT over the
+    node's inputs and earlier kernels' outputs): for every kernel of every node, the element
+    a descriptor names is the element the kernel read (sampled, bits)."""
+    from offchain.dispute.oprun import _Sources, element_of
+    rng = np.random.default_rng(0)
+    checked = 0
+    for run in _node_runs(name):
+        src, inputs = _Sources(), [t.clone() for t in run.inputs]
+        for t in inputs:
+            src.add(t.numpy())
+        arrays = []
+
+        def seen(kname, args, result):
+            for a in args:
+                a = np.asarray(a)
+                arrays.append((a.copy(), src.describe(a), [np.array(s, copy=True) for s in src.arrays]))
+            r = np.asarray(result)
+            src.add(r if r.flags.c_contiguous else np.ascontiguousarray(r))
+        with observe(seen), repops.deterministic("reference"):
+            args, kwargs = decode(run.attrs, inputs)
+            run.func(*args, **kwargs)
+        for a, d, sources in arrays:
+            if d[0] == 2 or a.size == 0:  # MAT: proven against its commitment, not a source
+                continue
+            for i in rng.choice(a.size, min(a.size, 24), replace=False):
+                e = element_of(d, int(i))
+                got = (sources[e[1]].reshape(-1)[e[2]].tobytes() if e[0] == "view" else bytes(e[1]))
+                assert got == a.reshape(-1)[i].tobytes(), (run.op_name, d[0], int(i))
+                checked += 1
+    assert checked
+
+
+@pytest.mark.parametrize("name", _NO_MAT)
+def test_model_ops_decompose_without_materialised_float_operands(name):
+    """Convolution, pooling, normalisation, padding, scatter and indexing are kernels over
+    views and CATs: no float operand the referee could only take on trust (MAT)."""
+    for run in _node_runs(name):
+        kernels = run.kernels()
+        for k in kernels:
+            kname, descs, _, _ = decode_kernel(k.encode())
+            floats = ([r is not None and r.is_floating_point() for r in run._slots(run.results, run.results)]
+                      if kname == "result" else [operand_code(kname, i) == 1 for i in range(len(descs))])
+            for i, d in enumerate(descs):
+                if d[0] == 2 and floats[i]:
+                    raise AssertionError(f"{run.op_name}: kernel {kname} operand {i} is MAT")

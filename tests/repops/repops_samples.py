@@ -73,3 +73,65 @@ def signed_zeros(x, seed):
 
 
 VARIANTS = {"specials": specials, "subnormal": subnormal_heavy, "signed_zero": signed_zeros}
+
+
+# -- what models we did not write use (issue 17): convolution, normalization, pooling, attention,
+# recurrent layers, gather/scatter/index ops, padding, masking -----------------------------------
+def _i(*shape, hi, seed=0):
+    return torch.randint(0, hi, shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _module(cls, *args, seed=0, **kwargs):
+    torch.manual_seed(seed)
+    return cls(*args, **kwargs)
+
+
+_LSTM = _module(torch.nn.LSTM, 4, 5, num_layers=2, bidirectional=True, proj_size=3, batch_first=True)
+_GRU = _module(torch.nn.GRU, 4, 5)
+_RNN = _module(torch.nn.RNN, 4, 3, nonlinearity="relu")
+_MHA = _module(torch.nn.MultiheadAttention, 8, 2, batch_first=True)
+_MEAN, _VAR = torch.tensor([-1.0, 0.0, 1.0]), torch.tensor([0.5, 1.25, 2.0])
+_CAUSAL = torch.ones(5, 5, dtype=torch.bool).triu(1)
+
+SAMPLES.update({
+    "conv2d_groups_stride": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=2),
+                             lambda: (_x(2, 4, 7, 7), _x(6, 2, 3, 3, seed=1), _x(6, seed=2))),
+    "conv1d_dilation": (lambda x, w: F.conv1d(x, w, padding=2, dilation=2),
+                        lambda: (_x(3, 2, 9), _x(4, 2, 3, seed=1))),
+    "conv3d": (lambda x, w, b: F.conv3d(x, w, b, padding=(0, 1, 1)),
+               lambda: (_x(2, 2, 3, 4, 4), _x(3, 2, 2, 3, 3, seed=1), _x(3, seed=2))),
+    "batch_norm_train": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+                         lambda: (_x(4, 3, 5, 5), _x(3, seed=1), _x(3, seed=2))),
+    "batch_norm_eval": (lambda x, w, b: F.batch_norm(x, _MEAN, _VAR, w, b),
+                        lambda: (_x(4, 3, 6), _x(3, seed=1), _x(3, seed=2))),
+    "group_norm": (lambda x, w, b: F.group_norm(x, 2, w, b), lambda: (_x(3, 4, 5, 2), _x(4, seed=1), _x(4, seed=2))),
+    "max_pool2d_ceil": (lambda x: F.max_pool2d(x, 3, 2, padding=1, ceil_mode=True), lambda: (_x(2, 3, 8, 7),)),
+    "max_pool1d_dilation": (lambda x: F.max_pool1d(x, 2, 1, dilation=2), lambda: (_x(2, 3, 9),)),
+    "avg_pool2d_pad_excluded": (lambda x: F.avg_pool2d(x, 3, 2, padding=1, count_include_pad=False),
+                                lambda: (_x(2, 3, 7, 6),)),
+    "avg_pool1d": (lambda x: F.avg_pool1d(x, 2, ceil_mode=True), lambda: (_x(2, 3, 9),)),
+    "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (2, 3)), lambda: (_x(2, 3, 6, 6),)),
+    "where_min_max_clamp": (lambda a, b: torch.where(a > 0, a, b) + torch.minimum(a, b) * torch.maximum(a, b)
+                            + a.clamp(-1, 2) - b.clamp(min=0.5), lambda: (_x(5, 6), _x(5, 6, seed=1))),
+    "reciprocal": (lambda a: torch.reciprocal(a), lambda: (_x(4, 6, lo=0.5),)),
+    "vector_norm": (lambda a: torch.linalg.vector_norm(a, dim=-1) + a.norm(), lambda: (_x(4, 6),)),
+    "gather": (lambda a, i: torch.gather(a, 1, i), lambda: (_x(4, 6), _i(4, 3, hi=6))),
+    "index_select_index": (lambda a, i: a.index_select(0, i) * a[i][:, :1],
+                           lambda: (_x(6, 4), torch.tensor([5, 0, 0, 3]))),
+    "index_put_accumulate": (lambda a, v, i: a.index_put((i,), v, accumulate=True),
+                             lambda: (_x(6, 4), _x(5, 4, seed=1), torch.tensor([1, 4, 1, 1, 0]))),
+    "flip_roll_repeat": (lambda a: a.flip(0) + a.roll(2, 1) - a[:2].repeat(2, 1), lambda: (_x(4, 5),)),
+    "pad_constant": (lambda a: F.pad(a, (2, 1, 0, 3), value=0.5) * 2, lambda: (_x(3, 4),)),
+    "slice_select_scatter": (lambda a, b, c: torch.slice_scatter(a, b, 1, 1, 3) + torch.select_scatter(a, c, 0, 2),
+                             lambda: (_x(4, 5), _x(4, 2, seed=1), _x(5, seed=2))),
+    "sdpa_causal": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                    lambda: (_x(2, 2, 5, 4), _x(2, 2, 5, 4, seed=1), _x(2, 2, 5, 4, seed=2))),
+    "sdpa_float_mask": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.3),
+                        lambda: (_x(2, 5, 4), _x(2, 6, 4, seed=1), _x(2, 6, 4, seed=2), _x(5, 6, seed=3))),
+    "multihead_attention": (lambda x: _MHA(x, x, x, attn_mask=_CAUSAL, need_weights=False)[0],
+                            lambda: (_x(2, 5, 8),)),
+    "lstm_bidirectional_proj": (lambda x: _LSTM(x)[0], lambda: (_x(2, 4, 4),)),
+    "gru_rnn": (lambda x: _RNN(_GRU(x)[0][..., :4])[0], lambda: (_x(3, 2, 4),)),
+    "embedding_padding_idx": (lambda w, i: F.embedding(i, w, padding_idx=2),
+                              lambda: (_x(6, 3), torch.tensor([[2, 1, 2], [5, 0, 1]]))),
+})
