@@ -192,7 +192,8 @@ class RepOpsMode(TorchDispatchMode):
         kwargs = kwargs or {}
         impl = A.REGISTRY.get(func)
         device = _device(func, args)
-        exact = func in A.EXACT or (device != "meta" and func.namespace == "aten" and _integral(func, args, kwargs))
+        # integer ops on meta too: the graph of a step (shapes only) must have the trace's nodes
+        exact = func in A.EXACT or (func.namespace == "aten" and _integral(func, args, kwargs))
         traced = self.trace is not None and func.namespace != "profiler" and (
             impl is not None or exact)  # profiler marks compute nothing; composites decompose
         if traced and hasattr(self.trace, "before"):

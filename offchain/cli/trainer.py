@@ -48,6 +48,50 @@ def cmd_agent(args) -> int:
     return 0
 
 
+def cmd_train(args) -> int:
+    """Train a job file locally, no chain: the claim a trainer would commit, so a client or a
+    trainer checks a setup (model, data, device) before any money moves."""
+    import tempfile
+    import time
+
+    from ..dispute.context import Context
+    from ..protocol.job import JobError
+    from ..protocol.jobfile import load
+    from ..trainer import Trainer
+    try:
+        job = load(args.job)
+    except JobError as e:
+        console.print(f"[red]error:[/] {e}\n  Fix: correct the job file or its model/data (every error names its field)")
+        return 2
+    with tempfile.TemporaryDirectory(prefix="verde-train-") as tmp:
+        workdir = Path(args.workdir or tmp)
+        t0 = time.time()
+        try:
+            trainer = Trainer(job, workdir, "train", device=args.device, progress=True)
+            claim = trainer.train()
+        except RepOpsError as e:
+            console.print(f"[red]error:[/] the {args.device} device cannot train this job: {e}\n"
+                          "  Fix: train on another device (--device cpu gives the same bits, slower)")
+            return 2
+        seconds = time.time() - t0
+        S, _ = trainer.opened[job.spec.steps]
+        losses = [trainer.losses[k] for k in sorted(trainer.losses)]
+        unsettled = Context(job).kernel_graph.unsettled
+    console.print(f"job {job.job_id.hex()[:16]}: {job.spec.steps} steps on {args.device} in {seconds:.1f} s; "
+                  f"loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+    console.print(f"final claim C_T  {claim.hex()}")
+    console.print(f"state root S_T   {S.hex()}")
+    if unsettled:
+        j, op = unsettled[0]
+        console.print(f"[yellow]note:[/] {len(unsettled)} node(s) of a step (first: node {j}, {op}) compute on integers; "
+                      "a dispute that reaches one cannot be settled on chain: `verde post` refuses this job")
+    else:
+        console.print("every node of a step can be settled on chain")
+    if args.workdir:
+        console.print(f"checkpoints in {args.workdir}")
+    return 0
+
+
 class _JsonLines:
     """--log-format json: one JSON object per line, for log collectors."""
 
@@ -73,3 +117,8 @@ def add(sub):
     q.add_argument("--offline-s", type=float, default=600,
                    help="how long to wait for a node that went away before giving up (default 600)")
     q.set_defaults(fn=cmd_agent)
+    q = sub.add_parser("train", help="train a job file locally (no chain) and print the claim a trainer commits")
+    q.add_argument("job", help="the job file")
+    q.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where to train (same bits on both)")
+    q.add_argument("--workdir", help="keep the checkpoints here (default: a temporary directory)")
+    q.set_defaults(fn=cmd_train)

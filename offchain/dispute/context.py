@@ -34,7 +34,7 @@ def graph_of(job: Job) -> Graph:
     """One step on meta tensors under repops.deterministic(): the graph, no arithmetic."""
     from repops.optim import AdamW
     from ..protocol.dataset import TrainingState
-    model = build_model(job.spec, "meta")
+    model = build_model(job, "meta")
     o = job.spec.optimizer
     st = TrainingState(model, AdamW(model.parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps,
                                     weight_decay=o.weight_decay))
@@ -89,10 +89,16 @@ def kernel_graph_of(job: Job) -> KernelGraph:
         structures, unsettled = [], []
         for j, node in enumerate(tr.nodes):
             ins = [t.node_input(0, j, i) for i in range(len(node.refs))]
-            ks = OpRun(node.structure(), ins, job.spec.chunk).kernels(commit_all=False)
+            op = decode_structure(node.structure())[0]
+            try:
+                ks = OpRun(node.structure(), ins, job.spec.chunk).kernels(commit_all=False)
+            except OverflowError:  # an operand names a source past the format's u16 (a fold over > 65,535 elements)
+                structures.append([])
+                unsettled.append((j, f"{op}: more than 65,535 kernels"))
+                continue
             structures.append([k.structure() for k in ks])
             if any(d[0] == MAT for k in ks for d in k.descriptors):
-                unsettled.append((j, decode_structure(node.structure())[0]))
+                unsettled.append((j, op))
     return KernelGraph(structures, unsettled)
 
 

@@ -194,9 +194,31 @@ class _Sources:
 
     def __init__(self):
         self.arrays = []
+        self._by_root: dict[int, list[int]] = {}  # id(root array) -> the sources over its memory
+        self._spans: list[tuple[int, int, int]] = []  # (start, end, root id), sorted
+        self._aliased: set[int] = set()  # roots whose memory another root's source also covers
+
+    @staticmethod
+    def _root(a):
+        while isinstance(a.base, np.ndarray):
+            a = a.base
+        return a
 
     def add(self, a: np.ndarray):
+        import bisect
         self.arrays.append(a)
+        root = id(self._root(a))
+        self._by_root.setdefault(root, []).append(len(self.arrays) - 1)
+        if a.size:
+            start = a.__array_interface__["data"][0]
+            span = (start, start + a.nbytes, root)
+            k = bisect.bisect_left(self._spans, span)
+            for j in (k - 1, k):  # live allocations never overlap: only an alias can, and it neighbours
+                if 0 <= j < len(self._spans):
+                    s0, e0, r0 = self._spans[j]
+                    if r0 != root and s0 < span[1] and start < e0:
+                        self._aliased.update((r0, root))
+            self._spans.insert(k, span)
 
     def describe(self, a) -> bytes:
         """By layout only, never by values: a view of a source, else a constant if it is one
@@ -226,13 +248,23 @@ class _Sources:
         for d, s in zip(a.shape, a.strides):
             (lo, hi) = (lo, hi + (d - 1) * s) if s >= 0 else (lo + (d - 1) * s, hi)
         hi += a.itemsize
-        for i in range(len(self.arrays) - 1, -1, -1):
-            src = self.arrays[i]
-            if src.dtype != a.dtype or not src.flags.c_contiguous or src.size == 0:
-                continue
-            base = src.__array_interface__["data"][0]
-            if base <= lo and hi <= base + src.nbytes and (a.__array_interface__["data"][0] - base) % a.itemsize == 0:
-                return i, (a.__array_interface__["data"][0] - base) // a.itemsize
+        root = id(self._root(a))
+        same = self._by_root.get(root)
+        if same is not None and len(same) == 1 and root not in self._aliased:
+            return self._within(same[0], a, lo, hi)  # the one source over this memory (the usual case)
+        for i in range(len(self.arrays) - 1, -1, -1):  # the latest source that holds it
+            found = self._within(i, a, lo, hi)
+            if found is not None:
+                return found
+        return None
+
+    def _within(self, i, a, lo, hi):
+        src = self.arrays[i]
+        if src.dtype != a.dtype or not src.flags.c_contiguous or src.size == 0:
+            return None
+        base = src.__array_interface__["data"][0]
+        if base <= lo and hi <= base + src.nbytes and (a.__array_interface__["data"][0] - base) % a.itemsize == 0:
+            return i, (a.__array_interface__["data"][0] - base) // a.itemsize
         return None
 
 

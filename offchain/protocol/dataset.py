@@ -1,6 +1,7 @@
 """What a job's files mean: the initial weights (safetensors: the model's state_dict), the
-dataset (safetensors: `x` float32 [n, d_in] + `y` int64 [n] for the MLP classifier,
-`tokens` int64 [n, seq + 1] for the Llama-style LM), the batches of the schedule, and the
+dataset (safetensors, or numpy .npz without pickles: `x` float32 [n, d_in] + `y` int64 [n]
+for the MLP classifier, `tokens` int64 [n, seq + 1] for the Llama-style LM, the tensors
+data.keys names for a program, each with n rows), the batches of the schedule, and the
 training state a checkpoint holds (docs/PROTOCOL.md §5)."""
 from __future__ import annotations
 
@@ -20,13 +21,38 @@ KEYS = {"mlp": ("x", "y"), "llama": ("tokens",)}
 
 
 def _load(job: Job, ref: FileRef, what: str) -> dict:
+    path = job.path(ref)
+    if path.suffix == ".npz":
+        import numpy as np
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return {k: torch.from_numpy(np.ascontiguousarray(z[k])) for k in z.files}
+        except (OSError, ValueError) as e:
+            raise JobError(f"{what} file {ref.file!r} is not a readable .npz of plain arrays (no pickles): {e}") from None
     try:
-        return load_file(str(job.path(ref)))
+        return load_file(str(path))
     except (SafetensorError, OSError, ValueError) as e:
         raise JobError(f"{what} file {ref.file!r} is not a readable safetensors file: {e}") from None
 
 
-def build_model(spec: JobSpec, device="cpu"):
+def keys_of(spec: JobSpec) -> tuple:
+    """The data tensors of a batch, in the order the model's loss takes them."""
+    return tuple(spec.data.keys) if spec.data.keys is not None else KEYS[spec.model.name]
+
+
+def build_model(job: Job, device="cpu"):
+    """The job's model on `device`; a program gets its weights from init (on meta: shapes only)."""
+    spec = job.spec
+    if spec.model.name == "program":
+        from . import program
+        init = _load(job, spec.init, "init")
+        state = {k: (torch.empty_like(v, device="meta") if str(device) == "meta" else v.to(device))
+                 for k, v in init.items()}
+        try:
+            data = job.path(spec.model.program).read_bytes()
+        except OSError as e:
+            raise JobError(f"model.program file {spec.model.program.file!r}: {e.strerror}") from None
+        return program.load(data, state, device)
     from repops.models import build
     return build(spec.model.name, **spec.model.config).to(device)
 
@@ -35,13 +61,45 @@ def dataset(job: Job) -> dict:
     return _load(job, job.spec.data, "data")
 
 
+def _check_program_fits(job: Job, data: dict) -> None:
+    """The program loads, its batch is the data's, and one step runs under RepOps on meta
+    tensors (every op defined, every shape consistent): what a client checks before paying."""
+    from repops import RepOpsError
+    spec = job.spec
+    n = {k: data[k].shape[0] if data[k].dim() else None for k in spec.data.keys}
+    if None in n.values() or len(set(n.values())) != 1:
+        raise JobError(f"data: the tensors {list(spec.data.keys)} must all have the same number of rows, got {n}")
+    if next(iter(n.values())) == 0:
+        raise JobError("data: the dataset has no rows")
+    model = build_model(job, "meta")
+    b = tuple(t.to("meta") for t in batch(job, 0, data))
+    try:
+        import repops
+        with repops.deterministic():
+            loss = model.loss(*b)
+            if not (isinstance(loss, torch.Tensor) and loss.dtype == torch.float32 and loss.dim() == 0):
+                raise JobError(f"model.program: forward(*batch) must return the loss as a float32 scalar, got "
+                               f"{type(loss).__name__} {getattr(loss, 'dtype', '')} {list(getattr(loss, 'shape', []))}")
+            loss.backward()
+    except (RepOpsError, IndexError) as e:
+        raise JobError(f"model.program: one training step does not run under RepOps: {e}") from None
+    except RuntimeError as e:  # torch's own shape and dtype checks
+        raise JobError(f"model.program: the batch {[(k, str(t.dtype), list(t.shape)) for k, t in zip(spec.data.keys, b)]} "
+                       f"does not fit the program: {str(e).splitlines()[0]}") from None
+
+
 def check_fits(job: Job) -> None:
     spec = job.spec
     data = dataset(job)
-    keys = KEYS[spec.model.name]
+    keys = keys_of(spec)
+    if spec.model.name == "program":
+        missing = sorted(set(keys) - set(data))
+        if missing:
+            raise JobError(f"data: the file has no tensors {missing} (data.keys); it has {sorted(data)}")
+        return _check_program_fits(job, data)
     if sorted(data) != sorted(keys):
         raise JobError(f"data: a {spec.model.name} job needs tensors {list(keys)}, the file has {sorted(data)}")
-    model = build_model(spec, "meta")
+    model = build_model(job, "meta")
     cfg = model.cfg
     if spec.model.name == "mlp":
         x, y = data["x"], data["y"]
@@ -72,7 +130,7 @@ def check_fits(job: Job) -> None:
 def batch(job: Job, step: int, data: dict | None = None) -> tuple:
     """The batch of a step: its tensors in the model's loss(*batch) order."""
     data = data if data is not None else dataset(job)
-    keys = KEYS[job.spec.model.name]
+    keys = keys_of(job.spec)
     n = data[keys[0]].shape[0]
     rows = torch.tensor(batch_rows(n, job.spec.data.batch_size, job.spec.data.seed, step))
     return tuple(data[k].index_select(0, rows) for k in keys)
@@ -121,11 +179,12 @@ def state_tree(commitments) -> merkle.Tree:
 
 def initial_state(job: Job, device="cpu") -> TrainingState:
     from repops.optim import AdamW
-    model = build_model(job.spec, device)
-    init = _load(job, job.spec.init, "init")
-    with torch.no_grad():
-        for n, p in model.named_parameters():
-            p.copy_(init[n])
+    model = build_model(job, device)
+    if job.spec.model.name != "program":  # (a program is built from init)
+        init = _load(job, job.spec.init, "init")
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                p.copy_(init[n])
     o = job.spec.optimizer
     opt = AdamW(model.parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay)
     return TrainingState(model, opt)
@@ -151,4 +210,35 @@ def write_job(directory, model: str, config: dict, data: dict, steps: int, batch
     tmp = path.with_suffix(".tmp")
     tmp.write_text(dump(spec))
     tmp.replace(path)
+    return path
+
+
+def write_program_job(directory, module: torch.nn.Module, data: dict, keys, steps: int, batch_size: int, *,
+                      seed: int = 0, lr: float = 3e-3, weight_decay: float = 0.01, fanout: int = 4,
+                      chunk: int = 256) -> Path:
+    """A client's own model as a job: module.forward(*batch) returns the loss, the batch being
+    data[k] for k in keys (batch_size rows each). Exports the program, writes model.json,
+    init.safetensors (its parameters and buffers as they are now), data.safetensors and
+    job.yaml; returns the job file, checked as every party will load it."""
+    from . import program
+    from .jobfile import load
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    keys = list(keys)
+    missing = sorted(set(keys) - set(data))
+    if missing:
+        raise JobError(f"keys {missing} are not in the data ({sorted(data)})")
+    prog, state = program.export(module, tuple(data[k][:batch_size] for k in keys))
+    (d / "model.json").write_bytes(prog)
+    save_file({k: v.clone().contiguous() for k, v in state.items()}, str(d / "init.safetensors"))
+    save_file({k: v.contiguous() for k, v in data.items()}, str(d / "data.safetensors"))
+    ref = lambda name: FileRef(file=name, sha256=sha256_file(d / name))  # noqa: E731
+    spec = JobSpec(model=ModelSpec(name="program", program=ref("model.json")), init=ref("init.safetensors"),
+                   data=DataSpec(**ref("data.safetensors").model_dump(), batch_size=batch_size, seed=seed, keys=keys),
+                   optimizer=OptimizerSpec(lr=lr, weight_decay=weight_decay), steps=steps, fanout=fanout, chunk=chunk)
+    path = d / "job.yaml"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(dump(spec))
+    tmp.replace(path)
+    load(path)
     return path

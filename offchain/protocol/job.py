@@ -31,11 +31,19 @@ class FileRef(_Strict):
 
 
 class ModelSpec(_Strict):
-    name: Literal["mlp", "llama"]
+    name: Literal["mlp", "llama", "program"]
     config: dict = Field(default_factory=dict)
+    program: FileRef | None = Field(None, description="name 'program': a torch.export program whose "
+                                    "forward(*batch) returns the loss (offchain/protocol/program.py)")
 
     @model_validator(mode="after")
     def _known_fields(self):
+        if self.name == "program":
+            if self.program is None or self.config:
+                raise ValueError("a 'program' model names its file (model.program: {file, sha256}) and has no config")
+            return self
+        if self.program is not None:
+            raise ValueError(f"model.program is for name 'program', not {self.name!r}")
         from repops.models import BUILDERS
         cfg_cls = BUILDERS[self.name][0]
         fields = {f.name for f in dataclasses.fields(cfg_cls)}
@@ -51,6 +59,8 @@ class ModelSpec(_Strict):
 class DataSpec(FileRef):
     batch_size: int = Field(gt=0)
     seed: int = Field(ge=0, lt=1 << 63)
+    keys: list[str] | None = Field(None, min_length=1, description="a program's batch: the data file's tensors "
+                                   "in the order forward(*batch) takes them")
 
 
 class OptimizerSpec(_Strict):
@@ -80,10 +90,17 @@ class JobSpec(_Strict):
 
     def canonical(self) -> bytes:
         """Sorted-key compact JSON without file paths: the bytes the job id hashes."""
-        d = self.model_dump(mode="json")
-        for k in ("init", "data"):
-            d[k].pop("file")
+        d = self.model_dump(mode="json", exclude_none=True)  # (absent fields: the built-in jobs' ids as before)
+        for ref in (d["init"], d["data"], d["model"].get("program", {})):
+            ref.pop("file", None)
         return json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
+
+    @model_validator(mode="after")
+    def _program_keys(self):
+        if (self.model.name == "program") != (self.data.keys is not None):
+            raise ValueError("data.keys names a program's batch tensors: required for model 'program', "
+                             "not allowed for the built-in models")
+        return self
 
     @property
     def job_id(self) -> bytes:
@@ -134,4 +151,4 @@ def parse(text: str, where: str = "job") -> JobSpec:
 
 
 def dump(spec: JobSpec) -> str:
-    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)
+    return yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)

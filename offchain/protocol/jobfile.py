@@ -17,8 +17,10 @@ def load(path) -> Job:
     except OSError as e:
         raise JobError(f"cannot read the job file {path}: {e.strerror}") from None
     job = Job(parse(text, str(path)), path.parent)
-    for name in ("init", "data"):
-        ref = getattr(job.spec, name)
+    refs = {"init": job.spec.init, "data": job.spec.data}
+    if job.spec.model.program is not None:
+        refs["model.program"] = job.spec.model.program
+    for name, ref in refs.items():
         p = job.path(ref)
         if not p.is_file():
             raise JobError(f"{path}: {name}.file {ref.file!r} does not exist (looked at {p})")

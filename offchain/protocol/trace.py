@@ -121,7 +121,8 @@ class StepRecorder:
     def _storage(t: torch.Tensor):
         if t.device.type == "meta":
             return None
-        return t.untyped_storage().data_ptr()
+        storage = t.untyped_storage()
+        return storage.data_ptr() if storage.nbytes() else None  # (empty storages share address 0)
 
     def _bind(self, t: torch.Tensor, ref: Ref, commitment: bytes | None = None):
         s = self._storage(t)

@@ -1,0 +1,95 @@
+"""A client's own model in a job: a torch.export program whose forward(*batch) returns the
+loss, stored as the program's JSON alone (torch.export's schema). Every party hashes the
+file and loads it without running the client's Python: no pickle is read (the weights come
+from the job's init safetensors), and every call in the graph must be an aten or RepOps
+operator (or a tuple index), checked before anything runs. docs/PROTOCOL.md §5."""
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from .job import JobError
+
+NAMESPACES = ("aten", "repops")
+
+
+def export(module: torch.nn.Module, example_batch: tuple) -> tuple[bytes, dict]:
+    """The client's side: (program JSON, state: parameters and buffers by name). The module's
+    forward(*batch) must return the loss; shapes are fixed to the example batch's."""
+    from torch._export.serde.serialize import serialize
+    try:
+        ep = torch.export.export(module, tuple(example_batch), strict=False)
+    except Exception as e:  # noqa: BLE001 - torch.export's own errors say what in the model it cannot trace
+        raise JobError(f"torch.export could not capture the model: {type(e).__name__}: {str(e)[:2000]}") from None
+    from torch._export.serde import schema
+    from torch._export.serde.serialize import _bytes_to_dataclass, _to_json_bytes
+    bad = sorted(k for k, v in ep.constants.items() if not isinstance(v, torch.Tensor))
+    if bad:
+        raise JobError(f"the program holds non-tensor constants {bad[:5]} (script objects): not allowed in a job")
+    artifact = serialize(ep, serialize_state_dict=False, serialize_constants=False, serialize_example_inputs=False)
+    program = _bytes_to_dataclass(schema.ExportedProgram, artifact.exported_program)
+    specs = []
+    for spec in program.graph_module.signature.input_specs:  # tensors made in forward: buffers, in init
+        if spec.type == "tensor_constant":
+            c = spec.tensor_constant
+            spec = schema.InputSpec.create(buffer=schema.InputToBufferSpec(
+                arg=c.arg, buffer_name=c.tensor_constant_name, persistent=True))
+        specs.append(spec)
+    program.graph_module.signature.input_specs = specs
+    state = {**ep.state_dict, **ep.constants}
+    return _to_json_bytes(program), {k: v.detach().contiguous() for k, v in state.items()}
+
+
+def _check_calls(graph, where: str) -> None:
+    bad = set()
+    for node in graph.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        t = node.target
+        if node.op == "call_function" and (t is operator.getitem or (
+                isinstance(t, torch._ops.OpOverload) and t.namespace in NAMESPACES)):
+            continue
+        bad.add(f"{node.op} {t}")
+    if bad:
+        raise JobError(f"{where}: the program calls what is not an aten or RepOps operator: {sorted(bad)[:8]}. "
+                       "Export plain tensor code (no control-flow operators, custom ops or submodules calls)")
+
+
+def load(data: bytes, state: dict, device="cpu", where: str = "model.program") -> torch.nn.Module:
+    """The program as a trainable module on `device` (its parameters and buffers are
+    `state`'s tensors); .loss(*batch) is its forward. torch.export writes the exporting
+    device into every tensor it creates (arange(..., device=cpu)): those become `device`."""
+    from torch._export.serde import schema
+    from torch._export.serde.serialize import ExportedProgramDeserializer, _bytes_to_dataclass
+    try:
+        serialized = _bytes_to_dataclass(schema.ExportedProgram, data)
+    except Exception as e:  # noqa: BLE001 - any parse failure is a malformed file
+        raise JobError(f"{where}: not a torch.export program (JSON) that torch {torch.__version__} reads: "
+                       f"{type(e).__name__}: {str(e)[:300]}") from None
+    sig = serialized.graph_module.signature
+    wanted = []
+    for spec in sig.input_specs:
+        kind = spec.type
+        if kind in ("parameter", "buffer"):
+            wanted.append(getattr(spec, kind).parameter_name if kind == "parameter" else spec.buffer.buffer_name)
+        elif kind != "user_input":
+            raise JobError(f"{where}: the program has a {kind} input; only parameters, buffers and the batch are allowed")
+    missing, extra = sorted(set(wanted) - set(state)), sorted(set(state) - set(wanted))
+    if missing or extra:
+        raise JobError(f"{where}: init does not hold the program's parameters and buffers: missing {missing[:8]}, "
+                       f"unexpected {extra[:8]}")
+    params = {spec.parameter.parameter_name for spec in sig.input_specs if spec.type == "parameter"}
+    state = {k: torch.nn.Parameter(v, requires_grad=v.is_floating_point()) if k in params else v
+             for k, v in state.items()}
+    try:
+        ep = ExportedProgramDeserializer().deserialize(serialized, state, {}, None)
+    except Exception as e:  # noqa: BLE001
+        raise JobError(f"{where}: torch cannot rebuild the program: {type(e).__name__}: {str(e)[:300]}") from None
+    _check_calls(ep.graph, where)
+    for node in ep.graph.nodes:
+        if isinstance(node.kwargs.get("device"), torch.device):
+            node.kwargs = {**node.kwargs, "device": torch.device(device)}
+    module = ep.module()
+    module.loss = lambda *batch: module(*batch)
+    return module

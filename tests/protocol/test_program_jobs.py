@@ -1,0 +1,169 @@
+"""A client's own model as a job (offchain/protocol/program.py): a torch.export program whose
+forward(*batch) returns the loss, with its weights and arrays. Every party loads it without
+running the client's Python, trains it with the same bits, and the referee settles a
+dispute over it down to one primitive; a bad file is a JobError before any money moves."""
+import json
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from offchain.dispute.context import Context
+from offchain.dispute.party import InProcess, Party
+from offchain.dispute.referee import dispute
+from offchain.protocol.dataset import write_program_job
+from offchain.protocol.job import JobError, sha256_file
+from offchain.protocol.jobfile import load
+from offchain.trainer import Trainer
+from offchain.trainer import adversaries as A
+
+
+class TinyCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, images, labels):
+        h = F.max_pool2d(F.relu(self.bn(self.conv(images))), 2)
+        return F.cross_entropy(self.head(F.adaptive_avg_pool2d(h, 1).flatten(1)), labels)
+
+
+def _data(n=12, side=6, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {"images": torch.randn(n, 2, side, side, generator=g), "labels": torch.randint(0, 3, (n,), generator=g)}
+
+
+def _write(path, module=None, data=None, **kw):
+    torch.manual_seed(0)
+    return write_program_job(path, module or TinyCNN(), data or _data(), ["images", "labels"], steps=kw.pop("steps", 4),
+                             batch_size=4, **kw)
+
+
+@pytest.fixture(scope="module")
+def program_job(tmp_path_factory):
+    return load(_write(tmp_path_factory.mktemp("program") / "job"))
+
+
+def test_the_job_is_the_program_its_weights_and_its_data(program_job, tmp_path):
+    spec = program_job.spec
+    assert spec.model.name == "program" and spec.data.keys == ["images", "labels"]
+    again = load(_write(tmp_path / "again"))
+    assert again.job_id == program_job.job_id, "exporting the same model and data again gives the same job"
+
+
+def test_trainers_agree_on_every_claim_and_a_step_settles_on_chain(program_job, tmp_path, monkeypatch):
+    monkeypatch.setenv("REPOPS_NUM_THREADS", "1")
+    one = Trainer(program_job, tmp_path / "one", "one")
+    c1 = one.train()
+    monkeypatch.setenv("REPOPS_NUM_THREADS", "2")
+    c2 = Trainer(program_job, tmp_path / "two", "two").train()
+    assert c1 == c2
+    ctx = Context(program_job)
+    assert ctx.kernel_graph.unsettled == []
+    assert len(ctx.graph.structures) == len(one.step_trace(0).nodes)
+
+
+def test_a_cheater_on_a_convolution_loses_at_the_primitive(program_job, tmp_path):
+    from offchain.protocol.trace import decode_structure
+    ctx = Context(program_job)
+    conv = next(j for j, s in enumerate(ctx.graph.structures) if decode_structure(s)[0] == "aten.convolution.default")
+    honest = Trainer(program_job, tmp_path / "honest", "honest")
+    honest.train()
+    bad = Trainer(program_job, tmp_path / "cheater", "cheater", behaviour=A.CorruptValue(step=1, node=conv, element=5, ulps=1 << 12))
+    bad.train()
+    for first, second in ((honest, bad), (bad, honest)):
+        v = dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (first, second)))
+        assert v.winner == "honest" and v.losers == ["cheater"] and v.level == 5 and v.node == conv, str(v)
+
+
+def _rewrite(job_file, field, mutate):
+    """Change one file of a job and re-seal its hash, as a careless or hostile client might."""
+    import yaml
+    spec = yaml.safe_load(job_file.read_text())
+    ref = spec["model"]["program"] if field == "program" else spec[field]
+    path = job_file.parent / ref["file"]
+    mutate(path)
+    ref["sha256"] = sha256_file(path)
+    job_file.write_text(yaml.safe_dump(spec))
+
+
+def test_a_program_that_calls_anything_but_operators_is_refused(tmp_path):
+    job = _write(tmp_path / "j")
+
+    def smuggle(path):
+        text = path.read_text()
+        assert "torch.ops.aten.relu.default" in text
+        path.write_text(text.replace("torch.ops.aten.relu.default", "torch.load", 1))
+    _rewrite(job, "program", smuggle)
+    with pytest.raises(JobError, match="not an aten or RepOps operator|not an allowed operator type"):
+        load(job)
+
+
+@pytest.mark.parametrize("mutate,match", [
+    (lambda p: p.write_text("{not json"), "not a torch.export program"),
+    (lambda p: p.write_text(json.dumps({"graph_module": {}})), "not a torch.export program"),
+])
+def test_a_malformed_program_is_a_job_error(tmp_path, mutate, match):
+    job = _write(tmp_path / "j")
+    _rewrite(job, "program", mutate)
+    with pytest.raises(JobError, match=match):
+        load(job)
+
+
+def test_a_changed_program_file_is_caught_by_its_hash(tmp_path):
+    job = _write(tmp_path / "j")
+    (job.parent / "model.json").write_text((job.parent / "model.json").read_text().replace("relu", "tanh"))
+    with pytest.raises(JobError, match="model.program.*SHA-256"):
+        load(job)
+
+
+def test_data_that_does_not_fit_the_program_is_a_job_error(tmp_path):
+    from safetensors.torch import save_file
+    job = _write(tmp_path / "j")
+    _rewrite(job, "data", lambda p: save_file(_data(side=7), str(p)))  # exported for 6x6 images
+    with pytest.raises(JobError, match="does not fit the program"):
+        load(job)
+    _rewrite(job, "data", lambda p: save_file({"images": _data()["images"]}, str(p)))
+    with pytest.raises(JobError, match=r"no tensors \['labels'\]"):
+        load(job)
+
+
+def test_weights_that_do_not_fit_are_a_job_error(tmp_path):
+    from safetensors.torch import load_file, save_file
+    job = _write(tmp_path / "j")
+
+    def drop(p):
+        w = load_file(str(p))
+        w.pop("conv.weight")
+        save_file(w, str(p))
+    _rewrite(job, "init", drop)
+    with pytest.raises(JobError, match=r"missing \['conv.weight'\]"):
+        load(job)
+
+
+def test_a_model_with_an_op_repops_lacks_is_refused_before_posting(tmp_path):
+    class Cumulative(TinyCNN):
+        def forward(self, images, labels):
+            return super().forward(images.cumsum(-1), labels)
+    with pytest.raises(JobError, match=r"does not run under RepOps.*aten\.cumsum"):
+        _write(tmp_path / "j", Cumulative())
+
+
+def test_npz_data_loads_without_pickles(tmp_path):
+    job = _write(tmp_path / "j")
+    d = _data()
+    np.savez(job.parent / "data.npz", images=d["images"].numpy(), labels=d["labels"].numpy())
+    import yaml
+    spec = yaml.safe_load(job.read_text())
+    spec["data"].update(file="data.npz", sha256=sha256_file(job.parent / "data.npz"))
+    job.write_text(yaml.safe_dump(spec))
+    assert load(job).job_id != b""
+    np.savez(job.parent / "data.npz", images=np.array([object()], dtype=object), labels=d["labels"].numpy())
+    spec["data"]["sha256"] = sha256_file(job.parent / "data.npz")
+    job.write_text(yaml.safe_dump(spec))
+    with pytest.raises(JobError, match="no pickles"):
+        load(job)
