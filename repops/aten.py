@@ -116,10 +116,20 @@ def _unary(fn, name):
     return lambda a: tt(fn(np_(a, name)))
 
 
+def _reciprocal(x):
+    return P.div(full(x.shape, 1.0), x)
+
+
+def _unary_inplace(fn, name):
+    return lambda a: _inplace(a, fn(np_(a, name)))
+
+
 # rsqrt(x) = 1 / sqrt(x): two correctly rounded primitives (no hardware rsqrt).
 for _name, _fn in (("neg", P.neg), ("abs", P.abs_), ("sqrt", P.sqrt), ("rsqrt", _rsqrt), ("exp", M.exp), ("log", M.log),
-                   ("tanh", M.tanh), ("sigmoid", M.sigmoid), ("sin", M.sin), ("cos", M.cos)):
+                   ("tanh", M.tanh), ("sigmoid", M.sigmoid), ("sin", M.sin), ("cos", M.cos),
+                   ("reciprocal", _reciprocal)):
     register(getattr(aten, _name).default)(_unary(_fn, _name))
+    register(getattr(aten, _name + "_").default)(_unary_inplace(_fn, _name + "_"))
 
 
 @register(aten.pow.Tensor_Scalar)
@@ -422,7 +432,7 @@ def flip(a, dims):
 @register(aten.roll.default)
 def roll(a, shifts, dims=()):
     x = np_(a, "roll")
-    shape = x.shape
+    shape, placed = x.shape, False
     if not dims:
         x, dims = x.reshape(-1), [0]
     for shift, d in zip(shifts, dims):
@@ -430,8 +440,8 @@ def roll(a, shifts, dims=()):
         k = shift % n if n else 0
         if k:
             at = lambda lo, hi: x[(slice(None),) * (d % x.ndim) + (slice(lo, hi),)]  # noqa: E731
-            x = P.place(x.shape, d % x.ndim, [(0, 1, at(n - k, n)), (k, 1, at(0, n - k))])
-    return _result(x.reshape(shape))
+            x, placed = P.place(x.shape, d % x.ndim, [(0, 1, at(n - k, n)), (k, 1, at(0, n - k))]), True
+    return _result(x.reshape(shape)) if placed else tt(P.copy(x.reshape(shape)))  # never the input itself
 
 
 @register(aten.repeat.default)
@@ -570,7 +580,6 @@ def where(cond, a, b):
 
 register(aten.minimum.default)(lambda a, b: tt(P.min_(np_(a, "minimum"), np_(b, "minimum"))))
 register(aten.maximum.default)(lambda a, b: tt(P.max_(np_(a, "maximum"), np_(b, "maximum"))))
-register(aten.reciprocal.default)(lambda a: tt(P.div(full(np.shape(np_(a, "reciprocal")), 1.0), np_(a, "reciprocal"))))
 
 
 def _clamp(x, lo, hi):
@@ -632,8 +641,7 @@ def _conv_args(op, stride, padding, dilation, transposed, output_padding, nd):
         raise UnsupportedOpError(f"{op}: transposed convolution is not defined by RepOps yet")
     if isinstance(padding, str):
         raise UnsupportedOpError(f"{op}: padding={padding!r}; give the padding in numbers")
-    expand = lambda v: list(v) * nd if len(v) == 1 else list(v)  # noqa: E731
-    return expand(stride), expand(padding), expand(dilation)
+    return N.per_axis(stride, nd), N.per_axis(padding, nd), N.per_axis(dilation, nd)
 
 
 @register(aten.convolution.default)
@@ -720,11 +728,10 @@ def native_group_norm_backward(go, x, mean, rstd, weight, n, c, hw, group, mask)
     return (tt(dx.reshape(xa.shape)) if mask[0] else None), (None if dw is None else tt(dw)), (None if db is None else tt(db))
 
 
-def _pool_args(x, kernel, stride, padding, dilation=(1,)):
+def _pool_args(x, kernel, stride, padding):
     nd = x.dim() - 2
-    expand = lambda v: list(v) * nd if len(v) == 1 else list(v)  # noqa: E731
-    kernel = expand(kernel)
-    return kernel, (expand(stride) if stride else kernel), expand(padding), expand(dilation)
+    kernel = N.per_axis(kernel, nd)
+    return kernel, (N.per_axis(stride, nd) if stride else kernel), N.per_axis(padding, nd)
 
 
 @register(aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default)
@@ -736,13 +743,13 @@ def max_pool_with_indices(x, *args):
 
 @register(aten.avg_pool2d.default, aten.avg_pool3d.default)
 def avg_pool(x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None):
-    k, st, pad, _ = _pool_args(x, kernel, stride, padding)
+    k, st, pad = _pool_args(x, kernel, stride, padding)
     return tt(N.avg_pool(np_(x, "avg_pool"), k, st, pad, ceil_mode, count_include_pad, divisor_override))
 
 
 @register(aten.avg_pool2d_backward.default, aten.avg_pool3d_backward.default)
 def avg_pool_backward(g, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
-    k, st, pad, _ = _pool_args(x, kernel, stride, padding)
+    k, st, pad = _pool_args(x, kernel, stride, padding)
     return tt(N.avg_pool_backward(np_(g, "avg_pool_backward"), np_(x, "avg_pool_backward"), k, st, pad, ceil_mode,
                                   count_include_pad, divisor_override))
 
@@ -763,11 +770,6 @@ def adaptive_avg_pool_backward(g, x):
     k = [s // o for s, o in zip(x.shape[2:], g.shape[2:])]
     return tt(N.avg_pool_backward(np_(g, "adaptive_avg_pool_backward"), np_(x, "adaptive_avg_pool_backward"), k, k,
                                   [0] * len(k), False, True, None))
-
-
-for _name in ("sigmoid", "tanh", "exp", "neg", "abs", "sqrt"):  # in-place forms of the unary ops
-    register(getattr(aten, _name + "_").default)(
-        (lambda fn, nm: lambda a: _inplace(a, fn(np_(a, nm))))(getattr(M, _name, None) or {"neg": P.neg, "abs": P.abs_, "sqrt": P.sqrt}[_name], _name + "_"))
 
 
 # -- RepOps' own operators (repops/ops.py) -------------------------------------------------------------
@@ -796,7 +798,7 @@ def attention(q, k, v, mask, scale, bias=None):
 
 
 @register(repops_ops.attention_backward.default)
-def attention_backward(grad, q, k, v, p, mask, scale, bias=None):
+def attention_backward(grad, q, k, v, p, mask, scale):
     op = "attention_backward"
     m = None if mask is None else arr(mask).astype(np.bool_, copy=False)
     dq, dk, dv = N.attention_backward(np_(grad, op), np_(q, op), np_(k, op), np_(v, op), np_(p, op), m, scale)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 
 import torch
 import torch.nn.functional as F
@@ -58,14 +59,34 @@ def _integral(func, args, kwargs) -> bool:
     tensors = [a for a in flat if isinstance(a, torch.Tensor)]
     if not tensors or any(t.is_floating_point() or t.is_complex() for t in tensors):
         return False
-    meta = lambda a: a.to("meta") if isinstance(a, torch.Tensor) else (  # noqa: E731
-        [meta(x) for x in a] if isinstance(a, list) else a)
-    try:
-        out = func(*[meta(a) for a in args], **{k: meta(v) for k, v in kwargs.items()})
-    except Exception:  # noqa: BLE001 - no meta kernel, or torch refuses: decide by running it natively
-        return True
-    outs = out if isinstance(out, (list, tuple)) else [out]
-    return all(not (isinstance(o, torch.Tensor) and (o.is_floating_point() or o.is_complex())) for o in outs)
+    # the result's dtypes follow from the op, the operands' dtypes and the non-numeric arguments
+    key = (func, tuple(kwargs), tuple(_kind(a) for a in flat))
+    hit = _INTEGRAL.get(key)
+    if hit is None:
+        meta = lambda a: a.to("meta") if isinstance(a, torch.Tensor) else (  # noqa: E731
+            [meta(x) for x in a] if isinstance(a, list) else a)
+        try:
+            out = func(*[meta(a) for a in args], **{k: meta(v) for k, v in kwargs.items()})
+            outs = out if isinstance(out, (list, tuple)) else [out]
+            hit = all(not (isinstance(o, torch.Tensor) and (o.is_floating_point() or o.is_complex())) for o in outs)
+        except Exception:  # noqa: BLE001 - no meta kernel, or torch refuses: decide by running it natively
+            hit = True
+        _INTEGRAL[key] = hit
+    return hit
+
+
+_INTEGRAL: dict = {}
+
+
+def _kind(a):
+    if isinstance(a, torch.Tensor):
+        return a.dtype
+    if isinstance(a, (bool, int, float, complex)):
+        return type(a)
+    if isinstance(a, (list, tuple)):
+        return len(a)  # (its elements are in `flat` too)
+    return a if isinstance(a, (str, torch.dtype, torch.device, torch.layout, torch.memory_format)) or a is None \
+        else type(a)
 
 
 def _dropout(name, p_at=1, train_at=2):
@@ -96,14 +117,14 @@ def _mha(*args, **kwargs):
     Python, where this mode is popped and the call would reach aten as a device-specific
     fused kernel; with weights it is a plain composition of aten ops (bmm, softmax), the same
     on every device. Same outputs; the weights are dropped when not asked for."""
-    want = kwargs.pop("need_weights", args[15] if len(args) > 15 else True)
-    args = args[:15] + (True,) + args[16:] if len(args) > 15 else args
-    if len(args) <= 15:
-        kwargs["need_weights"] = True
-    out, weights = F.multi_head_attention_forward(*args, **kwargs)
+    call = inspect.signature(F.multi_head_attention_forward).bind(*args, **kwargs)
+    want = call.arguments.get("need_weights", True)
+    call.arguments["need_weights"] = True
+    out, weights = F.multi_head_attention_forward(*call.args, **call.kwargs)
     return out, (weights if want else None)
 
 
+@functools.cache
 def _functions() -> dict:
     """What RepOpsFunctions routes, by the function torch calls (Python API, builtin, or aten
     op in an exported graph) -> handler with the same arguments."""

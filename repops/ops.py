@@ -80,7 +80,7 @@ def _(q, k, v, mask, scale, bias=None):
 
 @torch.library.custom_op("repops::attention_backward", mutates_args=())
 def _attention_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor, p: Tensor, mask: Optional[Tensor],
-                        scale: float, bias: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor]:
+                        scale: float) -> tuple[Tensor, Tensor, Tensor]:
     dv = p.transpose(-2, -1) @ grad
     dp = grad @ v.transpose(-2, -1)
     ds = p * (dp - (dp * p).sum(-1, keepdim=True))
@@ -91,7 +91,7 @@ def _attention_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor, p: Tensor
 
 
 @_attention_backward.register_fake
-def _(grad, q, k, v, p, mask, scale, bias=None):
+def _(grad, q, k, v, p, mask, scale):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
@@ -106,7 +106,9 @@ def _att_backward(ctx, grad, _grad_p):
     q, k, v, p, mask = ctx.saved_tensors
     dq, dk, dv = torch.ops.repops.attention_backward(grad, q, k, v, p, mask, ctx.scale)
     dbias = None
-    if len(ctx.needs_input_grad) > 5 and ctx.needs_input_grad[5]:  # a trainable additive bias (ALiBi, relative positions): the scores' gradient
+    if len(ctx.needs_input_grad) > 5 and ctx.needs_input_grad[5]:
+        # a trainable additive bias (ALiBi, relative positions): the scores' gradient, by the
+        # aten ops of attention_backward's ds (a separate node: the fused op's outputs stay three)
         ds = torch._softmax_backward_data(grad @ v.transpose(-2, -1), p, -1, p.dtype)
         if mask is not None:
             ds = ds.masked_fill(mask, 0.0)
@@ -202,13 +204,10 @@ def max_pool(nd: int, x: Tensor, kernel_size, stride=None, padding=0, dilation=1
     unbatched = x.dim() == nd + 1
     if unbatched:
         x = x.unsqueeze(0)
-
-    def expand(v):
-        v = [int(v)] if isinstance(v, int) else [int(a) for a in v]
-        return v * nd if len(v) == 1 else v
-    k = expand(kernel_size)
-    st = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else expand(stride)
-    y = torch.ops.repops.max_pool(x, k, st, expand(padding), expand(dilation), bool(ceil_mode))
+    from .reference.nn import per_axis
+    k = per_axis(kernel_size, nd)
+    st = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else per_axis(stride, nd)
+    y = torch.ops.repops.max_pool(x, k, st, per_axis(padding, nd), per_axis(dilation, nd), bool(ceil_mode))
     return y.squeeze(0) if unbatched else y
 
 

@@ -57,7 +57,7 @@ def _run(kind, x, hx, weights, has_bias, num_layers, dropout, training, bidirect
             w = weights[(layer * dirs + d) * per:(layer * dirs + d + 1) * per]
             w_ih, w_hh = w[0], w[1]
             b_ih, b_hh = (w[2], w[3]) if has_bias else (None, None)
-            w_hr = w[4 if has_bias else 2] if kind == "lstm" and len(w) > (4 if has_bias else 2) else None
+            w_hr = w[-1] if len(w) in (3, 5) else None  # an LSTM projection follows the (biases and) weights
             xw = F.linear(x, w_ih, b_ih)  # every time step's input projection at once
             h = hx[0][layer * dirs + d]
             c = hx[1][layer * dirs + d] if kind == "lstm" else None
@@ -83,16 +83,11 @@ def _run(kind, x, hx, weights, has_bias, num_layers, dropout, training, bidirect
 CELLS = {"gru": _gru_cell, "rnn_tanh": _rnn_cell(torch.tanh), "rnn_relu": _rnn_cell(torch.relu)}
 
 
-def _packed(kind, args):
-    return len(args) > 1 and isinstance(args[1], torch.Tensor) and args[1].dim() == 1 and \
-        not args[1].is_floating_point()
-
-
 def recurrent(kind: str):
     """The handler of torch._VF.<kind>(input, hx, weights, bias, layers, dropout, train,
-    bidirectional, batch_first)."""
-    def handler(*args, **kwargs):
-        if kwargs or _packed(kind, args):
+    bidirectional, batch_first); the packed form's second argument is the batch sizes (int64)."""
+    def handler(*args):
+        if isinstance(args[1], torch.Tensor) and not args[1].is_floating_point():
             raise UnsupportedOpError(f"{kind} over a PackedSequence: RepOps runs padded batches; pad the "
                                      "sequences (and mask the loss) instead of packing them")
         x, hx, weights, *rest = args

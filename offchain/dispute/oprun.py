@@ -195,8 +195,8 @@ class _Sources:
     def __init__(self):
         self.arrays = []
         self._by_root: dict[int, list[int]] = {}  # id(root array) -> the sources over its memory
-        self._spans: list[tuple[int, int, int]] = []  # (start, end, root id), sorted
-        self._aliased: set[int] = set()  # roots whose memory another root's source also covers
+        self._borrowed: list[tuple[int, int, int]] = []  # (start, end, root id) of sources over borrowed memory
+        self._aliased: set[int] = set()  # roots whose memory a source of another root also covers
 
     @staticmethod
     def _root(a):
@@ -205,20 +205,24 @@ class _Sources:
         return a
 
     def add(self, a: np.ndarray):
-        import bisect
+        """Two sources of different roots overlap only if one of them borrows its memory (a
+        tensor's; an in-place op's written tensor): numpy's own allocations are disjoint while
+        alive. So a borrowing source is checked against all, any other against the borrowers."""
         self.arrays.append(a)
         root = id(self._root(a))
         self._by_root.setdefault(root, []).append(len(self.arrays) - 1)
-        if a.size:
-            start = a.__array_interface__["data"][0]
-            span = (start, start + a.nbytes, root)
-            k = bisect.bisect_left(self._spans, span)
-            for j in (k - 1, k):  # live allocations never overlap: only an alias can, and it neighbours
-                if 0 <= j < len(self._spans):
-                    s0, e0, r0 = self._spans[j]
-                    if r0 != root and s0 < span[1] and start < e0:
-                        self._aliased.update((r0, root))
-            self._spans.insert(k, span)
+        if not a.size:
+            return
+        start = a.__array_interface__["data"][0]
+        span = (start, start + a.nbytes, root)
+        borrowing = not self._root(a).flags.owndata
+        others = ((o.__array_interface__["data"][0], o.__array_interface__["data"][0] + o.nbytes, id(self._root(o)))
+                  for o in self.arrays[:-1] if o.size) if borrowing else self._borrowed
+        for s0, e0, r0 in others:
+            if r0 != root and s0 < span[1] and start < e0:
+                self._aliased.update((r0, root))
+        if borrowing:
+            self._borrowed.append(span)
 
     def describe(self, a) -> bytes:
         """By layout only, never by values: a view of a source, else a constant if it is one

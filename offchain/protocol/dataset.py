@@ -64,6 +64,7 @@ def dataset(job: Job) -> dict:
 def _check_program_fits(job: Job, data: dict) -> None:
     """The program loads, its batch is the data's, and one step runs under RepOps on meta
     tensors (every op defined, every shape consistent): what a client checks before paying."""
+    import repops
     from repops import RepOpsError
     spec = job.spec
     n = {k: data[k].shape[0] if data[k].dim() else None for k in spec.data.keys}
@@ -74,7 +75,6 @@ def _check_program_fits(job: Job, data: dict) -> None:
     model = build_model(job, "meta")
     b = tuple(t.to("meta") for t in batch(job, 0, data))
     try:
-        import repops
         with repops.deterministic():
             loss = model.loss(*b)
             if not (isinstance(loss, torch.Tensor) and loss.dtype == torch.float32 and loss.dim() == 0):

@@ -17,13 +17,12 @@ NAMESPACES = ("aten", "repops")
 def export(module: torch.nn.Module, example_batch: tuple) -> tuple[bytes, dict]:
     """The client's side: (program JSON, state: parameters and buffers by name). The module's
     forward(*batch) must return the loss; shapes are fixed to the example batch's."""
-    from torch._export.serde.serialize import serialize
+    from torch._export.serde import schema
+    from torch._export.serde.serialize import _bytes_to_dataclass, _to_json_bytes, serialize
     try:
         ep = torch.export.export(module, tuple(example_batch), strict=False)
     except Exception as e:  # noqa: BLE001 - torch.export's own errors say what in the model it cannot trace
         raise JobError(f"torch.export could not capture the model: {type(e).__name__}: {str(e)[:2000]}") from None
-    from torch._export.serde import schema
-    from torch._export.serde.serialize import _bytes_to_dataclass, _to_json_bytes
     bad = sorted(k for k, v in ep.constants.items() if not isinstance(v, torch.Tensor))
     if bad:
         raise JobError(f"the program holds non-tensor constants {bad[:5]} (script objects): not allowed in a job")
@@ -67,19 +66,19 @@ def load(data: bytes, state: dict, device="cpu", where: str = "model.program") -
     except Exception as e:  # noqa: BLE001 - any parse failure is a malformed file
         raise JobError(f"{where}: not a torch.export program (JSON) that torch {torch.__version__} reads: "
                        f"{type(e).__name__}: {str(e)[:300]}") from None
-    sig = serialized.graph_module.signature
-    wanted = []
-    for spec in sig.input_specs:
-        kind = spec.type
-        if kind in ("parameter", "buffer"):
-            wanted.append(getattr(spec, kind).parameter_name if kind == "parameter" else spec.buffer.buffer_name)
-        elif kind != "user_input":
-            raise JobError(f"{where}: the program has a {kind} input; only parameters, buffers and the batch are allowed")
-    missing, extra = sorted(set(wanted) - set(state)), sorted(set(state) - set(wanted))
+    params, buffers = set(), set()
+    for spec in serialized.graph_module.signature.input_specs:
+        if spec.type == "parameter":
+            params.add(spec.parameter.parameter_name)
+        elif spec.type == "buffer":
+            buffers.add(spec.buffer.buffer_name)
+        elif spec.type != "user_input":
+            raise JobError(f"{where}: the program has a {spec.type} input; only parameters, buffers and the batch "
+                           "are allowed")
+    missing, extra = sorted((params | buffers) - set(state)), sorted(set(state) - params - buffers)
     if missing or extra:
         raise JobError(f"{where}: init does not hold the program's parameters and buffers: missing {missing[:8]}, "
                        f"unexpected {extra[:8]}")
-    params = {spec.parameter.parameter_name for spec in sig.input_specs if spec.type == "parameter"}
     state = {k: torch.nn.Parameter(v, requires_grad=v.is_floating_point()) if k in params else v
              for k, v in state.items()}
     try:

@@ -6,6 +6,7 @@ import ctypes
 import numpy as np
 
 from ..errors import BackendError, DTypeError
+from ..reference.linalg import matmul_shape
 from .build import default_threads, lib
 
 
@@ -41,10 +42,7 @@ def matmul(a, b, threads: int | None = None) -> np.ndarray:
     for x, what in ((a, "matmul a"), (b, "matmul b")):
         if x.dtype != np.float32:
             raise DTypeError(f"{what}: RepOps v1 computes in float32, got {x.dtype}")
-    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
-        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not chain")
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch, M, K, N = matmul_shape(a.shape, b.shape)
     a = np.broadcast_to(a, batch + (M, K))
     b = np.broadcast_to(b, batch + (K, N))
     n = int(np.prod(batch)) if batch else 1

@@ -124,7 +124,7 @@ def attention(q, k, v, mask, scale, bias=None):
     return matmul(p, v), p
 
 
-def attention_backward(g, q, k, v, p, mask, scale, bias=None):
+def attention_backward(g, q, k, v, p, mask, scale):
     dv = matmul(_t(p), g)
     dp = matmul(g, _t(v))
     ds = _rows(ATT_ROWS_BWD, dp, p, -1, mask, scale)

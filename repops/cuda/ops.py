@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import DTypeError
 from ..kernels import MAP_OPS, NORMS, ROWS
 from ..reference import prims as P
+from ..reference.linalg import matmul_shape
 from .kernels import matmul_geometry
 
 F32 = np.float32
@@ -262,7 +263,7 @@ class Ops:
         p = self._rows("attention_rows", self.matmul(q, self.xp.swapaxes(k, -1, -2)), None, -1, mask, scale)
         return self.matmul(p, v), p
 
-    def attention_backward(self, g, q, k, v, p, mask, scale, bias=None):
+    def attention_backward(self, g, q, k, v, p, mask, scale):
         g, q, k, v, p = (self.dev(t) for t in (g, q, k, v, p))
         sw = lambda t: self.xp.swapaxes(t, -1, -2)  # noqa: E731
         dv = self.matmul(sw(p), g)
@@ -301,10 +302,7 @@ class Ops:
 
     def matmul(self, a, b):
         a, b = self.dev(a), self.dev(b)
-        if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
-            raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not chain")
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+        batch, M, K, N = matmul_shape(a.shape, b.shape)
         a = self.copy(a, batch + (M, K))
         b = self.copy(b, batch + (K, N))
         nb = int(np.prod(batch)) if batch else 1

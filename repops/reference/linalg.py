@@ -8,14 +8,19 @@ import numpy as np
 from . import prims as P
 
 
+def matmul_shape(a_shape, b_shape) -> tuple[tuple, int, int, int]:
+    """(batch, M, K, N) of a [..., M, K] @ b [..., K, N], batch dims broadcast: every backend's check."""
+    if len(a_shape) < 2 or len(b_shape) < 2 or a_shape[-1] != b_shape[-2]:
+        raise ValueError(f"matmul: shapes {tuple(a_shape)} and {tuple(b_shape)} do not chain")
+    return np.broadcast_shapes(tuple(a_shape[:-2]), tuple(b_shape[:-2])), a_shape[-2], a_shape[-1], b_shape[-1]
+
+
 @P.overridable("matmul")
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a [..., M, K] @ b [..., K, N] (batch dims broadcast) -> [..., M, N]."""
     a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
-    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
-        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not chain")
-    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
-    acc = P.const(0.0, shape)  # +0
+    batch, M, _, N = matmul_shape(a.shape, b.shape)
+    acc = P.const(0.0, batch + (M, N))  # +0
     for k in range(a.shape[-1]):
         acc = P.fma(a[..., :, k:k + 1], b[..., k:k + 1, :], acc)
     return acc

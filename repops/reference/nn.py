@@ -197,9 +197,10 @@ def attention(q, k, v, mask, scale, bias=None):
 
 
 @P.overridable("attention_backward")
-def attention_backward(g, q, k, v, p, mask, scale, bias=None):
+def attention_backward(g, q, k, v, p, mask, scale):
     """dv = p^T g; dp = g v^T; ds = softmax_backward(dp, p), masked entries +0, times scale;
-    dk = ds^T q; dq = ds k. -> (dq, dk, dv). (The bias gets no gradient: it is a mask.)"""
+    dk = ds^T q; dq = ds k. -> (dq, dk, dv). (An additive bias's gradient is ds before the
+    scale, taken by repops/ops.py when the bias is trainable.)"""
     dv = matmul(_t(p), g)
     dp = matmul(g, _t(v))
     ds = softmax_backward(dp, p, -1)
@@ -251,16 +252,28 @@ def _scatter(c, k, stride, dilation, grid):
     return c
 
 
-def _col2im(cols, stride, dilation, grid):
-    """cols [N, C, *K, *O] -> [N, C, *grid]: +0, then for each kernel offset k in row-major
-    order add(acc, cols[k] scattered); -> acc (the inverse of _windows, summing overlaps)."""
-    N, C = cols.shape[:2]
-    nd = len(grid)
-    K = cols.shape[2:2 + nd]
-    acc = P.const(0.0, (N, C) + tuple(grid))
-    for k in np.ndindex(*K):
-        acc = P.add(acc, _scatter(cols[(slice(None), slice(None)) + k], k, stride, dilation, grid))
+def _scatter_sum(pieces, stride, dilation, shape):
+    """+0 of `shape` [N, C, *grid], then add(acc, c scattered at o*stride + k*dilation) for each
+    (k, c) of `pieces` in turn (kernel offsets in row-major order): overlaps summed in one order."""
+    acc = P.const(0.0, tuple(shape))
+    for k, c in pieces:
+        acc = P.add(acc, _scatter(c, k, stride, dilation, list(shape[2:])))
     return acc
+
+
+def _window_fold(prim, view, kernel, init):
+    """prim over each window's elements of a _windows view, offset by offset in row-major order, from init."""
+    acc = init
+    for k in np.ndindex(*kernel):
+        acc = prim(acc, view[(slice(None), slice(None)) + k])
+    return acc
+
+
+def _col2im(cols, stride, dilation, grid):
+    """cols [N, C, *K, *O] -> [N, C, *grid] (the inverse of _windows, summing overlaps)."""
+    K = cols.shape[2:2 + len(grid)]
+    return _scatter_sum(((k, cols[(slice(None), slice(None)) + k]) for k in np.ndindex(*K)), stride, dilation,
+                        cols.shape[:2] + tuple(grid))
 
 
 def _unpad(acc, padding, S):
@@ -381,6 +394,12 @@ def batch_norm_backward(go, x, w, mean, invstd, mask):
 
 
 # -- pooling ----------------------------------------------------------------------------------------------------
+def per_axis(v, nd: int) -> list[int]:
+    """A kernel/stride/padding/dilation argument as nd ints (an int or a 1-list applies to every axis)."""
+    v = [int(v)] if isinstance(v, int) else [int(a) for a in v]
+    return v * nd if len(v) == 1 else v
+
+
 def pool_geometry(S, kernel, stride, padding, dilation, ceil_mode):
     """Output sizes and the right-hand padding of each spatial axis, as torch defines them
     (ceil_mode adds windows that start inside the input or the left padding)."""
@@ -400,10 +419,7 @@ def max_pool(x, kernel, stride, padding, dilation, ceil_mode):
     -0 < +0); padding reads -inf."""
     O, right = pool_geometry(x.shape[2:], kernel, stride, padding, dilation, ceil_mode)
     view, _ = _windows(_spatial_pad(x, padding, right, -np.inf), kernel, stride, dilation, O)
-    out = P.const(-np.inf, x.shape[:2] + tuple(O))
-    for k in np.ndindex(*kernel):
-        out = P.max_(out, view[(slice(None), slice(None)) + k])
-    return out
+    return _window_fold(P.max_, view, kernel, P.const(-np.inf, x.shape[:2] + tuple(O)))
 
 
 def max_pool_backward(g, x, out, kernel, stride, padding, dilation, ceil_mode):
@@ -417,15 +433,16 @@ def max_pool_backward(g, x, out, kernel, stride, padding, dilation, ceil_mode):
     view, _ = _windows(xpad, kernel, stride, dilation, O)
     one, zero = P.const(1.0, out.shape), P.const(0.0, out.shape)
     out_is_num = P.eq(out, out)
-    free, grid = one, list(xpad.shape[2:])
-    acc = P.const(0.0, xpad.shape)
-    for k in np.ndindex(*kernel):
-        v = view[(slice(None), slice(None)) + k]
-        hit = P.select(out_is_num, P.select(P.eq(v, out), one, zero), P.select(P.eq(v, v), zero, one))
-        take = P.mul(hit, free)
-        free = P.sub(free, take)
-        acc = P.add(acc, _scatter(P.select(P.eq(take, one), g, zero), k, stride, dilation, grid))
-    return _unpad(acc, padding, S)
+
+    def taken():
+        free = one
+        for k in np.ndindex(*kernel):
+            v = view[(slice(None), slice(None)) + k]
+            hit = P.select(out_is_num, P.select(P.eq(v, out), one, zero), P.select(P.eq(v, v), zero, one))
+            take = P.mul(hit, free)
+            free = P.sub(free, take)
+            yield k, P.select(P.eq(take, one), g, zero)
+    return _unpad(_scatter_sum(taken(), stride, dilation, xpad.shape), padding, S)
 
 
 def _avg_divisor(x, kernel, stride, padding, right, O, count_include_pad, divisor):
@@ -444,10 +461,7 @@ def _avg_divisor(x, kernel, stride, padding, right, O, count_include_pad, diviso
     else:
         grid = _spatial_pad(ones, padding, right, 0.0)
     view, _ = _windows(grid, kernel, stride, [1] * len(kernel), O)
-    n = P.const(-0.0, (1, 1) + tuple(O))
-    for k in np.ndindex(*kernel):
-        n = P.add(n, view[(slice(None), slice(None)) + k])
-    return n
+    return _window_fold(P.add, view, kernel, P.const(-0.0, (1, 1) + tuple(O)))
 
 
 def avg_pool(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor):
@@ -455,9 +469,7 @@ def avg_pool(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor):
     (_avg_divisor)."""
     O, right = pool_geometry(x.shape[2:], kernel, stride, padding, [1] * len(kernel), ceil_mode)
     view, _ = _windows(_spatial_pad(x, padding, right, 0.0), kernel, stride, [1] * len(kernel), O)
-    acc = P.const(-0.0, x.shape[:2] + tuple(O))
-    for k in np.ndindex(*kernel):
-        acc = P.add(acc, view[(slice(None), slice(None)) + k])
+    acc = _window_fold(P.add, view, kernel, P.const(-0.0, x.shape[:2] + tuple(O)))
     return P.div(acc, _avg_divisor(x, kernel, stride, padding, right, O, count_include_pad, divisor))
 
 
@@ -466,8 +478,6 @@ def avg_pool_backward(g, x, kernel, stride, padding, ceil_mode, count_include_pa
     S = x.shape[2:]
     O, right = pool_geometry(S, kernel, stride, padding, [1] * len(kernel), ceil_mode)
     share = P.div(g, _avg_divisor(x, kernel, stride, padding, right, O, count_include_pad, divisor))
-    grid = [s + p + r for s, p, r in zip(S, padding, right)]
-    acc = P.const(0.0, x.shape[:2] + tuple(grid))
-    for k in np.ndindex(*kernel):
-        acc = P.add(acc, _scatter(share, k, stride, [1] * len(kernel), grid))
+    grid = tuple(s + p + r for s, p, r in zip(S, padding, right))
+    acc = _scatter_sum(((k, share) for k in np.ndindex(*kernel)), stride, [1] * len(kernel), x.shape[:2] + grid)
     return _unpad(acc, padding, S)
