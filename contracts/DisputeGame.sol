@@ -66,12 +66,12 @@ contract DisputeGame {
     event NodeFound(uint256 indexed id, uint256 node);
     event Disagreement(uint256 indexed id, uint256 index, bool stateTensor);
     event OperatorDisputed(uint256 indexed id, uint256 step, uint256 node);
+    event MatchDrawn(uint256 indexed id, address a, address b, uint8 level);
 
     error RegistryAlreadySet();
     error NotDeployer(address caller);
     error NotDisputed(uint256 job);
     error WrongPhase(uint256 id, Phase phase);
-    error ClaimsAgree();
     error NobodyTimedOut(uint256 id);
     error WrongLength(uint256 got, uint256 want);
     error SourceNotProven();
@@ -79,7 +79,9 @@ contract DisputeGame {
     error PlayedInOperatorGame(uint256 id);
     error AlreadyOpen(uint256 id);
     error NotOperatorGame(address caller);
+    error NotRequested(uint256 job, address a, address b);
 
+    uint256 internal constant DRAW = 2; // a decision's winner when both parties lose
     JobRegistry public registry;
     IOperatorGame public operators;
     address internal immutable deployer;
@@ -108,7 +110,7 @@ contract DisputeGame {
         return nodeEnc[id][party];
     }
 
-    /// @notice OperatorGame's decision on a match it was handed.
+    /// @notice OperatorGame's decision on a match it was handed (winner: a seat, or DRAW).
     function decideOperator(uint256 id, uint256 winner, uint8 level, string calldata reason) external {
         if (msg.sender != address(operators)) revert NotOperatorGame(msg.sender);
         Match storage m = matches[id];
@@ -150,19 +152,19 @@ contract DisputeGame {
         return Bisection.points(m.nary.lo, m.nary.hi, m.nary.n);
     }
 
-    /// @notice Open a match between two trainers of a disputed job with different claims.
+    /// @notice Open the match the registry asks for (JobRegistry.requested). Anyone may: a
+    /// trainer outside the pair opens it to keep its job moving when the pair will not. The
+    /// lower address sits in seat 0, whoever opens.
     function open(uint256 job, address a, address b) external returns (uint256 id) {
         JobRegistry.Job memory j = registry.job(job);
         if (j.status != JobRegistry.Status.Disputed) revert NotDisputed(job);
-        (,, , bytes32 ca) = registry.seats(job, a);
-        (,, , bytes32 cb) = registry.seats(job, b);
-        (, bool outA,,) = registry.seats(job, a);
-        (, bool outB,,) = registry.seats(job, b);
-        if (outA || ca == bytes32(0)) revert Rounds.NotAParty(0, a);
-        if (outB || cb == bytes32(0)) revert Rounds.NotAParty(0, b);
-        bytes32 pair = a < b ? keccak256(abi.encode(job, a, b)) : keccak256(abi.encode(job, b, a));
+        if (a > b) (a, b) = (b, a);
+        (address ra, address rb) = registry.requested(job);
+        if (!(a == ra && b == rb) && !(a == rb && b == ra)) revert NotRequested(job, a, b);
+        (,,, bytes32 ca) = registry.seats(job, a);
+        (,,, bytes32 cb) = registry.seats(job, b);
+        bytes32 pair = keccak256(abi.encode(job, a, b));
         if (matchOf[pair] != 0) revert AlreadyOpen(matchOf[pair]); // one match per pair: a second would be decided twice
-        if (ca == cb) revert ClaimsAgree();
         id = nextId++;
         matchOf[pair] = id;
         Match storage m = matches[id];
@@ -442,13 +444,18 @@ contract DisputeGame {
         if (m.phase == Phase.Operator) revert PlayedInOperatorGame(id);
         uint256 p = m.round.clock.expired();
         if (p == 2) revert NobodyTimedOut(id);
-        _decide(id, m, 1 - p, uint8(m.phase == Phase.Steps ? 1 : 2), "its clock ran out");
+        _decide(id, m, p == 3 ? DRAW : 1 - p, uint8(m.phase == Phase.Steps ? 1 : 2), "its clock ran out");
     }
 
+    /// @dev winner: the seat that won, or DRAW (both ran out at the same instant: both are out).
     function _decide(uint256 id, Match storage m, uint256 winner, uint8 level, string memory reason) internal {
         m.phase = Phase.Done;
-        address w = m.round.party[winner];
-        address l = m.round.party[1 - winner];
+        (address a, address b) = (m.round.party[0], m.round.party[1]);
+        if (winner == DRAW) {
+            emit MatchDrawn(id, a, b, level);
+            return registry.draw(m.job, a, b);
+        }
+        (address w, address l) = winner == 0 ? (a, b) : (b, a);
         emit MatchDecided(id, w, l, level, reason);
         registry.decide(m.job, w, l);
     }

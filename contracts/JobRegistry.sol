@@ -2,13 +2,17 @@
 pragma solidity ^0.8.24;
 
 /// @title Verde jobs: payment, stakes, sealed results, settlement, pull payments
-/// @notice A client posts a job (its commitments and the payment); trainers join by staking,
-/// post a sealed result before the commit deadline and reveal it after; `settle` accepts a
-/// result all revealed trainers agree on, or opens disputes that the game contract decides
-/// (`decide`). Every path ends in withdrawable balances: the accepted trainers share the
-/// payment and get their stakes back; a trainer that loses a dispute forfeits its stake to
-/// the winner of that match; a trainer that never reveals forfeits it to the client; a job
-/// nobody delivers refunds the client. No fee. docs/PROTOCOL.md §6 (the seal).
+/// @notice A client posts a job (its commitments and the payment; optionally the only
+/// trainers who may join); trainers join by staking, post a sealed result before the commit
+/// deadline and reveal it after; `settle` accepts a result all revealed trainers agree on,
+/// or asks for one match at a time (`requested`) that the game decides (`decide`, `draw`).
+/// Every path ends in withdrawable balances: a trainer that loses a match, draws one, or
+/// never reveals forfeits its stake into the job's pot; at settlement the accepted trainers
+/// get their stakes back and share the payment and the pot, so a coalition of cheaters loses
+/// every stake it put up (a side match among them moves nothing into their pockets); a job
+/// nobody delivers refunds the client its payment and the pot. No fee. docs/PROTOCOL.md §6.
+/// Terms have floors fixed at deployment (clock, commit and reveal windows): an honest
+/// trainer cannot be timed out by a client's terms the contract accepted.
 /// @dev Invariant (tests/contracts, forge invariant test): this contract's balance ==
 /// escrow (payments and stakes of unsettled jobs) + totalOwed (sum of `owed`).
 contract JobRegistry {
@@ -46,6 +50,9 @@ contract JobRegistry {
         bytes32 accepted;
         Terms terms;
         address[] trainers;
+        uint256 pot; // forfeited stakes, shared by the accepted trainers at settlement
+        bool restricted; // only the trainers the client named may join
+        address[2] requested; // the match `settle` asks for while Disputed
     }
 
     struct Seat {
@@ -61,6 +68,8 @@ contract JobRegistry {
     event Revealed(uint256 indexed id, address indexed trainer, bytes32 claim);
     event DisputeRequired(uint256 indexed id, address indexed a, address indexed b);
     event Decided(uint256 indexed id, address indexed winner, address indexed loser);
+    event Drawn(uint256 indexed id, address indexed a, address indexed b);
+    event Forfeited(uint256 indexed id, address indexed trainer, uint256 stake, string why);
     event Settled(uint256 indexed id, bytes32 accepted, uint256 paidTrainers);
     event Withdrawn(address indexed to, uint256 amount);
 
@@ -81,23 +90,29 @@ contract JobRegistry {
     error TooEarly(uint256 id, uint256 opensAt);
     error WrongStatus(uint256 id, Status status);
     error OnlyGame(address caller);
-    error NotInDispute(address trainer);
-    error SameClaim();
+    error NotRequested(address a, address b);
     error NothingOwed(address who);
     error TransferFailed(address to, uint256 amount);
     error Reentrancy();
+    error BelowFloor(string what, uint256 got, uint256 floor);
+    error NotApproved(uint256 id, address trainer);
 
     address public immutable game;
+    uint64 public immutable minClock; // seconds per party per match
+    uint64 public immutable minCommitWindow; // commitBy - joinBy: the latest joiner's time to train
+    uint64 public immutable minRevealWindow; // revealBy - commitBy
     uint256 public nextId = 1;
     uint256 public escrow;
     uint256 public totalOwed;
     mapping(address => uint256) public owed;
     mapping(uint256 => Job) internal jobs;
     mapping(uint256 => mapping(address => Seat)) public seats;
+    mapping(uint256 => mapping(address => bool)) public approved;
     uint256 private locked = 1;
 
-    constructor(address game_) {
+    constructor(address game_, uint64 minClock_, uint64 minCommitWindow_, uint64 minRevealWindow_) {
         game = game_;
+        (minClock, minCommitWindow, minRevealWindow) = (minClock_, minCommitWindow_, minRevealWindow_);
     }
 
     modifier nonReentrant() {
@@ -119,8 +134,27 @@ contract JobRegistry {
         return jobs[id].trainers;
     }
 
-    /// @notice Post a job with its payment (msg.value).
-    function post(Terms calldata t) external payable returns (uint256 id) {
+    /// @notice The match `settle` asks for (both zero unless Disputed).
+    function requested(uint256 id) external view returns (address, address) {
+        return (jobs[id].requested[0], jobs[id].requested[1]);
+    }
+
+    /// @notice Post a job with its payment (msg.value); any trainer may join.
+    function post(Terms calldata t) external payable returns (uint256) {
+        return _post(t);
+    }
+
+    /// @notice Post a job only the named trainers may join: the client's answer to one party
+    /// holding every seat of an open job (docs/PROTOCOL.md §6), e.g. its own honest trainer
+    /// among them.
+    function postFor(Terms calldata t, address[] calldata only) external payable returns (uint256 id) {
+        if (only.length == 0) revert BadTerms("postFor needs at least one trainer");
+        id = _post(t);
+        jobs[id].restricted = true;
+        for (uint256 i; i < only.length; ++i) approved[id][only[i]] = true;
+    }
+
+    function _post(Terms calldata t) internal returns (uint256 id) {
         if (msg.value == 0) revert NoPayment();
         if (msg.value > type(uint96).max) revert BadTerms("payment too large");
         if (t.steps == 0) revert BadTerms("steps");
@@ -131,7 +165,9 @@ contract JobRegistry {
         if (!(block.timestamp < t.joinBy && t.joinBy <= t.commitBy && t.commitBy < t.revealBy)) {
             revert BadTerms("deadlines: now < joinBy <= commitBy < revealBy");
         }
-        if (t.clock == 0) revert BadTerms("clock");
+        if (t.clock < minClock) revert BelowFloor("clock", t.clock, minClock);
+        if (t.commitBy - t.joinBy < minCommitWindow) revert BelowFloor("commit window", t.commitBy - t.joinBy, minCommitWindow);
+        if (t.revealBy - t.commitBy < minRevealWindow) revert BelowFloor("reveal window", t.revealBy - t.commitBy, minRevealWindow);
         if (t.graphNodes == 0 || t.stateCount == 0) revert BadTerms("graph");
         id = nextId++;
         Job storage j = jobs[id];
@@ -153,6 +189,7 @@ contract JobRegistry {
         Job storage j = _open(id);
         if (j.status != Status.Open || block.timestamp >= j.terms.joinBy) revert JoinClosed(id);
         if (msg.value != j.terms.stake) revert WrongStake(msg.value, j.terms.stake);
+        if (j.restricted && !approved[id][msg.sender]) revert NotApproved(id, msg.sender);
         Seat storage s = seats[id][msg.sender];
         if (s.joined) revert AlreadyJoined(msg.sender);
         if (j.trainers.length >= j.terms.maxTrainers) revert JobFull(id);
@@ -199,13 +236,20 @@ contract JobRegistry {
         totalOwed += amount;
     }
 
-    /// @notice After the reveal deadline: forfeit the stakes of trainers that did not reveal
-    /// (to the client), then accept the result if the rest agree, refund a job nobody
-    /// delivered, or ask for disputes. Anyone may call it; so may the game after a decision.
+    function _forfeit(uint256 id, Job storage j, address who, string memory why) internal {
+        seats[id][who].out = true;
+        j.pot += j.terms.stake;
+        emit Forfeited(id, who, j.terms.stake, why);
+    }
+
+    /// @notice After the reveal deadline: forfeit the stakes of trainers that did not reveal,
+    /// then accept the result if the rest agree, refund a job nobody delivered, or ask for
+    /// the next match (the first two live trainers that disagree). Anyone may call it; so
+    /// does the registry itself after each decision.
     function settle(uint256 id) public {
         Job storage j = _open(id);
         if (block.timestamp < j.terms.revealBy) revert TooEarly(id, j.terms.revealBy);
-        if (j.status == Status.Settled) revert WrongStatus(id, j.status);
+        if (j.status != Status.Open) revert WrongStatus(id, j.status);
         address[] storage ts = j.trainers;
         bytes32 first;
         address firstT;
@@ -215,8 +259,7 @@ contract JobRegistry {
             Seat storage s = seats[id][ts[i]];
             if (s.out) continue;
             if (s.claim == bytes32(0)) {
-                s.out = true;
-                _credit(j.client, j.terms.stake);
+                _forfeit(id, j, ts[i], "no reveal");
                 continue;
             }
             ++live;
@@ -228,40 +271,56 @@ contract JobRegistry {
         }
         if (otherT != address(0)) {
             j.status = Status.Disputed;
+            j.requested = [firstT, otherT];
             emit DisputeRequired(id, firstT, otherT);
             return;
         }
         j.status = Status.Settled;
         j.accepted = first;
+        j.requested = [address(0), address(0)];
+        uint256 total = j.payment + j.pot;
         if (live == 0) {
-            _credit(j.client, j.payment);
+            _credit(j.client, total);
             emit Settled(id, bytes32(0), 0);
             return;
         }
-        uint256 share = j.payment / live;
-        uint256 rest = j.payment - share * live;
+        uint256 share = total / live;
+        uint256 rest = total - share * live;
         for (uint256 i; i < ts.length; ++i) {
-            Seat storage s = seats[id][ts[i]];
-            if (s.out) continue;
+            if (seats[id][ts[i]].out) continue;
             _credit(ts[i], j.terms.stake + share + (ts[i] == firstT ? rest : 0));
         }
         emit Settled(id, first, live);
     }
 
-    /// @notice The game's decision of one match: the loser is out and its stake goes to
-    /// the winner; the job settles again (accepts, or asks for the next dispute).
+    function _inMatch(uint256 id, Job storage j, address a, address b) internal view {
+        if (j.status != Status.Disputed) revert WrongStatus(id, j.status);
+        if (!((j.requested[0] == a && j.requested[1] == b) || (j.requested[0] == b && j.requested[1] == a))) {
+            revert NotRequested(a, b);
+        }
+    }
+
+    /// @notice The game's decision of the requested match: the loser is out, its stake goes
+    /// to the pot; the job settles again (accepts, or asks for the next match).
     function decide(uint256 id, address winner, address loser) external {
         if (msg.sender != game) revert OnlyGame(msg.sender);
         Job storage j = _open(id);
-        if (j.status != Status.Disputed) revert WrongStatus(id, j.status);
-        Seat storage w = seats[id][winner];
-        Seat storage l = seats[id][loser];
-        if (w.out || w.claim == bytes32(0)) revert NotInDispute(winner);
-        if (l.out || l.claim == bytes32(0)) revert NotInDispute(loser);
-        if (w.claim == l.claim) revert SameClaim();
-        l.out = true;
-        _credit(winner, j.terms.stake);
+        _inMatch(id, j, winner, loser);
+        _forfeit(id, j, loser, "lost a match");
         emit Decided(id, winner, loser);
+        j.status = Status.Open;
+        settle(id);
+    }
+
+    /// @notice Both parties of the requested match let their clocks run out at the same
+    /// instant: both are out, both stakes go to the pot.
+    function draw(uint256 id, address a, address b) external {
+        if (msg.sender != game) revert OnlyGame(msg.sender);
+        Job storage j = _open(id);
+        _inMatch(id, j, a, b);
+        _forfeit(id, j, a, "drew a match");
+        _forfeit(id, j, b, "drew a match");
+        emit Drawn(id, a, b);
         j.status = Status.Open;
         settle(id);
     }

@@ -443,7 +443,7 @@ contract OperatorGame {
         if (m.phase == Phase.None || m.phase == Phase.Done) revert WrongPhase(id, m.phase);
         uint256 p = m.round.clock.expired();
         if (p == 2) revert NobodyTimedOut(id);
-        _decide(id, m, 1 - p, m.phase <= Phase.Kernel && !m.overChunks ? 3 : 4, "its clock ran out");
+        _decide(id, m, p == 3 ? 2 : 1 - p, m.phase <= Phase.Kernel && !m.overChunks ? 3 : 4, "its clock ran out"); // 2: a draw
     }
 
     function _decide(uint256 id, Match storage m, uint256 winner, uint8 level, string memory reason) internal {

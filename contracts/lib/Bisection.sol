@@ -136,11 +136,15 @@ library Clock {
         c.waiting = parties;
     }
 
-    /// @dev The party that lets its clock run out: 0, 1, or 2 (none).
+    /// @dev Who let its clock run out: 0, 1, 2 (nobody) or 3 (both, at the same instant: a
+    /// draw). Both owe a move in a simultaneous round and their clocks run from the same
+    /// instant, so when both are out, the one with less time left ran out first and loses:
+    /// the seat (which whoever opened the match chose) decides nothing.
     function expired(Clocks storage c) internal view returns (uint256) {
         uint64 spent = uint64(block.timestamp) - c.since;
-        if (c.waiting & 1 != 0 && spent >= c.left[0]) return 0;
-        if (c.waiting & 2 != 0 && spent >= c.left[1]) return 1;
-        return 2;
+        bool out0 = c.waiting & 1 != 0 && spent >= c.left[0];
+        bool out1 = c.waiting & 2 != 0 && spent >= c.left[1];
+        if (out0 && out1) return c.left[0] < c.left[1] ? 0 : c.left[1] < c.left[0] ? 1 : 3;
+        return out0 ? 0 : out1 ? 1 : 2;
     }
 }

@@ -44,7 +44,7 @@ contract JobRegistryTest is Test {
     bytes32 internal constant SPEC = bytes32(uint256(0x5bec));
 
     function setUp() public {
-        reg = new JobRegistry(GAME);
+        reg = new JobRegistry(GAME, 600, 100, 100);
         vm.warp(1000);
         vm.deal(CLIENT, 100 ether);
         vm.deal(A, 10 ether);
@@ -90,6 +90,16 @@ contract JobRegistryTest is Test {
     function _reveal(uint256 id, address t, bytes32 claim) internal {
         vm.prank(t);
         reg.reveal(id, claim, bytes32(uint256(uint160(t))));
+    }
+
+    /// @dev Three trainers join in this order, reveal, and the job is settled (disputed).
+    function _threeSettled(address[3] memory who, bytes32[3] memory claims) internal returns (uint256 id) {
+        id = _post(3);
+        for (uint256 i; i < 3; ++i) _enter(id, who[i], claims[i]);
+        vm.warp(1250);
+        for (uint256 i; i < 3; ++i) _reveal(id, who[i], claims[i]);
+        vm.warp(1300);
+        reg.settle(id);
     }
 
     function _balanced() internal view {
@@ -169,8 +179,8 @@ contract JobRegistryTest is Test {
         reg.reveal(id, "r", bytes32(uint256(uint160(A))));
         vm.warp(1300);
         reg.settle(id);
-        assertEq(reg.owed(A), STAKE + PAY, "A takes the whole payment");
-        assertEq(reg.owed(CLIENT), STAKE, "the copier's stake goes to the client");
+        assertEq(reg.owed(A), 2 * STAKE + PAY, "A takes the whole payment and the copier's stake");
+        assertEq(reg.owed(CLIENT), 0, "the client gains nothing from a forfeit");
         _balanced();
     }
 
@@ -184,16 +194,7 @@ contract JobRegistryTest is Test {
     }
 
     function test_disputes_are_decided_by_the_game_only_and_the_winner_takes_all() public {
-        uint256 id = _post(3);
-        _enter(id, A, "honest");
-        _enter(id, B, "lazy");
-        _enter(id, C, "corrupt");
-        vm.warp(1250);
-        _reveal(id, A, "honest");
-        _reveal(id, B, "lazy");
-        _reveal(id, C, "corrupt");
-        vm.warp(1300);
-        reg.settle(id);
+        uint256 id = _threeSettled([A, B, C], [bytes32("honest"), "lazy", "corrupt"]);
         assertEq(uint256(reg.job(id).status), uint256(JobRegistry.Status.Disputed), "disputed");
         vm.expectRevert(abi.encodeWithSelector(JobRegistry.OnlyGame.selector, address(this)));
         reg.decide(id, A, B);
@@ -201,14 +202,87 @@ contract JobRegistryTest is Test {
         reg.decide(id, A, B);
         assertEq(uint256(reg.job(id).status), uint256(JobRegistry.Status.Disputed), "C still disagrees");
         vm.prank(GAME);
-        vm.expectRevert(abi.encodeWithSelector(JobRegistry.NotInDispute.selector, B));
-        reg.decide(id, B, C); // B is out: no double decision
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.NotRequested.selector, B, C));
+        reg.decide(id, B, C); // B is out: no double decision, and only the requested match counts
         vm.prank(GAME);
         reg.decide(id, A, C);
         assertEq(uint256(reg.job(id).status), uint256(JobRegistry.Status.Settled), "settled");
         assertEq(reg.owed(A), 3 * STAKE + PAY, "A: its stake, both losers' stakes, the payment");
         assertEq(reg.owed(B) + reg.owed(C), 0, "losers get nothing");
         _balanced();
+    }
+
+    function test_terms_below_the_floors_are_refused() public {
+        JobRegistry.Terms memory t = _terms(2);
+        t.clock = 599;
+        vm.prank(CLIENT);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.BelowFloor.selector, "clock", 599, 600));
+        reg.post{value: PAY}(t);
+        t = _terms(2);
+        t.commitBy = t.joinBy + 99;
+        vm.prank(CLIENT);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.BelowFloor.selector, "commit window", 99, 100));
+        reg.post{value: PAY}(t);
+        t = _terms(2);
+        t.revealBy = t.commitBy + 1;
+        vm.prank(CLIENT);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.BelowFloor.selector, "reveal window", 1, 100));
+        reg.post{value: PAY}(t);
+    }
+
+    function test_a_restricted_job_takes_only_the_named_trainers() public {
+        address[] memory only = new address[](2);
+        (only[0], only[1]) = (A, C);
+        vm.prank(CLIENT);
+        uint256 id = reg.postFor{value: PAY}(_terms(3), only);
+        _enter(id, A, "r");
+        vm.prank(B);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.NotApproved.selector, id, B));
+        reg.join{value: STAKE}(id);
+        _enter(id, C, "r");
+        assertEq(reg.trainers(id).length, 2, "A and C only");
+    }
+
+    /// @dev Two colluders with different wrong claims and the honest A: the colluders' side
+    /// match pays its winner nothing; once A beats it, A holds every stake.
+    function test_a_coalition_loses_every_stake_even_after_a_side_match() public {
+        uint256 id = _threeSettled([B, C, A], [bytes32("wrong-1"), "wrong-2", "honest"]);
+        (address x, address y) = reg.requested(id);
+        assertTrue(x == B && y == C, "the colluders' pair is asked for first");
+        vm.prank(GAME);
+        reg.decide(id, B, C); // the side match
+        assertEq(reg.owed(B), 0, "a side match moves nothing into the winner's pocket");
+        vm.prank(GAME);
+        reg.decide(id, A, B);
+        assertEq(reg.owed(A), 3 * STAKE + PAY, "A: its stake, both colluders' stakes, the payment");
+        _balanced();
+    }
+
+    function test_a_draw_puts_both_stakes_in_the_pot() public {
+        uint256 id = _threeSettled([B, C, A], [bytes32("wrong-1"), "wrong-2", "honest"]);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.OnlyGame.selector, address(this)));
+        reg.draw(id, B, C);
+        vm.prank(GAME);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.NotRequested.selector, A, B));
+        reg.draw(id, A, B);
+        vm.prank(GAME);
+        reg.draw(id, C, B);
+        assertEq(uint256(reg.job(id).status), uint256(JobRegistry.Status.Settled), "A alone is left");
+        assertEq(reg.owed(A), 3 * STAKE + PAY, "A takes the pot");
+        _balanced();
+    }
+
+    function test_settle_cannot_be_replayed_while_a_match_is_asked_for() public {
+        uint256 id = _post(2);
+        _enter(id, A, "honest");
+        _enter(id, B, "wrong");
+        vm.warp(1250);
+        _reveal(id, A, "honest");
+        _reveal(id, B, "wrong");
+        vm.warp(1300);
+        reg.settle(id);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.WrongStatus.selector, id, JobRegistry.Status.Disputed));
+        reg.settle(id);
     }
 
     function test_reentrant_withdraw_cannot_take_twice_and_loses_nothing() public {
@@ -279,6 +353,11 @@ contract RegistryHandler {
         try reg.decide(job, actors[w % 3], actors[l % 3]) {} catch {}
     }
 
+    function draw(uint256 a, uint256 b) external {
+        vm.prank(GAME);
+        try reg.draw(job, actors[a % 3], actors[b % 3]) {} catch {}
+    }
+
     function withdraw(uint256 who) external {
         vm.prank(actors[who % 3]);
         try reg.withdraw() {} catch {}
@@ -298,7 +377,7 @@ contract RegistryInvariantTest is Test {
     RegistryHandler internal handler;
 
     function setUp() public {
-        reg = new JobRegistry(address(0x6A3E));
+        reg = new JobRegistry(address(0x6A3E), 60, 10, 10);
         handler = new RegistryHandler(reg);
         handler.post(1 ether);
     }

@@ -10,6 +10,7 @@ from pathlib import Path
 
 class AgentState:
     def __init__(self, path: Path):
+        self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(path, isolation_level=None)  # autocommit: each write is durable at once
         self.db.execute("PRAGMA journal_mode=WAL")

@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import time
 from pathlib import Path
 
 
 from ..chain.errors import ChainError, ChainUnavailable, TransactionReverted
-from ..chain.verde import COMMITMENT_NAMES, PHASE_DONE, PHASE_OPERATOR, Verde, commitments
+from ..chain.verde import (CLOCK, COMMIT_BY, COMMITMENT_NAMES, JOIN_BY, PHASE_DONE, PHASE_OPERATOR, REVEAL_BY, STAKE, Verde,
+                           commitments)
 from ..protocol.claims import seal
+from .policy import Policy, TermsRefused
 from .state import AgentState
 
 log = logging.getLogger("verde.agent")
 OPEN, DISPUTED, SETTLED = 1, 2, 3
-STAKE, JOIN_BY, COMMIT_BY, REVEAL_BY = 12, 13, 14, 15  # JobRegistry.Terms fields
 JOIN_GAS = 300_000  # what joining may cost on top of the stake (measured: ~120k)
 
 
@@ -54,17 +56,21 @@ def mismatches(terms, job, ctx) -> list[str]:
 
 class TrainerAgent:
     def __init__(self, verde: Verde, account, job, job_id: int | None, workdir: Path, behaviour=None,
-                 name: str = "agent", device: str = "cpu"):
-        """job_id None: wait for the job file's job to be posted (find_job), then play that one."""
+                 name: str = "agent", device: str = "cpu", policy: Policy = Policy(), ctx=None):
+        """job_id None: wait for the job file's job to be posted (find_job), then play that one.
+        ctx: the job's referee context, if the caller has it (it costs a traced step)."""
         from ..dispute.context import Context
         from ..trainer import Trainer
         self.v, self.me, self.job = verde, account, job
         self.state = AgentState(Path(workdir) / "agent.sqlite")
         self.trainer = Trainer(job, Path(workdir) / "trainer", name, device=device, behaviour=behaviour, progress=True)
-        self.ctx = Context(job)
-        self.name = name
+        self.ctx = ctx or Context(job)
+        self.name, self.policy = name, policy
         self.jid = job_id if job_id is not None else self.state.chosen(job.job_id)
         self._waiting = False
+        self._said: set = set()  # warnings already given (each once)
+        self._rng = random.Random(name)  # a Garbler's malformed moves
+        self.garbled = [0, 0]  # (sent, accepted by the chain)
 
     def _seat(self):
         """(joined, out, sealed, claim) of this agent in its job."""
@@ -109,41 +115,83 @@ class TrainerAgent:
                 if now >= terms[JOIN_BY]:
                     log.warning("%s: job %d closed for joining", self.name, self.jid)
                     return True
-                self._check_terms(terms)
+                self._check_terms(terms, now, restricted=j[7])
                 self._check_funds(terms[STAKE])
                 self._send("join (stake)", reg.join(self.jid), value=terms[STAKE])
                 return False
-            if sealed == bytes(32) and now < terms[COMMIT_BY]:
+            if sealed == bytes(32) and now < terms[COMMIT_BY] and self._acts("commit"):
                 final = self.trainer.train()
                 mine = self.state.sealed(self.jid)
                 if mine is None:
                     mine = (final, os.urandom(32))
                     self.state.seal(self.jid, *mine)  # durable before the commit that needs it
-                self._send("commit (sealed result)", reg.commit(self.jid, seal(self.job.job_id, self.me.address,
-                                                                                *mine)))
+                try:
+                    self._send("commit (sealed result)", reg.commit(self.jid, seal(self.job.job_id, self.me.address,
+                                                                                    *mine)))
+                except TransactionReverted as e:
+                    if e.error != "CommitClosed":
+                        raise
                 return False
-            if sealed != bytes(32) and claim == bytes(32) and terms[COMMIT_BY] <= now < terms[REVEAL_BY]:
-                self._send("reveal", reg.reveal(self.jid, *self.state.sealed(self.jid)))
+            if sealed == bytes(32) and now >= terms[COMMIT_BY]:
+                self._once("missed-commit", f"MISSED THE COMMIT DEADLINE of job {self.jid}: training did not end in "
+                           f"time; its stake of {terms[STAKE] / 1e18} ETH will be forfeited at settlement")
+            if (sealed != bytes(32) and claim == bytes(32) and terms[COMMIT_BY] <= now < terms[REVEAL_BY]
+                    and self._acts("reveal")):
+                mine = self.state.sealed(self.jid)
+                if mine is None:
+                    self._once("lost-salt", f"CANNOT REVEAL in job {self.jid}: the salt of its commitment is not in "
+                               f"{self.state.path} (another workdir?); its stake of {terms[STAKE] / 1e18} ETH will "
+                               "be forfeited unless that agent state is restored before the reveal deadline")
+                else:
+                    self._send("reveal", reg.reveal(self.jid, *mine))
                 return False
-            if now >= terms[REVEAL_BY]:
+            if now >= terms[REVEAL_BY] and self._acts("settle"):
                 self._try("settle", reg.settle(self.jid))
             return False
         if status == DISPUTED:
-            self._play()
+            self._play(terms)
             return False
         owed = self.v.owed(self.me.address)
         if owed:
             self._send(f"withdraw {owed / 1e18} ETH", reg.withdraw())
+        if status == SETTLED and out:
+            self._report_forfeit(terms)
         return status == SETTLED
 
-    def _check_terms(self, terms):
+    def _once(self, key: str, message: str):
+        """A warning that matters (a deadline missed, a stake at risk): loud, and once."""
+        if key not in self._said:
+            self._said.add(key)
+            log.error("%s: %s", self.name, message)
+
+    def _report_forfeit(self, terms):
+        for e in self.v.registry.events.Forfeited().get_logs(from_block=self.v.from_block,
+                                                             argument_filters={"id": self.jid}):
+            if e["args"]["trainer"] == self.me.address:
+                self._once("forfeit", f"LOST ITS STAKE of {e['args']['stake'] / 1e18} ETH in job {self.jid}: "
+                           f"{e['args']['why']}")
+
+    def _check_terms(self, terms, now: int, restricted: bool = False):
         """Before staking: the job on chain must commit to exactly what this job file implies
-        (a wrong kernel root or initial claim, say, would make an honest trainer lose)."""
+        (a wrong kernel root or initial claim, say, would make an honest trainer lose), and
+        its other terms must pass this agent's policy (a clock or a deadline it cannot meet
+        would)."""
         bad = mismatches(terms, self.job, self.ctx)
         if bad:
             raise JobMismatch(f"job {self.jid} on chain commits to a different {', '.join(bad)} than the job file "
                               f"{self.job.job_id.hex()[:16]}… implies, so this agent did not join",
                               "pass the job file that was posted, or another job id; do not stake on this job")
+        if restricted and not self.v.chain.call(self.v.registry.functions.approved(self.jid, self.me.address)):
+            raise TermsRefused(f"job {self.jid} takes only the trainers its client named, and {self.me.address} "
+                               "is not one of them", "ask the client to name this address (verde post --only)")
+        if not hasattr(self, "_train_s"):
+            self._train_s = self.trainer.seconds_per_step() * self.job.spec.steps
+        why = self.policy.refusals(terms, now, self._train_s)
+        if why:
+            raise TermsRefused(f"job {self.jid}'s terms could cost an honest trainer its stake, so this agent did not "
+                               f"join: {'; '.join(why)}",
+                               "ask the client to post the job again with safer terms, or relax this agent's policy "
+                               "with the flag named, if you accept the risk")
 
     def _check_funds(self, stake: int):
         """Refuse before sending: a join that cannot pay its stake would only burn gas."""
@@ -156,28 +204,45 @@ class TrainerAgent:
                 f"plus gas (~{need / 1e18:.6f} ETH in all), so it did not join",
                 "fund this account, or run the agent with a key that holds the stake")
 
-    def _play(self):
-        """Open the match the registry asks for if nobody has, and move in every live match."""
+    def _play(self, terms):
+        """Keep the job moving until it settles: open the match the registry asks for if
+        nobody has (colluders asked to play each other may never open theirs), move in this
+        agent's matches, and claim every timeout of the job's matches (anyone may)."""
         game = self.v.game
-        wanted = self.v.registry.events.DisputeRequired().get_logs(from_block=self.v.from_block, argument_filters={"id": self.jid})
         opened = game.events.MatchOpened().get_logs(from_block=self.v.from_block, argument_filters={"job": self.jid})
-        pairs = {(e["args"]["a"], e["args"]["b"]): e["args"]["id"] for e in opened}
-        if wanted:
-            a, b = wanted[-1]["args"]["a"], wanted[-1]["args"]["b"]
-            if self.me.address in (a, b) and (a, b) not in pairs:
-                self._try("open the match", game.functions.open(self.jid, a, b))
-        for (a, b), m in pairs.items():
-            phase = self.v.match_state(m)["phase"]
-            if self.me.address not in (a, b) or phase == PHASE_DONE:
+        pairs = {frozenset((e["args"]["a"], e["args"]["b"])): e["args"]["id"] for e in opened}
+        a, b = self.v.chain.call(self.v.registry.functions.requested(self.jid))
+        if frozenset((a, b)) not in pairs and self._acts("open"):
+            self._try("open the match the job needs" + ("" if self.me.address in (a, b) else
+                                                         f" ({a[:10]}… vs {b[:10]}…, not this agent's)"),
+                      game.functions.open(self.jid, a, b))
+        for pair, m in pairs.items():
+            st = self.v.match_state(m)
+            phase = st["phase"]
+            if phase == PHASE_DONE:
                 continue
-            where = (phase, self.v.operator_state(m)["phase"] if phase == PHASE_OPERATOR else 0)
-            if where != getattr(self, "_where", None):
-                self._where = where
-                log.info("%s: match %d, game phase %d%s", self.name, m, phase,
-                         f", operator phase {where[1]}" if where[1] else "")
-            self.v.move(m, self.trainer, self.me, self.ctx)
-            referee = self.v.operators if phase == PHASE_OPERATOR else game  # the other party may be silent
-            self._try("claim a timeout", referee.functions.timeout(m))
+            if self.me.address in pair and phase != PHASE_OPERATOR:
+                left = st["clock_left"][self.v._seat(m, self.me.address)]
+                if left < terms[CLOCK] // 4:
+                    self._once(f"clock-{m}", f"FALLING BEHIND in match {m}: {left} s left on its clock of "
+                               f"{terms[CLOCK]} s; if it runs out, its stake of {terms[STAKE] / 1e18} ETH is lost")
+            if self.me.address in pair and self._acts("play"):
+                if self.trainer.behaviour.garbles():
+                    from .garbler import garble
+                    self.garbled = [x + y for x, y in zip(self.garbled, garble(self.v, m, self.me, self._rng))]
+                where = (phase, self.v.operator_state(m)["phase"] if phase == PHASE_OPERATOR else 0)
+                if where != getattr(self, "_where", None):
+                    self._where = where
+                    log.info("%s: match %d, game phase %d%s", self.name, m, phase,
+                             f", operator phase {where[1]}" if where[1] else "")
+                self.v.move(m, self.trainer, self.me, self.ctx)
+            referee = self.v.operators if phase == PHASE_OPERATOR else game  # a party may be silent
+            if self._acts("timeout"):
+                self._try(f"claim a timeout in match {m}", referee.functions.timeout(m))
+
+    def _acts(self, move: str) -> bool:
+        """An adversary's agent may skip a move (tests); an honest one makes every move."""
+        return self.trainer.behaviour.acts(move)
 
     def run(self, poll_s: float = 0.5, max_s: float | None = None, offline_s: float = 600):
         """Tick until done. A node that goes away (restarted, network down) is waited for,

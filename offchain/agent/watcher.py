@@ -136,10 +136,12 @@ PATH = {
     "TensorDisputed": lambda a: (4, "its output" if a["operand"] < 0 else f"operand {a['operand']}"),
     "ElementFound": lambda a: (4, f"element {a['flat']}"),
     "MatchDecided": lambda a: (a["level"], f"decided at level {a['level']}"),
+    "MatchDrawn": lambda a: (a["level"], f"drawn at level {a['level']} (both out of time)"),
 }
 
 
-REGISTRY_EVENTS = ("JobPosted", "Joined", "Committed", "Revealed", "DisputeRequired", "Decided", "Settled")
+REGISTRY_EVENTS = ("JobPosted", "Joined", "Committed", "Revealed", "DisputeRequired", "Decided", "Drawn", "Forfeited",
+                   "Settled")
 
 
 def _short(x) -> str:
@@ -156,6 +158,9 @@ LINES = {
     "StepRound": lambda a: f"match {a['id']}: steps ({a['lo']}, {a['hi']}] split at {list(a['points'])}",
     "MatchDecided": lambda a: f"match {a['id']} decided at level {a['level']}: {_short(a['winner'])} wins, "
                               f"{_short(a['loser'])} loses ({a['reason']})",
+    "MatchDrawn": lambda a: f"match {a['id']} drawn at level {a['level']}: {_short(a['a'])} and {_short(a['b'])} "
+                            "both ran out of time; both stakes go to the pot",
+    "Forfeited": lambda a: f"{_short(a['trainer'])} forfeits its stake of {a['stake'] / 1e18} ETH ({a['why']})",
     "ChunkPosted": lambda a: f"match {a['id']}: party {a['party']} posted its chunk ({len(a['chunk'])} bytes)",
 }
 

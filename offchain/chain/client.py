@@ -128,11 +128,14 @@ class Chain:
             raise ChainUnavailable(f"{what}: no receipt within {RECEIPT_TIMEOUT_S} s for 0x{txh.hex()}",
                                    "the node is not mining; check it") from None
         if receipt["status"] != 1:
-            # Replay on the parent state to recover the revert data (each tx is its own block
-            # on the local chains; on a public chain this is a best effort).
+            # Replay to recover the revert data: first on the state after its own block (a
+            # reverted tx changed nothing, and the block's timestamp is the one it saw: a move
+            # that came too late reverts only there), then on the parent state. Each tx is its
+            # own block on the local chains; on a public chain this is a best effort.
             call = {k: tx[k] for k in ("to", "data", "value") if k in tx}
             call["from"] = sender.address
-            self.w3.eth.call(call, receipt["blockNumber"] - 1)
+            for block in (receipt["blockNumber"], receipt["blockNumber"] - 1):
+                self.w3.eth.call(call, block)
             raise TransactionReverted(what, None)
         self.gas_log.append((what, receipt["gasUsed"]))
         return receipt

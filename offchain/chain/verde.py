@@ -22,6 +22,16 @@ class NotSettleableOnChain(ValueError):
     """The job's decomposition has an operand the on-chain referee cannot place."""
 
 
+@dataclass(frozen=True)
+class Floors:
+    """The least a job's terms may give a trainer, fixed in JobRegistry at deployment: a
+    client cannot post a clock or a window an honest trainer cannot meet. A real network's
+    deployment wants hours; these defaults suit a local chain whose clock is moved."""
+    clock_s: int = 600
+    commit_window_s: int = 300
+    reveal_window_s: int = 300
+
+
 @dataclass
 class Verde:
     chain: Chain
@@ -50,18 +60,25 @@ class Verde:
                 "operators": self.operators.address, "from_block": self.from_block}
 
     @classmethod
-    def deploy(cls, chain: Chain) -> "Verde":
+    def deploy(cls, chain: Chain, floors: Floors = Floors()) -> "Verde":
         first = chain.w3.eth.block_number + 1
         game = chain.deploy("DisputeGame")
         operators = chain.deploy("OperatorGame", game.address, chain.deploy("Executor").address)
-        registry = chain.deploy("JobRegistry", game.address)
+        registry = chain.deploy("JobRegistry", game.address, floors.clock_s, floors.commit_window_s,
+                                floors.reveal_window_s)
         chain.transact(game.functions.setUp(registry.address, operators.address))
         return cls(chain, registry, game, operators, first)
 
     # -- the client ---------------------------------------------------------------------------
+    def floors(self) -> Floors:
+        r = self.registry.functions
+        return Floors(*(self.chain.call(f()) for f in (r.minClock, r.minCommitWindow, r.minRevealWindow)))
+
     def post(self, job, ctx, payment: int, stake: int, max_trainers: int = 3, join_s: int = 600,
-             commit_s: int = 1200, reveal_s: int = 1800, clock_s: int = 3600, client=None) -> int:
-        """Post a job: its commitments come from the job alone (the referee's context)."""
+             commit_s: int = 1200, reveal_s: int = 1800, clock_s: int = 3600, client=None,
+             only: list[str] | None = None) -> int:
+        """Post a job: its commitments come from the job alone (the referee's context).
+        only: the addresses that may join (JobRegistry.postFor), or None for anyone."""
         if ctx.kernel_graph.unsettled:
             j, op = ctx.kernel_graph.unsettled[0]
             raise NotSettleableOnChain(
@@ -70,10 +87,22 @@ class Verde:
                 f"and gather/onehot kernels, or settle this job off chain")
         now = self.chain.now()
         terms = (*commitments(job, ctx), max_trainers, stake, now + join_s, now + commit_s, now + reveal_s, clock_s)
-        fn = self.registry.functions.post(terms)
+        self._check_floors(join_s, commit_s, reveal_s, clock_s)
+        fn = self.registry.functions.postFor(terms, list(only)) if only else self.registry.functions.post(terms)
         receipt = self.chain.transact(fn, sender=client, value=payment)
         ev = self.registry.events.JobPosted().process_receipt(receipt, errors=DISCARD)
         return ev[0]["args"]["id"]
+
+    def _check_floors(self, join_s, commit_s, reveal_s, clock_s):
+        """The registry would revert with BelowFloor; say it before sending, in seconds."""
+        f = self.floors()
+        for what, got, floor, flag in (("dispute clock", clock_s, f.clock_s, "--clock-s"),
+                                       ("commit window (after the join deadline)", commit_s - join_s,
+                                        f.commit_window_s, "--train-s"),
+                                       ("reveal window", reveal_s - commit_s, f.reveal_window_s, "--reveal-s")):
+            if got < floor:
+                raise ChainError(f"the {what} is {got} s; this deployment's JobRegistry accepts no less than "
+                                 f"{floor} s (a trainer could not meet it)", f"pass {flag} {floor} or more")
 
     # -- a trainer ------------------------------------------------------------------------------
     def join_and_commit(self, job_id: int, spec_hash: bytes, claim: bytes, stake: int, account,
@@ -312,6 +341,8 @@ class Verde:
 
 COMMITMENT_NAMES = ("specHash", "graphRoot", "initialClaim", "dataRoot", "stateMapRoot", "kernelRoot", "nodes",
                     "stateTensors", "steps", "fanout", "chunk")
+# the client's other terms, after the commitments (JobRegistry.Terms field indices)
+MAX_TRAINERS, STAKE, JOIN_BY, COMMIT_BY, REVEAL_BY, CLOCK = range(len(COMMITMENT_NAMES), len(COMMITMENT_NAMES) + 6)
 
 
 def commitments(job, ctx) -> tuple:

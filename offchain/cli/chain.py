@@ -40,9 +40,9 @@ def cmd_node(args) -> int:
 def cmd_deploy(args) -> int:
     import json
 
-    from ..chain.verde import Verde
+    from ..chain.verde import Floors, Verde
     with connect_arg(args) as chain:
-        v = Verde.deploy(chain)
+        v = Verde.deploy(chain, Floors(args.min_clock_s, args.min_commit_window_s, args.min_reveal_window_s))
         Path(args.out).write_text(json.dumps(v.addresses(), indent=1))
         console.print(f"deployed JobRegistry {v.registry.address}, DisputeGame {v.game.address}, "
                       f"OperatorGame {v.operators.address}; wrote {args.out}")
@@ -61,4 +61,10 @@ def add(sub):
     q = sub.add_parser("deploy", help="deploy the contracts; write their addresses")
     chain_args(q, deployment=False)
     q.add_argument("--out", default="deployment.json")
+    from ..chain.verde import Floors
+    for name, default, what in (("clock", Floors.clock_s, "each party's dispute clock"),
+                                ("commit-window", Floors.commit_window_s, "from the join deadline to the commit one"),
+                                ("reveal-window", Floors.reveal_window_s, "from the commit deadline to the reveal one")):
+        q.add_argument(f"--min-{name}-s", type=int, default=default,
+                       help=f"the least {what} a job may give, in seconds (a real network wants hours)")
     q.set_defaults(fn=cmd_deploy)

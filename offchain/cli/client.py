@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from .common import STATUS, chain_args, console, eth, existing_job, step, verde_of
+from .common import STATUS, address, chain_args, console, eth, existing_job, step, verde_of
 
 
 def cmd_post(args) -> int:
@@ -22,8 +22,9 @@ def cmd_post(args) -> int:
         jid = v.post(job, Context(job), args.payment, args.stake, max_trainers=args.max_trainers,
                      join_s=args.join_s, commit_s=args.join_s + args.train_s,
                      reveal_s=args.join_s + args.train_s + args.reveal_s, clock_s=args.clock_s,
-                     client=chain.accounts[0])
-        console.print(f"posted job {jid} (payment {args.payment / 1e18} ETH, stake {args.stake / 1e18} ETH)")
+                     client=chain.accounts[0], only=args.only)
+        who = f"; only {', '.join(args.only)} may join" if args.only else ""
+        console.print(f"posted job {jid} (payment {args.payment / 1e18} ETH, stake {args.stake / 1e18} ETH{who})")
     return 0
 
 
@@ -98,6 +99,9 @@ def add(sub):
     q.add_argument("--train-s", type=int, default=3600, help="seconds after joining to commit a result")
     q.add_argument("--reveal-s", type=int, default=600, help="seconds after that to reveal it")
     q.add_argument("--clock-s", type=int, default=3600, help="each party's dispute clock")
+    q.add_argument("--only", action="append", type=address, metavar="ADDRESS",
+                   help="only this trainer may join (repeat for several; e.g. your own honest trainer among them): "
+                        "protects the job from one party holding every seat")
     q.set_defaults(fn=cmd_post)
     for name, fn, what in (("status", cmd_status, "show a job's state"),
                            ("watch", cmd_watch, "follow a job's events until it is settled")):

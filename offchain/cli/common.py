@@ -49,6 +49,13 @@ def eth(value: str) -> int:
     return int(wei)
 
 
+def address(value: str) -> str:
+    from web3 import Web3
+    if not Web3.is_address(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not an Ethereum address (0x and 40 hex digits)")
+    return Web3.to_checksum_address(value)
+
+
 def connect_arg(args):
     """--chain is a spec; the ape scripts (scripts/verde.py) pass a Chain built on ape's provider."""
     from ..chain import Chain, connect

@@ -109,7 +109,7 @@ def _follow(chain, v, jid, agents, watcher, names, console, deadline) -> float:
     """Print the job's events as they come; move the clock past each deadline once every
     agent has acted; return when the job is settled and every agent has exited.
     -> when training ended (all committed)."""
-    from ..agent.trainer_agent import COMMIT_BY, REVEAL_BY
+    from ..chain.verde import COMMIT_BY, REVEAL_BY
     terms = v.status(jid)[4]
     t_train = None
     while True:
@@ -161,7 +161,8 @@ def _report(v, jid, job, agents, watcher, names, console, png, t0, t_train, t_en
     console.print(t)
     for d in decided:
         console.print(f"    match {d['id']}: {names.get(d['winner'])} wins, {names.get(d['loser'])} slashed "
-                      f"(stake {STAKE / 1e18:.0f} ETH to the winner), decided at level {d['level']}: {d['reason']}")
+                      f"(stake {STAKE / 1e18:.0f} ETH to the pot the accepted trainers share), decided at level {d['level']}: "
+                      f"{d['reason']}")
     if settled:
         console.print(f"    accepted result: C_T = 0x{bytes(settled[0]['accepted']).hex()[:16]}…, "
                       f"paid {settled[0]['paidTrainers']} trainer(s)")

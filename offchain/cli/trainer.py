@@ -5,7 +5,7 @@ from pathlib import Path
 
 from repops.errors import RepOpsError
 
-from .common import chain_args, console, verde_of
+from .common import chain_args, console, eth, verde_of
 
 
 def cmd_agent(args) -> int:
@@ -13,6 +13,7 @@ def cmd_agent(args) -> int:
     import logging
 
     from ..trainer import adversaries
+    from ..agent.policy import Policy
     from ..agent.trainer_agent import TrainerAgent
     from ..protocol.job import JobError
     from ..protocol.jobfile import load
@@ -38,8 +39,10 @@ def cmd_agent(args) -> int:
             import torch
             device = "cuda" if torch.cuda.is_available() else "cpu"
         try:
+            policy = Policy(min_clock_s=args.min_clock_s, min_reveal_window_s=args.min_reveal_window_s,
+                            train_margin=args.train_margin, max_stake_wei=args.max_stake)
             agent = TrainerAgent(v, chain.accounts[0], job, args.job_id, Path(args.workdir), behaviour, args.name,
-                                 device=device)
+                                 device=device, policy=policy)
         except RepOpsError as e:  # e.g. a GPU that fails RepOps' self-check: nothing was staked
             console.print(f"[red]error:[/] the {device} device cannot train this job: {e}\n"
                           "  Fix: train on another device (--device cpu gives the same bits, slower)")
@@ -116,6 +119,14 @@ def add(sub):
     q.add_argument("--log-format", default="text", choices=("text", "json"))
     q.add_argument("--offline-s", type=float, default=600,
                    help="how long to wait for a node that went away before giving up (default 600)")
+    from ..agent.policy import Policy
+    p = q.add_argument_group("policy", "the terms this agent stakes on (the commitments must match the job file "
+                                       "in any case); a job outside them is refused before joining")
+    p.add_argument("--min-clock-s", type=int, default=Policy.min_clock_s, help="least dispute clock per party")
+    p.add_argument("--min-reveal-window-s", type=int, default=Policy.min_reveal_window_s)
+    p.add_argument("--train-margin", type=float, default=Policy.train_margin,
+                   help="the commit deadline must leave this many times the measured training time")
+    p.add_argument("--max-stake", type=eth, default=Policy.max_stake_wei, help="most ETH it stakes on one job")
     q.set_defaults(fn=cmd_agent)
     q = sub.add_parser("train", help="train a job file locally (no chain) and print the claim a trainer commits")
     q.add_argument("job", help="the job file")

@@ -69,13 +69,11 @@ def first_difference(a: Party, b: Party, commitments: tuple[bytes, bytes], where
     if c >= nchunks:
         raise Lost(a, LEVEL, "padding chunk differs")  # unreachable for well-formed trees
     size = CODES[code].itemsize
-    chunks = {}
-    for p, root in ((a, ra), (b, rb)):
-        proof = p.ask(LEVEL, "element", *where, c * chunk)
-        if not proof.verify(merkle.sha256(ha, root)) or proof.index != c * chunk:
-            raise Lost(p, LEVEL, f"chunk {c} of {where} does not verify")
-        chunks[p.name] = proof.chunk_bytes
+    chunks = {p.name: p.element_proof(LEVEL, merkle.sha256(ha, root), c * chunk, chunk, *where).chunk_bytes
+              for p, root in ((a, ra), (b, rb))}
     ba, bb = chunks[a.name], chunks[b.name]
+    # both chunks verified at index c under the same header and chunk size, and the descent
+    # found different leaves there: they differ (short of a sha256 collision)
     e = next(i for i in range(len(ba) // size) if ba[i * size:(i + 1) * size] != bb[i * size:(i + 1) * size])
     return c * chunk + e, {p.name: chunks[p.name][e * size:(e + 1) * size] for p in (a, b)}
 
@@ -93,10 +91,7 @@ def play(ctx, a: Party, b: Party, t: TensorDisputed) -> list[Party] | ElementFou
             truth = src[1]
         else:
             source, index = src[1], src[2]
-            proof = a.ask(LEVEL, "element", s, j, k, ("source", source), index)
-            if not proof.verify(t.sources[source]) or proof.index != index:
-                raise Lost(a, LEVEL, f"its proof of source {source} element {index} does not verify")
-            truth = proof.element()
+            truth = a.element_proof(LEVEL, t.sources[source], index, chunk, s, j, k, ("source", source)).element()
         losers = [p for p in (a, b) if elems[p.name] != truth]
         for p in losers:
             p.reason = f"operand {o} of kernel {k} ({t.name}) of node {j} is not what its source holds (Case 2)"

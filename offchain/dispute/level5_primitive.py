@@ -59,11 +59,8 @@ def play(ctx, a: Party, b: Party, found: ElementFound) -> list[Party]:
     execute the one primitive, and judge. -> the losers."""
     s, j, k = found.where
 
-    def fetch(o, idx):
-        for p in (a, b):
-            proof = p.ask(LEVEL, "element", s, j, k, ("operand", o), idx)
-            if proof.verify(found.operands[o]) and proof.index == idx:
-                return proof.element(), proof.code
-        raise Lost(b, LEVEL, f"no valid proof of operand {o} element {idx}")
+    def fetch(o, idx):  # the operands are agreed: a's proof (a malformed one loses) is the truth
+        proof = a.element_proof(LEVEL, found.operands[o], idx, ctx.job.spec.chunk, s, j, k, ("operand", o))
+        return proof.element(), proof.code
     result, words = evaluate(found.name, found.shapes, found.flat, fetch)
     return judge(found.name, result, words, found.elements, (a, b), result_code(found.name))[0]

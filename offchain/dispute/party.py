@@ -5,6 +5,8 @@ from __future__ import annotations
 import concurrent.futures
 from dataclasses import dataclass
 
+from ..protocol.tensors import ElementProof
+
 
 class Lost(Exception):
     """Raised inside a level when a party has lost: who, at which level, and why."""
@@ -47,6 +49,21 @@ class Party:
         self.answered += 1
         self.bytes_received += _size(result)
         return result
+
+    def element_proof(self, level: int, root: bytes, index: int, chunk: int, *where):
+        """The proof `element(*where, index)` answers, checked against the commitment `root`,
+        the index asked and the job's chunk size (a proof that chooses its own chunk size
+        can verify with the same values laid out otherwise). Anything else loses."""
+        proof = self.ask(level, "element", *where, index)
+        try:
+            ok = (isinstance(proof, ElementProof) and proof.chunk == chunk and proof.index == index
+                  and proof.verify(root))
+        except Exception:  # noqa: BLE001 - a malformed proof (a bad shape, code, sibling) loses, whatever breaks
+            ok = False
+        if not ok:
+            raise Lost(self, level, f"its proof of element {index} of {where} does not verify against its "
+                                    f"commitment (index {index}, chunk size {chunk})")
+        return proof
 
     def hash32(self, level: int, value, what: str) -> bytes:
         if not isinstance(value, (bytes, bytearray)) or len(value) != 32:

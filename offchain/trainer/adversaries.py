@@ -58,6 +58,19 @@ class Honest:
         """The same, applied after the kernel's output was committed."""
         return None
 
+    def op_chunk(self, chunk: int) -> int:
+        """The chunk size its levels 3-5 commitments use (the job's, honestly)."""
+        return chunk
+
+    # what its agent does on chain (offchain/agent): each of join's later moves, or not
+    def acts(self, move: str) -> bool:
+        """move: "commit", "reveal", "play" (its match moves), "settle", "open", "timeout"."""
+        return True
+
+    def garbles(self) -> bool:
+        """Whether its agent first sends malformed moves (random calldata) in each phase."""
+        return False
+
 
 def _first(beh, step: int, index: int, match: bool) -> bool:
     """True at the first matching node of beh.step, in every run of that step (a cheater
@@ -398,9 +411,77 @@ class Copier(Honest):
         return True  # it has nothing to answer with
 
 
+@dataclasses.dataclass
+class ReChunked(CorruptValue):
+    """A wrong value, and its levels 3-5 tensors committed under another chunk size with the
+    same chunk count: its element proofs verify by their own chunk size. The referee must
+    hold a proof to the job's (an off-chain referee that did not crashed at level 4)."""
+    extra: int = 1
+    name = "re-chunked"
+    level = 4
+
+    def op_chunk(self, chunk):
+        return chunk + self.extra
+
+
+# -- what an agent does on chain: the chain's own attacks (tests/test_agent_security.py) ------
+@dataclasses.dataclass
+class NeverCommits(CorruptValue):
+    """Joins (stakes), then never commits: the stake must go to the pot, never stall the job."""
+    name = "never-commits"
+    level = 0
+
+    def acts(self, move):
+        return move != "commit"
+
+
+@dataclasses.dataclass
+class NeverReveals(CorruptValue):
+    """Commits a sealed result, never reveals it."""
+    name = "never-reveals"
+    level = 0
+
+    def acts(self, move):
+        return move != "reveal"
+
+
+@dataclasses.dataclass
+class Sacrifice(Honest):
+    """Trains honestly (the right claim), then loses its matches on time and opens nothing:
+    a sybil throwing the correct claim, hoping the honest trainer that shares it falls too."""
+    name = "sacrifice"
+    level = 1
+
+    def acts(self, move):
+        return move not in ("play", "open", "timeout", "settle")
+
+
+@dataclasses.dataclass
+class Colluder(CorruptValue):
+    """A wrong claim, and silence on chain after the reveal: asked to play a fellow
+    colluder, it never opens, moves or claims a timeout (the stall of issue #18)."""
+    name = "colluder"
+    level = 1
+
+    def acts(self, move):
+        return move in ("commit", "reveal")
+
+
+@dataclasses.dataclass
+class Garbler(CorruptValue):
+    """Sends malformed moves (random calldata for each of the phase's functions) before its
+    real ones: every one must revert and change nothing."""
+    name = "garbler"
+    level = 5
+
+    def garbles(self):
+        return True
+
+
 BEHAVIOURS = {cls.name: cls for cls in (Honest, Lazy, StopsEarly, PoisonedData, WrongHyperParameter, CorruptValue, KernelCheat,
                                         NativeKernel, TamperedInput, ExtraOp, InconsistentOpening, BadMerkleProof,
-                                        ForgedCheckpoint, LyingDecomposition, Silent, Copier, InPlaceResultLiar)}
+                                        ForgedCheckpoint, LyingDecomposition, Silent, Copier, InPlaceResultLiar,
+                                        ReChunked, NeverCommits, NeverReveals, Sacrifice, Colluder, Garbler)}
 
 
 def from_spec(spec: str) -> Honest:

@@ -160,6 +160,17 @@ class Trainer:
         losses.write_text(json.dumps(self.losses))
         return self.final_claim()
 
+    def seconds_per_step(self) -> float:
+        """One traced step from the initial state, timed (traced steps are the slow kind; no
+        checkpoint, claim or loss is kept): what an agent weighs a commit deadline against
+        before it stakes."""
+        import time
+        st = self._fresh_state()
+        rec = StepRecorder(st.tensors(), list(self._batch(0)), chunk=self.chunk)
+        t0 = time.perf_counter()
+        self._run(st, 0, rec)
+        return time.perf_counter() - t0
+
     def primitive_ops(self, s: int = 0) -> int:
         """Binary32 primitive element-operations of step s (on the reference backend): what
         re-running a step costs, against the one primitive a referee executes."""
@@ -292,7 +303,8 @@ class OperatorAnswers:
         from ..dispute.oprun import OpRun
         tr = trainer.step_trace(s)
         self.inputs = [trainer.node_input(s, j, i) for i in range(len(tr.nodes[j].refs))]
-        self.run = OpRun(tr.nodes[j].structure(), self.inputs, trainer.chunk)
+        self.chunk = trainer.behaviour.op_chunk(trainer.chunk)
+        self.run = OpRun(tr.nodes[j].structure(), self.inputs, self.chunk)
         self.kernels = self.run.kernels()
         self.tamper = trainer.behaviour.kernel_tamper(s, j, len(self.kernels))
         self.tamper_after = trainer.behaviour.kernel_tamper_after(s, j, len(self.kernels))
@@ -301,7 +313,6 @@ class OperatorAnswers:
         self.tree = merkle.Tree(tuple(k.leaf() for k in self.kernels))
         self._kept: dict[int, object] = {}       # kernel -> its operand and output arrays
         self._tensors: dict[tuple, object] = {}  # (kernel, which) -> Committed (hashed once)
-        self.chunk = trainer.chunk
 
     def kept(self, k: int):
         if k not in self._kept:  # a dispute reads a few kernels: the disputed one and sources

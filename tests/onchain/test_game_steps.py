@@ -58,12 +58,14 @@ LEVEL3_5 = [A.CorruptValue(step=3, node=10), A.KernelCheat(step=2), A.KernelChea
             A.KernelCheat(step=5, op="aten.nll_loss_forward.default", kernel=0, ulps=64, after_commit=True),
             A.Silent(answers=40), A.LyingDecomposition(step=2), A.BadMerkleProof(step=2), A.InPlaceResultLiar(step=2),
             # a wrong value inside a fused operator: layer norm, the AdamW step (its last write)
-            A.CorruptValue(step=3, node=3, element=9), A.CorruptValue(step=3, node=52)]
+            A.CorruptValue(step=3, node=3, element=9), A.CorruptValue(step=3, node=52),
+            # its levels 3-5 tensors under another chunk size (issue #18): postChunk refuses them
+            A.ReChunked(step=2, node=10)]
 # where each is decided on chain (LyingDecomposition and BadMerkleProof lie in answers the
 # chain never asks for: their wrong value is caught by the one step)
 SEAT_ORDER = {0, 3, 6, 7, len(LEVEL2) + 2}  # one per kind of decision (level 4 for 3-5: both judges)
 ON_CHAIN_LEVEL = dict(enumerate((2, 2, 1, 2, 2, 2, 2, 2, 2,  # silent(answers=1) runs out of clock at level 1
-                                  5, 5, 4, 3, 5, 5, 4, None, 5, 5, 4, 5, 5)))
+                                  5, 5, 4, 3, 5, 5, 4, None, 5, 5, 4, 5, 5, 4)))
 assert len(ON_CHAIN_LEVEL) == len(LEVEL2 + LEVEL3_5)
 @pytest.mark.parametrize("honest_first", [True, False], ids=["honest-first", "honest-second"])
 @pytest.mark.parametrize("index", range(len(LEVEL2 + LEVEL3_5)),

@@ -22,6 +22,7 @@ ADVERSARIES = [
     A.ForgedCheckpoint(step=2), A.Silent(answers=3), A.CorruptValue(step=LAST, node=52),
     A.KernelCheat(step=2, element=5), A.KernelCheat(step=3, element=5, from_end=2, after_commit=True),
     A.LyingDecomposition(step=2, node=10), A.InPlaceResultLiar(step=2),
+    A.ReChunked(step=2, node=10),  # issue #18: the same values under another chunk size
 ]
 
 

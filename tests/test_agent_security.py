@@ -1,0 +1,248 @@
+"""Issue #18: an honest trainer never loses its stake or gets stuck. Trainer agents (the real
+TrainerAgent, in process) on the embedded chain, driven by a scheduler that ticks them in a
+random order and moves the chain's clock only when nobody has anything to do, so every
+deadline and every chess clock runs out exactly when the agents let it. Invariants, in
+every run: the job settles; each honest agent that joined is paid at least its stake plus
+its share of the payment; once everybody withdrew, no ETH is left in any contract."""
+import os
+import random
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from offchain.agent.policy import Policy, TermsRefused
+from offchain.agent.trainer_agent import TrainerAgent
+from offchain.chain import connect
+from offchain.chain.errors import ChainError, TransactionReverted
+from offchain.chain.verde import CLOCK, COMMIT_BY, REVEAL_BY, Floors, Verde
+from offchain.dispute.context import Context
+from offchain.protocol.jobfile import load
+from offchain.trainer import Trainer
+from offchain.trainer import adversaries as A
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "protocol"))
+from small_job import write_small_job  # noqa: E402
+
+PAY, STAKE = 3 * 10**18, 10**18
+SETTLED = 3
+
+
+@pytest.fixture(scope="module")
+def world(artifacts, tmp_path_factory):
+    """The job, its context, one chain for the module, and trained checkpoints per behaviour
+    (copied into each agent's workdir, so a run trains nothing twice)."""
+    d = tmp_path_factory.mktemp("security")
+    job = load(write_small_job(d / "job"))
+    with connect(os.environ.get("VERDE_SECURITY_CHAIN", "anvil"), artifacts) as chain:
+        yield job, Context(job), chain, d
+
+
+def _trained(world, behaviour) -> Path:
+    job, _, _, d = world
+    key = d / "trained" / repr(behaviour).replace(" ", "")
+    if not key.exists():
+        Trainer(job, key, "t", behaviour=behaviour).train()
+    return key
+
+
+class Run:
+    """One job: a client, k agents (behaviours), joins in the given order."""
+
+    def __init__(self, world, tmp: Path, behaviours, rng: random.Random, terms: dict | None = None):
+        self.job, self.ctx, self.chain, _ = world
+        self.v, self.rng = Verde.deploy(self.chain), rng
+        self.client, accts = self.chain.accounts[1], self.chain.accounts[2:2 + len(behaviours)]
+        self.jid = self.v.post(self.job, self.ctx, PAY, STAKE, max_trainers=len(behaviours), client=self.client,
+                               **(terms or {}))
+        self.agents = []
+        for i, (acct, beh) in enumerate(zip(accts, behaviours)):
+            work = tmp / f"{i}-{beh.name}"
+            shutil.copytree(_trained(world, beh), work / "trainer")
+            self.agents.append(TrainerAgent(self.v, acct, self.job, self.jid, work, beh, f"{i}-{beh.name}",
+                                            ctx=self.ctx))
+        self.paid = {a.me.address: 0 for a in self.agents}
+
+    def play(self, max_rounds: int = 400):
+        """Join in list order, then tick everyone in a random order; when a round sends no
+        transaction, move the clock to the next deadline (or past a chess clock)."""
+        done = set()
+        for a in self.agents:
+            a.tick()
+        for _ in range(max_rounds):
+            before = self.chain.w3.eth.block_number
+            for a in self.rng.sample(self.agents, len(self.agents)):
+                if a.name not in done and a.tick():
+                    done.add(a.name)
+            if len(done) == len(self.agents):
+                return
+            if self.chain.w3.eth.block_number == before:  # nobody moved: time passes
+                terms, now = self.v.status(self.jid)[4], self.chain.now()
+                nxt = [t for t in (terms[COMMIT_BY], terms[REVEAL_BY]) if t > now]
+                self.chain.advance((nxt[0] - now + 1) if nxt else terms[CLOCK] + 1)
+        raise AssertionError(f"job {self.jid} not finished after {max_rounds} rounds: status "
+                             f"{self.v.status(self.jid)[2]}")
+
+    def check(self):
+        """The invariants: settled, honest paid stake + share, nothing left anywhere."""
+        job = self.v.status(self.jid)
+        assert job[2] == SETTLED, job
+        logs = self.v.registry.events.Withdrawn().get_logs(from_block=self.v.from_block)
+        got = {}
+        for e in logs:
+            got[e["args"]["to"]] = got.get(e["args"]["to"], 0) + e["args"]["amount"]
+        accepted = sum(1 for a in self.agents if not self.chain.call(
+            self.v.registry.functions.seats(self.jid, a.me.address))[1])
+        for a in self.agents:
+            if type(a.trainer.behaviour) is A.Honest:
+                assert got.get(a.me.address, 0) >= STAKE + PAY // accepted, (a.name, got, accepted)
+        for who in [self.client] + [a.me for a in self.agents]:  # the client's refund, anyone's leftovers
+            if self.v.owed(who.address):
+                self.chain.transact(self.v.registry.functions.withdraw(), sender=who)
+        for c in (self.v.registry, self.v.game, self.v.operators):
+            assert self.chain.w3.eth.get_balance(c.address) == 0, c.address
+        return got
+
+
+H = A.Honest
+COLLUDERS = {"different": [A.Colluder(step=3, node=10), A.Colluder(step=3, node=20), A.Colluder(step=4, node=10)],
+             "same": [A.Colluder(step=3, node=10)] * 3,
+             "mixed": [A.Colluder(step=3, node=10), A.Colluder(step=3, node=10), A.Colluder(step=4, node=10)]}
+
+
+@pytest.mark.parametrize("k", [3, 4])
+@pytest.mark.parametrize("claims", sorted(COLLUDERS))
+def test_colluders_cannot_stall_a_job_in_any_join_order(world, tmp_path, k, claims):
+    """k - 1 silent colluders (different, equal or partly equal wrong claims) and one honest
+    agent, which joins first, in between, or last: the pair the registry asks for may be two
+    colluders that never open their match; the honest agent opens it, claims the timeout
+    (a draw: both out) and ends with the payment and every stake."""
+    if claims == "mixed" and k == 3:
+        pytest.skip("k = 3 has two colluders: same or different")
+    for pos in range(k):
+        colluders = COLLUDERS[claims][:k - 1]
+        run = Run(world, tmp_path / f"{pos}", colluders[:pos] + [H()] + colluders[pos:], random.Random(pos))
+        run.play()
+        got = run.check()
+        honest = run.agents[pos].me.address
+        assert got[honest] == PAY + k * STAKE, (pos, got)  # the payment and every stake
+        assert sum(got.values()) == PAY + k * STAKE, "a colluder got something back"
+
+
+SUITE = [A.Lazy(start=3), A.PoisonedData(step=3), A.CorruptValue(step=3, node=10), A.Colluder(step=3, node=20),
+         A.NeverCommits(step=3, node=10), A.NeverReveals(step=4, node=10), A.Sacrifice(), A.Garbler(step=2, node=10),
+         A.Silent(answers=1), A.ReChunked(step=2, node=10)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_schedules_of_adversaries_never_cost_the_honest_agent(world, tmp_path, seed):
+    """Random k (2-4), a random mix of the adversary suite (at least one honest agent),
+    random join order, random terms within the agents' policy."""
+    rng = random.Random(seed)
+    k = rng.randint(2, 4)
+    behaviours = [H()] + [rng.choice(SUITE) for _ in range(k - 1)]
+    rng.shuffle(behaviours)
+    join = rng.randint(600, 1200)
+    terms = {"join_s": join, "commit_s": join + rng.randint(300, 1800), "clock_s": rng.randint(1800, 7200)}
+    terms["reveal_s"] = terms["commit_s"] + rng.randint(300, 1800)
+    run = Run(world, tmp_path, behaviours, rng, terms)
+    run.play()
+    run.check()
+
+
+def test_a_garbler_s_malformed_moves_are_refused_or_rule_against_it(world, tmp_path):
+    """Random calldata for every move of both games, in every phase it reaches: the honest
+    agent wins its match, and the Garbler's agent sent moves the chain did refuse."""
+    run = Run(world, tmp_path, [H(), A.Garbler(step=2, node=10)], random.Random(7))
+    run.play()
+    got = run.check()
+    assert got[run.agents[0].me.address] == PAY + 2 * STAKE
+    sent, accepted = run.agents[1].garbled
+    assert sent >= 2 * 15, "the Garbler tried every move of both games at least twice"
+    assert run.v.decision(1)["winner"] == run.agents[0].me.address
+
+
+# -- hostile terms ---------------------------------------------------------------------------
+def test_the_registry_refuses_terms_below_its_floors(world):
+    job, ctx, chain, _ = world
+    v = Verde.deploy(chain)
+    for kw in ({"clock_s": 1}, {"commit_s": 605}, {"reveal_s": 1205}):
+        with pytest.raises(ChainError, match="accepts no less than"):
+            v.post(job, ctx, PAY, STAKE, client=chain.accounts[1], **kw)
+    now = chain.now()
+    from offchain.chain.verde import commitments
+    raw = (*commitments(job, ctx), 3, STAKE, now + 600, now + 1200, now + 1800, 1)
+    with pytest.raises(TransactionReverted) as e:  # and the contract itself, for a client that skips the check
+        chain.transact(v.registry.functions.post(raw), sender=chain.accounts[1], value=PAY)
+    assert e.value.error == "BelowFloor"
+
+
+@pytest.mark.parametrize("terms,why", [({"clock_s": 1}, "dispute clock is 1 s"),
+                                       ({"join_s": 5, "commit_s": 6, "reveal_s": 400}, "commit deadline is"),
+                                       ({"reveal_s": 1201}, "reveal window is 1 s")])
+def test_an_agent_refuses_hostile_terms_before_staking(world, tmp_path, terms, why):
+    """A deployment with no floors to speak of (a hostile or careless one): the agent's own
+    policy refuses a 1-second clock, a commit deadline it cannot train by, a 1-second reveal
+    window; nothing is staked or spent."""
+    job, ctx, chain, _ = world
+    v = Verde.deploy(chain, Floors(1, 1, 1))
+    jid = v.post(job, ctx, PAY, STAKE, client=chain.accounts[1], **terms)
+    me = chain.accounts[2]
+    before = chain.w3.eth.get_balance(me.address)
+    agent = TrainerAgent(v, me, job, jid, tmp_path / "a", name="careful")
+    with pytest.raises(TermsRefused, match=why):
+        agent.tick()
+    assert chain.w3.eth.get_balance(me.address) == before
+    assert not chain.call(v.registry.functions.seats(jid, me.address))[0]
+
+
+def test_an_agent_refuses_a_stake_above_its_limit_and_a_job_it_may_not_join(world, tmp_path):
+    job, ctx, chain, _ = world
+    v = Verde.deploy(chain)
+    jid = v.post(job, ctx, PAY, 2 * STAKE, client=chain.accounts[1])
+    agent = TrainerAgent(v, chain.accounts[2], job, jid, tmp_path / "a", policy=Policy(max_stake_wei=STAKE))
+    with pytest.raises(TermsRefused, match="more than this agent's limit"):
+        agent.tick()
+    jid = v.post(job, ctx, PAY, STAKE, client=chain.accounts[1], only=[chain.accounts[3].address])
+    agent = TrainerAgent(v, chain.accounts[2], job, jid, tmp_path / "b")
+    with pytest.raises(TermsRefused, match="only the trainers its client named"):
+        agent.tick()
+    assert not chain.call(v.registry.functions.seats(jid, chain.accounts[2].address))[0]
+
+
+def test_seats_are_the_same_whoever_opens_and_a_both_silent_match_is_a_draw(world, tmp_path):
+    """The opener no longer picks seat 0 (the lower address sits there), and when both
+    parties let their clocks run out together neither wins (it used to be seat 1)."""
+    job, ctx, chain, _ = world
+    v = Verde.deploy(chain)
+    a, b = sorted((chain.accounts[2], chain.accounts[3]), key=lambda x: int(x.address, 16))
+    trainers = [(acct, Trainer(job, _trained(world, beh), "t", behaviour=beh))
+                for acct, beh in ((a, A.Colluder(step=3, node=10)), (b, A.Colluder(step=3, node=20)))]
+    jid, _ = v.deliver(job, ctx, trainers, PAY, STAKE, chain.accounts[1])
+    m = v.open_match(jid, b.address, a.address)  # the higher address asks for seat 0
+    assert chain.call(v.game.functions.parties(m)) == [a.address, b.address]
+    chain.advance(3601)
+    chain.transact(v.game.functions.timeout(m))
+    drawn = v.game.events.MatchDrawn().get_logs(from_block=v.from_block)
+    assert [e["args"]["id"] for e in drawn] == [m]
+    assert v.status(jid)[2] == SETTLED and v.owed(chain.accounts[1].address) == PAY + 2 * STAKE  # nobody accepted
+
+
+def test_a_move_too_late_is_named_even_when_only_its_own_block_is_late(world):
+    """The chain's clock moved (evm_increaseTime) but no block was mined since: the move
+    looks in time on the parent state and reverts in its own block. Its revert is decoded
+    (ClockRanOut), not `REVERT None`."""
+    job, ctx, chain, _ = world
+    if chain.backend != "anvil":
+        pytest.skip("needs evm_increaseTime without a block (Anvil)")
+    v = Verde.deploy(chain)
+    trainers = [(acct, Trainer(job, _trained(world, beh), "t", behaviour=beh))
+                for acct, beh in ((chain.accounts[2], H()), (chain.accounts[3], A.Lazy(start=3)))]
+    jid, _ = v.deliver(job, ctx, trainers, PAY, STAKE, chain.accounts[1])
+    m = v.open_match(jid, chain.accounts[2].address, chain.accounts[3].address)
+    chain.w3.provider.make_request("evm_increaseTime", [3601])
+    points = list(chain.call(v.game.functions.roundPoints(m)))
+    with pytest.raises(TransactionReverted) as e:
+        chain.transact(v.game.functions.postClaims(m, trainers[0][1].claim_at(points)), sender=chain.accounts[2])
+    assert e.value.error == "ClockRanOut", e.value
