@@ -70,3 +70,17 @@ def test_agent_without_a_job_id_finds_the_right_job_and_keeps_it(setup, artifact
         agent.state.close()
         again = TrainerAgent(v, me, job, None, tmp_path / "a")  # a restart: the choice is on disk
         assert again.jid == 2
+
+
+def test_two_agents_cannot_share_a_workdir(setup, artifacts, tmp_path):
+    """The second would overwrite the salt the first sealed with (issue #22): refused, with
+    the holder named; the workdir is free again once the first is closed."""
+    from offchain.agent.state import WorkdirInUse
+    job, ctx = setup
+    with connect("embedded", artifacts) as chain:
+        v = Verde.deploy(chain)
+        first = TrainerAgent(v, chain.accounts[2], job, None, tmp_path / "a", ctx=ctx)
+        with pytest.raises(WorkdirInUse, match=r"in use by another agent \(pid \d+\)"):
+            TrainerAgent(v, chain.accounts[3], job, None, tmp_path / "a", ctx=ctx)
+        first.state.close()
+        TrainerAgent(v, chain.accounts[3], job, None, tmp_path / "a", ctx=ctx).state.close()

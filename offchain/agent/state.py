@@ -4,14 +4,36 @@ the chain (its seat) and from the trainer's checkpoints. SQLite, one row per job
 and committed BEFORE the transaction that depends on it."""
 from __future__ import annotations
 
+import fcntl
+import os
 import sqlite3
 from pathlib import Path
+
+from ..chain.errors import ChainError
+
+
+class WorkdirInUse(ChainError):
+    """Another agent holds this workdir: two agents sharing one would overwrite each other's salt."""
 
 
 class AgentState:
     def __init__(self, path: Path):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = open(path.parent / "agent.lock", "a+")  # one agent per workdir, released when it exits
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.seek(0)
+            holder = self._lock.read().strip() or "another process"
+            self._lock.close()
+            raise WorkdirInUse(f"the workdir {path.parent} is in use by another agent ({holder}); two agents in "
+                               "one workdir could overwrite the salt of a sealed result and lose its stake",
+                               "give each agent its own --workdir (stop the other agent first to take over its "
+                               "workdir)") from None
+        self._lock.truncate(0)
+        self._lock.write(f"pid {os.getpid()}")
+        self._lock.flush()
         self.db = sqlite3.connect(path, isolation_level=None)  # autocommit: each write is durable at once
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
@@ -36,3 +58,4 @@ class AgentState:
 
     def close(self):
         self.db.close()
+        self._lock.close()
