@@ -1,4 +1,5 @@
 """README command 1 (`verde demo`) end to end, as a user runs it."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,3 +45,66 @@ def test_bad_chain_spec_is_a_clear_error():
     r = subprocess.run([str(VERDE), "demo", "--chain", "ganache"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
     assert "unknown chain backend 'ganache'" in r.stdout and "Fix:" in r.stdout
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below pid (by /proc parent links)."""
+    parents = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                parents[int(d.name)] = int(fields[1])
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parents.items() if pp == p]
+        out.update(kids)
+        todo += kids
+    return out
+
+
+def _alive(pids) -> set[int]:
+    out = set()
+    for p in pids:
+        try:
+            if (Path("/proc") / str(p) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                out.add(p)
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.parametrize("sig,when", [("SIGTERM", "agents"), ("SIGINT", "agents"), ("SIGTERM", "off-chain dispute")])
+def test_stopping_the_demo_stops_every_process_it_started(tmp_path, sig, when):
+    """Issue #22: SIGTERM used to orphan the three agents (they spun on the dead node for
+    up to 10 minutes). Stopped while its agents run, or while its off-chain cheater process
+    runs, `verde demo` leaves no process behind, with either signal."""
+    import signal
+    import time
+    work = tmp_path / "work"
+    p = subprocess.Popen([str(VERDE), "demo", "--vectors", "2", "--steps", "4", "--workdir", str(work),
+                          "--report", str(tmp_path / "r.png")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"}, start_new_session=True)
+    try:
+        ready = ((lambda: all((work / n / "agent.log").exists() for n in ("honest", "honest-2", "cheater")))
+                 if when == "agents" else (lambda: (work / "job").exists() and len(_descendants(p.pid)) >= 1))
+        t0 = time.time()
+        while not ready():
+            assert p.poll() is None and time.time() - t0 < 400, f"the demo ended before {when} ran"
+            time.sleep(0.2)
+        time.sleep(1)
+        started = _descendants(p.pid)
+        assert started, "no child process to check"
+        p.send_signal(getattr(signal, sig))
+        assert p.wait(timeout=60) != 0
+        t0 = time.time()
+        while _alive(started) and time.time() - t0 < 20:
+            time.sleep(0.2)
+        assert not _alive(started), f"left running after {sig}: {sorted(_alive(started))}"
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, 9)

@@ -114,29 +114,51 @@ class EmbeddedNodeProcess(AnvilProcess):
     name = "the embedded node"
     chain_id = None
 
-    def __init__(self, port: int | None = None):
+    def __init__(self, port: int | None = None, block_time: float = 0):
         super().__init__(port, binary=Path(sys.executable))
+        self.block_time = block_time
 
     def argv(self) -> list[str]:
-        return [sys.executable, "-m", "offchain.chain.embedded_node", "--port", str(self.port)]
+        return [sys.executable, "-m", "offchain.chain.embedded_node", "--port", str(self.port),
+                "--block-time", str(self.block_time)]
 
 
-def serve(port: int, host: str = "127.0.0.1", ready=None):
+def serve(port: int, host: str = "127.0.0.1", ready=None, block_time: float = 0):
+    """block_time > 0: also mine an empty block whenever that long passed without one, so
+    the chain's clock keeps pace with the wall clock on an idle chain (agents read time
+    from the latest block: on a chain that only mines on a transaction, deadlines pass
+    unseen). The clock keeps any offset a test moved it by, as Anvil does."""
+    import time
     from .embedded import embedded_w3
-    server = HTTPServer((host, port), _handler(EmbeddedNode(embedded_w3())))
+    node = EmbeddedNode(embedded_w3())
+    server = HTTPServer((host, port), _handler(node))
     if ready is not None:
         ready(server)
-    server.serve_forever()
+    if not block_time:
+        return server.serve_forever()
+    last = node.w3.eth.get_block("latest")
+    last_wall = time.time()
+    while True:
+        server.timeout = max(0.01, block_time - (time.time() - last_wall))
+        server.handle_request()
+        latest = node.w3.eth.get_block("latest")
+        if latest["number"] != last["number"]:  # a transaction (or evm_mine) made a block
+            last, last_wall = latest, time.time()
+        elif time.time() - last_wall >= block_time:
+            node.tester.time_travel(latest["timestamp"] + max(1, round(time.time() - last_wall)))
+            node.tester.mine_blocks(1)
+            last, last_wall = node.w3.eth.get_block("latest"), time.time()
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m offchain.chain.embedded_node", description=__doc__.split("\n\n")[0])
     p.add_argument("--port", type=int, default=8545)
     p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--block-time", type=float, default=0, help="mine an empty block after this many idle seconds")
     a = p.parse_args(argv)
     try:
         serve(a.port, a.host, ready=lambda s: print(f"embedded chain listening on http://{a.host}:{s.server_port}",
-                                                   flush=True))
+                                                   flush=True), block_time=a.block_time)
     except OSError as e:
         print(f"error: cannot listen on {a.host}:{a.port}: {e.strerror}\n  Fix: pick another --port", file=sys.stderr)
         return 2

@@ -4,6 +4,8 @@ main_job.py its on-chain part), the shared pieces in common.py."""
 from __future__ import annotations
 
 import argparse
+import signal
+import threading
 
 from ..chain import ChainError
 from . import chain as chain_cmds
@@ -22,6 +24,7 @@ def main(argv=None, chain=None) -> int:
     args = p.parse_args(argv)
     if chain is not None:
         args.chain = chain
+    _sigterm_interrupts()
     try:
         return args.fn(args)
     except ChainError as e:
@@ -30,3 +33,14 @@ def main(argv=None, chain=None) -> int:
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")
         return 130
+
+
+def _sigterm_interrupts():
+    """SIGTERM takes the Ctrl-C path: every `with` and `finally` runs, so the nodes and the
+    agent processes a command started are stopped (a plain SIGTERM would leave them running)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, interrupt)

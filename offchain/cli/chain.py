@@ -20,12 +20,18 @@ def cmd_node(args) -> int:
     """Run a local node in the foreground, for agents, `verde` commands or ape to connect to."""
     from ..chain import AnvilProcess
     from ..chain.embedded_node import EmbeddedNodeProcess
+    if args.block_time < 0:
+        console.print("[red]error:[/] --block-time must be >= 0 (0: mine only on a transaction)")
+        return 2
     if args.embedded:
-        node = EmbeddedNodeProcess(port=args.port)
+        node = EmbeddedNodeProcess(port=args.port, block_time=args.block_time)
     else:
-        node = AnvilProcess(port=args.port, extra_args=("--state", args.state) if args.state else ())
+        interval = ("--block-time", f"{args.block_time:g}", "--mixed-mining") if args.block_time else ()
+        node = AnvilProcess(port=args.port, extra_args=(("--state", args.state) if args.state else ()) + interval)
     with node:
         kept = f"; state kept in {args.state}" if args.state and not args.embedded else ""
+        kept += (f"; a block every {args.block_time:g} s when idle" if args.block_time else
+                 "; blocks only on transactions (the clock stands still while idle)")
         console.print(f"{node.name} listening on {node.url}{kept}; its funded keys are the test mnemonic's "
                       f"(`{MNEMONIC}`); Ctrl-C stops it")
         try:
@@ -57,6 +63,9 @@ def add(sub):
     n.add_argument("--port", type=int, default=8545)
     n.add_argument("--embedded", action="store_true", help="serve the embedded py-evm chain instead of Anvil")
     n.add_argument("--state", help="Anvil: load the chain from FILE and save it there on exit (survives restarts)")
+    n.add_argument("--block-time", type=float, default=2.0,
+                   help="mine a block every this many idle seconds, so deadlines pass on an idle chain as on a "
+                        "real one (default 2; 0: only on transactions)")
     n.set_defaults(fn=cmd_node)
     q = sub.add_parser("deploy", help="deploy the contracts; write their addresses")
     chain_args(q, deployment=False)

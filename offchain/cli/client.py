@@ -18,6 +18,12 @@ def cmd_post(args) -> int:
         return 2
     chain, v = verde_of(args)
     with chain:
+        behind = time.time() - chain.now()
+        if behind > 60:
+            console.print(f"[yellow]warning:[/] the chain's clock is {behind:.0f} s behind this machine's (its last "
+                          "block is that old: an idle node that mines only on transactions); the deadlines count "
+                          "from the chain's clock and pass unseen while it stands still\n"
+                          "  Fix: run the node with a block time (`verde node --block-time 2`, the default)")
         step(f"committing to job {job.job_id.hex()[:16]}… (graph, data, kernel structures: one traced step)")
         jid = v.post(job, Context(job), args.payment, args.stake, max_trainers=args.max_trainers,
                      join_s=args.join_s, commit_s=args.join_s + args.train_s,

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..agent.watcher import Watcher, gas_by_level
+from ..chain.anvil import _die_with_parent
 
 PAY, STAKE = 3 * 10**18, 10**18
 JOIN_S, TRAIN_S, REVEAL_S = 3600, 7200, 3600  # windows; the client fast-forwards through them
@@ -48,7 +49,8 @@ class AgentProc:
                 [sys.executable, "-m", "offchain.cli", "agent", str(job_file), "--chain", f"rpc:{url}",
                  "--deployment", str(deployment), "--workdir", str(self.workdir), "--behaviour", self.behaviour,
                  "--name", self.name, "--poll-s", "0.3"],
-                env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent)  # even a SIGKILLed main job leaves no agent behind
 
     def tail(self, n: int = 2500) -> str:
         return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
@@ -61,6 +63,7 @@ class AgentProc:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
 
 
 def run(chain_spec: str, job_file: Path, job, ctx, workdir: Path, cheat: str, report: Path,

@@ -90,3 +90,28 @@ def test_node_answers_a_bad_request_without_dying():
 def test_bad_port_spec_is_a_clear_error():
     with pytest.raises(ChainError, match="bad port"):
         connect("embedded-node:abc")
+
+
+@pytest.mark.parametrize("kind", ["embedded", pytest.param("anvil", marks=pytest.mark.anvil)])
+def test_a_node_with_a_block_time_keeps_its_clock_moving_while_idle(artifacts, kind):
+    """Issue #22: agents read time from the latest block; a node that mines only on a
+    transaction lets deadlines pass unseen. With a block time, an idle chain's clock keeps
+    pace with the wall clock (and keeps an offset it was moved by), and transactions still
+    go through."""
+    import time
+    from web3 import Web3
+    from offchain.chain import AnvilProcess, Chain
+    from offchain.chain.backends import _mnemonic_accounts
+    from offchain.chain.embedded_node import EmbeddedNodeProcess
+    node = (EmbeddedNodeProcess(block_time=0.5) if kind == "embedded" else
+            AnvilProcess(extra_args=("--block-time", "0.5", "--mixed-mining")))
+    with node:
+        chain = Chain(Web3(Web3.HTTPProvider(node.url)), _mnemonic_accounts(), "anvil", artifacts)
+        t0, b0 = chain.now(), chain.w3.eth.block_number
+        chain.advance(1000)
+        time.sleep(2.6)
+        assert chain.w3.eth.block_number >= b0 + 3, "no blocks while idle"
+        assert chain.now() >= t0 + 1000 + 2, "the clock did not move with the wall clock"
+        start = time.time()
+        Verde.deploy(chain)
+        assert time.time() - start < 8, "transactions wait for the interval"
