@@ -90,7 +90,8 @@ def test_stopping_the_demo_stops_every_process_it_started(tmp_path, sig, when):
                           "--report", str(tmp_path / "r.png")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"}, start_new_session=True)
     try:
-        ready = ((lambda: all((work / n / "agent.log").exists() for n in ("honest", "honest-2", "cheater")))
+        logs = [work / n / "agent.log" for n in ("honest", "honest-2", "cheater")]
+        ready = ((lambda: all(f.exists() and "join (stake)" in f.read_text() for f in logs))  # playing the job
                  if when == "agents" else (lambda: (work / "job").exists() and len(_descendants(p.pid)) >= 1))
         t0 = time.time()
         while not ready():
@@ -102,7 +103,7 @@ def test_stopping_the_demo_stops_every_process_it_started(tmp_path, sig, when):
         p.send_signal(getattr(signal, sig))
         assert p.wait(timeout=60) != 0
         t0 = time.time()
-        while _alive(started) and time.time() - t0 < 20:
+        while _alive(started) and time.time() - t0 < 10:
             time.sleep(0.2)
         assert not _alive(started), f"left running after {sig}: {sorted(_alive(started))}"
     finally:
