@@ -44,4 +44,9 @@ def cli(network, subcommand, rest, account_index):
     if subcommand == "node":  # starts a chain: nothing to sign
         raise SystemExit(verde_cli.main(["node", *rest]))
     chain = _chain(network, account_index)
+    if subcommand in ("deploy", "post") and ape_chain.provider.name == "test":
+        click.echo(f"warning: {network.choice} is ape's in-process chain: it vanishes when this command exits, and "
+                   f"so does what `{subcommand}` writes to it (a deployment file for it points nowhere). For a chain "
+                   "that lasts: `verde node` and --network http://127.0.0.1:8545, or --network "
+                   "ethereum:local:foundry", err=True)
     raise SystemExit(verde_cli.main([subcommand, "--chain", "ape", *rest], chain=chain))

@@ -246,3 +246,26 @@ def test_a_move_too_late_is_named_even_when_only_its_own_block_is_late(world):
     with pytest.raises(TransactionReverted) as e:
         chain.transact(v.game.functions.postClaims(m, trainers[0][1].claim_at(points)), sender=chain.accounts[2])
     assert e.value.error == "ClockRanOut", e.value
+
+
+def test_verde_status_shows_deadlines_seats_matches_and_what_is_owed(world, tmp_path):
+    """Issue #22's visibility, read from a real run: the phase, deadlines as times with
+    countdowns, who committed and revealed, each match's outcome, forfeits with their
+    reason, what is owed; the same as JSON."""
+    import json
+    from offchain.cli.job_view import render, view
+    run = Run(world, tmp_path, [H(), A.Colluder(step=3, node=10)], random.Random(3))
+    d = view(run.v, run.jid)
+    assert d["status"] == "open" and d["phase"] == "joining" and d["deadlines"]["commit"]["in_s"] > 0
+    assert "in 19m" in "\n".join(render(d)) or "in 20m" in "\n".join(render(d))  # commit by, 1200 s from posting
+    run.play()
+    d = view(run.v, run.jid)
+    honest, colluder = (a.me.address for a in run.agents)
+    by = {t["trainer"]: t for t in d["trainers"]}
+    assert by[honest]["revealed"] and not by[honest]["out"]
+    assert by[colluder]["out"] and by[colluder]["why_out"] == "lost a match"
+    assert [m["result"] for m in d["matches"]] == ["decided"] and d["matches"][0]["winner"] == honest
+    assert d["status"] == "settled" and d["accepted"] and d["pot_eth"] == 1.0
+    text = "\n".join(render(d))
+    assert f"match 1: decided at level 1, {honest} won" in text and "passed" in text, text
+    assert json.loads(json.dumps(d)) == d

@@ -84,3 +84,27 @@ def test_two_agents_cannot_share_a_workdir(setup, artifacts, tmp_path):
             TrainerAgent(v, chain.accounts[3], job, None, tmp_path / "a", ctx=ctx)
         first.state.close()
         TrainerAgent(v, chain.accounts[3], job, None, tmp_path / "a", ctx=ctx).state.close()
+
+
+def test_a_lost_salt_is_said_at_start_not_at_reveal_time(setup, artifacts, tmp_path, caplog):
+    """Issue #22: an agent restarted without its state (a new workdir) used to start
+    silently and crash at reveal with a TypeError. It says at once what will happen."""
+    import logging
+    job, ctx = setup
+    with connect("embedded", artifacts) as chain:
+        v = Verde.deploy(chain)
+        jid = v.post(job, ctx, 10**18, STAKE, client=chain.accounts[1])
+        me = chain.accounts[2]
+        first = TrainerAgent(v, me, job, jid, tmp_path / "a", ctx=ctx)
+        first.tick()  # join
+        first.tick()  # train, seal, commit
+        assert chain.call(v.registry.functions.seats(jid, me.address))[2] != bytes(32)
+        first.state.close()
+        again = TrainerAgent(v, me, job, jid, tmp_path / "elsewhere", ctx=ctx)
+        with caplog.at_level(logging.ERROR, logger="verde.agent"):
+            assert again.tick() is False
+        assert any("CANNOT REVEAL" in r.getMessage() and "will be forfeited" in r.getMessage()
+                   for r in caplog.records), caplog.text
+        chain.advance(1300)
+        again.tick()  # the reveal window: no crash, no reveal
+        assert chain.call(v.registry.functions.seats(jid, me.address))[3] == bytes(32)

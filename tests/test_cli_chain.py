@@ -70,3 +70,54 @@ def test_bad_input_is_a_clear_error_and_changes_nothing(node, tmp_path):
     assert rc == 2 and "must be positive" in out, out
     rc, out = verde("status", "1", "--chain", f"rpc:{node.url}", "--deployment", str(dep))
     assert rc == 2 and "no job 1" in out, out  # nothing was posted by the failed commands
+
+
+
+def test_an_unfunded_key_and_bad_numbers_are_clear_errors(node, tmp_path):
+    """Issue #22: an unfunded client key on deploy/post was 44 lines of Web3RPCError, and
+    --max-trainers -1 an ABI dump; terms below the registry's floors name the flag."""
+    dep = tmp_path / "deployment.json"
+    assert verde("deploy", "--chain", f"rpc:{node.url}", "--out", str(dep))[0] == 0
+    poor = "0x" + "42" * 32  # a valid key nobody funded
+    rc, out = verde("deploy", "--chain", f"rpc:{node.url}", "--out", str(tmp_path / "d2.json"), key=poor)
+    assert rc == 2 and "cannot pay for deploy" in out and "Fix: fund this key" in out, out
+    assert "Traceback" not in out
+    job = str(write_small_job(tmp_path / "job"))
+    args = ("--chain", f"rpc:{node.url}", "--deployment", str(dep), "--payment", "1", "--stake", "1")
+    rc, out = verde("post", job, *args, key=poor)
+    assert rc == 2 and "cannot pay for post" in out and "Traceback" not in out, out
+    rc, out = verde("post", job, *args, "--max-trainers", "-1")
+    assert rc == 2 and "--max-trainers" in out and "between 1 and 255" in out, out
+    rc, out = verde("post", job, *args, "--clock-s", "5")
+    assert rc == 2 and "accepts no less than 600 s" in out and "--clock-s 600" in out, out
+    rc, out = verde("status", "1", "--chain", f"rpc:{node.url}", "--deployment", str(dep))
+    assert rc == 2 and "no job 1" in out, out  # nothing was posted
+
+
+def test_chain_and_deployment_from_the_environment_or_verde_toml_and_keys(node, tmp_path):
+    """Issue #22: every command used to repeat --chain and --deployment. The flag, else
+    VERDE_CHAIN/VERDE_DEPLOYMENT, else ./verde.toml; a bad config file is a clear error;
+    `verde key new|show`."""
+    def run(*args, env=(), cwd=tmp_path):
+        e = {"PATH": "/usr/bin:/bin", "COLUMNS": "200", "VERDE_PRIVATE_KEY": KEY, **dict(env)}
+        r = subprocess.run([str(VERDE), *args], capture_output=True, text=True, timeout=300, env=e, cwd=cwd)
+        return r.returncode, r.stdout + r.stderr
+    rc, out = run("deploy", env={"VERDE_CHAIN": f"rpc:{node.url}", "VERDE_DEPLOYMENT": str(tmp_path / "d.json")})
+    assert rc == 0 and (tmp_path / "d.json").exists(), out
+    (tmp_path / "verde.toml").write_text(f'chain = "rpc:{node.url}"\ndeployment = "d.json"\n')
+    rc, out = run("status", "1")
+    assert rc == 2 and "no job 1" in out, out  # reached the chain and the registry, from verde.toml alone
+    rc, out = run("status", "1", "--chain", "rpc:http://127.0.0.1:9")
+    assert rc == 2 and "cannot reach" in out, out  # the flag wins
+    (tmp_path / "verde.toml").write_text("chain = rpc:oops\n")
+    rc, out = run("status", "1")
+    assert rc == 2 and "cannot read the config file" in out and "Traceback" not in out, out
+    rc, out = run("status", "1", cwd=tmp_path / "..")
+    assert rc == 2 and "no chain given" in out and "VERDE_CHAIN" in out, out
+    rc, out = run("key", "show")
+    assert rc == 0 and "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266" in out, out  # Anvil's first account
+    rc, out = run("key", "new", "--keystore", str(tmp_path / "k.json"), env={"VERDE_KEYSTORE_PASSWORD": "pw"})
+    assert rc == 0, out
+    rc, out = run("key", "show", env={"VERDE_PRIVATE_KEY": "", "VERDE_KEYSTORE": str(tmp_path / "k.json"),
+                                      "VERDE_KEYSTORE_PASSWORD": "pw"})
+    assert rc == 0 and "from keystore" in out, out

@@ -135,15 +135,14 @@ class TrainerAgent:
             if sealed == bytes(32) and now >= terms[COMMIT_BY]:
                 self._once("missed-commit", f"MISSED THE COMMIT DEADLINE of job {self.jid}: training did not end in "
                            f"time; its stake of {terms[STAKE] / 1e18} ETH will be forfeited at settlement")
-            if (sealed != bytes(32) and claim == bytes(32) and terms[COMMIT_BY] <= now < terms[REVEAL_BY]
-                    and self._acts("reveal")):
-                mine = self.state.sealed(self.jid)
-                if mine is None:
-                    self._once("lost-salt", f"CANNOT REVEAL in job {self.jid}: the salt of its commitment is not in "
-                               f"{self.state.path} (another workdir?); its stake of {terms[STAKE] / 1e18} ETH will "
-                               "be forfeited unless that agent state is restored before the reveal deadline")
-                else:
-                    self._send("reveal", reg.reveal(self.jid, *mine))
+            mine = self.state.sealed(self.jid) if sealed != bytes(32) and claim == bytes(32) else None
+            if sealed != bytes(32) and claim == bytes(32) and mine is None:  # said at once, not at reveal time
+                self._once("lost-salt", f"CANNOT REVEAL in job {self.jid}: it committed, but the salt of its "
+                           f"commitment is not in {self.state.path} (another workdir? a deleted one?); its stake of "
+                           f"{terms[STAKE] / 1e18} ETH will be forfeited unless that agent state is put back "
+                           "before the reveal deadline")
+            if mine is not None and terms[COMMIT_BY] <= now < terms[REVEAL_BY] and self._acts("reveal"):
+                self._send("reveal", reg.reveal(self.jid, *mine))
                 return False
             if now >= terms[REVEAL_BY] and self._acts("settle"):
                 self._try("settle", reg.settle(self.jid))

@@ -106,7 +106,17 @@ class Chain:
 
     # -- transactions ---------------------------------------------------------------
     def _send(self, what: str, tx: dict, sender: LocalAccount):
-        return self._guard(what, lambda: self._send_unguarded(what, tx, sender))
+        try:
+            return self._guard(what, lambda: self._send_unguarded(what, tx, sender))
+        except ChainError:
+            raise
+        except Exception as e:  # a node's refusal before mining: say which key and what it lacks
+            if "insufficient funds" not in str(e).lower() and "lack of funds" not in str(e).lower():
+                raise
+            have = self.w3.eth.get_balance(sender.address)
+            raise ChainError(f"{sender.address} cannot pay for {what}: it holds {have / 1e18:.6f} ETH, less than the "
+                             f"{tx.get('value', 0) / 1e18:g} ETH sent plus gas", "fund this key, or use a funded one "
+                             "(VERDE_PRIVATE_KEY)") from None
 
     def _send_unguarded(self, what: str, tx: dict, sender: LocalAccount):
         tx.setdefault("chainId", self.chain_id)

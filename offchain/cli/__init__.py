@@ -9,15 +9,35 @@ import threading
 
 from ..chain import ChainError
 from . import chain as chain_cmds
-from . import client, demo, trainer
+from . import client, demo, keys, trainer
 from .common import console
 
-GROUPS = (demo, chain_cmds, client, trainer)
+GROUPS = (demo, chain_cmds, client, trainer, keys)
+ROLES = """by role:
+  anyone    demo                        the main job end to end (README command 1)
+            node, deploy, compile        a local chain and the contracts
+            key new | key show           make a key; which key signs
+  client    post JOB --payment --stake   post a job (--only ADDR: named trainers only)
+            status ID [--json], watch ID the job: deadlines, seats, matches, what is owed
+            withdraw                     take what the registry owes your key
+  trainer   train JOB                    train locally, no chain: the claim you would commit
+            agent JOB [ID] --workdir D   join, train, commit, reveal, dispute, withdraw
+
+examples:
+  verde node &                                   # prints funded test keys
+  export VERDE_CHAIN=rpc:http://127.0.0.1:8545 VERDE_PRIVATE_KEY=0x...
+  verde deploy && verde post job.yaml --payment 3 --stake 1
+  verde agent job.yaml --workdir trainer-a       # each trainer its own key and workdir
+  verde status 1
+
+chain and deployment: --chain/--deployment, else VERDE_CHAIN/VERDE_DEPLOYMENT, else verde.toml;
+keys: VERDE_PRIVATE_KEY, or VERDE_KEYSTORE + VERDE_KEYSTORE_PASSWORD."""
 
 
 def main(argv=None, chain=None) -> int:
     """`chain`: a connected Chain to use instead of --chain (the ape scripts pass ape's)."""
-    p = argparse.ArgumentParser(prog="verde", description="Verifiable delegated training (Verde + RepOps)")
+    p = argparse.ArgumentParser(prog="verde", description="Verifiable delegated training (Verde + RepOps)",
+                                epilog=ROLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     for group in GROUPS:
         group.add(sub)

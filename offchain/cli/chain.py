@@ -32,8 +32,12 @@ def cmd_node(args) -> int:
         kept = f"; state kept in {args.state}" if args.state and not args.embedded else ""
         kept += (f"; a block every {args.block_time:g} s when idle" if args.block_time else
                  "; blocks only on transactions (the clock stands still while idle)")
-        console.print(f"{node.name} listening on {node.url}{kept}; its funded keys are the test mnemonic's "
-                      f"(`{MNEMONIC}`); Ctrl-C stops it")
+        console.print(f"{node.name} listening on {node.url}{kept}; Ctrl-C stops it")
+        console.print(f"funded test keys (the mnemonic `{MNEMONIC}`), ready to use: "
+                      "export VERDE_PRIVATE_KEY=<key> and VERDE_CHAIN=rpc:" + node.url)
+        from ..chain.backends import _mnemonic_accounts
+        for i, a in enumerate(_mnemonic_accounts(5)):
+            console.print(f"  ({i}) {a.address}  {a.key.to_0x_hex()}", highlight=False)
         try:
             while node.proc.poll() is None:
                 time.sleep(0.5)
@@ -49,6 +53,9 @@ def cmd_deploy(args) -> int:
     from ..chain.verde import Floors, Verde
     with connect_arg(args) as chain:
         v = Verde.deploy(chain, Floors(args.min_clock_s, args.min_commit_window_s, args.min_reveal_window_s))
+        if args.out is None:
+            from .config import setting
+            args.out = setting("deployment") or "deployment.json"
         Path(args.out).write_text(json.dumps(v.addresses(), indent=1))
         console.print(f"deployed JobRegistry {v.registry.address}, DisputeGame {v.game.address}, "
                       f"OperatorGame {v.operators.address}; wrote {args.out}")
@@ -69,7 +76,8 @@ def add(sub):
     n.set_defaults(fn=cmd_node)
     q = sub.add_parser("deploy", help="deploy the contracts; write their addresses")
     chain_args(q, deployment=False)
-    q.add_argument("--out", default="deployment.json")
+    q.add_argument("--out", help="the deployment file (default: VERDE_DEPLOYMENT, deployment in verde.toml, or "
+                                 "deployment.json)")
     from ..chain.verde import Floors
     for name, default, what in (("clock", Floors.clock_s, "each party's dispute clock"),
                                 ("commit-window", Floors.commit_window_s, "from the join deadline to the commit one"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from .common import STATUS, address, chain_args, console, eth, existing_job, step, verde_of
+from .common import address, bounded, chain_args, console, eth, existing_job, step, verde_of
 
 
 def cmd_post(args) -> int:
@@ -35,34 +35,19 @@ def cmd_post(args) -> int:
 
 
 def cmd_status(args) -> int:
+    import json
+
+    from .job_view import render, view
     chain, v = verde_of(args)
     with chain:
-        j = existing_job(v, args.job_id)
-        console.print(f"job {args.job_id}: {STATUS[j[2]]}, payment {j[1] / 1e18} ETH, client {j[0]}, "
-                      f"{len(j[5])} trainer(s): {', '.join(j[5]) or '-'}")
-        for line in _dispute_status(v, args.job_id):
-            console.print("  " + line)
+        existing_job(v, args.job_id)
+        d = view(v, args.job_id)
+    if args.json:
+        print(json.dumps(d, indent=1))
+    else:
+        for line in render(d):
+            console.print(line, highlight=False)
     return 0
-
-
-def _dispute_status(v, job_id: int) -> list[str]:
-    """One line per match of the job: its decision, or where it stands and whose move it is."""
-    from ..agent.watcher import Watcher
-    from ..chain.verde import OP_PHASE_NAMES, PHASE_NAMES, PHASE_OPERATOR
-    w = Watcher(v, job_id)
-    w.poll()
-    out = []
-    for m in sorted(w.matches):
-        d = v.decision(m)
-        if d is not None:
-            out.append(f"match {m}: decided at level {d['level']}, {d['winner']} won, {d['loser']} lost: {d['reason']}")
-            continue
-        s = v.match_state(m)
-        where = PHASE_NAMES[s["phase"]]
-        if s["phase"] == PHASE_OPERATOR:
-            where += ", " + OP_PHASE_NAMES[v.operator_state(m)["phase"]]
-        out.append(f"match {m}: {where}; clocks left {s['clock_left'][0]} s / {s['clock_left'][1]} s")
-    return out
 
 
 def cmd_withdraw(args) -> int:
@@ -100,7 +85,7 @@ def add(sub):
     q.add_argument("job", help="the job file (YAML or JSON)")
     q.add_argument("--payment", type=eth, required=True, help="ETH paid to the accepted trainers")
     q.add_argument("--stake", type=eth, required=True, help="ETH each trainer stakes")
-    q.add_argument("--max-trainers", type=int, default=3)
+    q.add_argument("--max-trainers", type=bounded(1, 255), default=3, help="seats (1-255)")
     q.add_argument("--join-s", type=int, default=600, help="seconds to join")
     q.add_argument("--train-s", type=int, default=3600, help="seconds after joining to commit a result")
     q.add_argument("--reveal-s", type=int, default=600, help="seconds after that to reveal it")
@@ -118,6 +103,8 @@ def add(sub):
         if name == "watch":
             q.add_argument("--follow", action="store_true", help="keep watching after the job is settled")
             q.add_argument("--poll-s", type=float, default=1.0)
+        else:
+            q.add_argument("--json", action="store_true", help="the same as JSON, for scripts")
     q = sub.add_parser("withdraw", help="withdraw what the registry owes your key")
     chain_args(q)
     q.set_defaults(fn=cmd_withdraw)

@@ -21,6 +21,8 @@ def verde_of(args):
     import json
 
     from ..chain.verde import Verde
+    from .config import resolve
+    resolve(args)
     chain = connect_arg(args)
     try:
         deployment = json.loads(Path(args.deployment).read_text())
@@ -49,6 +51,19 @@ def eth(value: str) -> int:
     return int(wei)
 
 
+def bounded(lo: int, hi: int):
+    """An argparse type: an integer in [lo, hi] (a uint8 on chain, say), named when it is not."""
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+        if not lo <= n <= hi:
+            raise argparse.ArgumentTypeError(f"{n} is not between {lo} and {hi}")
+        return n
+    return parse
+
+
 def address(value: str) -> str:
     from web3 import Web3
     if not Web3.is_address(value):
@@ -59,6 +74,8 @@ def address(value: str) -> str:
 def connect_arg(args):
     """--chain is a spec; the ape scripts (scripts/verde.py) pass a Chain built on ape's provider."""
     from ..chain import Chain, connect
+    from .config import resolve
+    resolve(args)
     return args.chain if isinstance(args.chain, Chain) else connect(args.chain)
 
 
@@ -70,7 +87,10 @@ def existing_job(v, job_id: int):
 
 
 def chain_args(q, deployment: bool = True):
-    """--chain (and --deployment): how a command reaches a running node and its contracts."""
-    q.add_argument("--chain", required=True, help="rpc:URL (key: VERDE_PRIVATE_KEY or VERDE_KEYSTORE) or anvil:PORT")
+    """--chain (and --deployment): how a command reaches a running node and its contracts;
+    when not given, from the environment or verde.toml (config.py)."""
+    q.add_argument("--chain", help="rpc:URL (key: VERDE_PRIVATE_KEY or VERDE_KEYSTORE) or anvil:PORT "
+                                   "(default: VERDE_CHAIN, or chain in verde.toml)")
     if deployment:
-        q.add_argument("--deployment", default="deployment.json", help="written by `verde deploy`")
+        q.add_argument("--deployment", help="written by `verde deploy` (default: VERDE_DEPLOYMENT, deployment in "
+                                            "verde.toml, or deployment.json)")

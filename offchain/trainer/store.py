@@ -3,10 +3,14 @@ fsync, rename) and a restart finds the latest complete one."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+
+log = logging.getLogger("verde.trainer")
 
 
 def _atomic(path: Path, write) -> None:
@@ -44,9 +48,20 @@ class CheckpointStore:
     def steps(self) -> list[int]:
         return sorted(int(p.stem.split("-")[1]) for p in self.dir.glob("ckpt-*.safetensors"))
 
-    def nearest(self, step: int) -> int | None:
-        below = [s for s in self.steps() if s <= step]
-        return below[-1] if below else None
+    def load_nearest(self, step: int) -> tuple[int, dict | None]:
+        """The latest readable checkpoint at or before `step`: (its step, its tensors), or
+        (0, None). One that cannot be read (truncated, damaged on disk) is moved aside to
+        *.corrupt, said, and the one before it is used: checkpoints are deterministic, so
+        re-running from an earlier one loses nothing but time."""
+        for s in reversed([s for s in self.steps() if s <= step]):
+            try:
+                return s, self.load(s)
+            except (SafetensorError, OSError) as e:
+                bad = self._ckpt(s)
+                bad.replace(bad.with_name(bad.name + ".corrupt"))
+                log.warning("checkpoint %s cannot be read (%s); moved aside to %s.corrupt, resuming from an "
+                            "earlier one", bad, e, bad.name)
+        return 0, None
 
     def claims(self) -> dict[int, bytes]:
         p = self.dir / "claims.json"

@@ -75,12 +75,12 @@ class Trainer:
 
     def _state_at(self, p: int) -> TrainingState:
         st = self._fresh_state()
-        c = self.store.nearest(p)
-        if c is not None:
-            st.load(self.store.load(c))
+        c, saved = self.store.load_nearest(p)
+        if saved is not None:
+            st.load(saved)
         from tqdm import tqdm
-        for s in tqdm(range(c or 0, p), desc=f"{self.name} re-executing to step {p}", leave=False,
-                      disable=not self.progress or p - (c or 0) < 2):
+        for s in tqdm(range(c, p), desc=f"{self.name} re-executing to step {p}", leave=False,
+                      disable=not self.progress or p - c < 2):
             self._run(st, s)
             self.reexecuted += 1
         return st
@@ -140,11 +140,11 @@ class Trainer:
         from ..dispute.engine import points
         T = self.steps
         marks = set(points(0, T, self.job.spec.fanout)) | {T}
-        start = self.store.nearest(T) or 0
+        start, saved = self.store.load_nearest(T)
         st = self._fresh_state()
         losses = self.store.dir / "losses.json"
-        if start:
-            st.load(self.store.load(start))
+        if saved is not None:
+            st.load(saved)
             if losses.exists():  # a restart: keep the curve of the steps before it
                 self.losses = {int(k): v for k, v in json.loads(losses.read_text()).items() if int(k) < start} | self.losses
         for s in tqdm(range(start, self.behaviour.last_step(T)), desc=f"{self.name} training", disable=not self.progress,

@@ -49,6 +49,7 @@ def test_ape_verde_deploy_on_embedded_chain(tmp_path):
     dep = tmp_path / "deployment.json"
     rc, out = _ape("run", "verde", "deploy", "--", "--out", str(dep))
     assert rc == 0, out[-3000:]
+    assert "vanishes when this command exits" in out, out[-2000:]  # issue #22: said, not silent
     d = json.loads(dep.read_text())
     assert set(d) == {"chain_id", "registry", "game", "operators", "from_block"} and len({d["registry"], d["game"]}) == 2
 

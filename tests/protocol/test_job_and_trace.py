@@ -127,6 +127,22 @@ def test_a_crash_mid_training_resumes_to_the_same_claim(job, honest, tmp_path):
     assert resumed.train() == honest.final_claim()
 
 
+def test_a_damaged_checkpoint_is_moved_aside_and_the_claim_is_the_same(job, honest, tmp_path):
+    """Issue #22: a truncated checkpoint used to stop the trainer with a bare SafetensorError.
+    It is moved aside (*.corrupt, kept for a look) and training resumes from the one before:
+    the same final claim, and every answer from it is the same."""
+    t = Trainer(job, tmp_path / "d", "d")
+    t.train()
+    last = t.store.steps()[-1]
+    bad = tmp_path / "d" / f"ckpt-{last:08d}.safetensors"
+    bad.write_bytes(bad.read_bytes()[:-100])
+    resumed = Trainer(job, tmp_path / "d", "d")
+    assert resumed.train() == honest.final_claim()
+    assert (tmp_path / "d" / f"{bad.name}.corrupt").exists()
+    assert resumed.store.steps()[-1] == last  # rewritten by the re-run
+    assert resumed.open_claim(last) == honest.open_claim(last)
+
+
 def test_checkpoint_store_writes_atomically(tmp_path):
     s = CheckpointStore(tmp_path)
     s.save(3, {"w": torch.ones(2)})

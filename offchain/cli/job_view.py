@@ -1,0 +1,112 @@
+"""What `verde status JOB` shows: one job as the chain holds it, gathered once (`view`) and
+rendered as text for people or as JSON for scripts (`--json`). Deadlines are chain times
+(what the contracts compare with) with countdowns from the chain's clock; amounts in ETH."""
+from __future__ import annotations
+
+import datetime as dt
+
+from ..chain.verde import (CLOCK, COMMIT_BY, JOIN_BY, MAX_TRAINERS, OP_PHASE_NAMES, PHASE_DONE, PHASE_NAMES,
+                           PHASE_OPERATOR, REVEAL_BY, STAKE)
+
+from .common import STATUS
+
+PHASE = {1: "joining", 2: "training (commit window)", 3: "revealing", 4: "waiting for settle()"}
+
+
+def _when(t: int, now: int) -> dict:
+    left = t - now
+    return {"at": dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+            "in_s": left}
+
+
+def _span(s: int) -> str:
+    s = abs(int(s))
+    return (f"{s // 3600}h {s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m {s % 60:02d}s" if s >= 60
+            else f"{s}s")
+
+
+def view(v, jid: int) -> dict:
+    """Everything `verde status` says about one job, as plain data."""
+    from ..agent.watcher import Watcher
+    j = v.status(jid)
+    terms, now = j[4], v.chain.now()
+    reg = v.registry.functions
+    forfeits = {e["args"]["trainer"]: e["args"]["why"] for e in
+                v.registry.events.Forfeited().get_logs(from_block=v.from_block, argument_filters={"id": jid})}
+    seats = []
+    for t in j[5]:
+        joined, out, sealed, claim = v.chain.call(reg.seats(jid, t))
+        seats.append({"trainer": t, "committed": sealed != bytes(32), "revealed": claim != bytes(32),
+                      "claim": "0x" + bytes(claim).hex() if claim != bytes(32) else None,
+                      "out": out, "why_out": forfeits.get(t), "owed_eth": v.owed(t) / 1e18})
+    status = STATUS[j[2]]
+    phase = status
+    if status == "open":
+        phase = PHASE[1 if now < terms[JOIN_BY] else 2 if now < terms[COMMIT_BY] else 3 if now < terms[REVEAL_BY]
+                      else 4]
+    w = Watcher(v, jid)
+    w.poll()
+    drawn = {e["args"]["id"] for e in v.game.events.MatchDrawn().get_logs(from_block=v.from_block)}
+    matches = []
+    for m in sorted(w.matches):
+        st, a_b = v.match_state(m), v.chain.call(v.game.functions.parties(m))
+        d = v.decision(m)
+        entry = {"id": m, "parties": list(a_b)}
+        if d is not None:
+            entry.update(result="decided", level=d["level"], winner=d["winner"], loser=d["loser"], reason=d["reason"])
+        elif m in drawn:
+            entry.update(result="drawn (both out of time)")
+        else:
+            where = PHASE_NAMES[st["phase"]]
+            if st["phase"] == PHASE_OPERATOR:
+                where += ", " + OP_PHASE_NAMES[v.operator_state(m)["phase"]]
+            waiting = [a_b[i] for i in (0, 1) if st["waiting"] >> i & 1]
+            entry.update(result="in play" if st["phase"] != PHASE_DONE else "done", where=where,
+                         clock_left_s=st["clock_left"], waiting_for=waiting)
+        matches.append(entry)
+    requested = [a for a in v.chain.call(reg.requested(jid)) if int(a, 16)]
+    return {"job": jid, "status": status, "phase": phase, "client": j[0], "payment_eth": j[1] / 1e18,
+            "stake_eth": terms[STAKE] / 1e18, "pot_eth": j[6] / 1e18, "only_named_trainers": j[7],
+            "seats": f"{len(j[5])} of {terms[MAX_TRAINERS]}", "chain_time": _when(now, now)["at"],
+            "deadlines": {k: _when(terms[i], now) for k, i in (("join", JOIN_BY), ("commit", COMMIT_BY),
+                                                               ("reveal", REVEAL_BY))},
+            "clock_s": terms[CLOCK], "trainers": seats, "requested_match": requested, "matches": matches,
+            "accepted": "0x" + bytes(j[3]).hex() if status == "settled" and j[3] != bytes(32) else None,
+            "client_owed_eth": v.owed(j[0]) / 1e18}
+
+
+def render(d: dict) -> list[str]:
+    """The view as lines for a person."""
+    out = [f"job {d['job']}: {d['status']}, payment {d['payment_eth']} ETH, stake {d['stake_eth']} ETH, "
+           f"pot {d['pot_eth']} ETH, client {d['client']}" + (", named trainers only" if d["only_named_trainers"]
+                                                               else "")]
+    if d["phase"] != d["status"]:
+        out.append(f"  now: {d['phase']}")
+    for name, w in d["deadlines"].items():
+        rel = f"in {_span(w['in_s'])}" if w["in_s"] > 0 else f"passed {_span(w['in_s'])} ago"
+        out.append(f"  {name + ' by':<10} {w['at']}  ({rel})")
+    out.append(f"  chain time {d['chain_time']}; dispute clock {d['clock_s']} s per party")
+    out.append(f"  trainers ({d['seats']} seats): {'-' if not d['trainers'] else ''}")
+    for t in d["trainers"]:
+        state = ("revealed " + t["claim"][:18] + "…" if t["revealed"] else "committed" if t["committed"]
+                 else "joined")
+        fate = f"out: {t['why_out']}" if t["out"] else "live"
+        owed = f", owed {t['owed_eth']} ETH" if t["owed_eth"] else ""
+        out.append(f"    {t['trainer']}  {state}; {fate}{owed}")
+    if d["requested_match"]:
+        out.append(f"  the registry asks for a match: {' vs '.join(d['requested_match'])}")
+    for m in d["matches"]:
+        head = f"  match {m['id']}: "
+        if m["result"] == "decided":
+            out.append(head + f"decided at level {m['level']}, {m['winner']} won, {m['loser']} lost: {m['reason']}")
+        elif "where" in m:
+            wait = ", ".join(m["waiting_for"]) or "nobody"
+            out.append(head + f"{m['parties'][0]} vs {m['parties'][1]}, {m['where']}; clocks left {m['clock_left_s'][0]} s / {m['clock_left_s'][1]} s; "
+                              f"waiting for {wait}")
+        else:
+            out.append(head + m["result"])
+    if d["accepted"]:
+        out.append(f"  accepted result C_T = {d['accepted']}")
+    if d["client_owed_eth"]:
+        out.append(f"  client owed {d['client_owed_eth']} ETH (verde withdraw)")
+    return out
