@@ -108,3 +108,20 @@ def test_a_lost_salt_is_said_at_start_not_at_reveal_time(setup, artifacts, tmp_p
         chain.advance(1300)
         again.tick()  # the reveal window: no crash, no reveal
         assert chain.call(v.registry.functions.seats(jid, me.address))[3] == bytes(32)
+
+
+def test_an_agent_waiting_says_what_for(setup, artifacts, tmp_path):
+    """Issue #22: agents were silent for minutes while waiting; the heartbeat names the wait."""
+    job, ctx = setup
+    with connect("embedded", artifacts) as chain:
+        v = Verde.deploy(chain)
+        agent = TrainerAgent(v, chain.accounts[2], job, None, tmp_path / "a", ctx=ctx)
+        assert agent.doing() == "waiting for its job to be posted"
+        jid = v.post(job, ctx, 10**18, STAKE, client=chain.accounts[1])
+        agent.jid = jid
+        agent.tick()
+        agent.tick()  # joined, committed
+        assert agent.doing().startswith("committed; the reveal window opens in ")
+        chain.advance(1300)
+        agent.tick()  # revealed
+        assert agent.doing().startswith("revealed; settlement opens in ")

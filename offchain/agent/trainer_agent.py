@@ -12,8 +12,8 @@ from pathlib import Path
 
 
 from ..chain.errors import ChainError, ChainUnavailable, TransactionReverted
-from ..chain.verde import (CLOCK, COMMIT_BY, COMMITMENT_NAMES, JOIN_BY, PHASE_DONE, PHASE_OPERATOR, REVEAL_BY, STAKE, Verde,
-                           commitments)
+from ..chain.verde import (CLOCK, COMMIT_BY, COMMITMENT_NAMES, JOIN_BY, OP_PHASE_NAMES, PHASE_DONE, PHASE_NAMES,
+                           PHASE_OPERATOR, REVEAL_BY, STAKE, Verde, commitments)
 from ..protocol.claims import seal
 from .policy import Policy, TermsRefused
 from .state import AgentState
@@ -232,28 +232,53 @@ class TrainerAgent:
                 where = (phase, self.v.operator_state(m)["phase"] if phase == PHASE_OPERATOR else 0)
                 if where != getattr(self, "_where", None):
                     self._where = where
-                    log.info("%s: match %d, game phase %d%s", self.name, m, phase,
-                             f", operator phase {where[1]}" if where[1] else "")
+                    log.info("%s: match %d: %s%s", self.name, m, PHASE_NAMES[phase],
+                             f", {OP_PHASE_NAMES[where[1]]}" if where[1] else "")
                 self.v.move(m, self.trainer, self.me, self.ctx)
             referee = self.v.operators if phase == PHASE_OPERATOR else game  # a party may be silent
             if self._acts("timeout"):
                 self._try(f"claim a timeout in match {m}", referee.functions.timeout(m))
 
+    def doing(self) -> str:
+        """What this agent waits for now, in words (its heartbeat)."""
+        if self.jid is None:
+            return "waiting for its job to be posted"
+        j = self.v.status(self.jid)
+        status, terms, now = j[2], j[4], self.v.chain.now()
+        _, out, sealed, claim = self._seat()
+        if status == SETTLED:
+            return f"job {self.jid} settled"
+        if status == DISPUTED:
+            a, b = self.v.chain.call(self.v.registry.functions.requested(self.jid))
+            mine = "its own" if self.me.address in (a, b) else "another pair's"
+            return f"job {self.jid} disputed: {mine} match ({a[:10]}… vs {b[:10]}…) is in play" + \
+                (" (this agent is out)" if out else "")
+        if sealed != bytes(32) and claim == bytes(32) and now < terms[COMMIT_BY]:
+            return f"committed; the reveal window opens in {terms[COMMIT_BY] - now} s"
+        if claim != bytes(32) and now < terms[REVEAL_BY]:
+            return f"revealed; settlement opens in {terms[REVEAL_BY] - now} s"
+        return f"job {self.jid} open; chain time {now}"
+
     def _acts(self, move: str) -> bool:
         """An adversary's agent may skip a move (tests); an honest one makes every move."""
         return self.trainer.behaviour.acts(move)
 
-    def run(self, poll_s: float = 0.5, max_s: float | None = None, offline_s: float = 600):
+    def run(self, poll_s: float = 0.5, max_s: float | None = None, offline_s: float = 600,
+            heartbeat_s: float = 30):
         """Tick until done. A node that goes away (restarted, network down) is waited for,
         up to `offline_s`: nothing is lost meanwhile (the chain keeps the seat and the
-        clocks, this agent its checkpoints and salt), and the next tick carries on."""
-        t0, down_since = time.time(), None
+        clocks, this agent its checkpoints and salt), and the next tick carries on. While
+        it waits it says what for, every `heartbeat_s`."""
+        t0, down_since, beat = time.time(), None, time.time()
         while True:
             try:
                 if down_since is not None:
                     self._check_deployment()
                 if self.tick():
                     break
+                if time.time() - beat >= heartbeat_s:
+                    beat = time.time()
+                    log.info("%s: %s", self.name, self.doing())
                 if down_since is not None:
                     log.info("%s: the node is back after %.0f s; carrying on", self.name, time.time() - down_since)
                     down_since = None

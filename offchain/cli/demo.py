@@ -67,7 +67,8 @@ def cmd_demo(args) -> int:
             from . import main_job
             step(f"the job on chain, with trainer agents as separate processes: two honest, one cheater "
                   f"(`{spec}`); agent state and logs in {work}")
-            failures += main_job.run(args.chain, job_file, job, ctx, work, spec, Path(args.report), console,
+            report = Path(args.report or (Path(args.workdir or ".") / "verde-report.png"))
+            failures += main_job.run(args.chain, job_file, job, ctx, work, spec, report, console,
                                      primitive_gas=max(medians))
     verdict = "[green]OK[/]" if failures == 0 else f"[red]{failures} FAILURES[/]"
     console.print(f"done in {time.time() - t0:.1f} s: on-chain vs off-chain soft-float, RepOps determinism, the "
@@ -135,7 +136,7 @@ def add(sub):
     d.add_argument("--steps", type=int, default=12, help="steps of the off-chain dispute job (default 12)")
     d.add_argument("--vectors", type=int, default=40, help="vectors per primitive (default 40)")
     d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--report", default="verde-report.png",
-                   help="where the report PNG goes (loss curves, the bisection's path, gas per level)")
+    d.add_argument("--report", help="where the report PNG goes (loss curves, the bisection's path, gas per level; "
+                                    "default: verde-report.png in --workdir, else in the current directory)")
     d.add_argument("--workdir", help="keep the agents' checkpoints, state and logs here (default: a temp dir)")
     d.set_defaults(fn=cmd_demo)
