@@ -269,3 +269,26 @@ def test_verde_status_shows_deadlines_seats_matches_and_what_is_owed(world, tmp_
     text = "\n".join(render(d))
     assert f"match 1: decided at level 1, {honest} won" in text and "passed" in text, text
     assert json.loads(json.dumps(d)) == d
+
+    # the client gets its model: the accepted agent published it; `verde fetch` checks it
+    # against the chain and writes the model's tensors (issue #22)
+    import subprocess
+    from safetensors.torch import load_file
+    from offchain.protocol.dataset import initial_state
+    job, _, chain, d_ = world
+    store = run.agents[0].publish
+    assert (store / run.v.status(run.jid)[3].hex()).is_dir()
+    dep = tmp_path / "deployment.json"
+    dep.write_text(json.dumps(run.v.addresses()))
+    out = tmp_path / "model.safetensors"
+    verde = Path(sys.executable).parent / "verde"
+    env = {"PATH": "/usr/bin:/bin", "COLUMNS": "200", "VERDE_PRIVATE_KEY": chain.accounts[1].key.to_0x_hex()}
+    args = [str(verde), "fetch", str(run.jid), str(next((d_ / "job").glob("*.yaml"))), "--chain",
+            f"rpc:{chain._closer.url}", "--deployment", str(dep), "--from", str(store), "--out", str(out)]
+    r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and "checked" in r.stdout, r.stdout + r.stderr
+    model = initial_state(job).model
+    model.load_state_dict(load_file(str(out)), strict=True)
+    r = subprocess.run(args[:-4] + ["--from", str(tmp_path / "empty"), "--out", str(out)], capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert r.returncode == 2 and "no result" in r.stdout + r.stderr, r.stdout + r.stderr

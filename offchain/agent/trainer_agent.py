@@ -56,9 +56,11 @@ def mismatches(terms, job, ctx) -> list[str]:
 
 class TrainerAgent:
     def __init__(self, verde: Verde, account, job, job_id: int | None, workdir: Path, behaviour=None,
-                 name: str = "agent", device: str = "cpu", policy: Policy = Policy(), ctx=None):
+                 name: str = "agent", device: str = "cpu", policy: Policy = Policy(), ctx=None,
+                 publish: Path | None = None):
         """job_id None: wait for the job file's job to be posted (find_job), then play that one.
-        ctx: the job's referee context, if the caller has it (it costs a traced step)."""
+        ctx: the job's referee context, if the caller has it (it costs a traced step).
+        publish: the result store it delivers an accepted result to (default: workdir/published)."""
         from ..dispute.context import Context
         from ..trainer import Trainer
         self.v, self.me, self.job = verde, account, job
@@ -66,6 +68,7 @@ class TrainerAgent:
         self.trainer = Trainer(job, Path(workdir) / "trainer", name, device=device, behaviour=behaviour, progress=True)
         self.ctx = ctx or Context(job)
         self.name, self.policy = name, policy
+        self.publish = Path(publish) if publish else Path(workdir) / "published"
         self.jid = job_id if job_id is not None else self.state.chosen(job.job_id)
         self._waiting = False
         self._said: set = set()  # warnings already given (each once)
@@ -155,6 +158,12 @@ class TrainerAgent:
             self._send(f"withdraw {owed / 1e18} ETH", reg.withdraw())
         if status == SETTLED and out:
             self._report_forfeit(terms)
+        if status == SETTLED and not out and bytes(j[3]) == bytes(claim) and "published" not in self._said:
+            from ..protocol.delivery import publish
+            entry = publish(self.trainer, self.publish)
+            self._said.add("published")
+            log.info("%s: its result was accepted; published it for the client at %s (verde fetch %d)", self.name,
+                     entry, self.jid)
         return status == SETTLED
 
     def _once(self, key: str, message: str):

@@ -19,6 +19,7 @@ ROLES = """by role:
             key new | key show           make a key; which key signs
   client    post JOB --payment --stake   post a job (--only ADDR: named trainers only)
             status ID [--json], watch ID the job: deadlines, seats, matches, what is owed
+            fetch ID JOB --from STORE    the accepted model, checked against the chain
             withdraw                     take what the registry owes your key
   trainer   train JOB                    train locally, no chain: the claim you would commit
             agent JOB [ID] --workdir D   join, train, commit, reveal, dispute, withdraw

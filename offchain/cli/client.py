@@ -4,18 +4,12 @@ from __future__ import annotations
 
 import time
 
-from .common import address, bounded, chain_args, console, eth, existing_job, step, verde_of
+from .common import STATUS, address, bounded, chain_args, console, eth, existing_job, load_job, step, verde_of
 
 
 def cmd_post(args) -> int:
     from ..dispute.context import Context
-    from ..protocol.job import JobError
-    from ..protocol.jobfile import load
-    try:
-        job = load(args.job)
-    except JobError as e:
-        console.print(f"[red]error:[/] {e}\n  Fix: correct the job file (every error names its field)")
-        return 2
+    job = load_job(args.job)
     chain, v = verde_of(args)
     with chain:
         behind = time.time() - chain.now()
@@ -47,6 +41,36 @@ def cmd_status(args) -> int:
     else:
         for line in render(d):
             console.print(line, highlight=False)
+    return 0
+
+
+def cmd_fetch(args) -> int:
+    """The accepted result of a job, from a result store, checked against the chain."""
+    from safetensors.torch import save_file
+
+    from ..protocol.delivery import DeliveryError, model_tensors, verify
+    job = load_job(args.job, "pass the job file that was posted")
+    chain, v = verde_of(args)
+    with chain:
+        j = existing_job(v, args.job_id)
+        if j[2] != 3 or j[3] == bytes(32):
+            console.print(f"[red]error:[/] job {args.job_id} has no accepted result ({STATUS[j[2]]})\n"
+                          "  Fix: wait until it is settled with a result (verde status)")
+            return 2
+        if bytes(j[4][0]) != job.job_id:
+            console.print(f"[red]error:[/] job {args.job_id} is not the job of {args.job}\n  Fix: pass its job file")
+            return 2
+        claim = bytes(j[3])
+    try:
+        state = verify(job, args.store, claim)
+    except DeliveryError as e:
+        console.print(f"[red]error:[/] {e}\n  Fix: ask the accepted trainer to publish (its agent writes to "
+                      "WORKDIR/published), or point --from at its store")
+        return 2
+    out = state if args.with_optimizer else model_tensors(job, state)
+    save_file(out, args.out)
+    console.print(f"job {args.job_id}: the accepted result {claim.hex()[:16]}… checked ({len(state)} tensors, every "
+                  f"chunk against its commitment); wrote {len(out)} tensors to {args.out}")
     return 0
 
 
@@ -105,6 +129,14 @@ def add(sub):
             q.add_argument("--poll-s", type=float, default=1.0)
         else:
             q.add_argument("--json", action="store_true", help="the same as JSON, for scripts")
+    q = sub.add_parser("fetch", help="take a job's accepted model from a result store, checked against the chain")
+    chain_args(q)
+    q.add_argument("job_id", type=int)
+    q.add_argument("job", help="the job file that was posted")
+    q.add_argument("--from", dest="store", required=True, help="the result store (a directory the trainer publishes to)")
+    q.add_argument("--out", default="model.safetensors")
+    q.add_argument("--with-optimizer", action="store_true", help="keep the optimizer state too")
+    q.set_defaults(fn=cmd_fetch)
     q = sub.add_parser("withdraw", help="withdraw what the registry owes your key")
     chain_args(q)
     q.set_defaults(fn=cmd_withdraw)

@@ -79,6 +79,16 @@ def connect_arg(args):
     return args.chain if isinstance(args.chain, Chain) else connect(args.chain)
 
 
+def load_job(path, fix: str = "correct the job file (every error names its field)"):
+    """A job file, or the usage error that names its bad field (exit 2 through main)."""
+    from ..protocol.job import JobError
+    from ..protocol.jobfile import load
+    try:
+        return load(path)
+    except JobError as e:
+        raise ChainError(str(e), fix) from None
+
+
 def existing_job(v, job_id: int):
     j = v.status(job_id)
     if j[2] == 0:  # Status.None: never posted

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from repops.errors import RepOpsError
 
-from .common import chain_args, console, eth, verde_of
+from .common import chain_args, console, eth, load_job, verde_of
 
 
 def cmd_agent(args) -> int:
@@ -15,17 +15,11 @@ def cmd_agent(args) -> int:
     from ..trainer import adversaries
     from ..agent.policy import Policy
     from ..agent.trainer_agent import TrainerAgent
-    from ..protocol.job import JobError
-    from ..protocol.jobfile import load
     handler = logging.StreamHandler()
     handler.setFormatter(_JsonLines() if args.log_format == "json" else
                          logging.Formatter("%(asctime)s %(name)s %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
-    try:
-        job = load(args.job)
-    except JobError as e:
-        console.print(f"[red]error:[/] {e}\n  Fix: correct the job file (every error names its field)")
-        return 2
+    job = load_job(args.job)
     try:
         behaviour = adversaries.from_spec(args.behaviour)
     except (KeyError, ValueError, TypeError) as e:
@@ -58,14 +52,8 @@ def cmd_train(args) -> int:
     import time
 
     from ..dispute.context import Context
-    from ..protocol.job import JobError
-    from ..protocol.jobfile import load
     from ..trainer import Trainer
-    try:
-        job = load(args.job)
-    except JobError as e:
-        console.print(f"[red]error:[/] {e}\n  Fix: correct the job file or its model/data (every error names its field)")
-        return 2
+    job = load_job(args.job, "correct the job file or its model/data (every error names its field)")
     with tempfile.TemporaryDirectory(prefix="verde-train-") as tmp:
         workdir = Path(args.workdir or tmp)
         t0 = time.time()

@@ -1,0 +1,88 @@
+"""Result delivery (docs/PROTOCOL.md §6): the accepted trainer publishes its final state
+under its claim C_T in a content-addressed store (a directory: local, or shared, mounted,
+synced), and the client takes it from there, checked against the claim the registry
+accepted, tensor by tensor, chunk by chunk, before it writes one byte of model:
+
+    <store>/<C_T hex>/state.safetensors   every state tensor, by name
+    <store>/<C_T hex>/manifest.json       names in state order, each one's commitment, R_T
+
+C_T = H(0x06 || S_T || R_T) and S_T is the Merkle root over the state commitments, so a
+store entry that passes `verify` is the accepted result, whoever served it."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from .claims import step_claim
+from .dataset import initial_state, state_tree
+from .tensors import commit
+
+STATE, MANIFEST = "state.safetensors", "manifest.json"
+
+
+class DeliveryError(ValueError):
+    """A store entry that is missing, malformed, or not the accepted result."""
+
+
+def publish(trainer, store: Path) -> Path:
+    """Write the trainer's final state under its final claim (atomically: a reader sees a
+    whole entry or none). -> the entry's directory."""
+    from safetensors.torch import save_file
+    T = trainer.steps
+    claim = trainer.final_claim()
+    S, R = trainer.open_claim(T)
+    tensors = trainer.store.load(T)
+    names = initial_state(trainer.job).names()
+    entry = Path(store) / claim.hex()
+    if entry.exists():
+        return entry
+    tmp = Path(store) / f".{claim.hex()}.tmp{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file({n: tensors[n] for n in names}, str(tmp / STATE))
+    leaves = [commit(tensors[n], trainer.chunk).hex() for n in names]
+    (tmp / MANIFEST).write_text(json.dumps({"claim": claim.hex(), "state_root": S.hex(), "trace_root": R.hex(),
+                                            "chunk": trainer.chunk, "names": names, "commitments": leaves}, indent=1))
+    os.replace(tmp, entry)
+    return entry
+
+
+def verify(job, store: Path, claim: bytes) -> dict:
+    """The accepted result from `store`, checked: every tensor's chunk tree against its
+    commitment, the commitments against S_T, and H(S_T, R_T) against `claim`.
+    -> {name: tensor}; DeliveryError naming what does not match."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+    entry = Path(store) / claim.hex()
+    try:
+        manifest = json.loads((entry / MANIFEST).read_text())
+        tensors = load_file(str(entry / STATE))
+    except FileNotFoundError:
+        raise DeliveryError(f"no result {claim.hex()[:16]}… in {store} (looked for {entry})") from None
+    except (ValueError, SafetensorError, OSError) as e:
+        raise DeliveryError(f"the store entry {entry} is damaged: {e}") from None
+    names = initial_state(job).names()
+    if manifest.get("names") != names:
+        raise DeliveryError(f"{entry}: its tensors are not this job's state (names or order differ)")
+    if manifest.get("chunk") != job.spec.chunk or len(manifest.get("commitments", ())) != len(names):
+        raise DeliveryError(f"{entry}: its manifest is not for this job (chunk size or tensor count)")
+    leaves = [bytes.fromhex(c) for c in manifest["commitments"]]
+    S, R = state_tree(leaves).root, bytes.fromhex(manifest["trace_root"])
+    if step_claim(S, R) != claim:
+        raise DeliveryError(f"{entry}: its commitments and trace root do not hash to the accepted claim "
+                            f"{claim.hex()[:16]}…")
+    for n, leaf in zip(names, leaves):
+        if n not in tensors:
+            raise DeliveryError(f"{entry}: tensor {n} is missing")
+        if commit(tensors[n], job.spec.chunk) != leaf:
+            raise DeliveryError(f"{entry}: tensor {n} does not match its commitment (a chunk of it differs)")
+    return tensors
+
+
+def model_tensors(job, state: dict) -> dict:
+    """The model's parameters and buffers (what a client loads), without optimizer state."""
+    st = initial_state(job)
+    keep = {n for n, _ in st.model.named_parameters()} | {f"buffer.{n}" for n, _ in st.model.named_buffers()}
+    return {n.removeprefix("buffer."): t for n, t in state.items() if n in keep}
