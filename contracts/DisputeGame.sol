@@ -159,8 +159,8 @@ contract DisputeGame {
         JobRegistry.Job memory j = registry.job(job);
         if (j.status != JobRegistry.Status.Disputed) revert NotDisputed(job);
         if (a > b) (a, b) = (b, a);
-        (address ra, address rb) = registry.requested(job);
-        if (!(a == ra && b == rb) && !(a == rb && b == ra)) revert NotRequested(job, a, b);
+        (address ra, address rb) = registry.requested(job); // lower address first
+        if (a != ra || b != rb) revert NotRequested(job, a, b);
         (,,, bytes32 ca) = registry.seats(job, a);
         (,,, bytes32 cb) = registry.seats(job, b);
         bytes32 pair = keccak256(abi.encode(job, a, b));

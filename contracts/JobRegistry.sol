@@ -52,7 +52,7 @@ contract JobRegistry {
         address[] trainers;
         uint256 pot; // forfeited stakes, shared by the accepted trainers at settlement
         bool restricted; // only the trainers the client named may join
-        address[2] requested; // the match `settle` asks for while Disputed
+        address[2] requested; // the match `settle` asks for while Disputed, lower address first
     }
 
     struct Seat {
@@ -134,7 +134,7 @@ contract JobRegistry {
         return jobs[id].trainers;
     }
 
-    /// @notice The match `settle` asks for (both zero unless Disputed).
+    /// @notice The match `settle` asks for, lower address first (both zero unless Disputed).
     function requested(uint256 id) external view returns (address, address) {
         return (jobs[id].requested[0], jobs[id].requested[1]);
     }
@@ -271,8 +271,9 @@ contract JobRegistry {
         }
         if (otherT != address(0)) {
             j.status = Status.Disputed;
-            j.requested = [firstT, otherT];
-            emit DisputeRequired(id, firstT, otherT);
+            // one canonical order (lower address first), the game's seat order too
+            j.requested = firstT < otherT ? [firstT, otherT] : [otherT, firstT];
+            emit DisputeRequired(id, j.requested[0], j.requested[1]);
             return;
         }
         j.status = Status.Settled;
@@ -293,19 +294,19 @@ contract JobRegistry {
         emit Settled(id, first, live);
     }
 
-    function _inMatch(uint256 id, Job storage j, address a, address b) internal view {
+    /// @dev The game ends the requested match: the caller, the status and the pair checked once.
+    function _ending(uint256 id, address a, address b) internal view returns (Job storage j) {
+        if (msg.sender != game) revert OnlyGame(msg.sender);
+        j = _open(id);
         if (j.status != Status.Disputed) revert WrongStatus(id, j.status);
-        if (!((j.requested[0] == a && j.requested[1] == b) || (j.requested[0] == b && j.requested[1] == a))) {
-            revert NotRequested(a, b);
-        }
+        (address lo, address hi) = a < b ? (a, b) : (b, a);
+        if (j.requested[0] != lo || j.requested[1] != hi) revert NotRequested(a, b);
     }
 
     /// @notice The game's decision of the requested match: the loser is out, its stake goes
     /// to the pot; the job settles again (accepts, or asks for the next match).
     function decide(uint256 id, address winner, address loser) external {
-        if (msg.sender != game) revert OnlyGame(msg.sender);
-        Job storage j = _open(id);
-        _inMatch(id, j, winner, loser);
+        Job storage j = _ending(id, winner, loser);
         _forfeit(id, j, loser, "lost a match");
         emit Decided(id, winner, loser);
         j.status = Status.Open;
@@ -315,9 +316,7 @@ contract JobRegistry {
     /// @notice Both parties of the requested match let their clocks run out at the same
     /// instant: both are out, both stakes go to the pot.
     function draw(uint256 id, address a, address b) external {
-        if (msg.sender != game) revert OnlyGame(msg.sender);
-        Job storage j = _open(id);
-        _inMatch(id, j, a, b);
+        Job storage j = _ending(id, a, b);
         _forfeit(id, j, a, "drew a match");
         _forfeit(id, j, b, "drew a match");
         emit Drawn(id, a, b);

@@ -1,23 +1,20 @@
-"""Malformed moves for the Garbler adversary: every move function of both games, called with
-random calldata of the right ABI types (random hashes, bytes of random length, arrays of
-random size). The games must refuse each (a revert) or rule against its sender; tests check
+"""Malformed moves for the Garbler adversary: every move function of both games (read from
+their ABIs), called with random calldata of the right ABI types (random hashes, bytes of
+random length, arrays of random size). The games must refuse each (a revert) or rule against its sender; tests check
 the honest party still wins and every stake is where it belongs."""
 from __future__ import annotations
 
 import random
 
+from web3 import Web3
+
 from ..chain.errors import TransactionReverted
-
-MOVES = {"DisputeGame": ("postClaims", "openStep", "postStateLeaf", "resolveState", "postTop", "postChildren",
-                         "postNode", "resolveInput"),
-         "OperatorGame": ("postKernelTop", "postChildren", "postKernel", "postTensorTop", "postChunk",
-                          "resolveOperand", "resolveStep")}
-
 
 def _value(abi: dict, rng: random.Random):
     t = abi["type"]
-    if t.endswith("[]"):
-        return [_value({**abi, "type": t[:-2]}, rng) for _ in range(rng.randrange(4))]
+    if t.endswith("]"):  # T[] (any length) or T[n]
+        inner, n = t[:t.rindex("[")], t[t.rindex("[") + 1:-1]
+        return [_value({**abi, "type": inner}, rng) for _ in range(int(n) if n else rng.randrange(4))]
     if t == "tuple":
         return tuple(_value(c, rng) for c in abi["components"])
     if t == "bytes32":
@@ -28,27 +25,31 @@ def _value(abi: dict, rng: random.Random):
         top = 2**int(t[4:] or 256)
         return rng.choice((0, 1, top - 1, rng.randrange(min(top, 1 << 16))))
     if t == "address":
-        return "0x" + rng.randbytes(20).hex()
+        return Web3.to_checksum_address(rng.randbytes(20))
     if t == "bool":
         return rng.random() < 0.5
+    if t == "string":
+        return rng.randbytes(rng.randrange(40)).hex()
     raise ValueError(f"no garbage for ABI type {t}")
 
 
-def garble(v, match_id: int, account, rng: random.Random) -> tuple[int, int]:
-    """Send one malformed call of every move of both games for this match. -> (sent, how
-    many the chain accepted: each such move must have ruled against its sender)."""
-    from web3 import Web3
-    sent = accepted = 0
+def _moves(contract) -> list[dict]:
+    """Every state-changing function of a game that names a match first: its moves (and the
+    hand-overs only the other game may call, which must refuse a party just the same)."""
+    return [f for f in contract.abi if f["type"] == "function" and f["stateMutability"] == "nonpayable"
+            and f["inputs"] and f["inputs"][0]["name"] == "id"]
+
+
+def garble(v, match_id: int, account, rng: random.Random) -> int:
+    """Send one malformed call of every move of both games for this match. Each must revert
+    or rule against its sender (the tests check who wins). -> how many were sent."""
+    sent = 0
     for contract in (v.game, v.operators):
-        name = "DisputeGame" if contract is v.game else "OperatorGame"
-        for fn in MOVES[name]:
-            abi = next(x for x in contract.abi if x.get("name") == fn and x["type"] == "function")
+        for abi in _moves(contract):
             args = [match_id] + [_value(i, rng) for i in abi["inputs"][1:]]
-            args = [Web3.to_checksum_address(a) if isinstance(a, str) else a for a in args]
             sent += 1
             try:
-                v.chain.transact(getattr(contract.functions, fn)(*args), sender=account)
-                accepted += 1
+                v.chain.transact(getattr(contract.functions, abi["name"])(*args), sender=account)
             except TransactionReverted:
                 pass
-    return sent, accepted
+    return sent

@@ -4,6 +4,7 @@ its matches, withdraw), so a restart after kill -9 at any point simply carries o
 chain says what was done, the checkpoints keep the training, AgentState keeps the salt."""
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
@@ -73,7 +74,7 @@ class TrainerAgent:
         self._waiting = False
         self._said: set = set()  # warnings already given (each once)
         self._rng = random.Random(name)  # a Garbler's malformed moves
-        self.garbled = [0, 0]  # (sent, accepted by the chain)
+        self.garbled = 0  # malformed moves a Garbler sent
 
     def _seat(self):
         """(joined, out, sealed, claim) of this agent in its job."""
@@ -138,8 +139,9 @@ class TrainerAgent:
             if sealed == bytes(32) and now >= terms[COMMIT_BY]:
                 self._once("missed-commit", f"MISSED THE COMMIT DEADLINE of job {self.jid}: training did not end in "
                            f"time; its stake of {terms[STAKE] / 1e18} ETH will be forfeited at settlement")
-            mine = self.state.sealed(self.jid) if sealed != bytes(32) and claim == bytes(32) else None
-            if sealed != bytes(32) and claim == bytes(32) and mine is None:  # said at once, not at reveal time
+            unrevealed = sealed != bytes(32) and claim == bytes(32)
+            mine = self.state.sealed(self.jid) if unrevealed else None
+            if unrevealed and mine is None:  # said at once, not at reveal time
                 self._once("lost-salt", f"CANNOT REVEAL in job {self.jid}: it committed, but the salt of its "
                            f"commitment is not in {self.state.path} (another workdir? a deleted one?); its stake of "
                            f"{terms[STAKE] / 1e18} ETH will be forfeited unless that agent state is put back "
@@ -192,14 +194,17 @@ class TrainerAgent:
         if restricted and not self.v.chain.call(self.v.registry.functions.approved(self.jid, self.me.address)):
             raise TermsRefused(f"job {self.jid} takes only the trainers its client named, and {self.me.address} "
                                "is not one of them", "ask the client to name this address (verde post --only)")
-        if not hasattr(self, "_train_s"):
-            self._train_s = self.trainer.seconds_per_step() * self.job.spec.steps
-        why = self.policy.refusals(terms, now, self._train_s)
+        why = self.policy.refusals(terms, now, self.train_s)
         if why:
             raise TermsRefused(f"job {self.jid}'s terms could cost an honest trainer its stake, so this agent did not "
                                f"join: {'; '.join(why)}",
                                "ask the client to post the job again with safer terms, or relax this agent's policy "
                                "with the flag named, if you accept the risk")
+
+    @functools.cached_property
+    def train_s(self) -> float:
+        """This job's training time here, estimated from one timed step (before staking)."""
+        return self.trainer.seconds_per_step() * self.job.spec.steps
 
     def _check_funds(self, stake: int):
         """Refuse before sending: a join that cannot pay its stake would only burn gas."""
@@ -214,39 +219,40 @@ class TrainerAgent:
 
     def _play(self, terms):
         """Keep the job moving until it settles: open the match the registry asks for if
-        nobody has (colluders asked to play each other may never open theirs), move in this
-        agent's matches, and claim every timeout of the job's matches (anyone may)."""
+        nobody has (colluders asked to play each other may never open theirs), move in it if
+        it is this agent's, and claim its timeout (anyone may). It is the job's one live match:
+        the game opens no other pair."""
         game = self.v.game
-        opened = game.events.MatchOpened().get_logs(from_block=self.v.from_block, argument_filters={"job": self.jid})
-        pairs = {frozenset((e["args"]["a"], e["args"]["b"])): e["args"]["id"] for e in opened}
-        a, b = self.v.chain.call(self.v.registry.functions.requested(self.jid))
-        if frozenset((a, b)) not in pairs and self._acts("open"):
-            self._try("open the match the job needs" + ("" if self.me.address in (a, b) else
-                                                         f" ({a[:10]}… vs {b[:10]}…, not this agent's)"),
-                      game.functions.open(self.jid, a, b))
-        for pair, m in pairs.items():
-            st = self.v.match_state(m)
-            phase = st["phase"]
-            if phase == PHASE_DONE:
-                continue
-            if self.me.address in pair and phase != PHASE_OPERATOR:
-                left = st["clock_left"][self.v._seat(m, self.me.address)]
-                if left < terms[CLOCK] // 4:
-                    self._once(f"clock-{m}", f"FALLING BEHIND in match {m}: {left} s left on its clock of "
-                               f"{terms[CLOCK]} s; if it runs out, its stake of {terms[STAKE] / 1e18} ETH is lost")
-            if self.me.address in pair and self._acts("play"):
-                if self.trainer.behaviour.garbles():
-                    from .garbler import garble
-                    self.garbled = [x + y for x, y in zip(self.garbled, garble(self.v, m, self.me, self._rng))]
-                where = (phase, self.v.operator_state(m)["phase"] if phase == PHASE_OPERATOR else 0)
-                if where != getattr(self, "_where", None):
-                    self._where = where
-                    log.info("%s: match %d: %s%s", self.name, m, PHASE_NAMES[phase],
-                             f", {OP_PHASE_NAMES[where[1]]}" if where[1] else "")
-                self.v.move(m, self.trainer, self.me, self.ctx)
-            referee = self.v.operators if phase == PHASE_OPERATOR else game  # a party may be silent
-            if self._acts("timeout"):
-                self._try(f"claim a timeout in match {m}", referee.functions.timeout(m))
+        (a, b), m = self.v.requested_match(self.jid)
+        mine = self.me.address in (a, b)
+        if not m:
+            if self._acts("open"):
+                self._try("open the match the job needs" + ("" if mine else
+                                                             f" ({a[:10]}… vs {b[:10]}…, not this agent's)"),
+                          game.functions.open(self.jid, a, b))
+            return
+        st = self.v.match_state(m)
+        phase = st["phase"]
+        if phase == PHASE_DONE:
+            return
+        if mine and phase != PHASE_OPERATOR:
+            left = st["clock_left"][(a, b).index(self.me.address)]  # the seats are the pair's order
+            if left < terms[CLOCK] // 4:
+                self._once(f"clock-{m}", f"FALLING BEHIND in match {m}: {left} s left on its clock of "
+                           f"{terms[CLOCK]} s; if it runs out, its stake of {terms[STAKE] / 1e18} ETH is lost")
+        if mine and self._acts("play"):
+            if self.trainer.behaviour.garbles():
+                from .garbler import garble
+                self.garbled += garble(self.v, m, self.me, self._rng)
+            where = (phase, self.v.operator_state(m)["phase"] if phase == PHASE_OPERATOR else 0)
+            if where != getattr(self, "_where", None):
+                self._where = where
+                log.info("%s: match %d: %s%s", self.name, m, PHASE_NAMES[phase],
+                         f", {OP_PHASE_NAMES[where[1]]}" if where[1] else "")
+            self.v.move(m, self.trainer, self.me, self.ctx)
+        referee = self.v.operators if phase == PHASE_OPERATOR else game  # a party may be silent
+        if self._acts("timeout"):
+            self._try(f"claim a timeout in match {m}", referee.functions.timeout(m))
 
     def doing(self) -> str:
         """What this agent waits for now, in words (its heartbeat)."""
@@ -258,7 +264,7 @@ class TrainerAgent:
         if status == SETTLED:
             return f"job {self.jid} settled"
         if status == DISPUTED:
-            a, b = self.v.chain.call(self.v.registry.functions.requested(self.jid))
+            (a, b), _ = self.v.requested_match(self.jid)
             mine = "its own" if self.me.address in (a, b) else "another pair's"
             return f"job {self.jid} disputed: {mine} match ({a[:10]}… vs {b[:10]}…) is in play" + \
                 (" (this agent is out)" if out else "")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
@@ -51,16 +52,21 @@ def _camel(key: str) -> str:
 class EmbeddedNode:
     """One py-evm chain (the same funded accounts as `embedded()`), answering JSON-RPC."""
 
+    MINING = ("eth_sendRawTransaction", "eth_sendTransaction", "evm_mine")  # each makes a block
+
     def __init__(self, w3):
         self.w3 = w3
         self.tester = w3.provider.ethereum_tester
         self._request = w3.provider.request_func(w3, w3.middleware_onion)
+        self.mined_at = time.time()  # wall time of the latest block (interval mining counts from it)
 
     def answer(self, req: dict) -> dict:
         rid = req.get("id")
         method, params = req.get("method"), req.get("params") or []
         if not isinstance(method, str):
             return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32600, "message": "no method"}}
+        if method in self.MINING:
+            self.mined_at = time.time()
         try:
             return {"jsonrpc": "2.0", "id": rid, "result": self._call(method, params)}
         except Exception as e:  # every failure goes back to the caller; the node keeps serving
@@ -128,7 +134,6 @@ def serve(port: int, host: str = "127.0.0.1", ready=None, block_time: float = 0)
     the chain's clock keeps pace with the wall clock on an idle chain (agents read time
     from the latest block: on a chain that only mines on a transaction, deadlines pass
     unseen). The clock keeps any offset a test moved it by, as Anvil does."""
-    import time
     from .embedded import embedded_w3
     node = EmbeddedNode(embedded_w3())
     server = HTTPServer((host, port), _handler(node))
@@ -136,18 +141,14 @@ def serve(port: int, host: str = "127.0.0.1", ready=None, block_time: float = 0)
         ready(server)
     if not block_time:
         return server.serve_forever()
-    last = node.w3.eth.get_block("latest")
-    last_wall = time.time()
     while True:
-        server.timeout = max(0.01, block_time - (time.time() - last_wall))
-        server.handle_request()
-        latest = node.w3.eth.get_block("latest")
-        if latest["number"] != last["number"]:  # a transaction (or evm_mine) made a block
-            last, last_wall = latest, time.time()
-        elif time.time() - last_wall >= block_time:
-            node.tester.time_travel(latest["timestamp"] + max(1, round(time.time() - last_wall)))
+        idle = time.time() - node.mined_at
+        if idle >= block_time:
+            node.tester.time_travel(node.w3.eth.get_block("latest")["timestamp"] + max(1, round(idle)))
             node.tester.mine_blocks(1)
-            last, last_wall = node.w3.eth.get_block("latest"), time.time()
+            node.mined_at, idle = time.time(), 0.0
+        server.timeout = max(0.01, block_time - idle)
+        server.handle_request()
 
 
 def main(argv=None) -> int:

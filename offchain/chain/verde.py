@@ -177,6 +177,15 @@ class Verde:
         logs = self.game.events.MatchDecided().get_logs(from_block=self.from_block, argument_filters={"id": match_id})
         return {**logs[-1]["args"], "tx": logs[-1]["transactionHash"]} if logs else None
 
+    def requested_match(self, job_id: int) -> tuple[tuple[str, str], int]:
+        """The pair the registry asks to play (lower address first) and its match id (0 while
+        nobody opened it): DisputeGame opens only that pair, so it is the job's one live match."""
+        from eth_abi import encode
+        from web3 import Web3
+        a, b = self.chain.call(self.registry.functions.requested(job_id))
+        key = Web3.keccak(encode(["uint256", "address", "address"], [job_id, a, b]))
+        return (a, b), self.chain.call(self.game.functions.matchOf(key))
+
     def open_match(self, job_id: int, a: str, b: str) -> int:
         receipt = self.chain.transact(self.game.functions.open(job_id, a, b))
         return self.game.events.MatchOpened().process_receipt(receipt, errors=DISCARD)[0]["args"]["id"]

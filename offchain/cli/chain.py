@@ -13,6 +13,9 @@ def cmd_compile(args) -> int:
     t = time.time()
     arts = compile_contracts(use_cache=not args.force)
     console.print(f"compiled {len(arts)} contracts in {time.time() - t:.1f} s: {', '.join(sorted(arts))}")
+    deployed = {n: len(a.deployed_bytecode) for n, a in arts.items() if a.deployed_bytecode}
+    console.print("deployed code, bytes (EIP-170 allows 24,576): " +
+                  ", ".join(f"{n} {size:,}" for n, size in sorted(deployed.items(), key=lambda kv: -kv[1])))
     return 0
 
 
@@ -53,12 +56,9 @@ def cmd_deploy(args) -> int:
     from ..chain.verde import Floors, Verde
     with connect_arg(args) as chain:
         v = Verde.deploy(chain, Floors(args.min_clock_s, args.min_commit_window_s, args.min_reveal_window_s))
-        if args.out is None:
-            from .config import setting
-            args.out = setting("deployment") or "deployment.json"
-        Path(args.out).write_text(json.dumps(v.addresses(), indent=1))
+        Path(args.deployment).write_text(json.dumps(v.addresses(), indent=1))
         console.print(f"deployed JobRegistry {v.registry.address}, DisputeGame {v.game.address}, "
-                      f"OperatorGame {v.operators.address}; wrote {args.out}")
+                      f"OperatorGame {v.operators.address}; wrote {args.deployment}")
     return 0
 
 
@@ -76,7 +76,7 @@ def add(sub):
     n.set_defaults(fn=cmd_node)
     q = sub.add_parser("deploy", help="deploy the contracts; write their addresses")
     chain_args(q, deployment=False)
-    q.add_argument("--out", help="the deployment file (default: VERDE_DEPLOYMENT, deployment in verde.toml, or "
+    q.add_argument("--out", dest="deployment", help="the deployment file (default: VERDE_DEPLOYMENT, deployment in verde.toml, or "
                                  "deployment.json)")
     from ..chain.verde import Floors
     for name, default, what in (("clock", Floors.clock_s, "each party's dispute clock"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from ..chain import ChainError
 from .common import STATUS, address, bounded, chain_args, console, eth, existing_job, load_job, step, verde_of
 
 
@@ -53,21 +54,18 @@ def cmd_fetch(args) -> int:
     chain, v = verde_of(args)
     with chain:
         j = existing_job(v, args.job_id)
-        if j[2] != 3 or j[3] == bytes(32):
-            console.print(f"[red]error:[/] job {args.job_id} has no accepted result ({STATUS[j[2]]})\n"
-                          "  Fix: wait until it is settled with a result (verde status)")
-            return 2
+        if STATUS[j[2]] != "settled" or j[3] == bytes(32):
+            raise ChainError(f"job {args.job_id} has no accepted result ({STATUS[j[2]]})",
+                             "wait until it is settled with a result (verde status)")
         if bytes(j[4][0]) != job.job_id:
-            console.print(f"[red]error:[/] job {args.job_id} is not the job of {args.job}\n  Fix: pass its job file")
-            return 2
+            raise ChainError(f"job {args.job_id} is not the job of {args.job}", "pass its job file")
         claim = bytes(j[3])
     try:
         state = verify(job, args.store, claim)
     except DeliveryError as e:
-        console.print(f"[red]error:[/] {e}\n  Fix: ask the accepted trainer to publish (its agent writes to "
-                      "WORKDIR/published), or point --from at its store")
-        return 2
-    out = state if args.with_optimizer else model_tensors(job, state)
+        raise ChainError(str(e), "ask the accepted trainer to publish (its agent writes to WORKDIR/published), or "
+                                 "point --from at its store") from None
+    out = state if args.with_optimizer else model_tensors(state)
     save_file(out, args.out)
     console.print(f"job {args.job_id}: the accepted result {claim.hex()[:16]}… checked ({len(state)} tensors, every "
                   f"chunk against its commitment); wrote {len(out)} tensors to {args.out}")

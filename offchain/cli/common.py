@@ -21,9 +21,7 @@ def verde_of(args):
     import json
 
     from ..chain.verde import Verde
-    from .config import resolve
-    resolve(args)
-    chain = connect_arg(args)
+    chain = connect_arg(args)  # resolves --chain and --deployment
     try:
         deployment = json.loads(Path(args.deployment).read_text())
     except OSError as e:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ..chain.verde import (CLOCK, COMMIT_BY, JOIN_BY, MAX_TRAINERS, OP_PHASE_NAMES, PHASE_DONE, PHASE_NAMES,
-                           PHASE_OPERATOR, REVEAL_BY, STAKE)
+from ..chain.verde import (CLOCK, COMMIT_BY, JOIN_BY, MAX_TRAINERS, OP_PHASE_NAMES, PHASE_NAMES, PHASE_OPERATOR,
+                           REVEAL_BY, STAKE)
 
 from .common import STATUS
 
@@ -26,16 +26,21 @@ def _span(s: int) -> str:
 
 
 def view(v, jid: int) -> dict:
-    """Everything `verde status` says about one job, as plain data."""
+    """Everything `verde status` says about one job, as plain data. The job's events are
+    read once (the Watcher's one log scan): openings, decisions, draws, forfeits."""
     from ..agent.watcher import Watcher
     j = v.status(jid)
     terms, now = j[4], v.chain.now()
-    reg = v.registry.functions
-    forfeits = {e["args"]["trainer"]: e["args"]["why"] for e in
-                v.registry.events.Forfeited().get_logs(from_block=v.from_block, argument_filters={"id": jid})}
+    w = Watcher(v, jid)
+    w.poll()
+    by_name: dict = {}
+    for _, name, args in w.events:
+        by_name.setdefault(name, []).append(args)
+    forfeits = {a["trainer"]: a["why"] for a in by_name.get("Forfeited", ())}
+    ended = {a["id"]: a for a in by_name.get("MatchDecided", []) + by_name.get("MatchDrawn", [])}
     seats = []
     for t in j[5]:
-        joined, out, sealed, claim = v.chain.call(reg.seats(jid, t))
+        _, out, sealed, claim = v.chain.call(v.registry.functions.seats(jid, t))
         seats.append({"trainer": t, "committed": sealed != bytes(32), "revealed": claim != bytes(32),
                       "claim": "0x" + bytes(claim).hex() if claim != bytes(32) else None,
                       "out": out, "why_out": forfeits.get(t), "owed_eth": v.owed(t) / 1e18})
@@ -44,27 +49,24 @@ def view(v, jid: int) -> dict:
     if status == "open":
         phase = PHASE[1 if now < terms[JOIN_BY] else 2 if now < terms[COMMIT_BY] else 3 if now < terms[REVEAL_BY]
                       else 4]
-    w = Watcher(v, jid)
-    w.poll()
-    drawn = {e["args"]["id"] for e in v.game.events.MatchDrawn().get_logs(from_block=v.from_block)}
     matches = []
-    for m in sorted(w.matches):
-        st, a_b = v.match_state(m), v.chain.call(v.game.functions.parties(m))
-        d = v.decision(m)
-        entry = {"id": m, "parties": list(a_b)}
-        if d is not None:
-            entry.update(result="decided", level=d["level"], winner=d["winner"], loser=d["loser"], reason=d["reason"])
-        elif m in drawn:
-            entry.update(result="drawn (both out of time)")
+    for opened in by_name.get("MatchOpened", ()):
+        m, parties = opened["id"], [opened["a"], opened["b"]]
+        entry, end = {"id": m, "parties": parties}, ended.get(m)
+        if end is not None and "winner" in end:
+            entry.update(result="decided", level=end["level"], winner=end["winner"], loser=end["loser"],
+                         reason=end["reason"])
+        elif end is not None:
+            entry.update(result="drawn (both out of time)", level=end["level"])
         else:
+            st = v.match_state(m)
             where = PHASE_NAMES[st["phase"]]
             if st["phase"] == PHASE_OPERATOR:
                 where += ", " + OP_PHASE_NAMES[v.operator_state(m)["phase"]]
-            waiting = [a_b[i] for i in (0, 1) if st["waiting"] >> i & 1]
-            entry.update(result="in play" if st["phase"] != PHASE_DONE else "done", where=where,
-                         clock_left_s=st["clock_left"], waiting_for=waiting)
+            entry.update(result="in play", where=where, clock_left_s=st["clock_left"],
+                         waiting_for=[parties[i] for i in (0, 1) if st["waiting"] >> i & 1])
         matches.append(entry)
-    requested = [a for a in v.chain.call(reg.requested(jid)) if int(a, 16)]
+    requested = [a for a in v.requested_match(jid)[0] if int(a, 16)]
     return {"job": jid, "status": status, "phase": phase, "client": j[0], "payment_eth": j[1] / 1e18,
             "stake_eth": terms[STAKE] / 1e18, "pot_eth": j[6] / 1e18, "only_named_trainers": j[7],
             "seats": f"{len(j[5])} of {terms[MAX_TRAINERS]}", "chain_time": _when(now, now)["at"],

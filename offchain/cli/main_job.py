@@ -65,7 +65,6 @@ class AgentProc:
             self.proc.wait()
 
 
-
 def run(chain_spec: str, job_file: Path, job, ctx, workdir: Path, cheat: str, report: Path,
         console: Console, primitive_gas: int, timeout_s: float = 1800) -> int:
     """-> failures (0 when the honest agents are paid and the cheater is slashed).
@@ -216,15 +215,15 @@ def _png(path: Path, agents, path_events, per_level, headline: str = ""):
     ax.legend()
 
     if path_events:
-        blocks, levels, labels = zip(*path_events)
+        blocks, levels, _ = zip(*path_events)
         bx.step(blocks, levels, where="post", color="C0")
         bx.scatter(blocks, levels, color="C0", zorder=3)
         # one label where the path enters a level and one where it leaves it, stacked per level
         # (every event labelled made an unreadable pile where one level takes many moves)
-        first = {}
-        for i, (x, y, label) in enumerate(path_events):
+        first, last = {}, {}
+        for i, (_, y, _) in enumerate(path_events):
             first.setdefault(y, i)
-        last = {y: i for i, (_, y, _) in enumerate(path_events)}
+            last[y] = i
         for y in sorted(first):
             for k, i in enumerate(sorted({first[y], last[y]})):
                 x, _, label = path_events[i]

@@ -34,7 +34,7 @@ def publish(trainer, store: Path) -> Path:
     claim = trainer.final_claim()
     S, R = trainer.open_claim(T)
     tensors = trainer.store.load(T)
-    names = initial_state(trainer.job).names()
+    names = initial_state(trainer.job).names()  # state order (a safetensors file keeps its names sorted)
     entry = Path(store) / claim.hex()
     if entry.exists():
         return entry
@@ -81,8 +81,7 @@ def verify(job, store: Path, claim: bytes) -> dict:
     return tensors
 
 
-def model_tensors(job, state: dict) -> dict:
-    """The model's parameters and buffers (what a client loads), without optimizer state."""
-    st = initial_state(job)
-    keep = {n for n, _ in st.model.named_parameters()} | {f"buffer.{n}" for n, _ in st.model.named_buffers()}
-    return {n.removeprefix("buffer."): t for n, t in state.items() if n in keep}
+def model_tensors(state: dict) -> dict:
+    """The model's parameters and buffers (what a client loads into the model), without the
+    optimizer's state (TrainingState.names: parameters, buffer.*, opt.*)."""
+    return {n.removeprefix("buffer."): t for n, t in state.items() if not n.startswith("opt.")}

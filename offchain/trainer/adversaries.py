@@ -415,7 +415,7 @@ class Copier(Honest):
 class ReChunked(CorruptValue):
     """A wrong value, and its levels 3-5 tensors committed under another chunk size with the
     same chunk count: its element proofs verify by their own chunk size. The referee must
-    hold a proof to the job's (an off-chain referee that did not crashed at level 4)."""
+    hold a proof to the job's (an off-chain referee that did not, crashed at level 4)."""
     extra: int = 1
     name = "re-chunked"
     level = 4
@@ -430,19 +430,17 @@ class NeverCommits(CorruptValue):
     """Joins (stakes), then never commits: the stake must go to the pot, never stall the job."""
     name = "never-commits"
     level = 0
+    withheld = "commit"
 
     def acts(self, move):
-        return move != "commit"
+        return move != self.withheld
 
 
 @dataclasses.dataclass
-class NeverReveals(CorruptValue):
+class NeverReveals(NeverCommits):
     """Commits a sealed result, never reveals it."""
     name = "never-reveals"
-    level = 0
-
-    def acts(self, move):
-        return move != "reveal"
+    withheld = "reveal"
 
 
 @dataclasses.dataclass

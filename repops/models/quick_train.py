@@ -3,6 +3,7 @@ the determinism check shared by the tests and `verde demo` (the real job schedul
 protocol's job spec)."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 
@@ -23,13 +24,27 @@ def synthetic_batches(name: str, steps: int, seed: int = 1):
     return [(T[i % 4 * 2:(i % 4 + 1) * 2],) for i in range(steps)]
 
 
+@contextlib.contextmanager
+def num_threads(n: int):
+    """`n` threads for torch's own ops and for RepOps' kernels (REPOPS_NUM_THREADS), restored
+    afterwards: what a determinism check varies."""
+    old_t, old_env = torch.get_num_threads(), os.environ.get("REPOPS_NUM_THREADS")
+    torch.set_num_threads(n)
+    os.environ["REPOPS_NUM_THREADS"] = str(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old_t)
+        if old_env is None:
+            os.environ.pop("REPOPS_NUM_THREADS", None)
+        else:
+            os.environ["REPOPS_NUM_THREADS"] = old_env
+
+
 def quick_train(name: str, steps: int, threads: int, backend: str = "cpu", seed: int = 0, device: str = "cpu"):
     """-> (SHA-256 of the final parameters, per-step losses), with `threads` for both torch
     and RepOps (restored afterwards). device "cuda" trains on the GPU (the CUDA backend)."""
-    old_t, old_env = torch.get_num_threads(), os.environ.get("REPOPS_NUM_THREADS")
-    torch.set_num_threads(threads)
-    os.environ["REPOPS_NUM_THREADS"] = str(threads)
-    try:
+    with num_threads(threads):
         torch.manual_seed(seed)
         model = build(name).to(device)
         opt = AdamW(model.parameters(), lr=3e-3)
@@ -44,9 +59,3 @@ def quick_train(name: str, steps: int, threads: int, backend: str = "cpu", seed:
                 losses.append(loss.item())
         digest = hashlib.sha256(b"".join(p.detach().cpu().numpy().tobytes() for p in model.parameters())).hexdigest()
         return digest, losses
-    finally:
-        torch.set_num_threads(old_t)
-        if old_env is None:
-            os.environ.pop("REPOPS_NUM_THREADS", None)
-        else:
-            os.environ["REPOPS_NUM_THREADS"] = old_env

@@ -73,3 +73,11 @@ def test_missing_node_says_how_to_fix(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(ToolchainError, match="Node.js"):
         compiler.solc_binary()
+
+
+def test_every_contract_fits_the_eip170_code_size_limit(artifacts):
+    """A public chain refuses to deploy more than 24,576 bytes of code; OperatorGame is close
+    (`verde compile` prints every size), so a change that crosses the line fails here first."""
+    sizes = {n: len(a.deployed_bytecode) for n, a in artifacts.items()}
+    assert all(size <= 24_576 for size in sizes.values()), {n: s for n, s in sizes.items() if s > 24_576}
+    assert sizes["OperatorGame"] > 20_000  # the one near the limit is really measured

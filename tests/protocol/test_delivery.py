@@ -19,7 +19,7 @@ def test_the_published_result_verifies_and_loads_bit_for_bit(job, honest, tmp_pa
     for n in final:
         assert torch.equal(state[n].view(torch.int32), final[n].view(torch.int32)), n  # bits, not values
     model = initial_state(job).model
-    model.load_state_dict(model_tensors(job, state), strict=True)  # what a client does with it
+    model.load_state_dict(model_tensors(state), strict=True)  # what a client does with it
     assert publish(honest, tmp_path / "store") == entry  # idempotent
 
 

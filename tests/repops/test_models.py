@@ -3,7 +3,6 @@ RepOps with the same bits on 1 and 2 threads, the same bits on the compiled back
 numpy spec, outputs that do not depend on the batch, the same graph on every device (no
 device-specific aten op), torch's integer semantics, and clear errors for what is out of scope."""
 import contextlib
-import os
 
 import pytest
 import torch
@@ -11,6 +10,7 @@ import torch.nn.functional as F
 
 import repops
 from repops import DTypeError, UnsupportedOpError
+from repops.models.quick_train import num_threads
 from repops.optim import AdamW
 
 from model_zoo import MODELS
@@ -21,25 +21,16 @@ def train(name, backend="cpu", threads=1, steps=2, native=False):
     model.train()
     opt = AdamW(model.parameters(), lr=1e-2)
     batches = [batch(s) for s in range(steps)]  # random data is drawn outside RepOps
-    old, old_env, losses = torch.get_num_threads(), os.environ.get("REPOPS_NUM_THREADS"), []
-    torch.set_num_threads(threads)  # torch's own (integer) ops
-    os.environ["REPOPS_NUM_THREADS"] = str(threads)  # RepOps' kernels
-    try:
-        with contextlib.nullcontext() if native else repops.deterministic(backend):
-            for args in batches:
-                opt.zero_grad(set_to_none=True)
-                step_loss = loss(model, *args)
-                step_loss.backward()
-                if native:
-                    break
-                opt.step()
-                losses.append(step_loss.detach())
-    finally:
-        torch.set_num_threads(old)
-        if old_env is None:
-            os.environ.pop("REPOPS_NUM_THREADS", None)
-        else:
-            os.environ["REPOPS_NUM_THREADS"] = old_env
+    losses = []
+    with num_threads(threads), contextlib.nullcontext() if native else repops.deterministic(backend):
+        for args in batches:
+            opt.zero_grad(set_to_none=True)
+            step_loss = loss(model, *args)
+            step_loss.backward()
+            if native:
+                break
+            opt.step()
+            losses.append(step_loss.detach())
     if native:
         return step_loss.detach()
     return losses, torch.cat([t.detach().reshape(-1).float() for t in model.state_dict().values()
