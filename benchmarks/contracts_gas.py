@@ -1,7 +1,8 @@
 """Gas of the on-chain game (DisputeGame levels 1-2, OperatorGame levels 3-5): per move
 type, per full dispute (every level-2 case and levels 3, 4, 5 on the Llama-style job,
-each decided), and the one-step execution of each primitive (Executor.exec), one run:
-python benchmarks/contracts_gas.py [--chain embedded|anvil]
+each decided), the one-step execution of each primitive (Executor.exec), and the client's
+delivery remedy (challenge, answer with the largest state tensor's chunk, close), one run:
+python benchmarks/contracts_gas.py [--chain embedded|anvil] [--one-step-only | --delivery-only]
 Writes benchmarks/results/contracts_gas.{json,png}."""
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from offchain.trainer import adversaries as A  # noqa: E402
 from offchain.chain import connect  # noqa: E402
-from offchain.chain.verde import PHASE_DONE, Verde  # noqa: E402
+from offchain.chain.verde import PHASE_DONE, Delivery, Verde  # noqa: E402
 from offchain.dispute.context import Context  # noqa: E402
 from offchain.protocol.corpus import TEXT_LLAMA, text_job  # noqa: E402
 from offchain.protocol.jobfile import load  # noqa: E402
@@ -62,21 +63,48 @@ def one_step_gas(chain) -> list[dict]:
     return out
 
 
+def delivery_gas(chain, job, ctx, honest) -> list[dict]:
+    """The remedy's transactions: settle (holding two shares), challenge a chunk of the
+    largest state tensor (the deepest proofs), its answer, and the two closes."""
+    from offchain.protocol.dataset import initial_state
+    from offchain.protocol.delivery import prove_chunk
+    v = Verde.deploy(chain, delivery=Delivery(3600, 600))
+    c, a, b = chain.accounts[1], chain.accounts[2], chain.accounts[3]
+    start = len(chain.gas_log)
+    jid, _ = v.deliver(job, ctx, [(a, honest), (b, honest)], PAY, STAKE, c)
+    T, names = job.spec.steps, initial_state(job).names()
+    state = honest.store.load(T)
+    big = max(range(len(names)), key=lambda i: state[names[i]].numel())
+    v.challenge(jid, a.address, big, 1, c)
+    v.answer(jid, a.address, prove_chunk(state, names, job.spec.chunk, honest.open_claim(T)[1], big, 1), a)
+    v.close(jid, a.address, c)
+    v.close(jid, b.address, c)
+    return [{"move": what.split("(")[0], "gas": gas} for what, gas in chain.gas_log[start:]
+            if what.split("(")[0] in ("settle", "challenge", "answer", "close")]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--chain", default="embedded")
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "contracts_gas")
     ap.add_argument("--one-step-only", action="store_true", help="re-measure only the Executor table (into the JSON)")
+    ap.add_argument("--delivery-only", action="store_true", help="re-measure only the delivery remedy (into the JSON)")
     args = ap.parse_args()
-    if args.one_step_only:
-        with connect(args.chain) as chain:
-            rows = one_step_gas(chain)
-        res = json.loads(args.out.with_suffix(".json").read_text())
-        res["one_step"] = rows
+    if args.delivery_only or args.one_step_only:
+        with tempfile.TemporaryDirectory() as tmp, connect(args.chain) as chain:
+            if args.delivery_only:
+                job = load(text_job(Path(tmp) / "job", args.steps))
+                honest = Trainer(job, Path(tmp) / "h", "honest")
+                honest.train()
+                key, rows = "delivery", delivery_gas(chain, job, Context(job), honest)
+            else:
+                key, rows = "one_step", one_step_gas(chain)
+        res = json.loads(args.out.with_suffix(".json").read_text())  # the rest of the last full run stays
+        res[key] = rows
         args.out.with_suffix(".json").write_text(json.dumps(res, indent=1))
         for r in rows:
-            print(f"{r['primitive']:>15} {r['gas']:>7,}")
+            print(f"{r.get('move', r.get('primitive')):>15} {r['gas']:>9,}")
         return
     con = Console()
     with tempfile.TemporaryDirectory() as tmp, connect(args.chain) as chain:
@@ -106,6 +134,7 @@ def main():
             disputes.append({"adversary": label, "level": level, "transactions": len(game), "game_gas": sum(game),
                              "max_tx_gas": max(game), "decided": phase == PHASE_DONE})
         steps_gas = one_step_gas(chain)
+        deliv = delivery_gas(chain, job, ctx, honest)
     t = Table("move", "count", "gas median", "gas max")
     rows = []
     for what, gs in sorted(per_move.items()):
@@ -121,10 +150,14 @@ def main():
     for r in steps_gas:
         t.add_row(r["primitive"], str(r["opcode"]), f"{r['gas']:,}")
     con.print(t)
+    t = Table("delivery remedy (held pay, one chunk on chain)", "gas")
+    for r in deliv:
+        t.add_row(r["move"], f"{r['gas']:,}")
+    con.print(t)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps({"chain": args.chain, "config": TEXT_LLAMA, "steps": args.steps,
                                                          "moves": rows, "disputes": disputes,
-                                                         "one_step": steps_gas}, indent=1))
+                                                         "one_step": steps_gas, "delivery": deliv}, indent=1))
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

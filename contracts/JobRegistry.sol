@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {Merkle} from "./lib/Merkle.sol";
+import {Tensors} from "./lib/Tensors.sol";
+
 /// @title Verde jobs: payment, stakes, sealed results, settlement, pull payments
 /// @notice A client posts a job (its commitments and the payment; optionally the only
 /// trainers who may join); trainers join by staking, post a sealed result before the commit
@@ -13,6 +16,10 @@ pragma solidity ^0.8.24;
 /// nobody delivers refunds the client its payment and the pot. No fee. docs/PROTOCOL.md §6.
 /// Terms have floors fixed at deployment (clock, commit and reveal windows): an honest
 /// trainer cannot be timed out by a client's terms the contract accepted.
+/// Delivery (a deployment with a delivery window): an accepted trainer's stake and share are
+/// held for the window after settlement; the client may challenge it to put one chunk of the
+/// accepted state on chain (proven against the accepted claim) before a deadline, or the held
+/// amount is the client's. The client releases early once it has its model. §6.
 /// @dev Invariant (tests/contracts, forge invariant test): this contract's balance ==
 /// escrow (payments and stakes of unsettled jobs) + totalOwed (sum of `owed`).
 contract JobRegistry {
@@ -53,6 +60,26 @@ contract JobRegistry {
         uint256 pot; // forfeited stakes, shared by the accepted trainers at settlement
         bool restricted; // only the trainers the client named may join
         address[2] requested; // the match `settle` asks for while Disputed, lower address first
+        uint64 settledAt;
+    }
+
+    /// @dev An accepted trainer's stake and share while its delivery may be challenged; one slot.
+    struct Hold {
+        uint128 amount;
+        uint64 due; // the open challenge's deadline; 0: none open
+        uint16 tensor; // the open challenge: state tensor index and chunk index
+        uint32 chunk;
+        uint8 asked; // challenges so far (at most MAX_CHALLENGES)
+    }
+
+    /// @dev A chunk of the accepted final state, proven: C_T = H(0x06 || S_T || R_T), the
+    /// tensor's commitment is leaf `tensor` of S_T, the chunk opens that commitment.
+    struct Delivered {
+        bytes32 stateRoot;
+        bytes32 traceRoot;
+        bytes32 commitment;
+        bytes32[] stateProof;
+        Tensors.ElementProof chunk;
     }
 
     struct Seat {
@@ -71,6 +98,10 @@ contract JobRegistry {
     event Drawn(uint256 indexed id, address indexed a, address indexed b);
     event Forfeited(uint256 indexed id, address indexed trainer, uint256 stake, string why);
     event Settled(uint256 indexed id, bytes32 accepted, uint256 paidTrainers);
+    event Held(uint256 indexed id, address indexed trainer, uint256 amount, uint256 until);
+    event DeliveryChallenged(uint256 indexed id, address indexed trainer, uint256 tensor, uint256 chunk, uint256 due);
+    event DeliveryAnswered(uint256 indexed id, address indexed trainer, uint256 tensor, uint256 chunk, bytes data);
+    event Released(uint256 indexed id, address indexed trainer, uint256 amount);
     event Withdrawn(address indexed to, uint256 amount);
 
     error NoPayment();
@@ -96,11 +127,24 @@ contract JobRegistry {
     error Reentrancy();
     error BelowFloor(string what, uint256 got, uint256 floor);
     error NotApproved(uint256 id, address trainer);
+    error NotClient(address caller);
+    error NothingHeld(uint256 id, address trainer);
+    error ChallengeClosed(uint256 id, uint256 closedAt);
+    error ChallengeOpen(uint256 id, address trainer, uint256 due);
+    error TooManyChallenges(uint256 id, address trainer);
+    error NoSuchTensor(uint256 tensor, uint256 count);
+    error NoChallenge(uint256 id, address trainer);
+    error AnswerLate(uint256 id, uint256 due);
+    error NotTheResult(string what);
+
+    uint8 public constant MAX_CHALLENGES = 8; // per trainer and job: the chain is the last resort, not the channel
 
     address public immutable game;
     uint64 public immutable minClock; // seconds per party per match
     uint64 public immutable minCommitWindow; // commitBy - joinBy: the latest joiner's time to train
     uint64 public immutable minRevealWindow; // revealBy - commitBy
+    uint64 public immutable deliveryWindow; // after settlement: the client may challenge delivery (0: paid at once)
+    uint64 public immutable answerWindow; // a challenged trainer's time to put the chunk on chain
     uint256 public nextId = 1;
     uint256 public escrow;
     uint256 public totalOwed;
@@ -108,11 +152,20 @@ contract JobRegistry {
     mapping(uint256 => Job) internal jobs;
     mapping(uint256 => mapping(address => Seat)) public seats;
     mapping(uint256 => mapping(address => bool)) public approved;
+    mapping(uint256 => mapping(address => Hold)) public holds;
     uint256 private locked = 1;
 
-    constructor(address game_, uint64 minClock_, uint64 minCommitWindow_, uint64 minRevealWindow_) {
+    constructor(
+        address game_,
+        uint64 minClock_,
+        uint64 minCommitWindow_,
+        uint64 minRevealWindow_,
+        uint64 deliveryWindow_,
+        uint64 answerWindow_
+    ) {
         game = game_;
         (minClock, minCommitWindow, minRevealWindow) = (minClock_, minCommitWindow_, minRevealWindow_);
+        (deliveryWindow, answerWindow) = (deliveryWindow_, answerWindow_);
     }
 
     modifier nonReentrant() {
@@ -278,6 +331,7 @@ contract JobRegistry {
         }
         j.status = Status.Settled;
         j.accepted = first;
+        j.settledAt = uint64(block.timestamp);
         j.requested = [address(0), address(0)];
         uint256 total = j.payment + j.pot;
         if (live == 0) {
@@ -289,9 +343,80 @@ contract JobRegistry {
         uint256 rest = total - share * live;
         for (uint256 i; i < ts.length; ++i) {
             if (seats[id][ts[i]].out) continue;
-            _credit(ts[i], j.terms.stake + share + (ts[i] == firstT ? rest : 0));
+            uint256 amount = j.terms.stake + share + (ts[i] == firstT ? rest : 0);
+            if (deliveryWindow == 0) {
+                _credit(ts[i], amount);
+            } else {
+                holds[id][ts[i]].amount = uint128(amount);
+                emit Held(id, ts[i], amount, block.timestamp + deliveryWindow);
+            }
         }
         emit Settled(id, first, live);
+    }
+
+    function _held(uint256 id, address trainer) internal view returns (Job storage j, Hold storage h) {
+        j = _open(id);
+        h = holds[id][trainer];
+        if (h.amount == 0) revert NothingHeld(id, trainer);
+    }
+
+    /// @notice The client asks an accepted trainer to put chunk `chunk` of state tensor `tensor`
+    /// (state order, docs/PROTOCOL.md §5) of the accepted result on chain within `answerWindow`
+    /// (one open challenge per trainer, at most MAX_CHALLENGES, only inside the delivery window).
+    function challenge(uint256 id, address trainer, uint16 tensor, uint32 chunk) external {
+        (Job storage j, Hold storage h) = _held(id, trainer);
+        if (msg.sender != j.client) revert NotClient(msg.sender);
+        if (block.timestamp >= j.settledAt + deliveryWindow) revert ChallengeClosed(id, j.settledAt + deliveryWindow);
+        if (h.due != 0) revert ChallengeOpen(id, trainer, h.due);
+        if (h.asked >= MAX_CHALLENGES) revert TooManyChallenges(id, trainer);
+        if (tensor >= j.terms.stateCount) revert NoSuchTensor(tensor, j.terms.stateCount);
+        (h.due, h.tensor, h.chunk) = (uint64(block.timestamp + answerWindow), tensor, chunk);
+        ++h.asked;
+        emit DeliveryChallenged(id, trainer, tensor, chunk, h.due);
+    }
+
+    /// @notice Answer a challenge with the chunk and its proofs; anyone holding the accepted
+    /// result may. A chunk index past the tensor's end is answered by any chunk of it (its
+    /// proven shape shows that the asked one does not exist).
+    function answer(uint256 id, address trainer, Delivered calldata d) external {
+        (Job storage j, Hold storage h) = _held(id, trainer);
+        if (h.due == 0) revert NoChallenge(id, trainer);
+        if (block.timestamp >= h.due) revert AnswerLate(id, h.due);
+        if (sha256(abi.encodePacked(bytes1(0x06), d.stateRoot, d.traceRoot)) != j.accepted) {
+            revert NotTheResult("H(0x06 || S || R) is not the accepted claim");
+        }
+        bytes32 lf = Merkle.leaf(abi.encodePacked(d.commitment));
+        if (!Merkle.verify(d.stateRoot, j.terms.stateCount, h.tensor, lf, d.stateProof)) {
+            revert NotTheResult("the commitment is not the tensor's leaf of S");
+        }
+        Tensors.ElementProof memory p = d.chunk;
+        if (p.chunk != j.terms.chunk) revert NotTheResult("chunk size");
+        uint256 nchunks = (Tensors.numel(p.shape) + p.chunk - 1) / p.chunk;
+        if (p.index / p.chunk != h.chunk && h.chunk < nchunks) revert NotTheResult("not the chunk asked");
+        if (!Tensors.verify(d.commitment, p)) revert NotTheResult("the chunk does not open the commitment");
+        h.due = 0;
+        emit DeliveryAnswered(id, trainer, h.tensor, h.chunk, p.chunkBytes);
+    }
+
+    /// @notice End a hold (anyone): a challenge left unanswered past its deadline gives the
+    /// held amount to the client; otherwise, once the delivery window is over, or at once when
+    /// the client calls it (it has its model), the trainer is paid.
+    function close(uint256 id, address trainer) external {
+        (Job storage j, Hold storage h) = _held(id, trainer);
+        uint256 amount = h.amount;
+        if (h.due != 0) {
+            if (block.timestamp < h.due) revert ChallengeOpen(id, trainer, h.due);
+            h.amount = 0;
+            _credit(j.client, amount);
+            emit Forfeited(id, trainer, amount, "did not deliver");
+            return;
+        }
+        if (msg.sender != j.client && block.timestamp < j.settledAt + deliveryWindow) {
+            revert TooEarly(id, j.settledAt + deliveryWindow);
+        }
+        h.amount = 0;
+        _credit(trainer, amount);
+        emit Released(id, trainer, amount);
     }
 
     /// @dev The game ends the requested match: the caller, the status and the pair checked once.

@@ -4,7 +4,8 @@ py-evm one, about 1.2x slower), driven by a scheduler that ticks them in a
 random order and moves the chain's clock only when nobody has anything to do, so every
 deadline and every chess clock runs out exactly when the agents let it. Invariants, in
 every run: the job settles; each honest agent that joined is paid at least its stake plus
-its share of the payment; once everybody withdrew, no ETH is left in any contract."""
+its share of the payment; once everybody withdrew, no ETH is left in any contract. With a
+delivery window, the client may challenge every accepted trainer: the honest one answers."""
 import os
 import random
 import shutil
@@ -17,7 +18,7 @@ from offchain.agent.policy import Policy, TermsRefused
 from offchain.agent.trainer_agent import TrainerAgent
 from offchain.chain import connect
 from offchain.chain.errors import ChainError, TransactionReverted
-from offchain.chain.verde import CLOCK, COMMIT_BY, REVEAL_BY, Floors, Verde
+from offchain.chain.verde import CLOCK, COMMIT_BY, REVEAL_BY, SETTLED_AT, STATE_COUNT, Delivery, Floors, Verde
 from offchain.dispute.context import Context
 from offchain.protocol.jobfile import load
 from offchain.trainer import Trainer
@@ -51,9 +52,12 @@ def _trained(world, behaviour) -> Path:
 class Run:
     """One job: a client, k agents (behaviours), joins in the given order."""
 
-    def __init__(self, world, tmp: Path, behaviours, rng: random.Random, terms: dict | None = None):
+    def __init__(self, world, tmp: Path, behaviours, rng: random.Random, terms: dict | None = None,
+                 delivery: Delivery = Delivery(), challenge: bool = False):
+        """challenge: once the job settles, the client challenges every accepted trainer once."""
         self.job, self.ctx, self.chain, _ = world
-        self.v, self.rng = Verde.deploy(self.chain), rng
+        self.v, self.rng = Verde.deploy(self.chain, delivery=delivery), rng
+        self.challenge, self.challenged = challenge, False
         self.client, accts = self.chain.accounts[1], self.chain.accounts[2:2 + len(behaviours)]
         self.jid = self.v.post(self.job, self.ctx, PAY, STAKE, max_trainers=len(behaviours), client=self.client,
                                **(terms or {}))
@@ -65,22 +69,36 @@ class Run:
                                             ctx=self.ctx))
         self.paid = {a.me.address: 0 for a in self.agents}
 
-    def play(self, max_rounds: int = 400):
+    def play(self, max_rounds: int = 400, until=None):
         """Join in list order, then tick everyone in a random order; when a round sends no
-        transaction, move the clock to the next deadline (or past a chess clock)."""
+        transaction, move the clock to the next deadline (or past a chess clock). until(job):
+        stop early once it holds."""
         done = set()
         for a in self.agents:
             a.tick()
         for _ in range(max_rounds):
+            if until is not None and until(self.v.status(self.jid)):
+                return
             before = self.chain.w3.eth.block_number
             for a in self.rng.sample(self.agents, len(self.agents)):
                 if a.name not in done and a.tick():
                     done.add(a.name)
             if len(done) == len(self.agents):
                 return
+            j = self.v.status(self.jid)
+            if self.challenge and not self.challenged and j[2] == SETTLED:
+                self.challenged = True
+                for a in self.agents:
+                    if self.v.hold(self.jid, a.me.address).amount:
+                        self.v.challenge(self.jid, a.me.address, self.rng.randrange(j[4][STATE_COUNT]), 0, self.client)
+                continue
             if self.chain.w3.eth.block_number == before:  # nobody moved: time passes
-                terms, now = self.v.status(self.jid)[4], self.chain.now()
-                nxt = [t for t in (terms[COMMIT_BY], terms[REVEAL_BY]) if t > now]
+                terms, now = j[4], self.chain.now()
+                times = [terms[COMMIT_BY], terms[REVEAL_BY]]
+                if j[2] == SETTLED:  # the delivery window's end, open challenges' deadlines
+                    times += [j[SETTLED_AT] + self.v.delivery().window_s] + [
+                        self.v.hold(self.jid, a.me.address).due for a in self.agents]
+                nxt = sorted(t for t in times if t > now)
                 self.chain.advance((nxt[0] - now + 1) if nxt else terms[CLOCK] + 1)
         raise AssertionError(f"job {self.jid} not finished after {max_rounds} rounds: status "
                              f"{self.v.status(self.jid)[2]}")
@@ -133,7 +151,7 @@ def test_colluders_cannot_stall_a_job_in_any_join_order(world, tmp_path, k, clai
 
 SUITE = [A.Lazy(start=3), A.PoisonedData(step=3), A.CorruptValue(step=3, node=10), A.Colluder(step=3, node=20),
          A.NeverCommits(step=3, node=10), A.NeverReveals(step=4, node=10), A.Sacrifice(), A.Garbler(step=2, node=10),
-         A.Silent(answers=1), A.ReChunked(step=2, node=10)]
+         A.Silent(answers=1), A.ReChunked(step=2, node=10), A.Withholder()]
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -147,9 +165,25 @@ def test_random_schedules_of_adversaries_never_cost_the_honest_agent(world, tmp_
     join = rng.randint(600, 1200)
     terms = {"join_s": join, "commit_s": join + rng.randint(300, 1800), "clock_s": rng.randint(1800, 7200)}
     terms["reveal_s"] = terms["commit_s"] + rng.randint(300, 1800)
-    run = Run(world, tmp_path, behaviours, rng, terms)
+    delivery = Delivery(rng.choice([0, rng.randint(300, 3600)]), rng.randint(60, 600))
+    run = Run(world, tmp_path, behaviours, rng, terms, delivery, challenge=rng.random() < 0.5)
     run.play()
     run.check()
+
+
+def test_a_trainer_that_withholds_the_result_pays_the_client_and_the_honest_one_is_paid(world, tmp_path):
+    """Both accepted, both challenged: the honest agent answers on chain (its chunk is the
+    accepted result's) and is paid its stake and share; the withholder's held stake and share
+    go to the client."""
+    run = Run(world, tmp_path, [H(), A.Withholder()], random.Random(3), delivery=Delivery(1800, 300), challenge=True)
+    run.play()
+    assert run.v.owed(run.client.address) == STAKE + PAY // 2  # the withholder's, before check() withdraws it
+    got = run.check()
+    honest, withholder = (a.me.address for a in run.agents)
+    assert got == {honest: STAKE + PAY // 2}, got  # the agents' withdrawals: the withholder took nothing
+    answered = run.v.registry.events.DeliveryAnswered().get_logs(from_block=run.v.from_block)
+    assert [e["args"]["trainer"] for e in answered] == [honest]
+    assert not (tmp_path / "1-withholder" / "published").exists() and (tmp_path / "0-honest" / "published").exists()
 
 
 def test_a_garbler_s_malformed_moves_are_refused_or_rule_against_it(world, tmp_path):
@@ -295,3 +329,48 @@ def test_verde_status_shows_deadlines_seats_matches_and_what_is_owed(world, tmp_
     r = subprocess.run(args[:-4] + ["--from", str(tmp_path / "empty"), "--out", str(out)], capture_output=True,
                        text=True, env=env, timeout=300)
     assert r.returncode == 2 and "no result" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_verde_challenge_and_release_from_the_command_line(world, tmp_path):
+    """The client's side of the remedy as a user runs it: `verde status` shows the held pay
+    and the window; `verde challenge` asks each accepted trainer for a random chunk; the
+    honest agent answers; `verde release` pays it at once and, after the deadline, gives the
+    withholder's held pay to the client."""
+    import json
+    import subprocess
+    from offchain.cli.job_view import render, view
+    job, _, chain, d_ = world
+    run = Run(world, tmp_path, [H(), A.Withholder()], random.Random(5), delivery=Delivery(1800, 300))
+    run.play(until=lambda j: j[2] == SETTLED)
+    honest, withholder = (a.me.address for a in run.agents)
+    d = view(run.v, run.jid)
+    assert [t["held_eth"] for t in d["trainers"]] == [(STAKE + PAY // 2) / 1e18] * 2 and d["delivery_hold_until"]
+    assert "held for delivery" in "\n".join(render(d)) and "delivery window until" in "\n".join(render(d))
+    dep = tmp_path / "deployment.json"
+    dep.write_text(json.dumps(run.v.addresses()))
+    env = {"PATH": "/usr/bin:/bin", "COLUMNS": "200", "VERDE_PRIVATE_KEY": run.client.key.to_0x_hex(),
+           "VERDE_CHAIN": f"rpc:{chain._closer.url}", "VERDE_DEPLOYMENT": str(dep)}
+    job_file = str(next((d_ / "job").glob("*.yaml")))
+
+    def verde(*args):
+        r = subprocess.run([str(Path(sys.executable).parent / "verde"), *args], capture_output=True, text=True,
+                           env=env, timeout=300)
+        return r.returncode, r.stdout + r.stderr
+
+    for who in (honest, withholder):
+        rc, out = verde("challenge", str(run.jid), job_file, "--trainer", who)
+        assert rc == 0 and "asked" in out, out
+    rc, out = verde("challenge", str(run.jid), job_file, "--trainer", chain.accounts[7].address)
+    assert rc == 2 and "no pay held" in out, out
+    assert "challenged for chunk" in "\n".join(render(view(run.v, run.jid)))
+    rc, out = verde("release", str(run.jid))  # challenges open: nothing moves yet
+    assert rc == 1 and "ChallengeOpen" in out, out
+    for a in run.agents:
+        a.tick()  # the honest agent answers; the withholder does not
+    assert run.v.hold(run.jid, honest).due == 0 and run.v.hold(run.jid, withholder).due
+    rc, out = verde("release", str(run.jid), "--trainer", honest)
+    assert rc == 0 and "released to it" in out, out
+    chain.advance(301)
+    rc, out = verde("release", str(run.jid))
+    assert rc == 0 and "to the client: it did not answer" in out, out
+    assert run.v.owed(run.client.address) == run.v.owed(honest) == STAKE + PAY // 2 and not run.v.owed(withholder)

@@ -44,7 +44,7 @@ contract JobRegistryTest is Test {
     bytes32 internal constant SPEC = bytes32(uint256(0x5bec));
 
     function setUp() public {
-        reg = new JobRegistry(GAME, 600, 100, 100);
+        reg = new JobRegistry(GAME, 600, 100, 100, 0, 0);
         vm.warp(1000);
         vm.deal(CLIENT, 100 ether);
         vm.deal(A, 10 ether);
@@ -348,6 +348,15 @@ contract RegistryHandler {
         try reg.settle(job) {} catch {}
     }
 
+    function challenge(uint256 who, uint16 tensor) external {
+        try reg.challenge(job, actors[who % 3], tensor % 6, 0) {} catch {} // as the client (this handler posts)
+    }
+
+    function close(uint256 who, bool asClient) external {
+        if (!asClient) vm.prank(actors[(who + 1) % 3]);
+        try reg.close(job, actors[who % 3]) {} catch {}
+    }
+
     function decide(uint256 w, uint256 l) external {
         vm.prank(GAME);
         try reg.decide(job, actors[w % 3], actors[l % 3]) {} catch {}
@@ -377,7 +386,7 @@ contract RegistryInvariantTest is Test {
     RegistryHandler internal handler;
 
     function setUp() public {
-        reg = new JobRegistry(address(0x6A3E), 60, 10, 10);
+        reg = new JobRegistry(address(0x6A3E), 60, 10, 10, 20, 10); // pay held 20 s for delivery
         handler = new RegistryHandler(reg);
         handler.post(1 ether);
     }

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..chain.errors import ChainError, ChainUnavailable, TransactionReverted
 from ..chain.verde import (CLOCK, COMMIT_BY, COMMITMENT_NAMES, JOIN_BY, OP_PHASE_NAMES, PHASE_DONE, PHASE_NAMES,
-                           PHASE_OPERATOR, REVEAL_BY, STAKE, Verde, commitments)
+                           PHASE_OPERATOR, REVEAL_BY, SETTLED_AT, STAKE, Verde, commitments)
 from ..protocol.claims import seal
 from .policy import Policy, TermsRefused
 from .state import AgentState
@@ -155,18 +155,49 @@ class TrainerAgent:
         if status == DISPUTED:
             self._play(terms)
             return False
-        owed = self.v.owed(self.me.address)
-        if owed:
-            self._send(f"withdraw {owed / 1e18} ETH", reg.withdraw())
-        if status == SETTLED and out:
-            self._report_forfeit(terms)
-        if status == SETTLED and not out and bytes(j[3]) == bytes(claim) and "published" not in self._said:
+        if (status == SETTLED and not out and bytes(j[3]) == bytes(claim) and "published" not in self._said
+                and self._acts("publish")):
             from ..protocol.delivery import publish
             entry = publish(self.trainer, self.publish)
             self._said.add("published")
             log.info("%s: its result was accepted; published it for the client at %s (verde fetch %d)", self.name,
                      entry, self.jid)
+        if status == SETTLED and self._held(j, now):
+            return False
+        owed = self.v.owed(self.me.address)
+        if owed:
+            self._send(f"withdraw {owed / 1e18} ETH", reg.withdraw())
+        if status == SETTLED:
+            self._report_forfeit(terms)
         return status == SETTLED
+
+    def _held(self, j, now: int) -> bool:
+        """While its pay is held for delivery: answer the client's challenge (the asked chunk
+        of its accepted result, proven, on chain), and end the hold once the window is over.
+        -> True while held."""
+        h = self.v.hold(self.jid, self.me.address)
+        if not h.amount:
+            return False
+        if h.due and now < h.due and self._acts("deliver"):
+            from ..protocol.delivery import prove_chunk
+            from ..protocol.dataset import initial_state
+            T = self.trainer.steps
+            proof = prove_chunk(self.trainer.store.load(T), initial_state(self.job).names(), self.job.spec.chunk,
+                                self.trainer.open_claim(T)[1], h.tensor, h.chunk)
+            try:
+                self._send(f"answer the client's delivery challenge {h.asked} (state tensor {h.tensor}, chunk "
+                           f"{h.chunk}) on chain", self.v.registry.functions.answer(
+                               self.jid, self.me.address, self.v.answer_arg(proof)))
+            except TransactionReverted as e:
+                log.info("%s: answer: %s", self.name, e.error)  # answered by someone else, or too late
+            return True
+        if not h.due and now >= j[SETTLED_AT] + self.v.delivery().window_s:
+            self._try(f"end the delivery hold ({h.amount / 1e18} ETH)",
+                      self.v.registry.functions.close(self.jid, self.me.address))
+        elif h.due and now >= h.due:
+            self._try("close the unanswered delivery challenge", self.v.registry.functions.close(self.jid,
+                                                                                                  self.me.address))
+        return True
 
     def _once(self, key: str, message: str):
         """A warning that matters (a deadline missed, a stake at risk): loud, and once."""
@@ -262,7 +293,14 @@ class TrainerAgent:
         status, terms, now = j[2], j[4], self.v.chain.now()
         _, out, sealed, claim = self._seat()
         if status == SETTLED:
-            return f"job {self.jid} settled"
+            h = self.v.hold(self.jid, self.me.address)
+            if not h.amount:
+                return f"job {self.jid} settled"
+            if h.due:
+                return f"answering the client's delivery challenge (due in {h.due - now} s)"
+            return (f"job {self.jid} settled; its {h.amount / 1e18} ETH are held for delivery for "
+                    f"{max(0, j[SETTLED_AT] + self.v.delivery().window_s - now)} s more (the client may release "
+                    "them sooner)")
         if status == DISPUTED:
             (a, b), _ = self.v.requested_match(self.jid)
             mine = "its own" if self.me.address in (a, b) else "another pair's"

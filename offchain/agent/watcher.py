@@ -141,7 +141,7 @@ PATH = {
 
 
 REGISTRY_EVENTS = ("JobPosted", "Joined", "Committed", "Revealed", "DisputeRequired", "Decided", "Drawn", "Forfeited",
-                   "Settled")
+                   "Settled", "Held", "DeliveryChallenged", "DeliveryAnswered", "Released")
 
 
 def _short(x) -> str:
@@ -161,6 +161,13 @@ LINES = {
     "MatchDrawn": lambda a: f"match {a['id']} drawn at level {a['level']}: {_short(a['a'])} and {_short(a['b'])} "
                             "both ran out of time; both stakes go to the pot",
     "Forfeited": lambda a: f"{_short(a['trainer'])} forfeits its stake of {a['stake'] / 1e18} ETH ({a['why']})",
+    "Held": lambda a: f"{_short(a['trainer'])}'s {a['amount'] / 1e18} ETH held for delivery until chain time "
+                      f"{a['until']} (the client may challenge it, or release it sooner)",
+    "DeliveryChallenged": lambda a: f"the client asks {_short(a['trainer'])} for chunk {a['chunk']} of state tensor "
+                                    f"{a['tensor']} on chain by chain time {a['due']}",
+    "DeliveryAnswered": lambda a: f"chunk {a['chunk']} of state tensor {a['tensor']} delivered on chain for "
+                                  f"{_short(a['trainer'])} ({len(a['data'])} bytes, proven against the result)",
+    "Released": lambda a: f"{_short(a['trainer'])}'s {a['amount'] / 1e18} ETH released (delivery hold over)",
     "ChunkPosted": lambda a: f"match {a['id']}: party {a['party']} posted its chunk ({len(a['chunk'])} bytes)",
 }
 

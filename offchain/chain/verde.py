@@ -32,6 +32,27 @@ class Floors:
     reveal_window_s: int = 300
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """The client's remedy against an accepted trainer that does not deliver, fixed in
+    JobRegistry at deployment: for window_s after settlement the accepted trainers' stakes
+    and shares are held, and the client may challenge one of them to put a chunk of the
+    result on chain within answer_s (or the held amount is the client's); the client
+    releases early once it has its model. window_s 0: paid at settlement, no remedy."""
+    window_s: int = 0
+    answer_s: int = 300
+
+
+@dataclass(frozen=True)
+class Hold:
+    """An accepted trainer's held stake and share (JobRegistry.holds)."""
+    amount: int
+    due: int  # the open challenge's deadline, 0 when none is open
+    tensor: int
+    chunk: int
+    asked: int
+
+
 @dataclass
 class Verde:
     chain: Chain
@@ -60,12 +81,12 @@ class Verde:
                 "operators": self.operators.address, "from_block": self.from_block}
 
     @classmethod
-    def deploy(cls, chain: Chain, floors: Floors = Floors()) -> "Verde":
+    def deploy(cls, chain: Chain, floors: Floors = Floors(), delivery: Delivery = Delivery()) -> "Verde":
         first = chain.w3.eth.block_number + 1
         game = chain.deploy("DisputeGame")
         operators = chain.deploy("OperatorGame", game.address, chain.deploy("Executor").address)
         registry = chain.deploy("JobRegistry", game.address, floors.clock_s, floors.commit_window_s,
-                                floors.reveal_window_s)
+                                floors.reveal_window_s, delivery.window_s, delivery.answer_s)
         chain.transact(game.functions.setUp(registry.address, operators.address))
         return cls(chain, registry, game, operators, first)
 
@@ -73,6 +94,32 @@ class Verde:
     def floors(self) -> Floors:
         r = self.registry.functions
         return Floors(*(self.chain.call(f()) for f in (r.minClock, r.minCommitWindow, r.minRevealWindow)))
+
+    def delivery(self) -> Delivery:
+        r = self.registry.functions
+        return Delivery(self.chain.call(r.deliveryWindow()), self.chain.call(r.answerWindow()))
+
+    def hold(self, job_id: int, trainer: str) -> Hold:
+        return Hold(*self.chain.call(self.registry.functions.holds(job_id, trainer)))
+
+    def challenge(self, job_id: int, trainer: str, tensor: int, chunk: int, client):
+        """The client asks `trainer` for chunk `chunk` of state tensor `tensor` on chain."""
+        return self.chain.transact(self.registry.functions.challenge(job_id, trainer, tensor, chunk), sender=client)
+
+    def answer(self, job_id: int, trainer: str, proof, account):
+        """Answer the open challenge with a delivery.ChunkProof (anyone holding the result may)."""
+        return self.chain.transact(self.registry.functions.answer(job_id, trainer, self.answer_arg(proof)),
+                                   sender=account)
+
+    @staticmethod
+    def answer_arg(p) -> tuple:
+        """A delivery.ChunkProof as the registry's Delivered."""
+        return (p.state_root, p.trace_root, p.commitment, [bytes(x) for x in p.state_proof], _proof_tuple(p.chunk))
+
+    def close(self, job_id: int, trainer: str, account):
+        """End `trainer`'s hold: paid (client at any time, anyone after the window) or, after
+        an unanswered challenge, refunded to the client."""
+        return self.chain.transact(self.registry.functions.close(job_id, trainer), sender=account)
 
     def post(self, job, ctx, payment: int, stake: int, max_trainers: int = 3, join_s: int = 600,
              commit_s: int = 1200, reveal_s: int = 1800, clock_s: int = 3600, client=None,
@@ -350,6 +397,8 @@ class Verde:
 
 COMMITMENT_NAMES = ("specHash", "graphRoot", "initialClaim", "dataRoot", "stateMapRoot", "kernelRoot", "nodes",
                     "stateTensors", "steps", "fanout", "chunk")
+STATE_COUNT = COMMITMENT_NAMES.index("stateTensors")
+SETTLED_AT = 9  # JobRegistry.Job: client, payment, status, accepted, terms, trainers, pot, restricted, requested, settledAt
 # the client's other terms, after the commitments (JobRegistry.Terms field indices)
 MAX_TRAINERS, STAKE, JOIN_BY, COMMIT_BY, REVEAL_BY, CLOCK = range(len(COMMITMENT_NAMES), len(COMMITMENT_NAMES) + 6)
 

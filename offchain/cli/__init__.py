@@ -1,5 +1,5 @@
 """The `verde` command line: one module per group of commands (chain.py: compile, node,
-deploy; client.py: post, status, watch, withdraw; trainer.py: agent; demo.py: demo, with
+deploy; client.py: post, status, watch, fetch, challenge, release, withdraw; trainer.py: agent; demo.py: demo, with
 main_job.py its on-chain part), the shared pieces in common.py."""
 from __future__ import annotations
 
@@ -20,9 +20,12 @@ ROLES = """by role:
   client    post JOB --payment --stake   post a job (--only ADDR: named trainers only)
             status ID [--json], watch ID the job: deadlines, seats, matches, what is owed
             fetch ID JOB --from STORE    the accepted model, checked against the chain
+            challenge ID JOB --trainer A an accepted trainer must put a chunk on chain, or pay you
+            release ID                   got the model: pay the accepted trainers now
             withdraw                     take what the registry owes your key
   trainer   train JOB                    train locally, no chain: the claim you would commit
-            agent JOB [ID] --workdir D   join, train, commit, reveal, dispute, withdraw
+            agent JOB [ID] --workdir D   join, train, commit, reveal, dispute, publish, answer
+                                         delivery challenges, withdraw
 
 examples:
   verde node &                                   # prints funded test keys

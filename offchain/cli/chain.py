@@ -5,7 +5,7 @@ import time
 from pathlib import Path
 
 from ..chain.anvil import MNEMONIC
-from .common import chain_args, connect_arg, console
+from .common import bounded, chain_args, connect_arg, console
 
 
 def cmd_compile(args) -> int:
@@ -50,12 +50,16 @@ def cmd_node(args) -> int:
     return 0
 
 
+DELIVERY_WINDOW_S, ANSWER_WINDOW_S = 1800, 300  # a local chain's; the agent answers within seconds
+
+
 def cmd_deploy(args) -> int:
     import json
 
-    from ..chain.verde import Floors, Verde
+    from ..chain.verde import Delivery, Floors, Verde
     with connect_arg(args) as chain:
-        v = Verde.deploy(chain, Floors(args.min_clock_s, args.min_commit_window_s, args.min_reveal_window_s))
+        v = Verde.deploy(chain, Floors(args.min_clock_s, args.min_commit_window_s, args.min_reveal_window_s),
+                         Delivery(args.delivery_window_s, args.answer_window_s))
         Path(args.deployment).write_text(json.dumps(v.addresses(), indent=1))
         console.print(f"deployed JobRegistry {v.registry.address}, DisputeGame {v.game.address}, "
                       f"OperatorGame {v.operators.address}; wrote {args.deployment}")
@@ -84,4 +88,10 @@ def add(sub):
                                 ("reveal-window", Floors.reveal_window_s, "from the commit deadline to the reveal one")):
         q.add_argument(f"--min-{name}-s", type=int, default=default,
                        help=f"the least {what} a job may give, in seconds (a real network wants hours)")
+    q.add_argument("--delivery-window-s", type=bounded(0, 2**64 - 1), default=DELIVERY_WINDOW_S,
+                   help="after settlement, how long an accepted trainer's pay is held so the client can challenge "
+                        f"its delivery (default {DELIVERY_WINDOW_S}; 0: paid at once, no remedy; a real network wants "
+                        "days)")
+    q.add_argument("--answer-window-s", type=bounded(1, 2**64 - 1), default=ANSWER_WINDOW_S,
+                   help=f"a challenged trainer's time to put the chunk on chain (default {ANSWER_WINDOW_S})")
     q.set_defaults(fn=cmd_deploy)

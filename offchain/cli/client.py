@@ -1,5 +1,7 @@
 """`verde` commands of a client (and anyone watching): post a job, its status and events,
-withdraw what the registry owes a key (trainers withdraw their pay the same way)."""
+fetch its model, challenge an accepted trainer that does not deliver and release the pay of
+one that did, withdraw what the registry owes a key (trainers withdraw their pay the same
+way)."""
 from __future__ import annotations
 
 import time
@@ -60,16 +62,88 @@ def cmd_fetch(args) -> int:
         if bytes(j[4][0]) != job.job_id:
             raise ChainError(f"job {args.job_id} is not the job of {args.job}", "pass its job file")
         claim = bytes(j[3])
+        holds = _held(v, args.job_id, None)
     try:
         state = verify(job, args.store, claim)
     except DeliveryError as e:
         raise ChainError(str(e), "ask the accepted trainer to publish (its agent writes to WORKDIR/published), or "
-                                 "point --from at its store") from None
+                                 "point --from at its store; a trainer that does not deliver can be challenged on chain "
+                                 f"while its pay is held (verde challenge {args.job_id} JOB --trainer ADDR)") from None
     out = state if args.with_optimizer else model_tensors(state)
     save_file(out, args.out)
     console.print(f"job {args.job_id}: the accepted result {claim.hex()[:16]}… checked ({len(state)} tensors, every "
                   f"chunk against its commitment); wrote {len(out)} tensors to {args.out}")
+    if any(h.amount for h in holds.values()):
+        console.print(f"  the accepted trainers' pay is held for delivery: `verde release {args.job_id}` pays them now")
     return 0
+
+
+def _held(v, jid: int, only: list | None) -> dict:
+    """{trainer: Hold} of the job's accepted trainers whose pay is held (or of `only`)."""
+    return {t: h for t in (only or v.status(jid)[5]) if (h := v.hold(jid, t)).amount}
+
+
+def cmd_challenge(args) -> int:
+    """Ask an accepted trainer for one chunk of the result on chain; a random one unless named."""
+    import secrets
+
+    from ..protocol.dataset import initial_state
+    from ..protocol.tensors import chunk_count
+    job = load_job(args.job, "pass the job file that was posted")
+    chain, v = verde_of(args)
+    with chain:
+        j = existing_job(v, args.job_id)
+        if bytes(j[4][0]) != job.job_id:
+            raise ChainError(f"job {args.job_id} is not the job of {args.job}", "pass its job file")
+        if args.trainer not in _held(v, args.job_id, [args.trainer]):
+            raise ChainError(f"{args.trainer} has no pay held in job {args.job_id} (not accepted, already paid, or "
+                             "the job is not settled)", "see `verde status " + str(args.job_id) + "`")
+        state = initial_state(job)
+        names, shapes = state.names(), [tuple(t.shape) for t in state.tensors()]
+        if args.tensor is None:
+            tensor = secrets.randbelow(len(names))
+        elif args.tensor in names:
+            tensor = names.index(args.tensor)
+        elif args.tensor.isdigit() and int(args.tensor) < len(names):
+            tensor = int(args.tensor)
+        else:
+            raise ChainError(f"no state tensor {args.tensor!r} in this job", f"name one of {', '.join(names[:8])}… "
+                             f"or give an index below {len(names)}")
+        n = chunk_count(shapes[tensor], job.spec.chunk)
+        chunk = secrets.randbelow(n) if args.chunk is None else args.chunk
+        v.challenge(args.job_id, args.trainer, tensor, chunk, chain.accounts[0])
+        due = v.hold(args.job_id, args.trainer).due
+        console.print(f"asked {args.trainer} for chunk {chunk} of {n} of {names[tensor]} (state tensor {tensor}) on "
+                      f"chain by chain time {due} (in {due - chain.now()} s)")
+        console.print(f"  answered: it appears in `verde watch {args.job_id}`; not answered by then: `verde release "
+                      f"{args.job_id}` gives you its held pay and stake")
+    return 0
+
+
+def cmd_release(args) -> int:
+    """End the delivery holds of a job: each trainer is paid (by the client at any time, by
+    anyone once the window is over) or, after an unanswered challenge, the client is."""
+    from ..chain.errors import TransactionReverted
+    chain, v = verde_of(args)
+    with chain:
+        existing_job(v, args.job_id)
+        holds = _held(v, args.job_id, args.trainer)
+        if not holds:
+            console.print(f"job {args.job_id}: no pay held" + (f" for {', '.join(args.trainer)}" if args.trainer
+                                                                 else ""))
+            return 0
+        failed = 0
+        for t, h in holds.items():
+            try:
+                receipt = v.close(args.job_id, t, chain.accounts[0])
+            except TransactionReverted as e:
+                failed += 1
+                console.print(f"  {t}: not yet ({e.error}: {e})", highlight=False)
+                continue
+            took = v.registry.events.Forfeited().process_receipt(receipt)
+            console.print(f"  {t}: {h.amount / 1e18} ETH " + ("to the client: it did not answer the challenge"
+                                                             if took else "released to it"), highlight=False)
+        return 1 if failed else 0
 
 
 def cmd_withdraw(args) -> int:
@@ -135,6 +209,21 @@ def add(sub):
     q.add_argument("--out", default="model.safetensors")
     q.add_argument("--with-optimizer", action="store_true", help="keep the optimizer state too")
     q.set_defaults(fn=cmd_fetch)
+    q = sub.add_parser("challenge", help="ask an accepted trainer to put a chunk of the result on chain "
+                                         "(a random one unless named), or lose its held pay to you")
+    chain_args(q)
+    q.add_argument("job_id", type=int)
+    q.add_argument("job", help="the job file that was posted")
+    q.add_argument("--trainer", type=address, required=True, help="the accepted trainer's address")
+    q.add_argument("--tensor", help="a state tensor's name or index (default: random)")
+    q.add_argument("--chunk", type=bounded(0, 2**32 - 1), help="its chunk index (default: random)")
+    q.set_defaults(fn=cmd_challenge)
+    q = sub.add_parser("release", help="end a job's delivery holds: pay the trainers (the client at any time, "
+                                       "anyone after the window), or refund an unanswered challenge to the client")
+    chain_args(q)
+    q.add_argument("job_id", type=int)
+    q.add_argument("--trainer", action="append", type=address, metavar="ADDRESS", help="only this trainer (repeat)")
+    q.set_defaults(fn=cmd_release)
     q = sub.add_parser("withdraw", help="withdraw what the registry owes your key")
     chain_args(q)
     q.set_defaults(fn=cmd_withdraw)

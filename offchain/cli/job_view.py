@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 from ..chain.verde import (CLOCK, COMMIT_BY, JOIN_BY, MAX_TRAINERS, OP_PHASE_NAMES, PHASE_NAMES, PHASE_OPERATOR,
-                           REVEAL_BY, STAKE)
+                           REVEAL_BY, SETTLED_AT, STAKE)
 
 from .common import STATUS
 
@@ -25,12 +25,16 @@ def _span(s: int) -> str:
             else f"{s}s")
 
 
+def _ago(left: int) -> str:
+    return f"in {_span(left)}" if left > 0 else f"passed {_span(left)} ago"
+
+
 def view(v, jid: int) -> dict:
     """Everything `verde status` says about one job, as plain data. The job's events are
     read once (the Watcher's one log scan): openings, decisions, draws, forfeits."""
     from ..agent.watcher import Watcher
     j = v.status(jid)
-    terms, now = j[4], v.chain.now()
+    terms, now, window = j[4], v.chain.now(), v.delivery().window_s
     w = Watcher(v, jid)
     w.poll()
     by_name: dict = {}
@@ -41,9 +45,13 @@ def view(v, jid: int) -> dict:
     seats = []
     for t in j[5]:
         _, out, sealed, claim = v.chain.call(v.registry.functions.seats(jid, t))
+        h = v.hold(jid, t)
         seats.append({"trainer": t, "committed": sealed != bytes(32), "revealed": claim != bytes(32),
                       "claim": "0x" + bytes(claim).hex() if claim != bytes(32) else None,
-                      "out": out, "why_out": forfeits.get(t), "owed_eth": v.owed(t) / 1e18})
+                      "out": out, "why_out": forfeits.get(t), "owed_eth": v.owed(t) / 1e18,
+                      "held_eth": h.amount / 1e18, "challenges": h.asked,
+                      "challenge": {"tensor": h.tensor, "chunk": h.chunk, "due": _when(h.due, now)} if h.due
+                      else None})
     status = STATUS[j[2]]
     phase = status
     if status == "open":
@@ -72,7 +80,9 @@ def view(v, jid: int) -> dict:
             "seats": f"{len(j[5])} of {terms[MAX_TRAINERS]}", "chain_time": _when(now, now)["at"],
             "deadlines": {k: _when(terms[i], now) for k, i in (("join", JOIN_BY), ("commit", COMMIT_BY),
                                                                ("reveal", REVEAL_BY))},
-            "clock_s": terms[CLOCK], "trainers": seats, "requested_match": requested, "matches": matches,
+            "clock_s": terms[CLOCK], "trainers": seats,
+            "delivery_hold_until": _when(j[SETTLED_AT] + window, now) if status == "settled" and window else None,
+            "requested_match": requested, "matches": matches,
             "accepted": "0x" + bytes(j[3]).hex() if status == "settled" and j[3] != bytes(32) else None,
             "client_owed_eth": v.owed(j[0]) / 1e18}
 
@@ -85,8 +95,7 @@ def render(d: dict) -> list[str]:
     if d["phase"] != d["status"]:
         out.append(f"  now: {d['phase']}")
     for name, w in d["deadlines"].items():
-        rel = f"in {_span(w['in_s'])}" if w["in_s"] > 0 else f"passed {_span(w['in_s'])} ago"
-        out.append(f"  {name + ' by':<10} {w['at']}  ({rel})")
+        out.append(f"  {name + ' by':<10} {w['at']}  ({_ago(w['in_s'])})")
     out.append(f"  chain time {d['chain_time']}; dispute clock {d['clock_s']} s per party")
     out.append(f"  trainers ({d['seats']} seats): {'-' if not d['trainers'] else ''}")
     for t in d["trainers"]:
@@ -94,6 +103,11 @@ def render(d: dict) -> list[str]:
                  else "joined")
         fate = f"out: {t['why_out']}" if t["out"] else "live"
         owed = f", owed {t['owed_eth']} ETH" if t["owed_eth"] else ""
+        if t["held_eth"]:
+            c = t["challenge"]
+            owed += f", {t['held_eth']} ETH held for delivery" + (
+                f"; challenged for chunk {c['chunk']} of state tensor {c['tensor']}, due {c['due']['at']} "
+                f"({_ago(c['due']['in_s'])})" if c else "")
         out.append(f"    {t['trainer']}  {state}; {fate}{owed}")
     if d["requested_match"]:
         out.append(f"  the registry asks for a match: {' vs '.join(d['requested_match'])}")
@@ -109,6 +123,10 @@ def render(d: dict) -> list[str]:
             out.append(head + m["result"])
     if d["accepted"]:
         out.append(f"  accepted result C_T = {d['accepted']}")
+    if d["delivery_hold_until"] and any(t["held_eth"] for t in d["trainers"]):
+        w = d["delivery_hold_until"]
+        out.append(f"  delivery window until {w['at']} ({_ago(w['in_s'])}): the client may challenge an accepted "
+                   "trainer for a chunk (verde challenge) or release its pay (verde release)")
     if d["client_owed_eth"]:
         out.append(f"  client owed {d['client_owed_eth']} ETH (verde withdraw)")
     return out

@@ -2,10 +2,12 @@
 embedded chain served by a child process, or Anvil), the contracts deployed, a real job
 posted (the Llama-style model on the repository's own text), two honest trainer agents
 and a cheating one started as `verde agent` processes with their own keys, state and
-logs. They train, commit, reveal, settle, dispute and withdraw by themselves; this
-process is the client and a watcher. Its one intervention: on a local chain it moves the
-clock past the commit and reveal deadlines once every trainer has acted, instead of
-waiting for them in real time."""
+logs. They train, commit, reveal, settle, dispute, publish and withdraw by themselves;
+this process is the client and a watcher: once the job settles it takes its model from the
+honest agent's result store (checked against the accepted claim), spot-checks the other
+accepted trainer on chain (a delivery challenge its agent answers), and releases their
+held pay. Its one intervention: on a local chain it moves the clock past the commit and
+reveal deadlines once every trainer has acted, instead of waiting for them in real time."""
 from __future__ import annotations
 
 import json
@@ -26,6 +28,7 @@ from ..chain.anvil import _die_with_parent
 
 PAY, STAKE = 3 * 10**18, 10**18
 JOIN_S, TRAIN_S, REVEAL_S = 3600, 7200, 3600  # windows; the client fast-forwards through them
+DELIVERY = (3600, 600)  # the accepted pay is held this long for delivery; the client releases it once it has the model
 
 
 @dataclass
@@ -71,7 +74,7 @@ def run(chain_spec: str, job_file: Path, job, ctx, workdir: Path, cheat: str, re
     primitive_gas: what one soft-float primitive costs on chain (measured by the caller),
     to price re-running the job against the dispute."""
     from ..chain import ChainError, connect
-    from ..chain.verde import Verde
+    from ..chain.verde import Delivery, Verde
 
     spec = {"embedded": "embedded-node"}.get(chain_spec, chain_spec)
     if not (spec.startswith("embedded-node") or spec.startswith("anvil")):
@@ -81,7 +84,7 @@ def run(chain_spec: str, job_file: Path, job, ctx, workdir: Path, cheat: str, re
     with connect(spec) as chain:
         url = chain._closer.url
         console.print(f"    chain: {chain.backend} at {url} (its own process), chain id {chain.chain_id}")
-        v = Verde.deploy(chain)
+        v = Verde.deploy(chain, delivery=Delivery(*DELIVERY))
         deployment = workdir / "deployment.json"
         deployment.write_text(json.dumps(v.addresses(), indent=1))
         agents = [AgentProc("honest", "honest", chain.accounts[2], workdir / "honest"),
@@ -99,7 +102,8 @@ def run(chain_spec: str, job_file: Path, job, ctx, workdir: Path, cheat: str, re
                           f"{len(ctx.kernel_graph.structures)} nodes and "
                           f"{sum(map(len, ctx.kernel_graph.structures)):,} kernels per step committed")
             watcher = Watcher(v, jid)
-            t_train = _follow(chain, v, jid, agents, watcher, names, console, t0 + timeout_s)
+            client = Client(v, jid, job, chain.accounts[1], agents, workdir, console)
+            t_train = _follow(chain, v, jid, agents, watcher, names, console, t0 + timeout_s, client)
         finally:
             for a in agents:
                 a.stop()
@@ -107,10 +111,65 @@ def run(chain_spec: str, job_file: Path, job, ctx, workdir: Path, cheat: str, re
         return _report(v, jid, job, agents, watcher, names, console, report, t0, t_train, t_end, primitive_gas)
 
 
-def _follow(chain, v, jid, agents, watcher, names, console, deadline) -> float:
+@dataclass
+class Client:
+    """The client's part after settlement: take the model, spot-check the other accepted
+    trainer on chain, release the held pay. One step per call, so the watcher keeps
+    printing between them."""
+    v: object
+    jid: int
+    job: object
+    account: object
+    agents: list
+    workdir: Path
+    console: Console
+    stage: str = "fetch"
+    model: Path | None = None
+
+    def step(self, deadline: float):
+        from ..protocol.delivery import DeliveryError, model_tensors, verify
+        v, jid = self.v, self.jid
+        accepted = bytes(v.status(jid)[3])
+        if self.stage == "fetch":
+            store = self.agents[0].workdir / "published"  # the honest agent's store
+            try:
+                state = verify(self.job, store, accepted)
+            except DeliveryError:
+                if time.time() > deadline:
+                    raise
+                return  # not published yet
+            from safetensors.torch import save_file
+            self.model = self.workdir / "model.safetensors"
+            save_file(model_tensors(state), str(self.model))
+            self.console.print(f"    client: took its model from {store}: {len(state)} tensors, every chunk checked "
+                               f"against the accepted claim; wrote {self.model}")
+            self.stage = "challenge"
+        elif self.stage == "challenge":
+            other = self.agents[1].account.address
+            if not v.hold(jid, other).amount:
+                self.stage = "release"
+                return
+            from ..chain.verde import STATE_COUNT
+            tensor = int.from_bytes(os.urandom(2), "big") % v.status(jid)[4][STATE_COUNT]
+            v.challenge(jid, other, tensor, 0, self.account)
+            self.console.print(f"    client: spot-checks {self.agents[1].name}'s delivery: chunk 0 of state tensor "
+                               f"{tensor}, on chain")
+            self.stage = "answered"
+        elif self.stage == "answered":
+            if not v.hold(jid, self.agents[1].account.address).due:
+                self.stage = "release"
+        elif self.stage == "release":
+            for a in self.agents:
+                if v.hold(jid, a.account.address).amount:
+                    v.close(jid, a.account.address, self.account)
+            self.console.print("    client: has its model; released the accepted trainers' held pay")
+            self.stage = "done"
+
+
+def _follow(chain, v, jid, agents, watcher, names, console, deadline, client=None) -> float:
     """Print the job's events as they come; move the clock past each deadline once every
-    agent has acted; return when the job is settled and every agent has exited.
-    -> when training ended (all committed)."""
+    agent has acted; once it settles, let the client take its model; return when every
+    agent has exited. -> when training ended (all committed)."""
     from ..chain.verde import COMMIT_BY, REVEAL_BY
     terms = v.status(jid)[4]
     t_train = None
@@ -127,6 +186,8 @@ def _follow(chain, v, jid, agents, watcher, names, console, deadline) -> float:
         if len(revealed) == len(agents) and chain.now() < terms[REVEAL_BY]:
             console.print("    [dim]client: every result revealed; moving the clock past the reveal deadline[/]")
             chain.advance(terms[REVEAL_BY] - chain.now() + 1)
+        if client is not None and client.stage != "done" and any(n == "Settled" for _, n, _ in watcher.events):
+            client.step(deadline)
         failed = [a for a in agents if a.proc.poll() not in (None, 0)]
         if failed:
             a = failed[0]
@@ -168,6 +229,9 @@ def _report(v, jid, job, agents, watcher, names, console, png, t0, t_train, t_en
     if settled:
         console.print(f"    accepted result: C_T = 0x{bytes(settled[0]['accepted']).hex()[:16]}…, "
                       f"paid {settled[0]['paidTrainers']} trainer(s)")
+    for a in (a for _, n, a in events if n == "DeliveryAnswered"):
+        console.print(f"    delivery: {names.get(a['trainer'])} answered the client's challenge on chain (chunk "
+                      f"{a['chunk']} of state tensor {a['tensor']}, proven against the accepted claim)")
     console.print("    withdrawn (payment share + stakes): " +
                   ", ".join(f"{a.name} {paid.get(a.name, 0) / 1e18:.2f} ETH" for a in agents))
     console.print(f"    largest transaction {max((m.gas for m in moves), default=0):,} gas")

@@ -7,17 +7,20 @@ accepted, tensor by tensor, chunk by chunk, before it writes one byte of model:
     <store>/<C_T hex>/manifest.json       names in state order, each one's commitment, R_T
 
 C_T = H(0x06 || S_T || R_T) and S_T is the Merkle root over the state commitments, so a
-store entry that passes `verify` is the accepted result, whoever served it."""
+store entry that passes `verify` is the accepted result, whoever served it. The same
+chain of hashes proves one chunk on chain (`prove_chunk`): the client's remedy against an
+accepted trainer that does not deliver (JobRegistry.challenge / answer)."""
 from __future__ import annotations
 
 import json
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from .claims import step_claim
 from .dataset import initial_state, state_tree
-from .tensors import commit
+from .tensors import Committed, ElementProof, canonical, chunk_count, commit
 
 STATE, MANIFEST = "state.safetensors", "manifest.json"
 
@@ -85,3 +88,26 @@ def model_tensors(state: dict) -> dict:
     """The model's parameters and buffers (what a client loads into the model), without the
     optimizer's state (TrainingState.names: parameters, buffer.*, opt.*)."""
     return {n.removeprefix("buffer."): t for n, t in state.items() if not n.startswith("opt.")}
+
+
+@dataclass(frozen=True)
+class ChunkProof:
+    """One chunk of the accepted state with every hash that ties it to C_T (JobRegistry.Delivered)."""
+    state_root: bytes
+    trace_root: bytes
+    commitment: bytes
+    state_proof: tuple
+    chunk: ElementProof
+
+
+def prove_chunk(state: dict, names: list, chunk: int, trace_root: bytes, tensor: int, index: int) -> ChunkProof:
+    """Chunk `index` of state tensor `tensor` (state order), proven against C_T =
+    H(0x06 || S_T || trace_root). A chunk index past the tensor's end gets its last chunk,
+    which proves (by the shape it opens) that the one asked for does not exist."""
+    if not 0 <= tensor < len(names):
+        raise DeliveryError(f"no state tensor {tensor}: the state has {len(names)}")
+    committed = [Committed(canonical(state[n]), chunk) for n in names]
+    tree = state_tree([c.root for c in committed])
+    c = committed[tensor]
+    index = min(index, chunk_count(c.array.shape, chunk) - 1)
+    return ChunkProof(tree.root, trace_root, c.root, tuple(tree.proof(tensor)), c.element_proof(index * chunk))

@@ -455,6 +455,17 @@ class Sacrifice(Honest):
 
 
 @dataclasses.dataclass
+class Withholder(Honest):
+    """Trains honestly and is accepted, then never delivers: it publishes nothing and leaves
+    the client's delivery challenges unanswered (the client's remedy takes its held pay)."""
+    name = "withholder"
+    level = 0
+
+    def acts(self, move):
+        return move not in ("publish", "deliver")
+
+
+@dataclasses.dataclass
 class Colluder(CorruptValue):
     """A wrong claim, and silence on chain after the reveal: asked to play a fellow
     colluder, it never opens, moves or claims a timeout (the stall of issue #18)."""
@@ -479,7 +490,7 @@ class Garbler(CorruptValue):
 BEHAVIOURS = {cls.name: cls for cls in (Honest, Lazy, StopsEarly, PoisonedData, WrongHyperParameter, CorruptValue, KernelCheat,
                                         NativeKernel, TamperedInput, ExtraOp, InconsistentOpening, BadMerkleProof,
                                         ForgedCheckpoint, LyingDecomposition, Silent, Copier, InPlaceResultLiar,
-                                        ReChunked, NeverCommits, NeverReveals, Sacrifice, Colluder, Garbler)}
+                                        ReChunked, NeverCommits, NeverReveals, Sacrifice, Withholder, Colluder, Garbler)}
 
 
 def from_spec(spec: str) -> Honest:
