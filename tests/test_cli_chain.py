@@ -27,7 +27,7 @@ def node():
 
 
 def verde(*args, key=KEY):
-    env = {"PATH": "/usr/bin:/bin", "COLUMNS": "200", "VERDE_PRIVATE_KEY": key}
+    env = {"PATH": "/usr/bin:/bin", "COLUMNS": "200", **({"VERDE_PRIVATE_KEY": key} if key else {})}
     r = subprocess.run([str(VERDE), *args], capture_output=True, text=True, timeout=300, env=env)
     return r.returncode, r.stdout + r.stderr
 
@@ -47,6 +47,11 @@ def test_deploy_post_status_withdraw(node, tmp_path):
     assert rc == 2 and "no job 7" in out, out
     rc, out = verde("withdraw", "--chain", f"rpc:{node.url}", "--deployment", str(dep))
     assert rc == 0 and "nothing owed" in out, out
+    # reading needs no key; the first command that signs names the key to set
+    rc, out = verde("status", "1", "--chain", f"rpc:{node.url}", "--deployment", str(dep), key=None)
+    assert rc == 0 and "job 1: open" in out, out
+    rc, out = verde("withdraw", "--chain", f"rpc:{node.url}", "--deployment", str(dep), key=None)
+    assert rc == 2 and "no key is set" in out and "VERDE_PRIVATE_KEY" in out, out
 
 
 def test_bad_input_is_a_clear_error_and_changes_nothing(node, tmp_path):

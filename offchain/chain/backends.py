@@ -75,10 +75,21 @@ def load_key() -> "Account":
     raise KeyLoadError("no key for the rpc backend", "set VERDE_PRIVATE_KEY, or VERDE_KEYSTORE and VERDE_KEYSTORE_PASSWORD")
 
 
+class NoKey(list):
+    """The accounts of a chain read without a key (status, watch, fetch need none): empty,
+    and the first command that must sign says which key to set."""
+
+    def __getitem__(self, i):
+        raise KeyLoadError("this command sends transactions, and no key is set",
+                           "set VERDE_PRIVATE_KEY, or VERDE_KEYSTORE and VERDE_KEYSTORE_PASSWORD (`verde key new` "
+                           "makes one)")
+
+
 def rpc(url: str, artifacts=None) -> Chain:
     if not url.startswith(("http://", "https://")):
         raise ChainError(f"RPC URL {url!r} is not an http(s) URL", "pass e.g. rpc:http://127.0.0.1:8545")
-    account = load_key()
+    keyed = any(os.environ.get(v) for v in ("VERDE_PRIVATE_KEY", "VERDE_KEYSTORE"))
+    accounts = [load_key()] if keyed else NoKey()  # a key that is set but bad is an error now
     w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": RPC_TIMEOUT_S}))
     try:
         w3.eth.chain_id
@@ -90,7 +101,7 @@ def rpc(url: str, artifacts=None) -> Chain:
     except Exception:
         version = ""
     local = version.startswith((CLIENT_VERSION, "anvil"))  # a test node: fixed gas and fee, a movable clock
-    return Chain(w3, [account], f"rpc {url}", artifacts or compile_contracts(), local=local)
+    return Chain(w3, accounts, f"rpc {url}", artifacts or compile_contracts(), local=local)
 
 
 def connect(spec: str = "embedded", artifacts=None) -> Chain:
@@ -101,8 +112,8 @@ def connect(spec: str = "embedded", artifacts=None) -> Chain:
         return embedded(artifacts)
     name, _, port = spec.partition(":")
     if name in ("embedded-node", "anvil"):
-        if port and not port.isdigit():
-            raise ChainError(f"bad port in {spec!r}", f"use {name} or {name}:PORT")
+        if port and not (port.isdigit() and 0 < int(port) < 65536):
+            raise ChainError(f"bad port in {spec!r}", f"use {name} or {name}:PORT with a port from 1 to 65535")
         return (embedded_node if name == "embedded-node" else anvil)(artifacts, int(port) if port else None)
     if spec.startswith("rpc:"):
         return rpc(spec[4:], artifacts)

@@ -167,8 +167,10 @@ class Chain:
         return self._send(what, tx, sender)
 
     def call(self, fn, sender: LocalAccount | None = None):
-        sender = sender or self.accounts[0]
-        return self._guard(f"{fn.fn_name}() call", lambda: fn.call({"from": sender.address, "gas": self.gas or 30_000_000}))
+        """A read; from `sender`, else the first account, else (a chain read without a key) nobody."""
+        sender = sender or (self.accounts[0] if self.accounts else None)
+        tx = {"gas": self.gas or 30_000_000, **({"from": sender.address} if sender else {})}
+        return self._guard(f"{fn.fn_name}() call", lambda: fn.call(tx))
 
     def now(self) -> int:
         """The latest block's timestamp (what deadlines are compared with)."""

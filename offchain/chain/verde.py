@@ -18,7 +18,7 @@ class DeploymentError(ChainError):
     """A deployment file does not match the chain it is used with."""
 
 
-class NotSettleableOnChain(ValueError):
+class NotSettleableOnChain(ChainError):
     """The job's decomposition has an operand the on-chain referee cannot place."""
 
 
@@ -130,7 +130,7 @@ class Verde:
             j, op = ctx.kernel_graph.unsettled[0]
             raise NotSettleableOnChain(
                 f"node {j} ({op}) of the job's step moves data in a way the on-chain referee cannot check "
-                f"(a MAT operand, docs/PROTOCOL.md §7); give the op a RepOps decomposition of views, constants "
+                f"(a MAT operand, docs/PROTOCOL.md §7)", "give the op a RepOps decomposition of views, constants "
                 f"and gather/onehot kernels, or settle this job off chain")
         now = self.chain.now()
         terms = (*commitments(job, ctx), max_trainers, stake, now + join_s, now + commit_s, now + reveal_s, clock_s)

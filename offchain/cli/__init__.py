@@ -4,6 +4,7 @@ main_job.py its on-chain part), the shared pieces in common.py."""
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import threading
 
@@ -42,6 +43,8 @@ def main(argv=None, chain=None) -> int:
     """`chain`: a connected Chain to use instead of --chain (the ape scripts pass ape's)."""
     p = argparse.ArgumentParser(prog="verde", description="Verifiable delegated training (Verde + RepOps)",
                                 epilog=ROLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--debug", action="store_true", default=bool(os.environ.get("VERDE_DEBUG")),
+                   help="show the traceback of an unexpected error (or VERDE_DEBUG=1)")
     sub = p.add_subparsers(dest="cmd", required=True)
     for group in GROUPS:
         group.add(sub)
@@ -51,12 +54,33 @@ def main(argv=None, chain=None) -> int:
     _sigterm_interrupts()
     try:
         return args.fn(args)
-    except ChainError as e:
-        console.print(f"[red]error:[/] {e}")
-        return 2
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")
         return 130
+    except Exception as e:
+        if args.debug:
+            raise
+        console.print(f"[red]error:[/] {_said(e)}", highlight=False)
+        return 1 if _unexpected(e) else 2
+
+
+def _unexpected(e: Exception) -> bool:
+    """Not one of the errors a user causes and the message explains (exit 2): a bug, or the
+    environment failing under us (exit 1)."""
+    from ..protocol.delivery import DeliveryError
+    from ..protocol.job import JobError
+    from repops.errors import RepOpsError
+    return not isinstance(e, (ChainError, JobError, DeliveryError, RepOpsError, OSError))
+
+
+def _said(e: Exception) -> str:
+    if isinstance(e, OSError) and not isinstance(e, ConnectionError) and e.filename:
+        return (f"{e.strerror or e} : {e.filename}\n  Fix: check that path (it exists, is the right kind of file, and "
+                "you may read or write it)")
+    if _unexpected(e):
+        return (f"unexpected {type(e).__name__}: {e}\n  This is a bug in verde or a failure around it (disk, "
+                "memory); re-run with --debug for the traceback and report it with that output")
+    return str(e)
 
 
 def _sigterm_interrupts():

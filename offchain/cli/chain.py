@@ -1,10 +1,12 @@
 """`verde` commands that run or set up a chain: compile, node, deploy."""
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 from ..chain.anvil import MNEMONIC
+from ..chain import ChainError
 from .common import bounded, chain_args, connect_arg, console
 
 
@@ -57,10 +59,14 @@ def cmd_deploy(args) -> int:
     import json
 
     from ..chain.verde import Delivery, Floors, Verde
-    with connect_arg(args) as chain:
+    with connect_arg(args) as chain:  # (resolves args.deployment)
+        out = Path(args.deployment)
+        if not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
+            raise ChainError(f"cannot write the deployment file {out}: {out.parent} is not a writable directory",
+                             "pass --out in a directory you can write (before anything is deployed)")
         v = Verde.deploy(chain, Floors(args.min_clock_s, args.min_commit_window_s, args.min_reveal_window_s),
                          Delivery(args.delivery_window_s, args.answer_window_s))
-        Path(args.deployment).write_text(json.dumps(v.addresses(), indent=1))
+        out.write_text(json.dumps(v.addresses(), indent=1))
         console.print(f"deployed JobRegistry {v.registry.address}, DisputeGame {v.game.address}, "
                       f"OperatorGame {v.operators.address}; wrote {args.deployment}")
     return 0
@@ -71,7 +77,7 @@ def add(sub):
     c.add_argument("--force", action="store_true", help="recompile even if cached")
     c.set_defaults(fn=cmd_compile)
     n = sub.add_parser("node", help="run a local chain in the foreground (Anvil, or the embedded one)")
-    n.add_argument("--port", type=int, default=8545)
+    n.add_argument("--port", type=bounded(1, 65535), default=8545)
     n.add_argument("--embedded", action="store_true", help="serve the embedded py-evm chain instead of Anvil")
     n.add_argument("--state", help="Anvil: load the chain from FILE and save it there on exit (survives restarts)")
     n.add_argument("--block-time", type=float, default=2.0,

@@ -1,0 +1,94 @@
+"""Issue #22's audit: every `verde` subcommand answers a mistake a user can make with what
+is wrong and what to do, exit code 2 and no traceback; anything else is exit 1 with the
+advice to re-run with --debug, which shows the traceback. In process (`main(argv)`), no node
+needed: the cases fail before or at connecting."""
+import sys
+from pathlib import Path
+
+import pytest
+
+from offchain.cli import main
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "protocol"))
+from small_job import write_small_job  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def job_file(tmp_path_factory):
+    return str(write_small_job(tmp_path_factory.mktemp("cli-errors") / "job"))
+
+
+def _run(argv, capsys, monkeypatch, env=None):
+    for k in ("VERDE_PRIVATE_KEY", "VERDE_KEYSTORE", "VERDE_CHAIN", "VERDE_DEPLOYMENT", "VERDE_CONFIG", "VERDE_DEBUG"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in (env or {}).items():
+        monkeypatch.setenv(k, v)
+    try:
+        rc = main(argv)
+    except SystemExit as e:  # argparse's usage errors
+        rc = e.code
+    out = capsys.readouterr()
+    return rc, out.out + out.err
+
+
+CASES = [  # (argv, what the message must say); {job} is a valid job file, {tmp} a fresh directory
+    (["train", "/nonexistent/job.yaml"], "cannot read the job file"),
+    (["train", "README.md"], "Fix:"),
+    (["agent", "{job}", "--workdir", "{tmp}", "--behaviour", "nonsense"], "bad --behaviour"),
+    (["node", "--port", "-1"], "is not between 1 and 65535"),
+    (["status", "1", "--chain", "anvil:99999"], "bad port"),
+    (["status", "1", "--chain", "rpc:http://127.0.0.1:9"], "cannot reach an Ethereum node"),
+    (["status", "1", "--chain", "rpc:ftp://x"], "not an http(s) URL"),
+    (["status", "1", "--chain", "bogus"], "unknown chain backend"),
+    (["deploy", "--chain", "embedded", "--out", "/nonexistent/dir/d.json"], "not a writable directory"),
+    (["deploy", "--chain", "embedded", "--delivery-window-s", "-5"], "is not between 0"),
+    (["withdraw", "--chain", "embedded", "--deployment", "/nonexistent.json"], "cannot read the deployment file"),
+    (["post", "{job}", "--payment", "0", "--stake", "1"], "must be positive"),
+    (["post", "{job}", "--payment", "1", "--stake", "1", "--max-trainers", "0"], "is not between 1 and 255"),
+    (["challenge", "1", "{job}", "--trainer", "0x12"], "is not an Ethereum address"),
+    (["challenge", "1", "{job}", "--trainer", "0x" + "11" * 20, "--chunk", "-1"], "is not between 0"),
+    (["release", "x"], "invalid int value"),
+    (["fetch", "1", "/nonexistent/job.yaml", "--from", "{tmp}"], "cannot read the job file"),
+    (["status", "1", "--chain", "embedded"], "cannot read the deployment file"),
+]
+
+
+@pytest.mark.parametrize("argv,says", CASES, ids=[" ".join(a[:2]) + f"-{i}" for i, (a, _) in enumerate(CASES)])
+def test_a_user_s_mistake_is_exit_2_with_what_to_do(argv, says, job_file, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    argv = [a.format(job=job_file, tmp=str(tmp_path)) for a in argv]
+    rc, out = _run(argv, capsys, monkeypatch, {"VERDE_DEPLOYMENT": str(tmp_path / "none.json")})
+    assert rc == 2, out
+    assert says in out, out
+    assert "Traceback" not in out, out
+
+
+def test_a_bad_key_is_named_and_a_missing_one_only_where_a_command_signs(capsys, monkeypatch, tmp_path):
+    rc, out = _run(["key", "show"], capsys, monkeypatch, {"VERDE_PRIVATE_KEY": "0x1234"})
+    assert rc == 2 and "not a valid secp256k1 private key" in out, out
+    rc, out = _run(["key", "show"], capsys, monkeypatch)
+    assert rc == 2 and "VERDE_PRIVATE_KEY" in out, out
+    # reading needs no key: the error is the unreachable node, not the key
+    rc, out = _run(["status", "1", "--chain", "rpc:http://127.0.0.1:9"], capsys, monkeypatch)
+    assert rc == 2 and "cannot reach" in out and "key" not in out, out
+
+
+def test_an_unexpected_error_is_exit_1_without_a_traceback_unless_debug(capsys, monkeypatch):
+    from offchain.cli import client
+
+    def broken(args):
+        raise ZeroDivisionError("a bug")
+    monkeypatch.setattr(client, "add", _adding(client.add, broken))
+    rc, out = _run(["withdraw"], capsys, monkeypatch)
+    assert rc == 1 and "unexpected ZeroDivisionError: a bug" in out and "--debug" in out, out
+    assert "Traceback" not in out
+    with pytest.raises(ZeroDivisionError):
+        _run(["--debug", "withdraw"], capsys, monkeypatch)
+
+
+def _adding(add, fn):
+    """client.add, with `withdraw` dispatching to fn."""
+    def patched(sub):
+        add(sub)
+        sub.choices["withdraw"].set_defaults(fn=fn)
+    return patched
