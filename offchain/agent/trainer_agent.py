@@ -266,8 +266,8 @@ class TrainerAgent:
         phase = st["phase"]
         if phase == PHASE_DONE:
             return
-        if mine and phase != PHASE_OPERATOR:
-            left = st["clock_left"][(a, b).index(self.me.address)]  # the seats are the pair's order
+        if mine:
+            left = self.v.clocks(m)[0][(a, b).index(self.me.address)]  # the seats are the pair's order
             if left < terms[CLOCK] // 4:
                 self._once(f"clock-{m}", f"FALLING BEHIND in match {m}: {left} s left on its clock of "
                            f"{terms[CLOCK]} s; if it runs out, its stake of {terms[STAKE] / 1e18} ETH is lost")

@@ -288,7 +288,17 @@ class Verde:
     # -- levels 3-5 (OperatorGame) ----------------------------------------------------------------
     def operator_state(self, match_id: int) -> dict:
         phase, node, kernel, operand, flat, waiting = self.chain.call(self.operators.functions.state(match_id))
-        return {"phase": phase, "node": node, "kernel": kernel, "operand": operand, "flat": flat, "waiting": waiting}
+        left = list(self.chain.call(self.operators.functions.clocks(match_id)))
+        return {"phase": phase, "node": node, "kernel": kernel, "operand": operand, "flat": flat, "waiting": waiting,
+                "clock_left": left}
+
+    def clocks(self, match_id: int) -> tuple[list, int]:
+        """(seconds left per seat, who is waited for as a 2-bit mask) wherever the match is:
+        the clocks carry over into OperatorGame at level 3."""
+        st = self.match_state(match_id)
+        if st["phase"] == PHASE_OPERATOR:
+            st = self.operator_state(match_id)
+        return st["clock_left"], st["waiting"]
 
     def _operator_move(self, match_id, ep, account, ctx, s) -> bool:
         from ..protocol import merkle

@@ -71,8 +71,9 @@ def view(v, jid: int) -> dict:
             where = PHASE_NAMES[st["phase"]]
             if st["phase"] == PHASE_OPERATOR:
                 where += ", " + OP_PHASE_NAMES[v.operator_state(m)["phase"]]
-            entry.update(result="in play", where=where, clock_left_s=st["clock_left"],
-                         waiting_for=[parties[i] for i in (0, 1) if st["waiting"] >> i & 1])
+            left, waiting = v.clocks(m)
+            entry.update(result="in play", where=where, clock_left_s=left,
+                         waiting_for=[parties[i] for i in (0, 1) if waiting >> i & 1])
         matches.append(entry)
     requested = [a for a in v.requested_match(jid)[0] if int(a, 16)]
     return {"job": jid, "status": status, "phase": phase, "client": j[0], "payment_eth": j[1] / 1e18,
