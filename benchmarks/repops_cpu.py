@@ -76,7 +76,9 @@ CONFIGS = {  # name -> (model, config, batch)
 }
 
 
-def _step_fn(name, native):
+def _step_fn(name, native, deterministic=True):
+    """One AdamW step of the model: native (torch's AdamW, no RepOps), under RepOps, or
+    (deterministic=False) RepOps' AdamW outside RepOps' mode, for another mode to run."""
     torch.manual_seed(0)
     kind, cfg, batch = CONFIGS[name]
     model = build(kind, **cfg)
@@ -90,7 +92,7 @@ def _step_fn(name, native):
         opt.zero_grad(set_to_none=True)
         model.loss(*data).backward()
         opt.step()
-    if native:
+    if native or not deterministic:
         return step
 
     def rep_step():

@@ -1,5 +1,13 @@
-"""RepOps: operators that give the same bits on every CPU and GPU (docs/NUMERICS.md)."""
+"""RepOps: operators that give the same bits on every CPU and GPU (docs/NUMERICS.md).
+The mode (and torch with it) loads on first use: `import repops.errors` stays cheap for the
+command line."""
 from .errors import BackendError, DeviceError, DTypeError, RepOpsError, UnsupportedOpError
-from .mode import RepOpsMode, deterministic
 
 __all__ = ["BackendError", "DeviceError", "DTypeError", "RepOpsError", "RepOpsMode", "UnsupportedOpError", "deterministic"]
+
+
+def __getattr__(name):
+    if name in ("RepOpsMode", "deterministic"):
+        from . import mode
+        return getattr(mode, name)
+    raise AttributeError(f"module 'repops' has no attribute {name!r}")

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from web3.logs import DISCARD
 
 from ..protocol.claims import seal
-from ..protocol.dataset import state_tree
 from .client import Chain
 from .errors import ChainError, TransactionReverted
 
@@ -364,6 +363,7 @@ class Verde:
     def _tree_of(self, match_id, ep, ctx, s):
         """(node(height, index), leaf count) of the tree the descent runs over: the step's
         trace, or (when the traces agree) the state after it."""
+        from ..protocol.dataset import state_tree
         if not self.chain.call(self.game.functions.overState(match_id)):
             return (lambda h, i: ep.trace_node(s, h, i)), len(ctx.graph.structures)
         return state_tree(ep.state_leaves(s + 1)).node, len(ctx.graph.state_refs)
@@ -374,6 +374,7 @@ class Verde:
     def _source(self, ep, ctx, s: int, ref):
         """(source bytes, proof) for a reference: a node of the trace, the state before, or
         the step's batch."""
+        from ..protocol.dataset import state_tree
         from ..protocol.trace import DATA, NODE_OUT, STATE
         if ref.kind == NODE_OUT:
             return ep.node(s, ref.index)

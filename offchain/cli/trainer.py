@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repops.errors import RepOpsError
-
 from .common import chain_args, console, eth, load_job, verde_of
 
 
 def cmd_agent(args) -> int:
     """A trainer agent for one job until it is settled and paid (restartable at any point)."""
     import logging
+
+    from repops.errors import RepOpsError
 
     from ..trainer import adversaries
     from ..agent.policy import Policy
@@ -50,6 +50,8 @@ def cmd_train(args) -> int:
     trainer checks a setup (model, data, device) before any money moves."""
     import tempfile
     import time
+
+    from repops.errors import RepOpsError
 
     from ..dispute.context import Context
     from ..trainer import Trainer
