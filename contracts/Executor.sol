@@ -1,13 +1,92 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {Kernels} from "./lib/Kernels.sol";
+import {OneStep} from "./lib/OneStep.sol";
 import {Primitives} from "./lib/Primitives.sol";
+import {Tensors} from "./lib/Tensors.sol";
 
-/// @title The one-step executor: one binary32 primitive of docs/NUMERICS.md with Float32.sol.
-/// @dev Its own contract so that the soft-float's code does not count against the game's
-/// size limit (EIP-170); pure, so calling it changes nothing.
+/// @title The one-step executor (level 5, docs/PROTOCOL.md §7): one binary32 primitive of
+/// docs/NUMERICS.md with Float32.sol, and the rules around it that need no match state: a
+/// kernel tensor's dtype and shape, which operand element an output element reads, the proven
+/// operands' words.
+/// @dev Its own contract so that this code does not count against OperatorGame's size limit
+/// (EIP-170); view and pure, so calling it changes nothing.
 contract Executor {
+    error WrongProofCount(uint256 got, uint256 want);
+    error OperandNotProven(uint256 operand, uint256 index);
+
     function exec(uint256 opcode, uint256 a, uint256 b, uint256 c) external pure returns (uint256) {
         return Primitives.exec(opcode, a, b, c);
+    }
+
+    /// @notice The dtype code and shape of kernel `structure`'s operand `operand`, or of its
+    /// output when `operand` < 0.
+    function tensorType(bytes calldata structure, int256 operand) external pure returns (uint8, uint64[] memory) {
+        bytes memory s = structure;
+        uint256 opcode = OneStep.opcodeOf(Kernels.name(s));
+        if (operand >= 0) {
+            return (OneStep.operandCode(opcode, uint256(operand)), Kernels.shape(Kernels.descriptor(s, uint256(operand))));
+        }
+        return (OneStep.resultCode(opcode), OneStep.outputShape(opcode, _shapes(s)));
+    }
+
+    /// @notice Output element `flat` of kernel `structure`, computed from its operand elements
+    /// proven against `operands` (one proof per operand of a primitive; for gather/onehot the
+    /// index element, then the element it picks).
+    function truth(bytes calldata structure, uint256 flat, bytes32[] calldata operands,
+                   Tensors.ElementProof[] calldata proofs) external pure returns (uint256) {
+        uint256 opcode = OneStep.opcodeOf(Kernels.name(structure));
+        uint64[][] memory shapes = _shapes(structure);
+        if (opcode == OneStep.GATHER || opcode == OneStep.ONEHOT) return _indexMove(opcode, flat, shapes, operands, proofs);
+        return _primitive(opcode, flat, shapes, operands, proofs);
+    }
+
+    function _primitive(uint256 opcode, uint256 flat, uint64[][] memory shapes, bytes32[] calldata operands,
+                        Tensors.ElementProof[] calldata proofs) internal pure returns (uint256) {
+        if (proofs.length != shapes.length) revert WrongProofCount(proofs.length, shapes.length);
+        uint64[] memory out = OneStep.outputShape(opcode, shapes);
+        uint256[3] memory w;
+        for (uint256 o; o < shapes.length; ++o) {
+            _proven(operands, o, OneStep.operandIndex(out, flat, shapes[o]), proofs[o]);
+            w[o] = OneStep.word(proofs[o]);
+        }
+        return Primitives.exec(opcode, w[0], w[1], w[2]);
+    }
+
+    function _shapes(bytes memory s) internal pure returns (uint64[][] memory shapes) {
+        uint256 n = Kernels.operandCount(s);
+        shapes = new uint64[][](n);
+        for (uint256 o; o < n; ++o) shapes[o] = Kernels.shape(Kernels.descriptor(s, o));
+    }
+
+    function _proven(bytes32[] calldata operands, uint256 o, uint256 index, Tensors.ElementProof calldata p)
+        internal
+        pure
+    {
+        if (p.index != index || !Tensors.verify(operands[o], p)) revert OperandNotProven(o, index);
+    }
+
+    /// @dev gather: out[r, m, d] = data[r, I, d] (0 <= I < N) else fill, I = index[r, m];
+    /// onehot: out[r, c] = value[r] if c == index[r] else fill[c].
+    function _indexMove(uint256 opcode, uint256 f, uint64[][] memory shapes, bytes32[] calldata operands,
+                        Tensors.ElementProof[] calldata proofs) internal pure returns (uint256) {
+        if (proofs.length != 2) revert WrongProofCount(proofs.length, 2);
+        if (opcode == OneStep.GATHER) {
+            (uint256 mm, uint256 n, uint256 dd) = (shapes[1][1], shapes[0][1], shapes[0][2]);
+            (uint256 r, uint256 j, uint256 d) = (f / (mm * dd), (f / dd) % mm, f % dd);
+            _proven(operands, 1, r * mm + j, proofs[0]);
+            int256 idx = int256(int64(uint64(Tensors.word(proofs[0]))));
+            if (idx >= 0 && uint256(idx) < n) _proven(operands, 0, (r * n + uint256(idx)) * dd + d, proofs[1]);
+            else _proven(operands, 2, 0, proofs[1]);
+        } else {
+            uint256 cols = shapes[2][0];
+            (uint256 r, uint256 c) = (f / cols, f % cols);
+            _proven(operands, 0, r, proofs[0]);
+            int256 idx = int256(int64(uint64(Tensors.word(proofs[0]))));
+            if (idx == int256(c)) _proven(operands, 1, r, proofs[1]);
+            else _proven(operands, 2, c, proofs[1]);
+        }
+        return Tensors.word(proofs[1]);
     }
 }

@@ -6,7 +6,6 @@ import {Rounds} from "./lib/Rounds.sol";
 import {Kernels} from "./lib/Kernels.sol";
 import {Merkle} from "./lib/Merkle.sol";
 import {Nodes} from "./lib/Nodes.sol";
-import {OneStep} from "./lib/OneStep.sol";
 import {Tensors} from "./lib/Tensors.sol";
 import {Executor} from "./Executor.sol";
 import {JobRegistry} from "./JobRegistry.sol";
@@ -89,8 +88,6 @@ contract OperatorGame {
     error SourceNotProven();
     error NeitherMatches();
     error OtherChunkWrong();
-    error WrongProofCount(uint256 got, uint256 want);
-    error OperandNotProven(uint256 operand, uint256 index);
 
     IDisputeGame public immutable game;
     Executor public immutable executor;
@@ -246,25 +243,15 @@ contract OperatorGame {
     function _pickTensor(uint256 id, Match storage m, Kernels.Kernel memory k) internal {
         bytes32[] storage a = operands[id][0];
         bytes32[] storage b = operands[id][1];
-        uint256 opcode = OneStep.opcodeOf(k.name);
-        uint8 code;
-        uint64[] memory shape;
         m.operand = -1;
         for (uint256 o; o < a.length; ++o) {
             if (a[o] != b[o]) {
                 m.operand = int256(o);
                 m.tensor = [a[o], b[o]];
-                code = OneStep.operandCode(opcode, o);
-                shape = Kernels.shape(Kernels.descriptor(k.structure, o));
                 break;
             }
         }
-        if (m.operand < 0) {
-            uint64[][] memory shapes = new uint64[][](a.length);
-            for (uint256 o; o < a.length; ++o) shapes[o] = Kernels.shape(Kernels.descriptor(k.structure, o));
-            code = OneStep.resultCode(opcode);
-            shape = OneStep.outputShape(opcode, shapes);
-        }
+        (uint8 code, uint64[] memory shape) = executor.tensorType(k.structure, m.operand);
         m.expect = sha256(Tensors.header(code, shape));
         m.code = code;
         m.numel = uint64(Tensors.numel(shape));
@@ -381,54 +368,8 @@ contract OperatorGame {
         if (m.phase != Phase.Step) revert WrongPhase(id, m.phase);
         m.round.seat(id, msg.sender);
         if (sha256(structure) != m.structHash) revert WrongStructure();
-        uint256 opcode = OneStep.opcodeOf(Kernels.name(structure));
-        uint256 n = Kernels.operandCount(structure);
-        uint64[][] memory shapes = new uint64[][](n);
-        for (uint256 o; o < n; ++o) shapes[o] = Kernels.shape(Kernels.descriptor(structure, o));
-        uint256 result = opcode == OneStep.GATHER || opcode == OneStep.ONEHOT
-            ? _indexMove(id, m, opcode, shapes, proofs)
-            : _primitive(id, m, opcode, shapes, proofs);
+        uint256 result = executor.truth(structure, m.flat, operands[id][0], proofs);
         _judge(id, m, result, 5, "its output element is not the primitive's result (one step)");
-    }
-
-    function _proven(uint256 id, uint256 o, uint256 index, Tensors.ElementProof calldata p) internal view {
-        if (p.index != index || !Tensors.verify(operands[id][0][o], p)) revert OperandNotProven(o, index);
-    }
-
-    function _primitive(uint256 id, Match storage m, uint256 opcode, uint64[][] memory shapes,
-                        Tensors.ElementProof[] calldata proofs) internal view returns (uint256) {
-        if (proofs.length != shapes.length) revert WrongProofCount(proofs.length, shapes.length);
-        uint64[] memory out = OneStep.outputShape(opcode, shapes);
-        uint256[3] memory w;
-        for (uint256 o; o < shapes.length; ++o) {
-            _proven(id, o, OneStep.operandIndex(out, m.flat, shapes[o]), proofs[o]);
-            w[o] = OneStep.word(proofs[o]);
-        }
-        return executor.exec(opcode, w[0], w[1], w[2]);
-    }
-
-    /// @dev gather: out[r, m, d] = data[r, I, d] (0 <= I < N) else fill, I = index[r, m];
-    /// onehot: out[r, c] = value[r] if c == index[r] else fill[c].
-    function _indexMove(uint256 id, Match storage m, uint256 opcode, uint64[][] memory shapes,
-                   Tensors.ElementProof[] calldata proofs) internal view returns (uint256) {
-        if (proofs.length != 2) revert WrongProofCount(proofs.length, 2);
-        uint256 f = m.flat;
-        if (opcode == OneStep.GATHER) {
-            (uint256 mm, uint256 n, uint256 dd) = (shapes[1][1], shapes[0][1], shapes[0][2]);
-            (uint256 r, uint256 j, uint256 d) = (f / (mm * dd), (f / dd) % mm, f % dd);
-            _proven(id, 1, r * mm + j, proofs[0]);
-            int256 idx = int256(int64(uint64(Tensors.word(proofs[0]))));
-            if (idx >= 0 && uint256(idx) < n) _proven(id, 0, (r * n + uint256(idx)) * dd + d, proofs[1]);
-            else _proven(id, 2, 0, proofs[1]);
-        } else {
-            uint256 cols = shapes[2][0];
-            (uint256 r, uint256 c) = (f / cols, f % cols);
-            _proven(id, 0, r, proofs[0]);
-            int256 idx = int256(int64(uint64(Tensors.word(proofs[0]))));
-            if (idx == int256(c)) _proven(id, 1, r, proofs[1]);
-            else _proven(id, 2, c, proofs[1]);
-        }
-        return Tensors.word(proofs[1]);
     }
 
     function _judge(uint256 id, Match storage m, uint256 truth, uint8 level, string memory reason) internal {

@@ -122,6 +122,10 @@ class TrainerAgent:
                 self._check_terms(terms, now, restricted=j[7])
                 self._check_funds(terms[STAKE])
                 self._send("join (stake)", reg.join(self.jid), value=terms[STAKE])
+                if self.delivery_window_s:
+                    log.info("%s: if accepted, its pay is held for %d s after settlement while the client may ask "
+                             "for chunks of the result on chain (this agent answers them)", self.name,
+                             self.delivery_window_s)
                 return False
             if sealed == bytes(32) and now < terms[COMMIT_BY] and self._acts("commit"):
                 final = self.trainer.train()
@@ -191,7 +195,7 @@ class TrainerAgent:
             except TransactionReverted as e:
                 log.info("%s: answer: %s", self.name, e.error)  # answered by someone else, or too late
             return True
-        if not h.due and now >= j[SETTLED_AT] + self.v.delivery().window_s:
+        if not h.due and now >= j[SETTLED_AT] + self.delivery_window_s:
             self._try(f"end the delivery hold ({h.amount / 1e18} ETH)",
                       self.v.registry.functions.close(self.jid, self.me.address))
         elif h.due and now >= h.due:
@@ -231,6 +235,11 @@ class TrainerAgent:
                                f"join: {'; '.join(why)}",
                                "ask the client to post the job again with safer terms, or relax this agent's policy "
                                "with the flag named, if you accept the risk")
+
+    @functools.cached_property
+    def delivery_window_s(self) -> int:
+        """How long after settlement an accepted result's pay is held (fixed at deployment)."""
+        return self.v.delivery().window_s
 
     @functools.cached_property
     def train_s(self) -> float:
@@ -299,7 +308,7 @@ class TrainerAgent:
             if h.due:
                 return f"answering the client's delivery challenge (due in {h.due - now} s)"
             return (f"job {self.jid} settled; its {h.amount / 1e18} ETH are held for delivery for "
-                    f"{max(0, j[SETTLED_AT] + self.v.delivery().window_s - now)} s more (the client may release "
+                    f"{max(0, j[SETTLED_AT] + self.delivery_window_s - now)} s more (the client may release "
                     "them sooner)")
         if status == DISPUTED:
             (a, b), _ = self.v.requested_match(self.jid)

@@ -75,9 +75,10 @@ def test_missing_node_says_how_to_fix(monkeypatch):
         compiler.solc_binary()
 
 
-def test_every_contract_fits_the_eip170_code_size_limit(artifacts):
-    """A public chain refuses to deploy more than 24,576 bytes of code; OperatorGame is close
-    (`verde compile` prints every size), so a change that crosses the line fails here first."""
+def test_every_contract_keeps_2kb_below_the_eip170_code_size_limit(artifacts):
+    """A public chain refuses to deploy more than 24,576 bytes of code; every contract keeps
+    at least 2 KB of room (issue #21's 22,500 bytes) so that a new rule still fits
+    (`verde compile` prints every size). Level 5's rules live in Executor for that."""
     sizes = {n: len(a.deployed_bytecode) for n, a in artifacts.items()}
-    assert all(size <= 24_576 for size in sizes.values()), {n: s for n, s in sizes.items() if s > 24_576}
-    assert sizes["OperatorGame"] > 20_000  # the one near the limit is really measured
+    assert all(size <= 22_500 for size in sizes.values()), {n: s for n, s in sizes.items() if s > 22_500}
+    assert sizes["OperatorGame"] > 15_000 and sizes["Executor"] > 10_000  # really measured
