@@ -44,8 +44,9 @@ def _over_http(node, backend: str, artifacts) -> Chain:
         raise
 
 
-def anvil(artifacts=None, port: int | None = None) -> Chain:
-    return _over_http(AnvilProcess(port=port), "anvil", artifacts)
+def anvil(artifacts=None, port: int | None = None, extra_args: tuple = ()) -> Chain:
+    """extra_args: more anvil flags (e.g. --steps-tracing for opcode-level traces)."""
+    return _over_http(AnvilProcess(port=port, extra_args=extra_args), "anvil", artifacts)
 
 
 def embedded_node(artifacts=None, port: int | None = None) -> Chain:
