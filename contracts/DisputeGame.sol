@@ -54,8 +54,10 @@ contract DisputeGame {
         bytes32[2][2] kids; // this descent round's children, per party
         uint256 pick; // the disputed state tensor / node input
         bytes32[2] values; // each party's value there
-        bytes structure; // the disputed node's structure (agreed: in the graph)
         bool overState; // the descent runs over the state trees (else over the traces)
+        uint8 refKind; // the disputed input's reference in the node's structure (Case 2)
+        uint64 refIndex;
+        uint64 refSlot;
     }
 
     event MatchOpened(uint256 indexed id, uint256 indexed job, address a, address b, uint256 steps, uint256 fanout);
@@ -105,9 +107,14 @@ contract DisputeGame {
         operators = o;
     }
 
-    /// @notice A party's disputed node (level 2), for levels 3-5.
-    function nodeEncoding(uint256 id, uint256 party) external view returns (bytes memory) {
-        return nodeEnc[id][party];
+    /// @notice The disputed node's inputs (agreed when a match reaches levels 3-5).
+    function nodeInputs(uint256 id) external view returns (bytes32[] memory) {
+        return nodeIns[id];
+    }
+
+    /// @notice A party's disputed node outputs (level 2), for levels 3-5.
+    function nodeOutputs(uint256 id, uint256 party) external view returns (bytes32[] memory) {
+        return nodeOuts[id][party];
     }
 
     /// @notice OperatorGame's decision on a match it was handed (winner: a seat, or DRAW).
@@ -332,7 +339,10 @@ contract DisputeGame {
         _nextRound(id, m);
     }
 
-    mapping(uint256 => bytes[2]) internal nodeEnc;
+    // Only what later moves read is stored (storage is most of a dispute's gas:
+    // benchmarks/gas_breakdown.py): the first poster's node inputs, each party's outputs.
+    mapping(uint256 => bytes32[]) internal nodeIns;
+    mapping(uint256 => bytes32[][2]) internal nodeOuts;
 
     /// @notice Reveal the first differing node: its encoding (hashing to your leaf), its
     /// structure, and the structure's proof in the job's graph (Case 1).
@@ -341,9 +351,17 @@ contract DisputeGame {
         uint256 i = _move(id, m, Phase.Node);
         string memory bad = _checkNode(m, i, enc, structure, graphProof);
         if (bytes(bad).length != 0) return _decide(id, m, 1 - i, 2, bad);
-        nodeEnc[id][i] = enc;
-        m.structure = structure;
-        if (m.round.both()) _compareNodes(id, m);
+        bytes memory node = enc;
+        bytes32[] storage outs = nodeOuts[id][i];
+        uint256 nout = Nodes.outputCount(node);
+        for (uint256 o; o < nout; ++o) outs.push(Nodes.output(node, o));
+        if (!m.round.both()) {
+            bytes32[] storage ins = nodeIns[id];
+            uint256 nin = Nodes.inputCount(node);
+            for (uint256 k; k < nin; ++k) ins.push(Nodes.input(node, k));
+            return;
+        }
+        _compareNodes(id, m, i, node, structure);
     }
 
     function _checkNode(Match storage m, uint256 i, bytes calldata enc, bytes calldata structure, bytes32[] calldata proof)
@@ -361,16 +379,25 @@ contract DisputeGame {
         return "";
     }
 
-    function _compareNodes(uint256 id, Match storage m) internal {
-        bytes memory a = nodeEnc[id][0];
-        bytes memory b = nodeEnc[id][1];
-        uint256 n = Nodes.inputCount(a);
+    function _keepRef(Match storage m, bytes calldata structure, uint256 k) internal {
+        (uint8 kind, uint256 index, uint256 slot) = Nodes.ref(structure, k);
+        (m.refKind, m.refIndex, m.refSlot) = (kind, uint64(index), uint64(slot));
+    }
+
+    /// @dev The second poster's inputs against the first's (stored): the first that differs
+    /// goes to Case 2, else Case 3 (OperatorGame). Both have the structure's input count.
+    function _compareNodes(uint256 id, Match storage m, uint256 i, bytes memory node, bytes calldata structure)
+        internal
+    {
+        bytes32[] storage first = nodeIns[id];
+        uint256 n = first.length;
         for (uint256 k; k < n; ++k) {
-            bytes32 va = Nodes.input(a, k);
-            bytes32 vb = Nodes.input(b, k);
-            if (va != vb) {
+            bytes32 mine = Nodes.input(node, k);
+            bytes32 theirs = first[k];
+            if (mine != theirs) {
                 m.pick = k;
-                m.values = [va, vb];
+                m.values = i == 0 ? [mine, theirs] : [theirs, mine];
+                _keepRef(m, structure, k);
                 m.phase = Phase.InputSource;
                 emit Disagreement(id, k, false);
                 return _nextRound(id, m);
@@ -390,9 +417,7 @@ contract DisputeGame {
         Match storage m = matches[id];
         if (m.phase != Phase.InputSource) revert WrongPhase(id, m.phase);
         m.round.seat(id, msg.sender);
-        Ref memory r;
-        (r.kind, r.index, r.slot) = Nodes.ref(m.structure, m.pick);
-        r.before = m.desc.index;
+        Ref memory r = Ref(m.refKind, m.refIndex, m.refSlot, m.desc.index);
         _judge(id, m, _source(m, r, source, sourceProof), "input");
     }
 

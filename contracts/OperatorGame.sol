@@ -5,14 +5,14 @@ import {Bisection, Clock} from "./lib/Bisection.sol";
 import {Rounds} from "./lib/Rounds.sol";
 import {Kernels} from "./lib/Kernels.sol";
 import {Merkle} from "./lib/Merkle.sol";
-import {Nodes} from "./lib/Nodes.sol";
 import {Tensors} from "./lib/Tensors.sol";
 import {Executor} from "./Executor.sol";
 import {JobRegistry} from "./JobRegistry.sol";
 
 interface IDisputeGame {
     function registry() external view returns (JobRegistry);
-    function nodeEncoding(uint256 id, uint256 party) external view returns (bytes memory);
+    function nodeInputs(uint256 id) external view returns (bytes32[] memory);
+    function nodeOutputs(uint256 id, uint256 party) external view returns (bytes32[] memory);
     function decideOperator(uint256 id, uint256 winner, uint8 level, string calldata reason) external;
 }
 
@@ -231,12 +231,9 @@ contract OperatorGame {
         return Kernels.parse(enc);
     }
 
-    /// @dev The node was checked well-formed at level 2 (Nodes reverts on anything else).
+    /// @dev The poster's node outputs (level 2) are its decomposition's result operands.
     function _outputsMatch(uint256 id, uint256 i, bytes32[] memory ops) internal view returns (bool) {
-        bytes memory node = game.nodeEncoding(id, i);
-        if (Nodes.outputCount(node) != ops.length) return false;
-        for (uint256 o; o < ops.length; ++o) if (Nodes.output(node, o) != ops[o]) return false;
-        return true;
+        return keccak256(abi.encodePacked(game.nodeOutputs(id, i))) == keccak256(abi.encodePacked(ops));
     }
 
     /// @dev Both revealed kernel k (same structure): the first differing operand, else the output.
@@ -349,10 +346,9 @@ contract OperatorGame {
     /// output of an earlier kernel, proven in the kernel trees (before k both agree).
     function _sourceCommitment(uint256 id, Match storage m, uint256 source, bytes calldata sourceKernel,
                                bytes32[] calldata sourceProof) internal view returns (bytes32) {
-        bytes memory node = game.nodeEncoding(id, 0);
-        uint256 inputs = Nodes.inputCount(node);
-        if (source < inputs) return Nodes.input(node, source);
-        uint256 k = source - inputs;
+        bytes32[] memory ins = game.nodeInputs(id);
+        if (source < ins.length) return ins[source];
+        uint256 k = source - ins.length;
         if (k >= m.kernel) revert SourceNotProven();
         bytes32 top = Merkle.top(m.count, k, Merkle.leaf(sourceKernel), sourceProof);
         if (top != m.top[0] && top != m.top[1]) revert SourceNotProven();
