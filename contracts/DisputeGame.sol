@@ -193,9 +193,8 @@ contract DisputeGame {
     }
 
     function _nextRound(uint256 id, Match storage m) internal {
-        m.round.next();
-        m.kids[0] = [bytes32(0), bytes32(0)];
-        m.kids[1] = [bytes32(0), bytes32(0)];
+        m.round.next(); // (kids stay: each is written before it is read, and a nonzero slot rewritten costs a
+        // quarter of a fresh one)
         if (m.phase == Phase.Steps) {
             if (m.nary.done()) {
                 m.phase = Phase.Open;
