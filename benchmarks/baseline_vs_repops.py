@@ -1,14 +1,16 @@
 """RepOps against the rounding-log baseline (Srivastava, Arora, Boneh; repops.baseline), one
 training step of each model, measured in one run on this machine:
 
-  python benchmarks/baseline_vs_repops.py [--models mlp llama llama-realistic] [--steps 2]
+  python benchmarks/baseline_vs_repops.py [--models mlp llama llama-realistic] [--steps 2] [--reorder-steps 20]
 
 Per model (benchmarks/repops_cpu.py's configurations): seconds per AdamW step of native
 float32 torch, RepOps (repops.deterministic), rounding-log training (float64 ops, rounded
 and logged) and its replay; the log's bytes per step (one byte per entry, packed five
 entries a byte, then zlib) against RepOps' zero; the fraction of elements the log must
-carry a direction for at each threshold tau (in float32 spacings). Writes
-benchmarks/results/baseline_vs_repops.{json,png}."""
+carry a direction for at each threshold tau (in float32 spacings). And how often float64
+reordering alone needs the log: two small jobs trained --reorder-steps steps, recorded on 1
+thread and replayed with split-K = 3 products and sums on 2 threads (the roundings the log
+changed). Writes benchmarks/results/baseline_vs_repops.{json,png}."""
 from __future__ import annotations
 
 import argparse
@@ -73,11 +75,38 @@ def measure(name: str, steps: int) -> dict:
             "repops_log_bytes": 0, "logged_fraction_at_tau": logged_at}
 
 
+def reordering_alone(steps: int) -> list[dict]:
+    """Roundings the log corrects when the other machine differs only in float64 order."""
+    import tempfile
+
+    from offchain.protocol.corpus import text_job
+    from offchain.protocol.dataset import write_job
+    from offchain.protocol.jobfile import load
+    from offchain.trainer.rounding_log import train_logged
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(1024, 64, generator=g)
+        mlp = write_job(Path(tmp) / "mlp", "mlp", {"d_in": 64, "d_hidden": 256, "n_classes": 10},
+                        {"x": x, "y": (x @ torch.randn(64, 10, generator=g)).argmax(1)}, steps=steps, batch_size=128)
+        for name, f in (("mlp 64-256-10, batch 128", mlp), ("llama d64 text job, batch 4", text_job(Path(tmp) / "t",
+                                                                                                     steps))):
+            job = load(f)
+            rec = train_logged(job, "record", threads=1)
+            rep = train_logged(job, "replay", rec.logs, split=3, threads=2)
+            same = all(torch.equal(a.view(torch.int32), b.view(torch.int32))
+                       for a, b in zip(rec.state.values(), rep.state.values()))
+            rows.append({"job": name, "steps": steps, "roundings": sum(log.elements() for log in rec.logs),
+                         "corrections": rep.corrections, "same_bits": same})
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--models", nargs="+", default=["mlp", "llama", "llama-realistic"], choices=sorted(CONFIGS))
     ap.add_argument("--steps", type=int, default=2, help="timed native and RepOps steps (the baseline: one each)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--reorder-steps", type=int, default=20)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "baseline_vs_repops")
     ap.add_argument("--plot-only", action="store_true", help="redraw the PNG from the JSON of the last run")
     args = ap.parse_args()
@@ -87,6 +116,7 @@ def main():
     torch.set_num_threads(args.threads)
     con = Console(width=170)
     rows = [measure(m, args.steps) for m in track(args.models, description="models", console=con)]
+    reorder = reordering_alone(args.reorder_steps)
     t = Table("model", "native fp32 s", "RepOps s", "log train s", "log replay s", "elements rounded",
               "log raw MB", "packed MB", "zlib MB", "RepOps log", title="one AdamW step")
     for r in rows:
@@ -100,9 +130,14 @@ def main():
     for r in rows:
         t.add_row(r["model"], *[f"{r['logged_fraction_at_tau'][tau]:.3f}" for tau in TAUS])
     con.print(t)
+    t = Table("job", "steps", "roundings", "corrections by the log", "same bits after replay",
+              title="float64 reordering alone (split-K 3, 2 threads vs 1 thread)")
+    for r in reorder:
+        t.add_row(r["job"], str(r["steps"]), f"{r['roundings']:,}", str(r["corrections"]), str(r["same_bits"]))
+    con.print(t)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps({"threads": args.threads, "configs": {
-        m: CONFIGS[m] for m in args.models}, "rows": rows}, indent=1))
+        m: CONFIGS[m] for m in args.models}, "rows": rows, "reordering_alone": reorder}, indent=1))
     _plot(rows, args.out.with_suffix(".png"))
     con.print(f"wrote {args.out.with_suffix('.json')} and .png")
 

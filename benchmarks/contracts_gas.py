@@ -66,17 +66,18 @@ def one_step_gas(chain) -> list[dict]:
 def delivery_gas(chain, job, ctx, honest) -> list[dict]:
     """The remedy's transactions: settle (holding two shares), challenge a chunk of the
     largest state tensor (the deepest proofs), its answer, and the two closes."""
-    from offchain.protocol.dataset import initial_state
-    from offchain.protocol.delivery import prove_chunk
+    from offchain.protocol.delivery import MANIFEST, prove_from_store, publish
     v = Verde.deploy(chain, delivery=Delivery(3600, 600))
     c, a, b = chain.accounts[1], chain.accounts[2], chain.accounts[3]
     start = len(chain.gas_log)
     jid, _ = v.deliver(job, ctx, [(a, honest), (b, honest)], PAY, STAKE, c)
-    T, names = job.spec.steps, initial_state(job).names()
-    state = honest.store.load(T)
-    big = max(range(len(names)), key=lambda i: state[names[i]].numel())
-    v.challenge(jid, a.address, big, 1, c)
-    v.answer(jid, a.address, prove_chunk(state, names, job.spec.chunk, honest.open_claim(T)[1], big, 1), a)
+    with tempfile.TemporaryDirectory() as store:
+        entry = publish(honest, Path(store))  # what the accepted agent answers from
+        m = json.loads((entry / MANIFEST).read_text())
+        state = honest.store.load(job.spec.steps)
+        big = max(range(len(m["names"])), key=lambda i: state[m["names"][i]].numel())
+        v.challenge(jid, a.address, big, 1, c)
+        v.answer(jid, a.address, prove_from_store(Path(store), honest.final_claim(), big, 1), a)
     v.close(jid, a.address, c)
     v.close(jid, b.address, c)
     return [{"move": what.split("(")[0], "gas": gas} for what, gas in chain.gas_log[start:]

@@ -354,6 +354,10 @@ contract JobRegistry {
         emit Settled(id, first, live);
     }
 
+    function _windowEnd(Job storage j) internal view returns (uint256) {
+        return j.settledAt + deliveryWindow;
+    }
+
     function _held(uint256 id, address trainer) internal view returns (Job storage j, Hold storage h) {
         j = _open(id);
         h = holds[id][trainer];
@@ -366,7 +370,7 @@ contract JobRegistry {
     function challenge(uint256 id, address trainer, uint16 tensor, uint32 chunk) external {
         (Job storage j, Hold storage h) = _held(id, trainer);
         if (msg.sender != j.client) revert NotClient(msg.sender);
-        if (block.timestamp >= j.settledAt + deliveryWindow) revert ChallengeClosed(id, j.settledAt + deliveryWindow);
+        if (block.timestamp >= _windowEnd(j)) revert ChallengeClosed(id, _windowEnd(j));
         if (h.due != 0) revert ChallengeOpen(id, trainer, h.due);
         if (h.asked >= MAX_CHALLENGES) revert TooManyChallenges(id, trainer);
         if (tensor >= j.terms.stateCount) revert NoSuchTensor(tensor, j.terms.stateCount);
@@ -411,9 +415,7 @@ contract JobRegistry {
             emit Forfeited(id, trainer, amount, "did not deliver");
             return;
         }
-        if (msg.sender != j.client && block.timestamp < j.settledAt + deliveryWindow) {
-            revert TooEarly(id, j.settledAt + deliveryWindow);
-        }
+        if (msg.sender != j.client && block.timestamp < _windowEnd(j)) revert TooEarly(id, _windowEnd(j));
         h.amount = 0;
         _credit(trainer, amount);
         emit Released(id, trainer, amount);

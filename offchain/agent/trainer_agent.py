@@ -183,11 +183,8 @@ class TrainerAgent:
         if not h.amount:
             return False
         if h.due and now < h.due and self._acts("deliver"):
-            from ..protocol.delivery import prove_chunk
-            from ..protocol.dataset import initial_state
-            T = self.trainer.steps
-            proof = prove_chunk(self.trainer.store.load(T), initial_state(self.job).names(), self.job.spec.chunk,
-                                self.trainer.open_claim(T)[1], h.tensor, h.chunk)
+            from ..protocol.delivery import prove_from_store
+            proof = prove_from_store(self.publish, bytes(j[3]), h.tensor, h.chunk)  # its published result
             try:
                 self._send(f"answer the client's delivery challenge {h.asked} (state tensor {h.tensor}, chunk "
                            f"{h.chunk}) on chain", self.v.registry.functions.answer(

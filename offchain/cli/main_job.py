@@ -129,11 +129,10 @@ class Client:
     def step(self, deadline: float):
         from ..protocol.delivery import DeliveryError, model_tensors, verify
         v, jid = self.v, self.jid
-        accepted = bytes(v.status(jid)[3])
         if self.stage == "fetch":
             store = self.agents[0].workdir / "published"  # the honest agent's store
             try:
-                state = verify(self.job, store, accepted)
+                state = verify(self.job, store, bytes(v.status(jid)[3]))
             except DeliveryError:
                 if time.time() > deadline:
                     raise

@@ -8,7 +8,7 @@ accepted, tensor by tensor, chunk by chunk, before it writes one byte of model:
 
 C_T = H(0x06 || S_T || R_T) and S_T is the Merkle root over the state commitments, so a
 store entry that passes `verify` is the accepted result, whoever served it. The same
-chain of hashes proves one chunk on chain (`prove_chunk`): the client's remedy against an
+chain of hashes proves one chunk on chain (`prove_chunk`, `prove_from_store`): the client's remedy against an
 accepted trainer that does not deliver (JobRegistry.challenge / answer)."""
 from __future__ import annotations
 
@@ -52,18 +52,26 @@ def publish(trainer, store: Path) -> Path:
     return entry
 
 
+def _entry(store: Path, claim: bytes) -> tuple[Path, dict]:
+    """The store entry of `claim` and its manifest."""
+    entry = Path(store) / claim.hex()
+    try:
+        return entry, json.loads((entry / MANIFEST).read_text())
+    except FileNotFoundError:
+        raise DeliveryError(f"no result {claim.hex()[:16]}… in {store} (looked for {entry})") from None
+    except (ValueError, OSError) as e:
+        raise DeliveryError(f"the store entry {entry} is damaged: {e}") from None
+
+
 def verify(job, store: Path, claim: bytes) -> dict:
     """The accepted result from `store`, checked: every tensor's chunk tree against its
     commitment, the commitments against S_T, and H(S_T, R_T) against `claim`.
     -> {name: tensor}; DeliveryError naming what does not match."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
-    entry = Path(store) / claim.hex()
+    entry, manifest = _entry(store, claim)
     try:
-        manifest = json.loads((entry / MANIFEST).read_text())
         tensors = load_file(str(entry / STATE))
-    except FileNotFoundError:
-        raise DeliveryError(f"no result {claim.hex()[:16]}… in {store} (looked for {entry})") from None
     except (ValueError, SafetensorError, OSError) as e:
         raise DeliveryError(f"the store entry {entry} is damaged: {e}") from None
     names = initial_state(job).names()
@@ -100,14 +108,29 @@ class ChunkProof:
     chunk: ElementProof
 
 
-def prove_chunk(state: dict, names: list, chunk: int, trace_root: bytes, tensor: int, index: int) -> ChunkProof:
-    """Chunk `index` of state tensor `tensor` (state order), proven against C_T =
-    H(0x06 || S_T || trace_root). A chunk index past the tensor's end gets its last chunk,
-    which proves (by the shape it opens) that the one asked for does not exist."""
-    if not 0 <= tensor < len(names):
-        raise DeliveryError(f"no state tensor {tensor}: the state has {len(names)}")
-    committed = [Committed(canonical(state[n]), chunk) for n in names]
-    tree = state_tree([c.root for c in committed])
-    c = committed[tensor]
+def prove_chunk(leaves: list, value, chunk: int, trace_root: bytes, tensor: int, index: int) -> ChunkProof:
+    """Chunk `index` of state tensor `tensor` proven against C_T = H(0x06 || S_T || trace_root),
+    S_T the root over `leaves` (the state commitments, state order); `value`: that tensor. A
+    chunk index past the tensor's end gets its last chunk, which proves (by the shape it
+    opens) that the one asked for does not exist."""
+    if not 0 <= tensor < len(leaves):
+        raise DeliveryError(f"no state tensor {tensor}: the state has {len(leaves)}")
+    c = Committed(canonical(value), chunk)
+    if c.root != leaves[tensor]:
+        raise DeliveryError(f"state tensor {tensor} does not match its commitment")
+    tree = state_tree(leaves)
     index = min(index, chunk_count(c.array.shape, chunk) - 1)
     return ChunkProof(tree.root, trace_root, c.root, tuple(tree.proof(tensor)), c.element_proof(index * chunk))
+
+
+def prove_from_store(store: Path, claim: bytes, tensor: int, index: int) -> ChunkProof:
+    """`prove_chunk` from a published entry: its manifest's commitments and the one tensor read
+    from its file (what an accepted agent answers a delivery challenge with)."""
+    from safetensors import safe_open
+    entry, m = _entry(store, claim)
+    if not 0 <= tensor < len(m["names"]):
+        raise DeliveryError(f"no state tensor {tensor}: the state has {len(m['names'])}")
+    with safe_open(str(entry / STATE), "pt") as f:
+        value = f.get_tensor(m["names"][tensor])
+    return prove_chunk([bytes.fromhex(c) for c in m["commitments"]], value, m["chunk"], bytes.fromhex(m["trace_root"]),
+                       tensor, index)

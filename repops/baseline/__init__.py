@@ -4,7 +4,7 @@ replay the log elsewhere to get the same float32 bits. Built to measure RepOps a
 (benchmarks/baseline_vs_repops.py); RepOps needs no log."""
 from .encoding import compress, pack, unpack
 from .mode import LogMismatch, RoundingLog, StepLog
-from .rounding import DOWN, IGNORE, UP, apply, decide
+from .rounding import DOWN, IGNORE, UP, apply, codes_of, decide, nearest
 
-__all__ = ["DOWN", "IGNORE", "UP", "LogMismatch", "RoundingLog", "StepLog", "apply", "compress", "decide", "pack",
-           "unpack"]
+__all__ = ["DOWN", "IGNORE", "UP", "LogMismatch", "RoundingLog", "StepLog", "apply", "codes_of", "compress", "decide",
+           "nearest", "pack", "unpack"]

@@ -19,11 +19,11 @@ import numpy as np
 import torch
 from torch._library.custom_ops import OPDEFS
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_leaves, tree_map
 
 from ..aten import EXACT
 from .encoding import compress, pack
-from .rounding import IGNORE, apply, decide
+from .rounding import IGNORE, apply, codes_of, nearest
 
 aten = torch.ops.aten
 # data movement outside repops.aten.EXACT: selections and sign flips, exact in float32
@@ -125,14 +125,14 @@ class RoundingLog(TorchDispatchMode):
             if op != name or codes.size != x.size:
                 raise LogMismatch(f"entry {self.next - 1}: the log recorded {op} ({codes.size} elements), this step "
                                   f"runs {name} ({x.size})")
-            r = apply(x, codes.reshape(x.shape))
-            self.corrections += int(np.count_nonzero(r != x.astype(np.float32)))
+            r, corrected = apply(x, codes.reshape(x.shape))
+            self.corrections += corrected
         else:
-            r, codes = decide(x, self.tau)
+            r, distance = nearest(x)
+            codes = codes_of(distance, self.tau)
             if self.distances is not None:
-                with np.errstate(invalid="ignore", over="ignore"):
-                    frac = np.abs(x - r.astype(np.float64)) / np.spacing(np.abs(r)).astype(np.float64)
-                self.distances += np.histogram(frac[np.isfinite(frac)], BINS, (0.0, 0.5))[0]
+                d = np.abs(distance)
+                self.distances += np.histogram(d[np.isfinite(d)], BINS, (0.0, 0.5))[0]
             if self.mode == "record":
                 self.log.entries.append((name, codes.ravel()))
         return torch.from_numpy(np.asarray(r, np.float32).reshape(x.shape)).to(t.device)
@@ -144,9 +144,7 @@ class RoundingLog(TorchDispatchMode):
 
 
 def _has_float32(tree) -> bool:
-    found = []
-    tree_map(lambda t: found.append(1) if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else None, tree)
-    return bool(found)
+    return any(isinstance(t, torch.Tensor) and t.dtype == torch.float32 for t in tree_leaves(tree))
 
 
 def _widen(x):

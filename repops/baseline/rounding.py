@@ -16,24 +16,30 @@ import numpy as np
 DOWN, IGNORE, UP = 0, 1, 2
 
 
-def _spacing(r: np.ndarray) -> np.ndarray:
-    """The float32 spacing at each float32 value (as float64): the paper's exponent scale."""
-    return np.spacing(np.abs(r)).astype(np.float64)
+def nearest(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float64 -> (its float32 rounding to nearest, the signed distance x - nearest in float32
+    spacings at it: the paper's exponent scale; NaN where x or the rounding is not finite)."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = np.asarray(x.astype(np.float32), np.float32)
+        return r, (x - r.astype(np.float64)) / np.spacing(np.abs(r)).astype(np.float64)
+
+
+def codes_of(distance: np.ndarray, tau: float) -> np.ndarray:
+    """The code of each element from its distance (`nearest`): NaN compares False, ignored."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(distance) > tau, np.where(distance < 0, UP, DOWN), IGNORE).astype(np.uint8)
 
 
 def decide(x: np.ndarray, tau: float) -> tuple[np.ndarray, np.ndarray]:
     """float64 -> (its float32 rounding to nearest, the code of each element, uint8)."""
-    x = np.asarray(x, np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        r = x.astype(np.float32)
-        d = x - r.astype(np.float64)
-        far = np.abs(d) > tau * _spacing(r)  # NaN and inf compare False: ignored
-    codes = np.where(far, np.where(d < 0, UP, DOWN), IGNORE).astype(np.uint8)
-    return np.asarray(r, np.float32), codes
+    r, distance = nearest(x)
+    return r, codes_of(distance, tau)
 
 
-def apply(x: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """float64 -> float32, rounding each element the way its code says (`rev`)."""
+def apply(x: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, int]:
+    """float64 -> (float32 rounded the way each element's code says (`rev`), how many of
+    them that moved off the nearest)."""
     shape = np.shape(x)
     x, codes = np.asarray(x, np.float64).reshape(-1), np.asarray(codes).reshape(-1)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -43,4 +49,4 @@ def apply(x: np.ndarray, codes: np.ndarray) -> np.ndarray:
         down = (codes == DOWN) & (r64 > x)
     r[up] = np.nextafter(r[up], np.float32(np.inf))
     r[down] = np.nextafter(r[down], np.float32(-np.inf))
-    return r.reshape(shape)
+    return r.reshape(shape), int(np.count_nonzero(up) + np.count_nonzero(down))

@@ -1,39 +1,29 @@
 """The client's remedy against an accepted trainer that does not deliver (issue #22,
-JobRegistry.challenge / answer / close): the Python proof of a chunk (delivery.prove_chunk)
-against the registry's check of it, every malformed or late answer refused, and the money
+JobRegistry.challenge / answer / close): the Python proof of a chunk from a published entry
+(delivery.prove_from_store, what the agent answers with) against the registry's check of it, every malformed or late answer refused, and the money
 in each ending: an answered challenge and a finished window pay the trainer, an unanswered
 one pays the client, and nothing is left in the contract."""
-import sys
-from pathlib import Path
-
 import pytest
 
 from offchain.chain.client import TransactionReverted
 from offchain.chain.verde import Delivery, Verde
-from offchain.dispute.context import Context
 from offchain.protocol.dataset import initial_state
-from offchain.protocol.delivery import prove_chunk
-from offchain.protocol.jobfile import load
-from offchain.protocol.tensors import canonical
+from offchain.protocol.delivery import prove_chunk, prove_from_store, publish
+from offchain.protocol.tensors import canonical, commit
 from offchain.trainer import Trainer
 from offchain.trainer import adversaries as A
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))
-from small_job import write_small_job  # noqa: E402
 
 PAY, STAKE = 3 * 10**18, 10**18
 WINDOW, ANSWER = 3600, 300
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    d = tmp_path_factory.mktemp("delivery")
-    job = load(write_small_job(d / "job"))
-    honest = Trainer(job, d / "honest", "honest")
-    honest.train()
-    other = Trainer(job, d / "other", "other", behaviour=A.CorruptValue(step=3, node=10))
-    other.train()
-    return job, Context(job), honest, other
+def other(setup):
+    """A trainer with another result (a wrong value at step 3)."""
+    job, _, _, d = setup
+    t = Trainer(job, d / "delivery-other", "other", behaviour=A.CorruptValue(step=3, node=10))
+    t.train()
+    return t
 
 
 @pytest.fixture
@@ -47,10 +37,11 @@ def settled(embedded, setup):
 
 
 def _proof(setup, tensor, chunk, trainer=None):
-    job, _, honest, _ = setup
+    """What an agent answers with: the chunk from its published entry."""
+    _, _, honest, d = setup
     t = trainer or honest
-    T = job.spec.steps
-    return prove_chunk(t.store.load(T), initial_state(job).names(), job.spec.chunk, t.open_claim(T)[1], tensor, chunk)
+    publish(t, d / f"store-{t.name}")
+    return prove_from_store(d / f"store-{t.name}", t.final_claim(), tensor, chunk)
 
 
 def _reverts(error, fn, *args, **kw):
@@ -110,9 +101,9 @@ def test_an_answered_challenge_puts_the_chunk_on_chain_and_the_trainer_is_paid(s
 
 @pytest.mark.parametrize("bad", ["other-chunk", "other-tensor", "other-state", "flipped-byte", "chunk-size",
                                  "trace-root", "state-proof"])
-def test_an_answer_that_is_not_the_accepted_chunk_is_refused(settled, setup, bad):
+def test_an_answer_that_is_not_the_accepted_chunk_is_refused(settled, setup, other, bad):
     v, jid, a, b = settled
-    job, _, honest, other = setup
+    job, _, honest, _ = setup
     names = initial_state(job).names()
     big = next(i for i, n in enumerate(names) if canonical(honest.store.load(job.spec.steps)[n]).size
                > 2 * job.spec.chunk)
@@ -130,8 +121,9 @@ def test_an_answer_that_is_not_the_accepted_chunk_is_refused(settled, setup, bad
         p = p.__class__(p.state_root, p.trace_root, p.commitment, p.state_proof,
                         p.chunk.__class__(**{**p.chunk.__dict__, "chunk_bytes": bytes(data)}))
     elif bad == "chunk-size":
-        state = honest.store.load(job.spec.steps)
-        p = prove_chunk(state, names, job.spec.chunk * 2, honest.open_claim(job.spec.steps)[1], big, 0)
+        state, c2 = honest.store.load(job.spec.steps), job.spec.chunk * 2  # every commitment at its own size
+        p = prove_chunk([commit(state[n], c2) for n in names], state[names[big]], c2,
+                        honest.open_claim(job.spec.steps)[1], big, 0)
     elif bad == "trace-root":
         p = p.__class__(p.state_root, bytes(32), p.commitment, p.state_proof, p.chunk)
     else:

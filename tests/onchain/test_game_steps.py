@@ -2,9 +2,6 @@
 trainer library's honest trainer and every adversary of offchain.adversaries, settled
 through the registry: the honest one is paid, the cheater's stake goes to it, the books
 balance."""
-import sys
-from pathlib import Path
-
 import pytest
 
 from offchain.trainer import adversaries as A
@@ -14,19 +11,7 @@ from offchain.dispute.context import Context
 from offchain.protocol.jobfile import load
 from offchain.trainer import Trainer
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))
-from small_job import write_small_job  # noqa: E402  (the protocol tests' job)
-
 PAY, STAKE = 3 * 10**18, 10**18
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    d = tmp_path_factory.mktemp("onchain")
-    job = load(write_small_job(d / "job"))
-    honest = Trainer(job, d / "honest", "honest")
-    honest.train()
-    return job, Context(job), honest, d
 
 
 def _run(chain, setup, behaviour, honest_first=True):
