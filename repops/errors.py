@@ -20,3 +20,8 @@ class BackendError(RepOpsError):
 
 class DeviceError(RepOpsError):
     """Inputs on several devices, or on one RepOps has no backend for."""
+
+
+class DistributedError(RepOpsError):
+    """A data-parallel run that cannot give the single-process bits: ranks that disagree on
+    the job or the build, a world size that does not divide the micro-batches, a rank lost."""

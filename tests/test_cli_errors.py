@@ -34,6 +34,9 @@ def _run(argv, capsys, monkeypatch, env=None):
 CASES = [  # (argv, what the message must say); {job} is a valid job file, {tmp} a fresh directory
     (["train", "/nonexistent/job.yaml"], "cannot read the job file"),
     (["train", "README.md"], "Fix:"),
+    (["train", "{job}", "--world-size", "2"], "micro_batches 1: a world size of 2 does not divide it"),
+    (["train", "{job}", "--world-size", "0"], "0 is not between 1 and 4096"),
+    (["agent", "{job}", "--workdir", "{tmp}", "--world-size", "3", "--chain", "embedded"], "a world size of 3"),
     (["agent", "{job}", "--workdir", "{tmp}", "--behaviour", "nonsense"], "bad --behaviour"),
     (["node", "--port", "-1"], "is not between 1 and 65535"),
     (["status", "1", "--chain", "anvil:99999"], "bad port"),

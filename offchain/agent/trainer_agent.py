@@ -58,15 +58,17 @@ def mismatches(terms, job, ctx) -> list[str]:
 class TrainerAgent:
     def __init__(self, verde: Verde, account, job, job_id: int | None, workdir: Path, behaviour=None,
                  name: str = "agent", device: str = "cpu", policy: Policy = Policy(), ctx=None,
-                 publish: Path | None = None):
+                 publish: Path | None = None, world_size: int = 1):
         """job_id None: wait for the job file's job to be posted (find_job), then play that one.
         ctx: the job's referee context, if the caller has it (it costs a traced step).
-        publish: the result store it delivers an accepted result to (default: workdir/published)."""
+        publish: the result store it delivers an accepted result to (default: workdir/published).
+        world_size: processes its training runs on (its answers re-execute in one)."""
         from ..dispute.context import Context
         from ..trainer import Trainer
         self.v, self.me, self.job = verde, account, job
         self.state = AgentState(Path(workdir) / "agent.sqlite")
-        self.trainer = Trainer(job, Path(workdir) / "trainer", name, device=device, behaviour=behaviour, progress=True)
+        self.trainer = Trainer(job, Path(workdir) / "trainer", name, device=device, behaviour=behaviour, progress=True,
+                               world_size=world_size)
         self.ctx = ctx or Context(job)
         self.name, self.policy = name, policy
         self.publish = Path(publish) if publish else Path(workdir) / "published"

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import chain_args, console, eth, load_job, verde_of
+from .common import bounded, chain_args, console, eth, load_job, verde_of
 
 
 def cmd_agent(args) -> int:
     """A trainer agent for one job until it is settled and paid (restartable at any point)."""
     import logging
 
-    from repops.errors import RepOpsError
+    from repops.errors import DistributedError, RepOpsError
 
     from ..trainer import adversaries
     from ..agent.policy import Policy
@@ -20,6 +20,12 @@ def cmd_agent(args) -> int:
                          logging.Formatter("%(asctime)s %(name)s %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     job = load_job(args.job)
+    try:
+        from repops.distributed.tree import check_world
+        check_world(job.spec.m, args.world_size)  # before any chain or stake
+    except DistributedError as e:
+        console.print(f"[red]error:[/] {e}")
+        return 2
     try:
         behaviour = adversaries.from_spec(args.behaviour)
     except (KeyError, ValueError, TypeError) as e:
@@ -36,7 +42,10 @@ def cmd_agent(args) -> int:
             policy = Policy(min_clock_s=args.min_clock_s, min_reveal_window_s=args.min_reveal_window_s,
                             train_margin=args.train_margin, max_stake_wei=args.max_stake)
             agent = TrainerAgent(v, chain.accounts[0], job, args.job_id, Path(args.workdir), behaviour, args.name,
-                                 device=device, policy=policy)
+                                 device=device, policy=policy, world_size=args.world_size)
+        except DistributedError as e:
+            console.print(f"[red]error:[/] {e}")
+            return 2
         except RepOpsError as e:  # e.g. a GPU that fails RepOps' self-check: nothing was staked
             console.print(f"[red]error:[/] the {device} device cannot train this job: {e}\n"
                           "  Fix: train on another device (--device cpu gives the same bits, slower)")
@@ -51,7 +60,7 @@ def cmd_train(args) -> int:
     import tempfile
     import time
 
-    from repops.errors import RepOpsError
+    from repops.errors import DistributedError, RepOpsError
 
     from ..dispute.context import Context
     from ..trainer import Trainer
@@ -60,8 +69,11 @@ def cmd_train(args) -> int:
         workdir = Path(args.workdir or tmp)
         t0 = time.time()
         try:
-            trainer = Trainer(job, workdir, "train", device=args.device, progress=True)
+            trainer = Trainer(job, workdir, "train", device=args.device, progress=True, world_size=args.world_size)
             claim = trainer.train()
+        except DistributedError as e:
+            console.print(f"[red]error:[/] {e}")
+            return 2
         except RepOpsError as e:
             console.print(f"[red]error:[/] the {args.device} device cannot train this job: {e}\n"
                           "  Fix: train on another device (--device cpu gives the same bits, slower)")
@@ -70,7 +82,8 @@ def cmd_train(args) -> int:
         S, _ = trainer.opened[job.spec.steps]
         losses = [trainer.losses[k] for k in sorted(trainer.losses)]
         unsettled = Context(job).kernel_graph.unsettled
-    console.print(f"job {job.job_id.hex()[:16]}: {job.spec.steps} steps on {args.device} in {seconds:.1f} s; "
+    on = f"{args.world_size} processes ({job.spec.m} micro-batches)" if args.world_size > 1 else args.device
+    console.print(f"job {job.job_id.hex()[:16]}: {job.spec.steps} steps on {on} in {seconds:.1f} s; "
                   f"loss {losses[0]:.4f} -> {losses[-1]:.4f}")
     console.print(f"final claim C_T  {claim.hex()}")
     console.print(f"state root S_T   {S.hex()}")
@@ -107,6 +120,8 @@ def add(sub):
     q.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                    help="where to train: auto = the GPU (RepOps CUDA backend) when there is one")
     q.add_argument("--log-format", default="text", choices=("text", "json"))
+    q.add_argument("--world-size", type=bounded(1, 4096), default=1, metavar="N",
+                   help="train on N processes (must divide the job's micro_batches; the same bits as 1)")
     q.add_argument("--offline-s", type=float, default=600,
                    help="how long to wait for a node that went away before giving up (default 600)")
     from ..agent.policy import Policy
@@ -122,4 +137,6 @@ def add(sub):
     q.add_argument("job", help="the job file")
     q.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where to train (same bits on both)")
     q.add_argument("--workdir", help="keep the checkpoints here (default: a temporary directory)")
+    q.add_argument("--world-size", type=bounded(1, 4096), default=1, metavar="N",
+                   help="train on N processes (must divide the job's micro_batches; the same bits as 1)")
     q.set_defaults(fn=cmd_train)

@@ -6,45 +6,12 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-import repops
-
 from ..protocol import merkle
 from ..protocol.claims import step_claim
-from ..protocol.dataset import batch, batch_commitments, build_model, data_tree, dataset, initial_state, state_tree
+from ..protocol.dataset import batch_commitments, data_tree, dataset, initial_state, state_tree
 from ..protocol.job import Job
+from ..protocol.step import Graph, graph_of
 from ..protocol.tensors import commit
-from ..protocol.trace import StepRecorder
-
-
-@dataclass
-class Graph:
-    structures: list        # per node: structure bytes
-    state_refs: list        # per state tensor: trace.Ref of its end-of-step producer
-
-    @functools.cached_property
-    def tree(self) -> merkle.Tree:
-        return merkle.Tree(tuple(merkle.leaf_hash(s) for s in self.structures))
-
-    @property
-    def root(self) -> bytes:
-        return self.tree.root
-
-
-def graph_of(job: Job) -> Graph:
-    """One step on meta tensors under repops.deterministic(): the graph, no arithmetic."""
-    from repops.optim import AdamW
-    from ..protocol.dataset import TrainingState
-    model = build_model(job, "meta")
-    o = job.spec.optimizer
-    st = TrainingState(model, AdamW(model.parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps,
-                                    weight_decay=o.weight_decay))
-    b = tuple(t.to("meta") for t in batch(job, 0))
-    rec = StepRecorder(st.tensors(), list(b), chunk=job.spec.chunk, values=False)
-    with repops.deterministic(trace=rec):
-        st.optimizer.zero_grad(set_to_none=True)
-        st.model.loss(*b).backward()
-        st.optimizer.step()
-    return Graph([n.structure() for n in rec.nodes], [rec.where(t) for t in st.tensors()])
 
 
 @dataclass

@@ -73,7 +73,8 @@ def _check_program_fits(job: Job, data: dict) -> None:
     if next(iter(n.values())) == 0:
         raise JobError("data: the dataset has no rows")
     model = build_model(job, "meta")
-    b = tuple(t.to("meta") for t in batch(job, 0, data))
+    from repops.distributed.micro import micro_batch
+    b = micro_batch(tuple(t.to("meta") for t in batch(job, 0, data)), spec.m, 0)  # the program sees B/M rows
     try:
         with repops.deterministic():
             loss = model.loss(*b)
@@ -191,7 +192,7 @@ def initial_state(job: Job, device="cpu") -> TrainingState:
 
 
 def write_job(directory, model: str, config: dict, data: dict, steps: int, batch_size: int, *, seed: int = 0,
-              lr: float = 3e-3, fanout: int = 4, chunk: int = 256, weights_seed: int = 0) -> Path:
+              lr: float = 3e-3, fanout: int = 4, chunk: int = 256, weights_seed: int = 0, micro_batches: int = 1) -> Path:
     """Create a job directory (init.safetensors, data.safetensors, job.yaml) and return the
     job file: what a client does before posting a job."""
     from repops.models import build
@@ -205,7 +206,7 @@ def write_job(directory, model: str, config: dict, data: dict, steps: int, batch
                    init=FileRef(file="init.safetensors", sha256=sha256_file(d / "init.safetensors")),
                    data=DataSpec(file="data.safetensors", sha256=sha256_file(d / "data.safetensors"),
                                  batch_size=batch_size, seed=seed),
-                   optimizer=OptimizerSpec(lr=lr), steps=steps, fanout=fanout, chunk=chunk)
+                   optimizer=OptimizerSpec(lr=lr), steps=steps, fanout=fanout, chunk=chunk, micro_batches=micro_batches)
     path = d / "job.yaml"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(dump(spec))
@@ -215,9 +216,9 @@ def write_job(directory, model: str, config: dict, data: dict, steps: int, batch
 
 def write_program_job(directory, module: torch.nn.Module, data: dict, keys, steps: int, batch_size: int, *,
                       seed: int = 0, lr: float = 3e-3, weight_decay: float = 0.01, fanout: int = 4,
-                      chunk: int = 256) -> Path:
+                      chunk: int = 256, micro_batches: int = 1) -> Path:
     """A client's own model as a job: module.forward(*batch) returns the loss, the batch being
-    data[k] for k in keys (batch_size rows each). Exports the program, writes model.json,
+    data[k] for k in keys (batch_size / micro_batches rows each: a micro-batch). Exports the program, writes model.json,
     init.safetensors (its parameters and buffers as they are now), data.safetensors and
     job.yaml; returns the job file, checked as every party will load it."""
     from . import program
@@ -227,14 +228,15 @@ def write_program_job(directory, module: torch.nn.Module, data: dict, keys, step
     missing = sorted(set(keys) - set(data))
     if missing:
         raise JobError(f"keys {missing} are not in the data ({sorted(data)})")
-    prog, state = program.export(module, tuple(data[k][:batch_size] for k in keys))
+    prog, state = program.export(module, tuple(data[k][:batch_size // micro_batches] for k in keys))
     (d / "model.json").write_bytes(prog)
     save_file({k: v.clone().contiguous() for k, v in state.items()}, str(d / "init.safetensors"))
     save_file({k: v.contiguous() for k, v in data.items()}, str(d / "data.safetensors"))
     ref = lambda name: FileRef(file=name, sha256=sha256_file(d / name))  # noqa: E731
     spec = JobSpec(model=ModelSpec(name="program", program=ref("model.json")), init=ref("init.safetensors"),
                    data=DataSpec(**ref("data.safetensors").model_dump(), batch_size=batch_size, seed=seed, keys=keys),
-                   optimizer=OptimizerSpec(lr=lr, weight_decay=weight_decay), steps=steps, fanout=fanout, chunk=chunk)
+                   optimizer=OptimizerSpec(lr=lr, weight_decay=weight_decay), steps=steps, fanout=fanout, chunk=chunk,
+                   micro_batches=micro_batches)
     path = d / "job.yaml"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(dump(spec))

@@ -87,6 +87,19 @@ class JobSpec(_Strict):
     steps: int = Field(gt=0, le=1_000_000)
     fanout: int = Field(4, ge=2, le=1024, description="checkpoint fan-out N of the step bisection")
     chunk: int = Field(256, gt=0, le=1 << 16, description="tensor commitment chunk, in elements")
+    micro_batches: int | None = Field(None, ge=1, le=4096, description="M: a step's gradient is the mean of M "
+                                      "micro-batch gradients summed in a fixed tree (docs/NUMERICS.md §11), so any "
+                                      "world size dividing M trains the same bits; absent = 1")
+
+    @field_validator("micro_batches")
+    @classmethod
+    def _one_is_absent(cls, v):
+        return None if v == 1 else v  # one canonical form (and job id) for the plain step
+
+    @property
+    def m(self) -> int:
+        """The number of micro-batches of a step."""
+        return self.micro_batches or 1
 
     def canonical(self) -> bytes:
         """Sorted-key compact JSON without file paths: the bytes the job id hashes."""
@@ -94,6 +107,12 @@ class JobSpec(_Strict):
         for ref in (d["init"], d["data"], d["model"].get("program", {})):
             ref.pop("file", None)
         return json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
+
+    @model_validator(mode="after")
+    def _micro_batches_divide(self):
+        if self.data.batch_size % self.m:
+            raise ValueError(f"micro_batches {self.m} must divide data.batch_size {self.data.batch_size}")
+        return self
 
     @model_validator(mode="after")
     def _program_keys(self):

@@ -12,7 +12,7 @@ import torch
 
 from repops.baseline import RoundingLog, StepLog
 
-from ..protocol import merkle
+from ..protocol import merkle, step
 from ..protocol.dataset import batch, dataset, initial_state
 from ..protocol.job import Job
 
@@ -47,9 +47,7 @@ def train_logged(job: Job, mode: str = "record", logs: list | None = None, steps
             b = batch(job, s, data)
             rl = RoundingLog(mode, tau, logs[s] if mode == "replay" else None, split, drift, seed=s)
             with rl:
-                st.optimizer.zero_grad(set_to_none=True)
-                st.model.loss(*b).backward()
-                st.optimizer.step()
+                step.run(st, b, job.spec.m)
             rl.finished()
             out.append(rl.log)
             roots.append(log_root(rl.log))

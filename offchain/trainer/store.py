@@ -30,11 +30,13 @@ class CheckpointStore:
     """dir/ckpt-<step>.safetensors (the state after that many steps) and dir/claims.json
     (every step claim known so far, hex)."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, clean: bool = True):
+        """clean: remove what a crash mid-write left (not by a second reader of a store
+        another process is writing)."""
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
-        for stale in self.dir.glob("*.tmp*"):  # a crash mid-write: never a checkpoint
-            stale.unlink()
+        for stale in self.dir.glob("*.tmp*") if clean else ():  # a crash mid-write: never a checkpoint
+            stale.unlink(missing_ok=True)
 
     def _ckpt(self, step: int) -> Path:
         return self.dir / f"ckpt-{step:08d}.safetensors"

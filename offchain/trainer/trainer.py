@@ -15,13 +15,18 @@ import torch
 
 import repops
 
-from ..protocol import merkle
+from ..protocol import merkle, step
 from ..protocol.claims import step_claim
 from ..protocol.dataset import TrainingState, batch, dataset, initial_state, state_tree
 from ..protocol.job import Job
 from ..protocol.tensors import commit
 from ..protocol.trace import StepRecorder
 from .store import CheckpointStore
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.reshape(-1).view(torch.uint8),
+                                                                      b.reshape(-1).view(torch.uint8))
 
 
 @dataclass
@@ -39,12 +44,18 @@ class StepTrace:
 
 class Trainer:
     def __init__(self, job: Job, workdir, name: str = "trainer", backend: str = "cpu", device: str = "cpu",
-                 behaviour=None, progress: bool = False):
+                 behaviour=None, progress: bool = False, world_size: int = 1):
+        """world_size N > 1: train() runs the untraced steps on N processes (the job's
+        micro-batches split among them); every traced step, hence every answer, is one process."""
         from .adversaries import Honest
+        if world_size > 1 and type(behaviour or Honest()) is not Honest:
+            raise ValueError("an adversary trains in one process (world_size 1)")
+        from repops.distributed.tree import check_world
+        check_world(job.spec.m, world_size)
         if device == "cuda":  # the device's self-check (BackendError) before anything is trained or staked
             from repops.backends import get
             get("cuda")
-        self.job, self.name, self.backend, self.device = job, name, backend, device
+        self.job, self.name, self.backend, self.device, self.world_size = job, name, backend, device, world_size
         self.behaviour = behaviour or Honest()
         self.store = CheckpointStore(Path(workdir))
         self.progress = progress
@@ -106,10 +117,7 @@ class Trainer:
         if recorder is not None:
             hook.before = recorder.before
         with repops.deterministic(self.backend, trace=hook):
-            st.optimizer.zero_grad(set_to_none=True)
-            loss = self.behaviour.loss(s, st.model.loss(*b))
-            loss.backward()
-            st.optimizer.step()
+            loss = step.run(st, b, self.job.spec.m, lambda loss: self.behaviour.loss(s, loss))
         return float(loss.detach().cpu())
 
     def _traced(self, st: TrainingState, s: int, keep=False) -> StepRecorder:
@@ -147,6 +155,8 @@ class Trainer:
             st.load(saved)
             if losses.exists():  # a restart: keep the curve of the steps before it
                 self.losses = {int(k): v for k, v in json.loads(losses.read_text()).items() if int(k) < start} | self.losses
+        if self.world_size > 1 and start < T:
+            return self._train_distributed(start, marks, losses)
         for s in tqdm(range(start, self.behaviour.last_step(T)), desc=f"{self.name} training", disable=not self.progress,
                       initial=start, total=T):
             if s + 1 in marks:
@@ -158,6 +168,29 @@ class Trainer:
             else:
                 self.losses[s] = self._run(st, s)
         losses.write_text(json.dumps(self.losses))
+        return self.final_claim()
+
+    def _train_distributed(self, start: int, marks: set, losses: Path) -> bytes:
+        """Every step on N processes, keeping the checkpoints before and after each mark;
+        then each mark's step traced here from the one before, and its end state checked
+        against the N-process run's, bit for bit."""
+        from . import distributed
+        keep = {p for p in marks if p > start} | {p - 1 for p in marks if p - 1 > start}
+        self.losses |= distributed.train_steps(self.job, self.store.dir, self.world_size, start, self.steps, keep,
+                                               device=self.device, progress=self.progress).losses
+        losses.write_text(json.dumps(self.losses))
+        for p in sorted(q for q in marks if q > start):
+            st = self._state_at(p - 1)
+            rec = self._traced(st, p - 1)
+            theirs = self.store.load(p)
+            for name, t in st.state_dict().items():
+                if not same_bits(t, theirs[name]):
+                    from repops.errors import DistributedError
+                    raise DistributedError(f"step {p - 1} traced in one process ends with other bits in {name} than the "
+                                           f"{self.world_size}-process run: a RepOps bug (report it with the job file); "
+                                           "train with --world-size 1")
+            self._claim_after(st, p, rec)
+            self.store.save_claims(self.claims)
         return self.final_claim()
 
     def seconds_per_step(self) -> float:

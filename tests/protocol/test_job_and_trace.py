@@ -9,7 +9,7 @@ import yaml
 
 import repops
 from offchain.trainer import adversaries as A
-from offchain.dispute.context import graph_of
+from offchain.protocol.step import graph_of
 from offchain.protocol.dataset import write_job
 from offchain.protocol.job import JobError, parse
 from offchain.protocol.jobfile import load
