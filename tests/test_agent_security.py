@@ -20,12 +20,13 @@ from offchain.chain import connect
 from offchain.chain.errors import ChainError, TransactionReverted
 from offchain.chain.verde import CLOCK, COMMIT_BY, REVEAL_BY, SETTLED_AT, STATE_COUNT, Delivery, Floors, Verde
 from offchain.dispute.context import Context
+from offchain.protocol.dataset import write_job
 from offchain.protocol.jobfile import load
 from offchain.trainer import Trainer
 from offchain.trainer import adversaries as A
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "protocol"))
-from small_job import write_small_job  # noqa: E402
+from small_job import mlp_data, write_small_job  # noqa: E402
 
 PAY, STAKE = 3 * 10**18, 10**18
 SETTLED = 3
@@ -53,8 +54,9 @@ class Run:
     """One job: a client, k agents (behaviours), joins in the given order."""
 
     def __init__(self, world, tmp: Path, behaviours, rng: random.Random, terms: dict | None = None,
-                 delivery: Delivery = Delivery(), challenge: bool = False):
-        """challenge: once the job settles, the client challenges every accepted trainer once."""
+                 delivery: Delivery = Delivery(), challenge: bool = False, world_sizes=None):
+        """challenge: once the job settles, the client challenges every accepted trainer once.
+        world_sizes: per agent, the processes it trains on (N > 1: it trains, nothing copied)."""
         self.job, self.ctx, self.chain, _ = world
         self.v, self.rng = Verde.deploy(self.chain, delivery=delivery), rng
         self.challenge, self.challenged = challenge, False
@@ -62,11 +64,12 @@ class Run:
         self.jid = self.v.post(self.job, self.ctx, PAY, STAKE, max_trainers=len(behaviours), client=self.client,
                                **(terms or {}))
         self.agents = []
-        for i, (acct, beh) in enumerate(zip(accts, behaviours)):
+        for i, (acct, beh, n) in enumerate(zip(accts, behaviours, world_sizes or [1] * len(behaviours))):
             work = tmp / f"{i}-{beh.name}"
-            shutil.copytree(_trained(world, beh), work / "trainer")
+            if n == 1:
+                shutil.copytree(_trained(world, beh), work / "trainer")
             self.agents.append(TrainerAgent(self.v, acct, self.job, self.jid, work, beh, f"{i}-{beh.name}",
-                                            ctx=self.ctx))
+                                            ctx=self.ctx, world_size=n))
         self.paid = {a.me.address: 0 for a in self.agents}
 
     def play(self, max_rounds: int = 400, until=None):
@@ -184,6 +187,21 @@ def test_a_trainer_that_withholds_the_result_pays_the_client_and_the_honest_one_
     answered = run.v.registry.events.DeliveryAnswered().get_logs(from_block=run.v.from_block)
     assert [e["args"]["trainer"] for e in answered] == [honest]
     assert not (tmp_path / "1-withholder" / "published").exists() and (tmp_path / "0-honest" / "published").exists()
+
+
+def test_an_agent_training_on_two_processes_wins_its_dispute_and_is_paid(world, tmp_path):
+    """Issue #19: `verde agent --world-size 2` on a job with micro-batches: its claims are the
+    single-process ones, so against a cheater it plays and wins like any honest agent."""
+    job1, _, chain, d = world
+    job = load(write_job(tmp_path / "job", "mlp", {"d_in": 16, "d_hidden": 32, "n_classes": 10}, mlp_data(),
+                         steps=job1.spec.steps, batch_size=8, fanout=job1.spec.fanout, chunk=64, micro_batches=2))
+    run = Run((job, Context(job), chain, tmp_path), tmp_path, [H(), A.CorruptValue(step=3, node=11, ulps=1 << 12)],
+              random.Random(5), world_sizes=[2, 1])
+    run.play()
+    got = run.check()
+    honest, cheater = (a.me.address for a in run.agents)
+    assert got.get(honest, 0) == 2 * STAKE + PAY and cheater not in got, got
+    assert (tmp_path / "0-honest" / "trainer" / "losses-distributed.json").exists(), "it trained on two processes"
 
 
 def test_a_garbler_s_malformed_moves_are_refused_or_rule_against_it(world, tmp_path):

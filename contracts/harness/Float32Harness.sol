@@ -10,20 +10,20 @@ contract Float32Harness {
     error LengthMismatch(uint256 a, uint256 b, uint256 c);
 
     /// @notice r[i] = primitive(opcode)(a[i], b[i], c[i]); gasUsed[i] is the gas of that one
-    ///         evaluation (an internal call through the primitive table, ~30 gas of it).
+    ///         evaluation through Primitives.evaluate (the referee's dispatch included; the copy row measures it).
     function run(uint256 opcode, uint32[] calldata a, uint32[] calldata b, uint32[] calldata c)
         external
         view
         returns (uint32[] memory r, uint32[] memory gasUsed)
     {
         if (a.length != b.length || a.length != c.length) revert LengthMismatch(a.length, b.length, c.length);
-        function(uint256, uint256, uint256) pure returns (uint256) op = Primitives.fn(opcode);
+        if (opcode >= Primitives.COUNT) revert Primitives.UnknownPrimitive(opcode);
         r = new uint32[](a.length);
         gasUsed = new uint32[](a.length);
         for (uint256 i = 0; i < a.length; i++) {
             (uint256 x, uint256 y, uint256 z) = (a[i], b[i], c[i]);
             uint256 g = gasleft();
-            uint256 out = op(x, y, z);
+            uint256 out = Primitives.evaluate(opcode, x, y, z);
             gasUsed[i] = uint32(g - gasleft());
             r[i] = uint32(out);
         }

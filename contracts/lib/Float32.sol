@@ -92,40 +92,28 @@ library Float32 {
     }
 
     /// @dev roundPack for a caller that knows n == bitLength(m) (the fast paths know it
-    ///      from one comparison; the general bit length costs ~200 gas).
+    ///      from one or two comparisons; the general bit length costs ~250 gas).
+    ///      Nearest-even as one addition before the shift: m + (half - 1) + (the kept lsb)
+    ///      carries exactly when the dropped bits exceed half, or equal it with an odd lsb.
+    ///      The packing adds q (hidden bit included) to the exponent field minus one, so a
+    ///      rounding carry into the next binade, and a subnormal that rounds up to the
+    ///      smallest normal, land in the right exponent by themselves; one comparison then
+    ///      finds overflow. A shift past 255 bits leaves 0, as rounding must.
     function roundPackN(uint256 sign, uint256 m, int256 e, uint256 n) internal pure returns (uint256 r) {
         assembly {
-            r := shl(31, sign)
             if m {
                 // lsb: exponent of the result's last kept bit (never below the subnormal lsb)
                 let lsb := sub(add(e, n), 24)
                 if slt(lsb, sub(0, 149)) { lsb := sub(0, 149) }
+                let sh := sub(lsb, e)
                 let q
-                switch sgt(lsb, e)
-                case 1 {
-                    let shift := sub(lsb, e)
-                    if iszero(gt(shift, n)) {
-                        q := shr(shift, m)
-                        let rem := and(m, sub(shl(shift, 1), 1))
-                        let half := shl(sub(shift, 1), 1)
-                        q := add(q, or(gt(rem, half), and(eq(rem, half), and(q, 1))))
-                    }
-                }
-                default { q := shl(sub(e, lsb), m) }
-                if eq(q, 0x1000000) {
-                    // rounding carried into a new binade
-                    q := 0x800000
-                    lsb := add(lsb, 1)
-                }
-                switch lt(q, 0x800000)
-                case 1 { r := or(r, q) } // subnormal, or rounded to zero
-                default {
-                    let biased := add(lsb, 150)
-                    switch sgt(biased, 254)
-                    case 1 { r := or(r, 0x7f800000) }
-                    default { r := or(r, or(shl(23, biased), and(q, 0x7fffff))) }
-                }
+                switch sgt(sh, 0)
+                case 1 { q := shr(sh, add(m, add(sub(shl(sub(sh, 1), 1), 1), and(shr(sh, m), 1)))) }
+                default { q := shl(sub(0, sh), m) }
+                r := add(shl(23, add(lsb, 149)), q)
+                if gt(r, 0x7f7fffff) { r := 0x7f800000 }
             }
+            r := or(r, shl(31, sign))
         }
     }
 
@@ -208,100 +196,101 @@ library Float32 {
         return F32.wrap(uint32(addBits(F32.unwrap(fa), F32.unwrap(fb))));
     }
 
-    /// @dev True when the exponent field of a or of b is all ones (inf or NaN).
-    function anySpecial(uint256 a, uint256 b) private pure returns (bool r) {
-        assembly {
-            r := or(eq(and(a, 0x7f800000), 0x7f800000), eq(and(b, 0x7f800000), 0x7f800000))
-        }
-    }
-
-    function addBits(uint256 a, uint256 b) internal pure returns (uint256) {
-        if (anySpecial(a, b)) {
-            if (isNaN(a) || isNaN(b)) return CANONICAL_NAN;
-            if (isInf(a) && isInf(b) && (a ^ b) >= SIGN) return CANONICAL_NAN;
-            return isInf(a) ? a : b;
-        }
+    /// @dev One assembly block up to the rounding: order by magnitude (a NaN, the largest
+    ///      magnitude, lands in x, so one test finds every special), unpack, y's exponent
+    ///      as x's minus d, x << d +- y exactly (y beyond 40 bits below x's lsb becomes one
+    ///      sticky unit 41 bits below it, which rounds identically: x has 64 bits there),
+    ///      and the bit length from two comparisons. Only a difference that may cancel
+    ///      (d < 2) or a sum of subnormals pays the general bit length in roundPack.
+    function addBits(uint256 a, uint256 b) internal pure returns (uint256 r) {
         uint256 s;
         uint256 m;
         int256 e;
         uint256 n;
-        uint256 sx;
-        uint256 sy;
-        uint256 big;
-        uint256 small;
         assembly {
-            // unpack both (branchless; zeros and subnormals included)
-            let xa := and(shr(23, a), 0xff)
-            let ma := or(and(a, 0x7fffff), shl(23, iszero(iszero(xa))))
-            xa := add(xa, iszero(xa))
-            let xb := and(shr(23, b), 0xff)
-            let mb := or(and(b, 0x7fffff), shl(23, iszero(iszero(xb))))
-            xb := add(xb, iszero(xb))
-            let sa := shr(31, a)
-            let sb := shr(31, b)
-            if lt(xa, xb) {
-                let t := xa
-                xa := xb
-                xb := t
-                t := ma
-                ma := mb
-                mb := t
-                t := sa
-                sa := sb
-                sb := t
+            let ax := and(a, 0x7fffffff)
+            let bx := and(b, 0x7fffffff)
+            if lt(ax, bx) {
+                let t := a
+                a := b
+                b := t
+                t := ax
+                ax := bx
+                bx := t
             }
-            // x at bit 40; y aligned below it, bits shifted out folded into a sticky lsb.
-            // SAFETY: when d > 40, x is normal, the sum has >= 63 bits and rounding drops
-            // >= 39 of them, so the sticky lsb only breaks ties the right way.
-            let d := sub(xa, xb)
-            big := shl(40, ma)
-            switch gt(d, 40)
-            case 0 { small := shl(sub(40, d), mb) }
+            switch gt(ax, 0x7f7fffff)
+            case 1 {
+                // x is NaN, or inf: inf - inf is NaN, else x
+                r := a
+                if or(gt(ax, 0x7f800000), and(eq(bx, 0x7f800000), shr(31, xor(a, b)))) { r := 0x7fc00000 }
+                n := 1
+            }
             default {
-                switch gt(d, 64)
-                case 1 { small := iszero(iszero(mb)) }
+                let xa := shr(23, ax)
+                let xb := shr(23, bx)
+                let ma := or(and(ax, 0x7fffff), shl(23, iszero(iszero(xa))))
+                let mb := or(and(bx, 0x7fffff), shl(23, iszero(iszero(xb))))
+                xb := add(xb, iszero(xb))
+                let d := sub(add(xa, iszero(xa)), xb)
+                if gt(d, 40) {
+                    mb := iszero(iszero(mb))
+                    d := 41
+                    xb := sub(xa, 41)
+                }
+                s := shr(31, a)
+                let opp := shr(31, xor(a, b))
+                switch opp
+                case 0 { m := add(shl(d, ma), mb) }
+                default { m := sub(shl(d, ma), mb) } // |x| >= |y|: never negative
+                e := sub(xb, 150)
+                switch or(iszero(xa), and(opp, lt(d, 2)))
+                case 1 { if iszero(m) { s := and(s, shr(31, b)) } } // +0, or -0 for (-0) + (-0)
                 default {
-                    let k := sub(d, 40)
-                    small := or(shr(k, mb), iszero(iszero(and(mb, sub(shl(k, 1), 1)))))
+                    let nx := add(24, d) // x << d's bit length; the result has nx - 1 .. nx + 1
+                    n := add(sub(nx, 1), add(iszero(iszero(shr(sub(nx, 1), m))), iszero(iszero(shr(nx, m)))))
                 }
             }
-            e := sub(xa, 190)
-            sx := sa
-            sy := sb
         }
-        (s, m) = combine(sx, big, sy, small, sx & sy);
-        assembly {
-            // bit length: one comparison unless the sum cancelled (or is subnormal)
-            switch gt(m, 0x7fffffffffffffff)
-            case 1 { n := add(64, gt(m, 0xffffffffffffffff)) }
-            default { if gt(m, 0x3fffffffffffffff) { n := 63 } }
-        }
+        if (n == 1) return r; // a special
         return n == 0 ? roundPack(s, m, e) : roundPackN(s, m, e, n);
     }
 
     function sub(F32 a, F32 b) internal pure returns (F32) {
-        uint256 bb = F32.unwrap(b);
-        if (isNaN(bb)) return F32.wrap(uint32(CANONICAL_NAN));
-        return F32.wrap(uint32(addBits(F32.unwrap(a), bb ^ SIGN)));
+        // a NaN b stays a NaN with its sign flipped: addBits canonicalises it
+        return F32.wrap(uint32(addBits(F32.unwrap(a), F32.unwrap(b) ^ SIGN)));
     }
 
     function mul(F32 fa, F32 fb) internal pure returns (F32) {
-        unchecked {
-            uint256 a = F32.unwrap(fa);
-            uint256 b = F32.unwrap(fb);
-            uint256 sign = (a ^ b) >> 31;
-            if (anySpecial(a, b)) {
-                if (isNaN(a) || isNaN(b)) return F32.wrap(uint32(CANONICAL_NAN));
-                if (isZero(a) || isZero(b)) return F32.wrap(uint32(CANONICAL_NAN));
-                return F32.wrap(uint32((sign << 31) | POS_INF));
+        uint256 r;
+        uint256 sign;
+        uint256 m;
+        int256 e;
+        uint256 n;
+        assembly {
+            let a := fa
+            let b := fb
+            sign := shr(31, xor(a, b))
+            let xa := and(shr(23, a), 0xff)
+            let xb := and(shr(23, b), 0xff)
+            switch or(eq(xa, 0xff), eq(xb, 0xff))
+            case 1 {
+                // NaN, or inf * 0: NaN; else a signed inf
+                r := or(shl(31, sign), 0x7f800000)
+                let ax := and(a, 0x7fffffff)
+                let bx := and(b, 0x7fffffff)
+                if or(or(gt(ax, 0x7f800000), gt(bx, 0x7f800000)), or(iszero(ax), iszero(bx))) { r := 0x7fc00000 }
+                n := 1
             }
-            (uint256 ma, int256 ea) = unpack(a);
-            (uint256 mb, int256 eb) = unpack(b);
-            uint256 m = ma * mb;
-            // both normal: m in [2**46, 2**48), so its bit length is one comparison away
-            if (m >= 1 << 46) return F32.wrap(uint32(roundPackN(sign, m, ea + eb, 47 + (m >> 47))));
-            return F32.wrap(uint32(roundPack(sign, m, ea + eb)));
+            default {
+                m := mul(or(and(a, 0x7fffff), shl(23, iszero(iszero(xa)))),
+                         or(and(b, 0x7fffff), shl(23, iszero(iszero(xb)))))
+                e := sub(add(add(xa, iszero(xa)), add(xb, iszero(xb))), 300)
+                // both normal: m in [2**46, 2**48), its bit length one comparison away
+                if gt(m, 0x3fffffffffff) { n := add(47, shr(47, m)) }
+            }
         }
+        if (n == 1) return F32.wrap(uint32(r));
+        return F32.wrap(uint32(n == 0 ? roundPack(sign, m, e) : roundPackN(sign, m, e, n)));
     }
 
     /// @notice a*b + c with one rounding (C fmaf, CUDA __fmaf_rn).
@@ -325,41 +314,93 @@ library Float32 {
         }
     }
 
+    /// @dev Specials and zeros decided in one branch on the exponent fields; two normal
+    ///      operands go straight to the division; a subnormal one is normalised first.
     function div(F32 fa, F32 fb) internal pure returns (F32) {
+        uint256 r;
+        uint256 sign;
+        uint256 ma;
+        uint256 mb;
+        int256 e;
+        uint256 path; // 0: both normal, 1: r is the result, 2: a subnormal operand
+        assembly {
+            let a := fa
+            let b := fb
+            sign := shl(31, shr(31, xor(a, b)))
+            let ax := and(a, 0x7fffffff)
+            let bx := and(b, 0x7fffffff)
+            let xa := shr(23, ax)
+            let xb := shr(23, bx)
+            switch or(or(eq(xa, 0xff), eq(xb, 0xff)), or(iszero(ax), iszero(bx)))
+            case 1 {
+                path := 1
+                switch or(or(gt(ax, 0x7f800000), gt(bx, 0x7f800000)), or(and(eq(ax, 0x7f800000), eq(bx, 0x7f800000)),
+                                                                          and(iszero(ax), iszero(bx))))
+                case 1 { r := 0x7fc00000 } // NaN, inf / inf, 0 / 0
+                default {
+                    r := sign // x / inf, 0 / y
+                    if or(eq(ax, 0x7f800000), iszero(bx)) { r := or(sign, 0x7f800000) } // inf / y, x / 0
+                }
+            }
+            default {
+                if or(iszero(xa), iszero(xb)) { path := 2 }
+                ma := or(and(ax, 0x7fffff), 0x800000)
+                mb := or(and(bx, 0x7fffff), 0x800000)
+                e := sub(xa, xb)
+            }
+        }
+        if (path == 1) return F32.wrap(uint32(r));
         unchecked {
-            uint256 a = F32.unwrap(fa);
-            uint256 b = F32.unwrap(fb);
-            if (isNaN(a) || isNaN(b)) return F32.wrap(uint32(CANONICAL_NAN));
-            uint256 sign = (a ^ b) >> 31;
-            if (isInf(a)) return F32.wrap(uint32(isInf(b) ? CANONICAL_NAN : (sign << 31) | POS_INF));
-            if (isInf(b)) return F32.wrap(uint32(sign << 31));
-            if (isZero(b)) return F32.wrap(uint32(isZero(a) ? CANONICAL_NAN : (sign << 31) | POS_INF));
-            if (isZero(a)) return F32.wrap(uint32(sign << 31));
-            (uint256 ma, int256 ea) = unpackNormalised(a);
-            (uint256 mb, int256 eb) = unpackNormalised(b);
+            if (path == 2) {
+                int256 ea;
+                int256 eb;
+                (ma, ea) = unpackNormalised(F32.unwrap(fa));
+                (mb, eb) = unpackNormalised(F32.unwrap(fb));
+                e = ea - eb;
+            }
             // ma, mb in [2**23, 2**24): the quotient has 28 or 29 bits; remainder -> sticky.
-            uint256 num = ma << 28;
-            uint256 q = num / mb;
-            uint256 sticky = num - q * mb == 0 ? 0 : 1;
-            uint256 m = (q << 1) | sticky; // 29 or 30 bits
-            return F32.wrap(uint32(roundPackN(sign, m, ea - eb - 29, 29 + (m >> 29))));
+            uint256 m;
+            assembly {
+                let num := shl(28, ma)
+                m := or(shl(1, div(num, mb)), iszero(iszero(mod(num, mb)))) // 29 or 30 bits
+            }
+            return F32.wrap(uint32(roundPackN(sign >> 31, m, e - 29, 29 + (m >> 29))));
         }
     }
 
     function sqrt(F32 fa) internal pure returns (F32) {
+        uint256 a = F32.unwrap(fa);
+        uint256 m;
+        int256 e;
+        uint256 path; // 0: normal, 1: the result is a itself or NaN, 2: subnormal
+        assembly {
+            let xa := and(shr(23, a), 0xff)
+            switch or(eq(xa, 0xff), or(gt(a, 0x7fffffff), iszero(a)))
+            case 1 {
+                // sqrt(+-0) = +-0, sqrt(+inf) = +inf; NaN, negative: NaN
+                path := 1
+                if and(or(gt(a, 0x7f800000), gt(a, 0x7fffffff)), iszero(eq(a, 0x80000000))) { a := 0x7fc00000 }
+            }
+            default {
+                switch xa
+                case 0 { path := 2 }
+                default {
+                    m := or(and(a, 0x7fffff), 0x800000)
+                    e := sub(xa, 150)
+                }
+            }
+        }
+        if (path == 1) return F32.wrap(uint32(a));
         unchecked {
-            uint256 a = F32.unwrap(fa);
-            if (isNaN(a)) return F32.wrap(uint32(CANONICAL_NAN));
-            if (isZero(a)) return fa; // sqrt(-0) = -0
-            if (a >= SIGN) return F32.wrap(uint32(CANONICAL_NAN));
-            if (isInf(a)) return fa;
-            (uint256 m, int256 e) = unpackNormalised(a);
+            if (path == 2) (m, e) = unpackNormalised(a);
             // m has 24 bits; m << k has 54 or 55 bits with e - k even: isqrt has 27-28 bits.
             uint256 k = ((e - 30) & 1) == 0 ? 30 : 31;
             uint256 x = m << k;
             uint256 r = isqrt(x);
-            uint256 sticky = r * r == x ? 0 : 1;
-            uint256 rm = (r << 1) | sticky; // 28 or 29 bits
+            uint256 rm;
+            assembly {
+                rm := or(shl(1, r), iszero(eq(mul(r, r), x))) // 28 or 29 bits, sticky lsb
+            }
             return F32.wrap(uint32(roundPackN(0, rm, (e - int256(k)) / 2 - 1, 28 + (rm >> 28))));
         }
     }

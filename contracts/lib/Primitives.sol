@@ -53,37 +53,38 @@ library Primitives {
     function opToInt32Rne(uint256 a, uint256, uint256) private pure returns (uint256) { return u32(fl(a).toInt32Rne()); }
     function opCopy(uint256 a, uint256, uint256) private pure returns (uint256) { return a; }
 
-    /// @notice The word function of an opcode (reverts UnknownPrimitive).
-    function fn(uint256 opcode) internal pure returns (function(uint256, uint256, uint256) pure returns (uint256)) {
-        if (opcode >= COUNT) revert UnknownPrimitive(opcode);
+    /// @notice One primitive on words already checked to be 32-bit (reverts UnknownPrimitive).
+    /// @dev Direct calls down a binary tree of comparisons, not a table of function
+    ///      pointers: the IR pipeline calls a pointer through a linear switch over every
+    ///      target, which would cost the later opcodes more than the arithmetic.
+    function evaluate(uint256 opcode, uint256 a, uint256 b, uint256 c) internal pure returns (uint256) {
         if (opcode < 11) {
             if (opcode < 5) {
-                if (opcode == 0) return opAdd;
-                if (opcode == 1) return opSub;
-                if (opcode == 2) return opMul;
-                if (opcode == 3) return opFma;
-                return opDiv;
+                if (opcode < 2) return opcode == 0 ? opAdd(a, b, c) : opSub(a, b, c);
+                if (opcode == 2) return opMul(a, b, c);
+                return opcode == 3 ? opFma(a, b, c) : opDiv(a, b, c);
             }
-            if (opcode == 5) return opSqrt;
-            if (opcode == 6) return opNeg;
-            if (opcode == 7) return opAbs;
-            if (opcode == 8) return opMin;
-            if (opcode == 9) return opMax;
-            return opEq;
+            if (opcode < 8) {
+                if (opcode == 5) return opSqrt(a, b, c);
+                return opcode == 6 ? opNeg(a, b, c) : opAbs(a, b, c);
+            }
+            if (opcode == 8) return opMin(a, b, c);
+            return opcode == 9 ? opMax(a, b, c) : opEq(a, b, c);
         }
         if (opcode < 16) {
-            if (opcode == 11) return opLt;
-            if (opcode == 12) return opLe;
-            if (opcode == 13) return opSelect;
-            if (opcode == 14) return opRint;
-            return opFloor;
+            if (opcode < 13) return opcode == 11 ? opLt(a, b, c) : opLe(a, b, c);
+            if (opcode == 13) return opSelect(a, b, c);
+            return opcode == 14 ? opRint(a, b, c) : opFloor(a, b, c);
         }
-        if (opcode == 16) return opTrunc;
-        if (opcode == 17) return opLdexp;
-        if (opcode == 18) return opFromInt32;
-        if (opcode == 19) return opToInt32Trunc;
-        if (opcode == 20) return opToInt32Rne;
-        return opCopy;
+        if (opcode < 19) {
+            if (opcode == 16) return opTrunc(a, b, c);
+            return opcode == 17 ? opLdexp(a, b, c) : opFromInt32(a, b, c);
+        }
+        if (opcode < COUNT) {
+            if (opcode == 19) return opToInt32Trunc(a, b, c);
+            return opcode == 20 ? opToInt32Rne(a, b, c) : opCopy(a, b, c);
+        }
+        revert UnknownPrimitive(opcode);
     }
 
     /// @notice Execute one primitive on uint32 words (operands must be < 2**32).
@@ -91,6 +92,6 @@ library Primitives {
         if (a > 0xFFFFFFFF) revert Float32.NotBinary32(a);
         if (b > 0xFFFFFFFF) revert Float32.NotBinary32(b);
         if (c > 0xFFFFFFFF) revert Float32.NotBinary32(c);
-        return fn(opcode)(a, b, c);
+        return evaluate(opcode, a, b, c);
     }
 }
