@@ -43,6 +43,8 @@ def trained(request, tmp_path_factory):
 @pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_n_processes_commit_the_single_process_root(trained, world):
     job, want, one, d = trained
+    if world == 4 and job.spec.model.name == "llama":
+        pytest.skip("4 ranks run on the MLP only: CI has 2 cores")
     t = Trainer(job, d / f"n{world}", f"n{world}", world_size=world)
     assert t.train() == want
     assert t.claims == one.claims, "every claim of the first round, not only the last"

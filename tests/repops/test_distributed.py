@@ -168,7 +168,7 @@ def test_one_process_gives_the_hand_written_tree(reference):
     assert left_folds_differ, "the data must tell the tree from a left fold, or this test proves nothing"
 
 
-@pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("world", [2])  # (4 ranks: tests/protocol/test_distributed_training.py)
 def test_gloo_ranks_give_the_single_process_bits(reference, world):
     want, _ = reference
     results = _spawn(world)
