@@ -85,15 +85,15 @@ class DataParallel:
                                    "rank has probably stopped. Nothing half-written is kept: restart every rank, "
                                    "training resumes from the last complete checkpoint") from None
 
-    def backward(self, *batch: torch.Tensor, loss_hook: Callable | None = None, trace=None) -> torch.Tensor:
+    def backward(self, *batch: torch.Tensor) -> torch.Tensor:
         """This rank's micro-batches, the tree's top across ranks, the mean: sets p.grad on
         every rank and returns the step's loss."""
         import repops
-        with repops.deterministic(self.backend, trace=trace):
-            sums = micro.local_sums(self.loss_fn, self.params, batch, self.m, self.lo, self.hi, loss_hook)
+        with repops.deterministic(self.backend):
+            sums = micro.local_sums(self.loss_fn, self.params, batch, self.m, self.lo, self.hi)
         if self.world > 1:
             sums = self._exchange(sums)
-        with repops.deterministic(self.backend, trace=trace):
+        with repops.deterministic(self.backend):
             loss, *grads = micro.mean(sums.root(), self.m)
         micro.assign(self.params, grads)
         return loss
@@ -131,9 +131,7 @@ def _unflatten(row: torch.Tensor, shapes: list) -> list:
         if s is None:
             out.append(None)
             continue
-        n = 1
-        for d in s:
-            n *= d
+        n = s.numel()
         out.append(row[o:o + n].reshape(s).clone())
         o += n
     return out
