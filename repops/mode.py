@@ -201,6 +201,17 @@ _RANDOM = {f"aten::{n}" for n in (
     "native_dropout", "poisson", "rrelu_with_noise")}
 
 
+def _row_major(func, out):
+    """A RepOps kernel returns a fresh row-major tensor where torch's meta function follows
+    its inputs' strides (a product with a transposed operand): on meta the result must have
+    the real layout, or a later reshape is a view on meta and a copy for real, and the graph
+    a client commits is not the trace an honest trainer records."""
+    if any(r.alias_info is not None for r in func._schema.returns):
+        return out  # a view or an in-place op: torch's layout is RepOps' too
+    fresh = lambda t: t.new_empty(t.shape) if isinstance(t, torch.Tensor) and not t.is_contiguous() else t  # noqa: E731
+    return type(out)(fresh(t) for t in out) if isinstance(out, (tuple, list)) else fresh(out)
+
+
 class RepOpsMode(TorchDispatchMode):
     def __init__(self, trace=None, cuda_table=None):
         super().__init__()
@@ -222,7 +233,7 @@ class RepOpsMode(TorchDispatchMode):
         if exact and func not in A.EXACT:
             out = func(*args, **kwargs)  # integers and booleans: exact, and torch's own semantics
         elif impl is not None and device == "meta":
-            out = func(*args, **kwargs)  # shapes only, no values: the graph of a step (Verde)
+            out = _row_major(func, func(*args, **kwargs))  # shapes only, no values: the graph of a step (Verde)
         elif impl is not None and device == "cuda":
             from .reference.prims import implementations
             with implementations(self._cuda_table()):

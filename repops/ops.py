@@ -20,9 +20,12 @@ def _rms_norm(x: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor]:
     return x * r * weight, r
 
 
+# Fakes return fresh row-major tensors, as every RepOps kernel does: empty_like would keep a
+# transposed input's strides, and a reshape of the result would then be a view on meta and
+# a copy for real (a graph that is not the trace's: an honest trainer's level-2 loss).
 @_rms_norm.register_fake
 def _(x, weight, eps):
-    return torch.empty_like(x), x.new_empty(x.shape[:-1] + (1,))
+    return x.new_empty(x.shape), x.new_empty(x.shape[:-1] + (1,))
 
 
 @torch.library.custom_op("repops::rms_norm_backward", mutates_args=())
@@ -37,7 +40,7 @@ def _rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, r: Tensor) -> tu
 
 @_rms_norm_backward.register_fake
 def _(grad, x, weight, r):
-    return torch.empty_like(x), torch.empty_like(weight)
+    return x.new_empty(x.shape), weight.new_empty(weight.shape)
 
 
 def _rms_setup(ctx, inputs, output):
@@ -92,7 +95,7 @@ def _attention_backward(grad: Tensor, q: Tensor, k: Tensor, v: Tensor, p: Tensor
 
 @_attention_backward.register_fake
 def _(grad, q, k, v, p, mask, scale):
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _att_setup(ctx, inputs, output):
@@ -178,7 +181,7 @@ def _max_pool_backward(grad: Tensor, x: Tensor, out: Tensor, kernel: list[int], 
 
 @_max_pool_backward.register_fake
 def _(grad, x, out, kernel, stride, padding, dilation, ceil_mode):
-    return torch.empty_like(x)
+    return x.new_empty(x.shape)
 
 
 def _pool_setup(ctx, inputs, output):

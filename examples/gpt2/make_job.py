@@ -5,7 +5,8 @@ download) trained on a token file.
     verde train OUT_DIR/job.yaml
 
 Tokens are the text's bytes (vocabulary 256) cut into windows of seq + 1, or a token array
-of your own (.npy, any integer dtype, 1-D). Dropout is 0 (RepOps has no portable random
+of your own (.npy, any integer dtype, 1-D). Positions and the causal mask are folded into init at
+export, so every node of a step settles on chain. Dropout is 0 (RepOps has no portable random
 numbers yet); attention is SDPA, which RepOps runs as one operator on every device."""
 import argparse
 from pathlib import Path

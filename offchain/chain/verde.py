@@ -128,9 +128,10 @@ class Verde:
         if ctx.kernel_graph.unsettled:
             j, op = ctx.kernel_graph.unsettled[0]
             raise NotSettleableOnChain(
-                f"node {j} ({op}) of the job's step moves data in a way the on-chain referee cannot check "
-                f"(a MAT operand, docs/PROTOCOL.md §7)", "give the op a RepOps decomposition of views, constants "
-                f"and gather/onehot kernels, or settle this job off chain")
+                f"node {j} ({op}) of the job's step computes what the on-chain referee cannot check: integers "
+                f"computed from the batch or the weights, or data moved in a way no descriptor names (a MAT "
+                f"operand, docs/PROTOCOL.md §7)", "ship integers derived from the data (labels, masks) as "
+                f"tensors of the data file instead of computing them in forward, or settle this job off chain")
         now = self.chain.now()
         terms = (*commitments(job, ctx), max_trainers, stake, now + join_s, now + commit_s, now + reveal_s, clock_s)
         self._check_floors(join_s, commit_s, reveal_s, clock_s)

@@ -89,8 +89,9 @@ def cmd_train(args) -> int:
     console.print(f"state root S_T   {S.hex()}")
     if unsettled:
         j, op = unsettled[0]
-        console.print(f"[yellow]note:[/] {len(unsettled)} node(s) of a step (first: node {j}, {op}) compute on integers; "
-                      "a dispute that reaches one cannot be settled on chain: `verde post` refuses this job")
+        console.print(f"[yellow]note:[/] {len(unsettled)} node(s) of a step (first: node {j}, {op}) compute integers "
+                      "from the batch or weights; a dispute that reaches one cannot be settled on chain: `verde post` "
+                      "refuses this job (ship such integers, e.g. labels, in the data file)")
     else:
         console.print("every node of a step can be settled on chain")
     if args.workdir:

@@ -96,8 +96,10 @@ def row_major(shape) -> list[int]:
 
 
 def cat(axis: int, shape, pieces: list[tuple[int, int, int, bytes]], background=0.0) -> bytes:
-    """pieces: (start, step, width, descriptor) along axis of an operand of `shape`."""
-    return (bytes([CAT, axis]) + constant(np.float32(background), shape) + len(pieces).to_bytes(2, "big") +
+    """pieces: (start, step, width, descriptor) along axis of an operand of `shape`; a Python
+    background is binary32, a numpy one keeps its dtype (an integer tensor's padding)."""
+    bg = background if isinstance(background, np.generic) else np.float32(background)
+    return (bytes([CAT, axis]) + constant(bg, shape) + len(pieces).to_bytes(2, "big") +
             b"".join(a.to_bytes(8, "big") + b.to_bytes(8, "big") + w.to_bytes(8, "big") + d for a, b, w, d in pieces))
 
 
@@ -135,6 +137,27 @@ def _slice_backward(args, src, result=None):
     dim = dim + len(sizes) if dim < 0 else dim
     start = max(0, min(start + sizes[dim] if start < 0 else start, sizes[dim]))
     return cat(dim, list(sizes), [(start, step, grad.shape[dim], _whole(grad, src))])
+
+
+def _select_backward(args, src, result=None):
+    grad, sizes, dim, index = args
+    dim = dim + len(sizes) if dim < 0 else dim
+    index = index + sizes[dim] if index < 0 else index
+    return cat(dim, list(sizes), [(index, 1, 1, _whole(grad, src, dim))])
+
+
+def _constant_pad(args, src, result=None):
+    """An integer tensor padded along one axis (positive amounts): what Hugging Face's
+    causal-LM loss does to its labels. Float padding is placed by prims.pad already."""
+    x, pad, value = (list(args) + [0])[:3]
+    padded = [(x.dim() - 1 - i, pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2) if pad[2 * i] or pad[2 * i + 1]]
+    if len(padded) != 1 or min(padded[0][1:]) < 0:
+        return None
+    axis, lo, hi = padded[0]
+    shape = list(x.shape)
+    shape[axis] += lo + hi
+    dtype = np.dtype(str(x.dtype).removeprefix("torch.")) if x.dtype != torch.bool else np.dtype(np.bool_)
+    return cat(axis, shape, [(lo, 1, x.shape[axis], _whole(x, src))], np.asarray(value).astype(dtype)[()])
 
 
 def _copy_of_input(args, src, result=None):
@@ -175,6 +198,7 @@ def _creation(shape_arg: int, value: float | None = None, value_arg: int | None 
 RESULT_RULES = {
     "aten.clone.default": _copy_of_input, "aten.contiguous.default": _copy_of_input,
     "aten.stack.default": _stack, "aten.cat.default": _cat, "aten.slice_backward.default": _slice_backward,
+    "aten.select_backward.default": _select_backward, "aten.constant_pad_nd.default": _constant_pad, "aten.lift_fresh_copy.default": _copy_of_input,
     "aten.zeros.default": _creation(0, 0.0), "aten.ones.default": _creation(0, 1.0),
     "aten.full.default": _creation(0, value_arg=1), "aten.zeros_like.default": _creation(0, 0.0),
     "aten.ones_like.default": _creation(0, 1.0), "aten.full_like.default": _creation(0, value_arg=1),

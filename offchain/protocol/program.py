@@ -9,6 +9,7 @@ import operator
 
 import torch
 
+from .fold import fold
 from .job import JobError
 
 NAMESPACES = ("aten", "repops")
@@ -16,13 +17,17 @@ NAMESPACES = ("aten", "repops")
 
 def export(module: torch.nn.Module, example_batch: tuple) -> tuple[bytes, dict]:
     """The client's side: (program JSON, state: parameters and buffers by name). The module's
-    forward(*batch) must return the loss; shapes are fixed to the example batch's."""
+    forward(*batch) must return the loss; shapes are fixed to the example batch's. What the
+    step computes from constants alone is folded into the state (fold.py)."""
     from torch._export.serde import schema
     from torch._export.serde.serialize import _bytes_to_dataclass, _to_json_bytes, serialize
+    from repops.mode import RepOpsFunctions
     try:
-        ep = torch.export.export(module, tuple(example_batch), strict=False)
+        with RepOpsFunctions():  # attention, pooling, RNNs, dropout as on every device, in the program itself
+            ep = torch.export.export(module, tuple(example_batch), strict=False)
     except Exception as e:  # noqa: BLE001 - torch.export's own errors say what in the model it cannot trace
         raise JobError(f"torch.export could not capture the model: {type(e).__name__}: {str(e)[:2000]}") from None
+    fold(ep)
     bad = sorted(k for k, v in ep.constants.items() if not isinstance(v, torch.Tensor))
     if bad:
         raise JobError(f"the program holds non-tensor constants {bad[:5]} (script objects): not allowed in a job")
@@ -34,6 +39,8 @@ def export(module: torch.nn.Module, example_batch: tuple) -> tuple[bytes, dict]:
             c = spec.tensor_constant
             spec = schema.InputSpec.create(buffer=schema.InputToBufferSpec(
                 arg=c.arg, buffer_name=c.tensor_constant_name, persistent=True))
+        elif spec.type == "buffer":  # a non-persistent buffer (rotary tables, position ids) is in init too
+            spec.buffer.persistent = True
         specs.append(spec)
     program.graph_module.signature.input_specs = specs
     state = {**ep.state_dict, **ep.constants}
@@ -61,6 +68,8 @@ def load(data: bytes, state: dict, device="cpu", where: str = "model.program") -
     device into every tensor it creates (arange(..., device=cpu)): those become `device`."""
     from torch._export.serde import schema
     from torch._export.serde.serialize import ExportedProgramDeserializer, _bytes_to_dataclass
+
+    import repops.ops  # noqa: F401  (RepOps' own operators, which a program may call)
     try:
         serialized = _bytes_to_dataclass(schema.ExportedProgram, data)
     except Exception as e:  # noqa: BLE001 - any parse failure is a malformed file

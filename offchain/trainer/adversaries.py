@@ -96,10 +96,10 @@ def _nudge(x: np.float32, ulps: int) -> np.float32:
 
 
 def _flip(t: torch.Tensor, element: int = 0, ulps: int = 1):
-    """Change one float32 element by `ulps` ulps, in place."""
+    """Change one float32 element by `ulps` ulps (an integer one by `ulps`), in place."""
     a = _raw(t)
     idx = tuple(int(i) for i in np.unravel_index(element, t.shape))
-    a[idx] = _nudge(a[idx], ulps)
+    a[idx] = _nudge(a[idx], ulps) if t.is_floating_point() else a[idx] + ulps
 
 
 @dataclasses.dataclass
@@ -177,7 +177,7 @@ class CorruptValue(Honest):
                 from ..protocol.trace import _mutated
                 outs = _mutated(func, args, kwargs)[-1:]
             t = outs[0]
-            if t.is_floating_point() and t.numel() > self.element:
+            if t.dtype != torch.bool and t.numel() > self.element:
                 _flip(t, self.element, self.ulps)
 
     def kernel_tamper(self, step, node, n_kernels):

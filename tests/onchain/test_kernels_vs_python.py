@@ -91,3 +91,27 @@ def test_broadcasting_and_output_shapes_agree(harness, name, shapes):
     for flat in range(n):
         for s in shapes:
             assert harness.functions.operandIndex(list(out), flat, list(s)).call() == L5.operand_index(out, flat, tuple(s))
+
+
+def test_the_result_rules_of_integer_padding_and_selects_backward_agree(harness):
+    """What Hugging Face's causal-LM loss does to its int64 labels (a pad with -100: a CAT
+    over an int64 background) and what a select's backward returns (the gradient placed in
+    zeros): described from the op's meaning, read the same on chain."""
+    import torch.nn.functional as F
+    g = torch.Generator().manual_seed(2)
+    labels = torch.randint(0, 50, (2, 6), generator=g)
+    x = torch.randn(3, 4, 5, generator=g, requires_grad=True)
+    rec = StepRecorder([x], [labels], chunk=8, keep=True)
+    with repops.deterministic(trace=rec):
+        padded = F.pad(labels, (0, 1), value=-100)
+        (x.select(1, -2) * padded[:, :5].sum().float()).sum().backward()
+    rng, seen = random.Random(2), set()
+    for n in rec.nodes:
+        ins = [rec.outputs[r.index][r.slot] if r.kind == 0 else ((x,), (labels,))[r.kind - 1][r.index] for r in n.refs]
+        op = n.structure()[5:5 + int.from_bytes(n.structure()[1:5], "big")].decode()
+        if op in ("aten.constant_pad_nd.default", "aten.select_backward.default"):
+            result = OpRun(n.structure(), ins, 8).kernels()[-1]
+            assert result.descriptors[0][0] == CAT, op
+            _check(harness, result.descriptors[0], rng)
+            seen.add(op)
+    assert seen == {"aten.constant_pad_nd.default", "aten.select_backward.default"}

@@ -1,0 +1,157 @@
+"""Constant folding of an exported program, at export (the client's side): every value the
+program computes from nothing but its own constants (positions from `arange`, causal and
+packed-sequence masks, rotary tables: what Hugging Face models build from shapes) is computed
+once, under RepOps, and becomes a buffer in the job's init. Why: such nodes would run on
+every step, and the integer ones cannot be settled on chain (the referee's soft-float has no
+int64 primitives); as state tensors they are agreed from S_0 instead. Views of constants stay
+in the graph (a view is free to describe, and folding an `expand` would store its copies).
+Constants are the program's lifted tensors and the buffers nothing writes; a `no_grad` or
+`autocast(enabled=False)` block over constants (Llama's rotary table) is folded like an op.
+docs/PROTOCOL.md §5."""
+from __future__ import annotations
+
+import operator
+
+import torch
+from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
+
+PREFIX = "folded_"
+
+
+def _grad_mode_block(enabled, body, *args):
+    with torch.set_grad_enabled(enabled):
+        return body(*args)
+
+
+def _autocast_block(device_type, dtype, enabled, cache_enabled, body, *args):
+    return body(*args)  # only autocast(enabled=False) is folded (_pure)
+
+
+# torch.export's wrappers of a Python `with` block, as the eager calls they stand for
+_BLOCKS = {"wrap_with_set_grad_enabled": _grad_mode_block, "wrap_with_autocast": _autocast_block}
+
+
+def _op(node):
+    return _BLOCKS.get(getattr(node.target, "__name__", None)) if isinstance(
+        node.target, torch._ops.HigherOrderOperator) else node.target
+
+
+def _pure(node) -> bool:
+    t = node.target
+    return node.op == "call_function" and (t is operator.getitem or (
+        isinstance(t, torch._ops.OpOverload) and t.namespace in ("aten", "repops")
+        and torch.Tag.nondeterministic_seeded not in t.tags and not t._schema.is_mutable)
+        or isinstance(t, torch._ops.HigherOrderOperator) and t.__name__ in _BLOCKS
+        and (t.__name__ != "wrap_with_autocast" or node.args[2] is False))
+
+
+def _schema_returns(node):
+    t = node.target
+    return t._schema.returns if isinstance(t, torch._ops.OpOverload) else None
+
+
+def _view(node) -> bool:
+    return any(r.alias_info is not None for r in _schema_returns(node) or ())
+
+
+def _returns_nothing(node) -> bool:
+    return _schema_returns(node) == []
+
+
+def fold(ep: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
+    """Folds `ep` in place; returns the new constants by name (also added to ep.constants as
+    lifted tensor constants, which program.export turns into buffers)."""
+    import repops
+    graph, specs = ep.graph_module.graph, ep.graph_signature.input_specs
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    written = _written(graph)
+    mutated = set(ep.graph_signature.buffers_to_mutate.values())
+    env: dict = {n: ep.constants[s.target] for n, s in zip(placeholders, specs)
+                 if s.kind == InputKind.CONSTANT_TENSOR}
+    env.update({n: ep.state_dict[s.target] if s.target in ep.state_dict else ep.constants[s.target] for n, s in zip(placeholders, specs)
+                if s.kind == InputKind.BUFFER and s.target not in mutated and n not in written})
+    env.update({n: getattr(ep.graph_module, n.target) for n in graph.nodes if n.op == "get_attr"})
+    constant = set(env)
+    for node in graph.nodes:
+        if _pure(node) and node not in written and all(a in constant for a in node.all_input_nodes):
+            constant.add(node)
+    folded = [n for n in graph.nodes if n in constant and n.op == "call_function" and not _view(n)]
+    if not any(n for n in folded if not _returns_nothing(n)):
+        return {}
+    load = lambda a: env[a] if isinstance(a, torch.fx.Node) else a  # noqa: E731
+    with repops.deterministic():
+        for node in [n for n in graph.nodes if n in constant and n.op == "call_function"]:
+            args, kwargs = torch.fx.node.map_aggregate((node.args, node.kwargs), load)
+            env[node] = _op(node)(*args, **kwargs)
+    keep = set(folded)
+    frontier = [n for n in folded if not _returns_nothing(n) and any(u not in keep for u in n.users)]
+    new, seen, first_input = {}, {}, next(n for n, s in zip(placeholders, specs) if s.kind == InputKind.USER_INPUT)
+    at = specs.index(next(s for s in specs if s.kind == InputKind.USER_INPUT))
+    for node in frontier:
+        value = env[node]
+        if not isinstance(value, torch.Tensor):
+            continue  # a tuple consumed by something other than getitem: stays computed
+        small, fake = _compact(value.detach()), node.meta["val"]
+        key = (small.dtype, tuple(small.shape), small.numpy().tobytes())
+        if key in seen:  # the same table computed again (per layer): one buffer
+            p = seen[key]
+        else:
+            with graph.inserting_before(first_input):
+                p = seen[key] = graph.placeholder(f"{PREFIX}{len(new)}")
+            name = p.name  # fx keeps names unique
+            p.meta["val"] = fake.fake_mode.from_tensor(small, static_shapes=True)
+            specs.insert(at, InputSpec(kind=InputKind.CONSTANT_TENSOR, arg=TensorArgument(name=name), target=name))
+            at += 1
+            ep.constants[name] = new[name] = small
+        if small.shape != value.shape:
+            with graph.inserting_after(node):
+                p = graph.call_function(torch.ops.aten.expand.default, (p, list(value.shape)))
+            constant.add(p)  # erased below if what it fed was folded too
+            p.meta["val"] = fake
+        node.replace_all_uses_with(p)
+    for node in reversed(list(graph.nodes)):
+        if node in constant and node.op in ("call_function", "get_attr") and (_returns_nothing(node) or not node.users):
+            graph.erase_node(node)
+    _drop_unused_inputs(ep)
+    ep.graph_module.recompile()
+    return new
+
+
+def _written(graph) -> set:
+    """The nodes whose tensor an in-place op writes (directly or through views): their value
+    is not the same all step, so neither they nor anything computed from them is folded."""
+    out = set()
+    for node in graph.nodes:
+        t = node.target
+        if node.op != "call_function" or not isinstance(t, torch._ops.OpOverload) or not t._schema.is_mutable:
+            continue
+        for arg, a in zip(t._schema.arguments, node.args):
+            while isinstance(a, torch.fx.Node) and arg.alias_info is not None and arg.alias_info.is_write:
+                out.add(a)
+                a = a.args[0] if a.op == "call_function" and _pure(a) and _view(a) and a.args else None
+    return out
+
+
+def _compact(value: torch.Tensor) -> torch.Tensor:
+    """The value with every axis along which it repeats (bit for bit) cut to size 1: a mask
+    built per batch row, a table repeated per head, is stored once and expanded in the graph."""
+    bits = value.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[value.element_size()]) \
+        if value.is_floating_point() else value
+    for d in range(value.dim()):
+        if bits.shape[d] > 1 and torch.equal(bits, bits.narrow(d, 0, 1).expand_as(bits)):
+            bits = bits.narrow(d, 0, 1)
+    return bits.view(value.dtype).contiguous().clone() if value.is_floating_point() else bits.contiguous().clone()
+
+
+def _drop_unused_inputs(ep) -> None:
+    """Constants and buffers the folded graph no longer reads leave the program (and init)."""
+    graph, specs = ep.graph_module.graph, ep.graph_signature.input_specs
+    mutated = set(ep.graph_signature.buffers_to_mutate.values())
+    for node, spec in list(zip([n for n in graph.nodes if n.op == "placeholder"], list(specs))):
+        if node.users or not (spec.kind == InputKind.CONSTANT_TENSOR or
+                              spec.kind == InputKind.BUFFER and spec.target not in mutated):
+            continue
+        graph.erase_node(node)
+        specs.remove(spec)
+        ep.constants.pop(spec.target, None)  # non-persistent buffers live there too
+        ep.state_dict.pop(spec.target, None)

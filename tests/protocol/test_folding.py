@@ -1,0 +1,180 @@
+"""Models we did not write as program jobs (tests/repops/model_zoo.py): export folds what a
+step computes from constants alone (positions, causal and packed-sequence masks, rotary
+tables, a no_grad block over them) into init, so every node of their step can be settled on
+chain; folding keeps the step's bits; integers computed from the batch are refused at post,
+naming the node; a cheater at an integer data move (the labels' padding) or at a select's
+backward loses, off chain and on chain."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import repops
+from offchain.chain.verde import PHASE_DONE, NotSettleableOnChain, Verde
+from offchain.dispute.context import Context
+from offchain.dispute.party import InProcess, Party
+from offchain.dispute.referee import dispute
+from offchain.protocol import program
+from offchain.protocol.dataset import batch as batch_of, write_program_job
+from offchain.protocol.jobfile import load
+from offchain.protocol.trace import decode_structure
+from offchain.trainer import Trainer
+from offchain.trainer import adversaries as A
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repops"))
+from model_zoo import MODELS  # noqa: E402
+
+PAY, STAKE = 3 * 10**18, 10**18
+
+
+class WithLoss(torch.nn.Module):
+    def __init__(self, model, loss):
+        super().__init__()
+        self.model, self.loss_fn = model, loss
+
+    def forward(self, *batch):
+        return self.loss_fn(self.model, *batch)
+
+
+def _labelled(model, ids, labels):
+    return model(input_ids=ids, labels=labels).loss
+
+
+def zoo(name):
+    """(module returning the loss, two batches). A classifier's labels are data, as a client
+    would ship them (a label computed in forward from the ids is an integer op on the batch)."""
+    model, make, loss = MODELS[name]()
+    batches = [make(0), make(1)]
+    if name in ("hf-bert", "hf-distilbert"):
+        loss, batches = _labelled, [(ids, ids[:, 0] % 2) for ids, in batches]
+    return WithLoss(model, loss), batches
+
+
+def zoo_job(name, directory, **kw):
+    module, (b0, b1) = zoo(name)
+    data = {f"x{i}": torch.cat([a, b]) for i, (a, b) in enumerate(zip(b0, b1))}
+    return load(write_program_job(directory, module, data, list(data), steps=kw.pop("steps", 2),
+                                  batch_size=b0[0].shape[0], **kw))
+
+
+SETTLED = [n for n in MODELS if n != "hf-t5"]  # T5 writes its decoder inputs through a view: a TraceError
+
+
+@pytest.mark.parametrize("name", SETTLED)
+def test_a_zoo_models_step_is_its_committed_graph_and_every_node_settles_on_chain(name, tmp_path):
+    """The graph the client commits (one step on meta tensors) is the trace an honest trainer
+    records, node for node (else the honest trainer loses at level 2), and no node of it
+    needs the off-chain referee."""
+    job = zoo_job(name, tmp_path / name)
+    ctx = Context(job)
+    traced = Trainer(job, tmp_path / "t", "t").step_trace(0)
+    assert [n.structure() for n in traced.nodes] == ctx.graph.structures
+    assert ctx.kernel_graph.unsettled == []
+
+
+@pytest.mark.parametrize("name", ["hf-gpt2", "hf-llama-sdpa", "hf-bert", "hf-vit", "nn-encoder", "nn-recurrent"])
+def test_the_folded_program_keeps_the_modules_loss_and_every_gradient_bit_for_bit(name):
+    """Against the module the client wrote, run eagerly under RepOps: folding (and exporting
+    under RepOps' function routing) changes where constants are computed, never a bit."""
+    module, (b0, _) = zoo(name)
+    prog, state = program.export(module, b0)
+    assert any(k.startswith("folded_") for k in state), "something was folded"
+    folded = program.load(prog, {k: v.clone() for k, v in state.items()})
+    runs = []
+    for m, loss_of in ((folded, folded.loss), (module, module)):
+        with repops.deterministic():
+            loss = loss_of(*b0)
+            loss.backward()
+        runs.append((loss.detach(), {k: p.grad for k, p in m.named_parameters(remove_duplicate=False)
+                                     if p.grad is not None}))
+    (lf, gf), (le, ge) = runs
+    assert lf.view(torch.int32).item() == le.view(torch.int32).item()
+    assert gf and set(gf) <= set(ge) and len(gf) == len({id(g) for g in ge.values()})  # tied weights: one name
+    for k in gf:
+        assert torch.equal(gf[k].view(torch.int32), ge[k].view(torch.int32)), k
+
+
+def test_a_folded_constant_repeated_per_row_or_head_is_stored_once(tmp_path):
+    from safetensors.torch import load_file
+    job = zoo_job("hf-gpt2", tmp_path / "gpt2")
+    folded = {k: v for k, v in load_file(str(job.path(job.spec.init))).items() if k.startswith("folded_")}
+    masks = [v for v in folded.values() if v.dtype == torch.bool]
+    assert masks and all(v.shape[0] == 1 and v.shape[1] == 1 for v in masks), {k: v.shape for k, v in folded.items()}
+    assert len({(v.dtype, tuple(v.shape), v.numpy().tobytes()) for v in folded.values()}) == len(folded)
+
+
+def test_an_integer_computed_from_the_batch_is_refused_at_post_naming_its_node(embedded, tmp_path):
+    module, (b0, b1) = zoo("hf-distilbert")
+    module.loss_fn = lambda m, ids, labels: m(input_ids=ids, labels=(ids[:, 0] + labels) % 2).loss
+    data = {"ids": torch.cat([b0[0], b1[0]]), "labels": torch.cat([b0[1], b1[1]])}
+    job = load(write_program_job(tmp_path / "j", module, data, ["ids", "labels"], steps=2, batch_size=2))
+    ctx = Context(job)
+    assert ctx.kernel_graph.unsettled
+    j, op = ctx.kernel_graph.unsettled[0]
+    with pytest.raises(NotSettleableOnChain, match=rf"node {j} \({op}\).*integers computed from the batch"):
+        Verde.deploy(embedded).post(job, ctx, PAY, STAKE, client=embedded.accounts[1])
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gpt2")
+    job = zoo_job("hf-gpt2", d / "job", steps=3, fanout=2, chunk=64)
+    honest = Trainer(job, d / "honest", "honest")
+    honest.train()
+    return job, Context(job), honest, d
+
+
+def _node(ctx, op):
+    return next(j for j, s in enumerate(ctx.graph.structures) if decode_structure(s)[0] == op)
+
+
+def test_a_cheater_at_the_labels_padding_loses(gpt2):
+    """Hugging Face's causal-LM loss pads the int64 labels with -100: described as a CAT of
+    the batch's labels over an int64 background (no longer a MAT), the node is one the
+    on-chain game can decide; a changed label is not what its decomposition gives."""
+    job, ctx, honest, d = gpt2
+    pad = _node(ctx, "aten.constant_pad_nd.default")
+    labels = batch_of(job, 1)[0].flatten()
+    element = next(i for i in range(1, labels.numel()) if labels[i] < 99)  # stays a token id
+    bad = Trainer(job, d / "pad-cheat", "cheater", behaviour=A.CorruptValue(step=1, node=pad, element=element))
+    assert bad.train() != honest.final_claim()
+    for first, second in ((honest, bad), (bad, honest)):
+        v = dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (first, second)))
+        assert v.winner == "honest" and v.losers == ["cheater"] and v.node == pad and v.level == 3, str(v)
+
+
+def test_the_labels_padding_cheater_loses_on_chain_and_the_honest_trainer_is_paid(embedded, gpt2):
+    job, ctx, honest, d = gpt2
+    pad = _node(ctx, "aten.constant_pad_nd.default")
+    bad = Trainer(job, d / "pad-cheat-chain", "cheater", behaviour=A.CorruptValue(step=2, node=pad, element=1))
+    bad.train()
+    v = Verde.deploy(embedded)
+    client, hon, cheat = embedded.accounts[1], embedded.accounts[2], embedded.accounts[3]
+    seats = [(cheat, bad), (hon, honest)]
+    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, client)
+    m = v.open_match(jid, cheat.address, hon.address)
+    v.play(m, seats, ctx, max_rounds=160)
+    assert v.match_state(m)["phase"] == PHASE_DONE
+    decision = v.decision(m)
+    assert decision["winner"] == hon.address and decision["level"] == 3, decision
+    assert v.owed(hon.address) == PAY + 2 * STAKE and v.owed(cheat.address) == 0
+
+
+def test_a_cheater_at_a_selects_backward_loses(tmp_path):
+    job = zoo_job("nn-encoder", tmp_path / "enc", steps=3, fanout=2)
+    ctx = Context(job)
+    node = _node(ctx, "aten.select_backward.default")
+    honest = Trainer(job, tmp_path / "honest", "honest")
+    honest.train()
+    user = next(j for j, s in enumerate(ctx.graph.structures) if any(
+        r.kind == 0 and r.index == node for r in decode_structure(s)[-1]))
+    slot = next(i for i, r in enumerate(decode_structure(ctx.graph.structures[user])[-1]) if r.index == node)
+    grad = honest.node_input(1, user, slot).flatten()
+    element = int(grad.nonzero()[0])  # inside the selected slice (a zero beside it would be absorbed)
+    bad = Trainer(job, tmp_path / "cheater", "cheater", behaviour=A.CorruptValue(step=1, node=node, element=element,
+                                                                                   ulps=1 << 12))
+    bad.train()
+    v = dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (bad, honest)))
+    assert v.winner == "honest" and v.losers == ["cheater"] and v.node == node and v.level == 3, str(v)
