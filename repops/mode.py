@@ -169,7 +169,7 @@ def _optimizer_guard(optimizer, args, kwargs):
         raise UnsupportedOpError(
             f"torch.optim.{type(optimizer).__name__}.step() inside repops.deterministic(): its host-side scalar "
             "math (bias corrections with the C library's pow) is not the same on every machine. Use "
-            "repops.optim.AdamW (the spec's AdamW; weight_decay=0 gives Adam) or torch.optim.SGD")
+            "repops.optim.AdamW or repops.optim.Adam (binary32 bias corrections), or torch.optim.SGD")
 
 
 class RepOpsFunctions(TorchFunctionMode):

@@ -156,11 +156,12 @@ class TrainingState:
     optimizer: object
 
     def tensors(self) -> list[torch.Tensor]:
-        """Fixed order: parameters, buffers, then per parameter the optimizer's m, v, b1t, b2t."""
+        """Fixed order: parameters, buffers, then per parameter the optimizer's state
+        (AdamW, Adam: m, v, b1t, b2t; SGD with momentum: buf)."""
         return list(self.model.parameters()) + list(self.model.buffers()) + self.optimizer.state_tensors()
 
     def names(self) -> list[str]:
-        opt = [f"opt.{n}.{k}" for n, _ in self.model.named_parameters() for k in ("m", "v", "b1t", "b2t")]
+        opt = [f"opt.{n}.{k}" for n, _ in self.model.named_parameters() for k in self.optimizer.STATE]
         return [n for n, _ in self.model.named_parameters()] + [f"buffer.{n}" for n, _ in self.model.named_buffers()] + opt
 
     def state_dict(self) -> dict:
@@ -178,23 +179,28 @@ def state_tree(commitments) -> merkle.Tree:
     return merkle.Tree(tuple(merkle.leaf_hash(c) for c in commitments))
 
 
+def optimizer(spec: OptimizerSpec, params):
+    """The job's optimizer over `params` (repops.optim)."""
+    from repops import optim
+    return {"adamw": optim.AdamW, "adam": optim.Adam, "sgd": optim.SGD}[spec.name](params, **spec.hyper())
+
+
 def initial_state(job: Job, device="cpu") -> TrainingState:
-    from repops.optim import AdamW
     model = build_model(job, device)
     if job.spec.model.name != "program":  # (a program is built from init)
         init = _load(job, job.spec.init, "init")
         with torch.no_grad():
             for n, p in model.named_parameters():
                 p.copy_(init[n])
-    o = job.spec.optimizer
-    opt = AdamW(model.parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay)
-    return TrainingState(model, opt)
+    return TrainingState(model, optimizer(job.spec.optimizer, model.parameters()))
 
 
 def write_job(directory, model: str, config: dict, data: dict, steps: int, batch_size: int, *, seed: int = 0,
-              lr: float = 3e-3, fanout: int = 4, chunk: int = 256, weights_seed: int = 0, micro_batches: int = 1) -> Path:
+              lr: float = 3e-3, fanout: int = 4, chunk: int = 256, weights_seed: int = 0, micro_batches: int = 1,
+              optimizer: dict | None = None) -> Path:
     """Create a job directory (init.safetensors, data.safetensors, job.yaml) and return the
-    job file: what a client does before posting a job."""
+    job file: what a client does before posting a job. optimizer: OptimizerSpec's fields
+    (default AdamW with lr)."""
     from repops.models import build
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
@@ -206,7 +212,8 @@ def write_job(directory, model: str, config: dict, data: dict, steps: int, batch
                    init=FileRef(file="init.safetensors", sha256=sha256_file(d / "init.safetensors")),
                    data=DataSpec(file="data.safetensors", sha256=sha256_file(d / "data.safetensors"),
                                  batch_size=batch_size, seed=seed),
-                   optimizer=OptimizerSpec(lr=lr), steps=steps, fanout=fanout, chunk=chunk, micro_batches=micro_batches)
+                   optimizer=OptimizerSpec(**(optimizer or dict(lr=lr))), steps=steps, fanout=fanout, chunk=chunk,
+                   micro_batches=micro_batches)
     path = d / "job.yaml"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(dump(spec))
@@ -216,7 +223,7 @@ def write_job(directory, model: str, config: dict, data: dict, steps: int, batch
 
 def write_program_job(directory, module: torch.nn.Module, data: dict, keys, steps: int, batch_size: int, *,
                       seed: int = 0, lr: float = 3e-3, weight_decay: float = 0.01, fanout: int = 4,
-                      chunk: int = 256, micro_batches: int = 1) -> Path:
+                      chunk: int = 256, micro_batches: int = 1, optimizer: dict | None = None) -> Path:
     """A client's own model as a job: module.forward(*batch) returns the loss, the batch being
     data[k] for k in keys (batch_size / micro_batches rows each: a micro-batch). Exports the program, writes model.json,
     init.safetensors (its parameters and buffers as they are now), data.safetensors and
@@ -235,7 +242,7 @@ def write_program_job(directory, module: torch.nn.Module, data: dict, keys, step
     ref = lambda name: FileRef(file=name, sha256=sha256_file(d / name))  # noqa: E731
     spec = JobSpec(model=ModelSpec(name="program", program=ref("model.json")), init=ref("init.safetensors"),
                    data=DataSpec(**ref("data.safetensors").model_dump(), batch_size=batch_size, seed=seed, keys=keys),
-                   optimizer=OptimizerSpec(lr=lr, weight_decay=weight_decay), steps=steps, fanout=fanout, chunk=chunk,
+                   optimizer=OptimizerSpec(**(optimizer or dict(lr=lr, weight_decay=weight_decay))), steps=steps, fanout=fanout, chunk=chunk,
                    micro_batches=micro_batches)
     path = d / "job.yaml"
     tmp = path.with_suffix(".tmp")

@@ -63,12 +63,21 @@ class DataSpec(FileRef):
                                    "in the order forward(*batch) takes them")
 
 
+ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # (also in an SGD job's canonical form: the field defaults)
+
+
 class OptimizerSpec(_Strict):
-    name: Literal["adamw"] = "adamw"
+    """repops.optim's AdamW, Adam or SGD. Fields a job leaves at their absent default do not
+    enter its id (an AdamW job without clipping keeps the id it had before SGD existed)."""
+    name: Literal["adamw", "adam", "sgd"] = "adamw"
     lr: float = Field(gt=0)
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = Field(1e-8, gt=0)
-    weight_decay: float = Field(0.01, ge=0)
+    betas: tuple[float, float] = Field(ADAM_BETAS, description="adamw, adam")
+    eps: float = Field(ADAM_EPS, gt=0, description="adamw, adam")
+    weight_decay: float = Field(0.01, ge=0, description="adamw: decoupled; adam, sgd: L2 (added to the gradient)")
+    momentum: float | None = Field(None, gt=0, lt=1, description="sgd only; absent = none")
+    nesterov: bool | None = Field(None, description="sgd with momentum only")
+    max_grad_norm: float | None = Field(None, gt=0, description="clip the gradients' global 2-norm to this "
+                                        "before the step (torch.nn.utils.clip_grad_norm_); absent = no clipping")
 
     @field_validator("betas")
     @classmethod
@@ -76,6 +85,28 @@ class OptimizerSpec(_Strict):
         if not all(0 <= b < 1 for b in v):
             raise ValueError(f"betas must lie in [0, 1), got {v}")
         return v
+
+    @field_validator("nesterov")
+    @classmethod
+    def _false_is_absent(cls, v):
+        return v or None
+
+    @model_validator(mode="after")
+    def _fields_of_the_optimizer(self):
+        if self.name != "sgd" and (self.momentum is not None or self.nesterov):
+            raise ValueError(f"momentum and nesterov are SGD's; optimizer {self.name!r} has betas")
+        if self.name == "sgd" and (tuple(self.betas), self.eps) != (ADAM_BETAS, ADAM_EPS):
+            raise ValueError("betas and eps are Adam's; SGD has momentum (and nesterov)")
+        if self.nesterov and self.momentum is None:
+            raise ValueError("nesterov needs a momentum")
+        return self
+
+    def hyper(self) -> dict:
+        """The keyword arguments of the repops.optim class `name` names."""
+        common = dict(lr=self.lr, weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm)
+        if self.name == "sgd":
+            return dict(common, momentum=self.momentum or 0.0, nesterov=bool(self.nesterov))
+        return dict(common, betas=tuple(self.betas), eps=self.eps)
 
 
 class JobSpec(_Strict):

@@ -11,7 +11,6 @@ from typing import Callable
 
 import repops
 from repops.distributed.micro import single_process_step
-from repops.optim import AdamW
 
 from . import merkle
 from . import dataset
@@ -52,9 +51,7 @@ class Graph:
 def graph_of(job: Job) -> Graph:
     """One step on meta tensors under repops.deterministic(): the graph, no arithmetic."""
     model = dataset.build_model(job, "meta")
-    o = job.spec.optimizer
-    st = dataset.TrainingState(model, AdamW(model.parameters(), lr=o.lr, betas=tuple(o.betas), eps=o.eps,
-                                    weight_decay=o.weight_decay))
+    st = dataset.TrainingState(model, dataset.optimizer(job.spec.optimizer, model.parameters()))
     b = tuple(t.to("meta") for t in dataset.batch(job, 0))
     rec = StepRecorder(st.tensors(), list(b), chunk=job.spec.chunk, values=False)
     with repops.deterministic(trace=rec):

@@ -81,7 +81,7 @@ class Trainer:
         st = initial_state(self.job, self.device)
         o = self.spec.optimizer
         for g in st.optimizer.param_groups:  # the behaviour may train with other hyper-parameters
-            g.update(lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay)
+            g.update(o.hyper())
         return st
 
     def _state_at(self, p: int) -> TrainingState:

@@ -1,0 +1,134 @@
+"""A job's optimizer (repops.optim through OptimizerSpec): AdamW, Adam (L2) and SGD
+(momentum, nesterov, weight decay), each optionally clipping the gradients' global norm
+first. Each trains with the same bits on 1 and 2 threads, its committed graph is the honest
+trace and settles on chain, SGD and clipping are torch's own arithmetic bit for bit, Adam is
+torch's algorithm, a cheater at a clipping or SGD node loses, and a spec mixing the
+optimizers' fields is a JobError naming the field."""
+import json
+
+import pytest
+import torch
+
+import repops
+from offchain.dispute.context import Context
+from offchain.dispute.party import InProcess, Party
+from offchain.dispute.referee import dispute
+from offchain.protocol.dataset import batch, initial_state, optimizer, write_job
+from offchain.protocol.job import JobError, parse
+from offchain.protocol.jobfile import load
+from offchain.protocol.trace import decode_structure
+from offchain.trainer import Trainer
+from offchain.trainer import adversaries as A
+from small_job import mlp_data
+
+CONFIGS = {
+    "adamw-clipped": dict(name="adamw", lr=3e-3, max_grad_norm=0.5),
+    "adam": dict(name="adam", lr=3e-3, weight_decay=0.01),
+    "sgd": dict(name="sgd", lr=0.05, weight_decay=0.0),
+    "sgd-momentum": dict(name="sgd", lr=0.05, momentum=0.9, weight_decay=1e-3),
+    "sgd-nesterov-clipped": dict(name="sgd", lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3,
+                                 max_grad_norm=0.25),
+}
+
+
+def _job(d, optimizer, steps=4):
+    return load(write_job(d, "mlp", {"d_in": 16, "d_hidden": 32, "n_classes": 10}, mlp_data(), steps=steps,
+                          batch_size=8, fanout=2, chunk=64, optimizer=optimizer))
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_each_optimizer_trains_the_same_bits_on_any_thread_count_and_settles_on_chain(name, tmp_path, monkeypatch):
+    job = _job(tmp_path / "job", CONFIGS[name])
+    claims = []
+    for threads in ("1", "2"):
+        monkeypatch.setenv("REPOPS_NUM_THREADS", threads)
+        t = Trainer(job, tmp_path / threads, threads)
+        claims.append(t.train())
+    assert claims[0] == claims[1]
+    ctx = Context(job)
+    assert [n.structure() for n in t.step_trace(1).nodes] == ctx.graph.structures
+    assert ctx.kernel_graph.unsettled == []
+
+
+def _steps(job, opt_of, clip=None, n=3):
+    """n steps of the job's model on its batches under RepOps with the optimizer opt_of(params)
+    makes; clip: clip_grad_norm_ first, as a user of torch's own optimizer would."""
+    st = initial_state(job)
+    opt = opt_of(st.model.parameters())
+    for s in range(n):
+        x, y = batch(job, s)
+        opt.zero_grad(set_to_none=True)
+        with repops.deterministic():
+            st.model.loss(x, y).backward()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(list(st.model.parameters()), clip, foreach=False)
+            opt.step()
+    return [p.detach().clone() for p in st.model.parameters()]
+
+
+@pytest.mark.parametrize("name", ["sgd", "sgd-momentum", "sgd-nesterov-clipped"])
+def test_sgd_and_clipping_are_torchs_own_arithmetic_bit_for_bit(name, tmp_path):
+    cfg = CONFIGS[name]
+    job = _job(tmp_path / "job", cfg)
+    ours = _steps(job, lambda ps: optimizer(job.spec.optimizer, ps))
+    theirs = _steps(job, lambda ps: torch.optim.SGD(ps, lr=cfg["lr"], momentum=cfg.get("momentum", 0.0),
+                                                    nesterov=cfg.get("nesterov", False),
+                                                    weight_decay=cfg["weight_decay"], foreach=False),
+                    clip=cfg.get("max_grad_norm"))
+    for a, b in zip(ours, theirs):
+        assert torch.equal(a.view(torch.int32), b.view(torch.int32))
+
+
+def test_adam_is_torchs_adam(tmp_path):
+    """torch.optim.Adam runs only natively (its bias corrections are host pow): the same
+    algorithm to rounding, not the same bits."""
+    job = _job(tmp_path / "job", CONFIGS["adam"])
+    ours = _steps(job, lambda ps: optimizer(job.spec.optimizer, ps))
+    st = initial_state(job)
+    opt = torch.optim.Adam(st.model.parameters(), lr=3e-3, weight_decay=0.01, foreach=False)
+    for s in range(3):
+        x, y = batch(job, s)
+        opt.zero_grad(set_to_none=True)
+        st.model.loss(x, y).backward()
+        opt.step()
+    for a, p in zip(ours, st.model.parameters()):
+        torch.testing.assert_close(a, p.detach(), rtol=1e-4, atol=1e-6)
+    adamw = _steps(job, lambda ps: optimizer(job.spec.optimizer.model_copy(update={"name": "adamw"}), ps))
+    assert any(not torch.equal(a, b) for a, b in zip(ours, adamw)), "L2 is not AdamW's decoupled decay"
+
+
+@pytest.mark.parametrize("op,occurrence", [("aten.linalg_vector_norm.default", 0), ("aten.add_.Tensor", -1)])
+def test_a_cheater_at_a_clipping_or_sgd_node_loses(op, occurrence, tmp_path):
+    job = _job(tmp_path / "job", CONFIGS["sgd-nesterov-clipped"])
+    ctx = Context(job)
+    node = [j for j, s in enumerate(ctx.graph.structures) if decode_structure(s)[0] == op][occurrence]
+    honest = Trainer(job, tmp_path / "honest", "honest")
+    honest.train()
+    bad = Trainer(job, tmp_path / "cheater", "cheater", behaviour=A.CorruptValue(step=1, node=node, ulps=1 << 12))
+    bad.train()
+    for first, second in ((honest, bad), (bad, honest)):
+        v = dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (first, second)))
+        assert v.winner == "honest" and v.losers == ["cheater"] and v.node == node and v.level == 5, str(v)
+
+
+def test_an_adamw_job_without_the_new_fields_keeps_its_id(tmp_path):
+    job = _job(tmp_path / "job", None)
+    spec = job.spec.model_copy(update={"optimizer": job.spec.optimizer.model_copy(update={"nesterov": False})})
+    assert b"momentum" not in job.spec.canonical() and b"max_grad_norm" not in job.spec.canonical()
+    assert parse(spec.model_dump_json()).job_id == job.job_id
+
+
+@pytest.mark.parametrize("fields,match", [
+    (dict(name="adamw", lr=1e-3, momentum=0.9), "momentum and nesterov are SGD's"),
+    (dict(name="sgd", lr=1e-3, betas=[0.9, 0.99]), "betas and eps are Adam's"),
+    (dict(name="sgd", lr=1e-3, nesterov=True), "nesterov needs a momentum"),
+    (dict(name="sgd", lr=1e-3, momentum=1.5), "optimizer.momentum"),
+    (dict(name="adamw", lr=1e-3, max_grad_norm=0), "optimizer.max_grad_norm"),
+    (dict(name="lion", lr=1e-3), "optimizer.name"),
+])
+def test_a_spec_mixing_the_optimizers_fields_is_a_job_error(fields, match, tmp_path):
+    job = _job(tmp_path / "job", None)
+    raw = job.spec.model_dump(mode="json", exclude_none=True)
+    raw["optimizer"] = fields
+    with pytest.raises(JobError, match=match):
+        parse(json.dumps(raw))
