@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from offchain.protocol.dataset import write_program_job
+from offchain.protocol.job import JobError
 
 
 class SmallCNN(nn.Module):
@@ -59,4 +60,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except JobError as e:  # what is wrong with the model or the data, said without a traceback
+        raise SystemExit(f"error: {e}")

@@ -11,11 +11,11 @@ numbers yet); attention is SDPA, which RepOps runs as one operator on every devi
 import argparse
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from offchain.protocol.dataset import write_program_job
+from offchain.protocol.dataset import read_tokens, token_windows, write_program_job
+from offchain.protocol.job import JobError
 
 
 class CausalLM(torch.nn.Module):
@@ -33,13 +33,6 @@ class CausalLM(torch.nn.Module):
         return F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten())
 
 
-def windows(tokens: np.ndarray, seq: int) -> torch.Tensor:
-    n = (len(tokens) - 1) // seq
-    if n < 1:
-        raise SystemExit(f"need more than {seq} tokens, got {len(tokens)}")
-    return torch.from_numpy(np.stack([tokens[i * seq:i * seq + seq + 1] for i in range(n)]).astype(np.int64))
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out")
@@ -50,14 +43,15 @@ def main():
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=4)
     a = p.parse_args()
-    ids = np.load(a.tokens, allow_pickle=False) if a.tokens else np.frombuffer(Path(a.text).read_bytes(), np.uint8)
-    if ids.size and int(ids.max()) >= a.vocab:
-        raise SystemExit(f"token {int(ids.max())} >= --vocab {a.vocab}")
+    ids = read_tokens(a.text, a.tokens, a.vocab)
     torch.manual_seed(0)
-    job = write_program_job(a.out, CausalLM(a.vocab, a.seq), {"tokens": windows(ids, a.seq)}, ["tokens"],
+    job = write_program_job(a.out, CausalLM(a.vocab, a.seq), {"tokens": token_windows(ids, a.seq)}, ["tokens"],
                             steps=a.steps, batch_size=a.batch_size, lr=1e-3)
     print(job)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except JobError as e:  # what is wrong with the model or the data, said without a traceback
+        raise SystemExit(f"error: {e}")

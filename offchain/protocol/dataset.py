@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
@@ -219,6 +220,26 @@ def write_job(directory, model: str, config: dict, data: dict, steps: int, batch
     tmp.write_text(dump(spec))
     tmp.replace(path)
     return path
+
+
+def read_tokens(text: str | None = None, tokens: str | None = None, vocab: int = 256) -> np.ndarray:
+    """Token ids from a .npy array (1-D, any integer dtype) or, without one, a text file's
+    bytes (vocabulary 256); every id must be below vocab."""
+    ids = np.load(tokens, allow_pickle=False) if tokens else np.frombuffer(Path(text).read_bytes(), np.uint8)
+    if ids.ndim != 1 or ids.dtype.kind not in "iu":
+        raise JobError(f"{tokens}: token ids must be a 1-D integer array, got {ids.dtype} {ids.shape}")
+    if ids.size and int(ids.max()) >= vocab:
+        raise JobError(f"token {int(ids.max())} is not below the vocabulary size {vocab}")
+    return ids
+
+
+def token_windows(tokens, seq: int) -> torch.Tensor:
+    """A 1-D token array cut into rows of seq + 1 (inputs and next-token targets), int64."""
+    tokens = np.asarray(tokens)
+    n = (len(tokens) - 1) // seq
+    if n < 1:
+        raise JobError(f"need more than {seq} tokens for one window of {seq} + 1, got {len(tokens)}")
+    return torch.from_numpy(np.stack([tokens[i * seq:i * seq + seq + 1] for i in range(n)]).astype(np.int64))
 
 
 def write_program_job(directory, module: torch.nn.Module, data: dict, keys, steps: int, batch_size: int, *,

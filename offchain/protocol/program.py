@@ -27,6 +27,7 @@ def export(module: torch.nn.Module, example_batch: tuple) -> tuple[bytes, dict]:
             ep = torch.export.export(module, tuple(example_batch), strict=False)
     except Exception as e:  # noqa: BLE001 - torch.export's own errors say what in the model it cannot trace
         raise JobError(f"torch.export could not capture the model: {type(e).__name__}: {str(e)[:2000]}") from None
+    _freeze(ep, {n for n, p in module.named_parameters(remove_duplicate=False) if not p.requires_grad})
     fold(ep)
     bad = sorted(k for k, v in ep.constants.items() if not isinstance(v, torch.Tensor))
     if bad:
@@ -45,6 +46,16 @@ def export(module: torch.nn.Module, example_batch: tuple) -> tuple[bytes, dict]:
     program.graph_module.signature.input_specs = specs
     state = {**ep.state_dict, **ep.constants}
     return _to_json_bytes(program), {k: v.detach().contiguous() for k, v in state.items()}
+
+
+def _freeze(ep, frozen: set) -> None:
+    """A parameter the client froze (requires_grad=False: a LoRA base, a frozen encoder) is a
+    buffer of the program: state the step reads, with no gradient and no optimizer state."""
+    from torch.export.graph_signature import InputKind
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind == InputKind.PARAMETER and spec.target in frozen:
+            spec.kind, spec.persistent = InputKind.BUFFER, True
+            ep.state_dict[spec.target] = ep.state_dict[spec.target].detach()
 
 
 def _check_calls(graph, where: str) -> None:
