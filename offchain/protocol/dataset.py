@@ -158,11 +158,12 @@ class TrainingState:
 
     def tensors(self) -> list[torch.Tensor]:
         """Fixed order: parameters, buffers, then per parameter the optimizer's state
-        (AdamW, Adam: m, v, b1t, b2t; SGD with momentum: buf)."""
+        (AdamW, Adam: m, v, b1t, b2t; SGD with momentum: buf), then a schedule's step counter."""
         return list(self.model.parameters()) + list(self.model.buffers()) + self.optimizer.state_tensors()
 
     def names(self) -> list[str]:
-        opt = [f"opt.{n}.{k}" for n, _ in self.model.named_parameters() for k in self.optimizer.STATE]
+        opt = [f"opt.{n}.{k}" for n, _ in self.model.named_parameters() for k in self.optimizer.STATE] + [
+            f"opt.{k}" for k in self.optimizer.global_state]
         return [n for n, _ in self.model.named_parameters()] + [f"buffer.{n}" for n, _ in self.model.named_buffers()] + opt
 
     def state_dict(self) -> dict:
@@ -180,10 +181,12 @@ def state_tree(commitments) -> merkle.Tree:
     return merkle.Tree(tuple(merkle.leaf_hash(c) for c in commitments))
 
 
-def optimizer(spec: OptimizerSpec, params):
-    """The job's optimizer over `params` (repops.optim)."""
+def optimizer(spec: OptimizerSpec, params, steps: int):
+    """The job's optimizer over `params` (repops.optim); steps: the job's, where a schedule ends."""
     from repops import optim
-    return {"adamw": optim.AdamW, "adam": optim.Adam, "sgd": optim.SGD}[spec.name](params, **spec.hyper())
+    sch = spec.schedule and optim.Schedule(spec.schedule.name, steps, spec.schedule.warmup, spec.schedule.min_lr_ratio)
+    return {"adamw": optim.AdamW, "adam": optim.Adam, "sgd": optim.SGD}[spec.name](params, **spec.hyper(),
+                                                                                   schedule=sch)
 
 
 def initial_state(job: Job, device="cpu") -> TrainingState:
@@ -193,7 +196,7 @@ def initial_state(job: Job, device="cpu") -> TrainingState:
         with torch.no_grad():
             for n, p in model.named_parameters():
                 p.copy_(init[n])
-    return TrainingState(model, optimizer(job.spec.optimizer, model.parameters()))
+    return TrainingState(model, optimizer(job.spec.optimizer, model.parameters(), job.spec.steps))
 
 
 def write_job(directory, model: str, config: dict, data: dict, steps: int, batch_size: int, *, seed: int = 0,

@@ -63,6 +63,14 @@ class DataSpec(FileRef):
                                    "in the order forward(*batch) takes them")
 
 
+class ScheduleSpec(_Strict):
+    """The learning rate of step t: lr * warmup ramp * decay to min_lr_ratio * lr at the job's
+    last step (repops.optim.Schedule, docs/NUMERICS.md §8)."""
+    name: Literal["linear", "cosine"]
+    warmup: int = Field(0, ge=0, description="steps of linear warmup from lr / warmup")
+    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="the last step's lr over lr")
+
+
 ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # (also in an SGD job's canonical form: the field defaults)
 
 
@@ -78,6 +86,7 @@ class OptimizerSpec(_Strict):
     nesterov: bool | None = Field(None, description="sgd with momentum only")
     max_grad_norm: float | None = Field(None, gt=0, description="clip the gradients' global 2-norm to this "
                                         "before the step (torch.nn.utils.clip_grad_norm_); absent = no clipping")
+    schedule: ScheduleSpec | None = Field(None, description="absent = the constant lr")
 
     @field_validator("betas")
     @classmethod
@@ -143,6 +152,13 @@ class JobSpec(_Strict):
     def _micro_batches_divide(self):
         if self.data.batch_size % self.m:
             raise ValueError(f"micro_batches {self.m} must divide data.batch_size {self.data.batch_size}")
+        return self
+
+    @model_validator(mode="after")
+    def _schedule_fits(self):
+        sch = self.optimizer.schedule
+        if sch is not None and sch.warmup >= self.steps:
+            raise ValueError(f"optimizer.schedule.warmup {sch.warmup} must be below steps {self.steps}")
         return self
 
     @model_validator(mode="after")

@@ -51,7 +51,8 @@ class Graph:
 def graph_of(job: Job) -> Graph:
     """One step on meta tensors under repops.deterministic(): the graph, no arithmetic."""
     model = dataset.build_model(job, "meta")
-    st = dataset.TrainingState(model, dataset.optimizer(job.spec.optimizer, model.parameters()))
+    st = dataset.TrainingState(model, dataset.optimizer(job.spec.optimizer, model.parameters(),
+                                                                       job.spec.steps))
     b = tuple(t.to("meta") for t in dataset.batch(job, 0))
     rec = StepRecorder(st.tensors(), list(b), chunk=job.spec.chunk, values=False)
     with repops.deterministic(trace=rec):

@@ -1,6 +1,6 @@
 """A job's optimizer (repops.optim through OptimizerSpec): AdamW, Adam (L2) and SGD
 (momentum, nesterov, weight decay), each optionally clipping the gradients' global norm
-first. Each trains with the same bits on 1 and 2 threads, its committed graph is the honest
+first and following a learning-rate schedule (warmup, linear or cosine decay). Each trains with the same bits on 1 and 2 threads, its committed graph is the honest
 trace and settles on chain, SGD and clipping are torch's own arithmetic bit for bit, Adam is
 torch's algorithm, a cheater at a clipping or SGD node loses, and a spec mixing the
 optimizers' fields is a JobError naming the field."""
@@ -28,6 +28,8 @@ CONFIGS = {
     "sgd-momentum": dict(name="sgd", lr=0.05, momentum=0.9, weight_decay=1e-3),
     "sgd-nesterov-clipped": dict(name="sgd", lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3,
                                  max_grad_norm=0.25),
+    "adamw-cosine": dict(name="adamw", lr=3e-3, schedule=dict(name="cosine", warmup=1, min_lr_ratio=0.1)),
+    "sgd-linear": dict(name="sgd", lr=0.05, momentum=0.9, schedule=dict(name="linear", warmup=2)),
 }
 
 
@@ -70,7 +72,7 @@ def _steps(job, opt_of, clip=None, n=3):
 def test_sgd_and_clipping_are_torchs_own_arithmetic_bit_for_bit(name, tmp_path):
     cfg = CONFIGS[name]
     job = _job(tmp_path / "job", cfg)
-    ours = _steps(job, lambda ps: optimizer(job.spec.optimizer, ps))
+    ours = _steps(job, lambda ps: optimizer(job.spec.optimizer, ps, job.spec.steps))
     theirs = _steps(job, lambda ps: torch.optim.SGD(ps, lr=cfg["lr"], momentum=cfg.get("momentum", 0.0),
                                                     nesterov=cfg.get("nesterov", False),
                                                     weight_decay=cfg["weight_decay"], foreach=False),
@@ -83,7 +85,7 @@ def test_adam_is_torchs_adam(tmp_path):
     """torch.optim.Adam runs only natively (its bias corrections are host pow): the same
     algorithm to rounding, not the same bits."""
     job = _job(tmp_path / "job", CONFIGS["adam"])
-    ours = _steps(job, lambda ps: optimizer(job.spec.optimizer, ps))
+    ours = _steps(job, lambda ps: optimizer(job.spec.optimizer, ps, job.spec.steps))
     st = initial_state(job)
     opt = torch.optim.Adam(st.model.parameters(), lr=3e-3, weight_decay=0.01, foreach=False)
     for s in range(3):
@@ -93,7 +95,8 @@ def test_adam_is_torchs_adam(tmp_path):
         opt.step()
     for a, p in zip(ours, st.model.parameters()):
         torch.testing.assert_close(a, p.detach(), rtol=1e-4, atol=1e-6)
-    adamw = _steps(job, lambda ps: optimizer(job.spec.optimizer.model_copy(update={"name": "adamw"}), ps))
+    adamw = _steps(job, lambda ps: optimizer(job.spec.optimizer.model_copy(update={"name": "adamw"}), ps,
+                                                 job.spec.steps))
     assert any(not torch.equal(a, b) for a, b in zip(ours, adamw)), "L2 is not AdamW's decoupled decay"
 
 
@@ -131,4 +134,53 @@ def test_a_spec_mixing_the_optimizers_fields_is_a_job_error(fields, match, tmp_p
     raw = job.spec.model_dump(mode="json", exclude_none=True)
     raw["optimizer"] = fields
     with pytest.raises(JobError, match=match):
+        parse(json.dumps(raw))
+
+
+def _lrs(kind, total, warmup, floor, lr=0.5):
+    """The learning rates a Schedule gives steps 1..total under RepOps, from the counter the
+    optimizer keeps (t += 1 before each step)."""
+    from repops.optim import Schedule
+    sch, t, out = Schedule(kind, total, warmup, floor), torch.zeros(()), []
+    with repops.deterministic():
+        for _ in range(total):
+            t.add_(1.0)
+            out.append(sch.lr(lr, t).clone())
+    return torch.stack(out)
+
+
+def test_a_linear_schedule_is_its_formula_in_binary32_and_a_cosine_one_its_shape():
+    import numpy as np
+    f = np.float32
+    got = _lrs("linear", 10, 3, 0.2)
+    want = []
+    for t in range(1, 11):
+        warm = min(f(t) / f(3), f(1))
+        p = min(max((f(t) - f(3)) / f(7), f(0)), f(1))
+        want.append(f(0.5) * (warm * (f(1) - p * (f(1) - f(0.2)))))
+    assert torch.equal(got.view(torch.int32), torch.from_numpy(np.array(want, np.float32)).view(torch.int32))
+    cos = _lrs("cosine", 10, 2, 0.1).tolist()
+    assert cos[1] == 0.5 and abs(cos[-1] - 0.05) < 1e-7, "peak after warmup, the floor at the last step"
+    assert cos[:2] == sorted(cos[:2]) and cos[1:] == sorted(cos[1:], reverse=True)
+    for t, v in enumerate(cos[2:], 3):
+        assert abs(v - 0.5 * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * (t - 2) / 8)))) < 1e-6
+
+
+def test_a_cheater_at_the_schedules_cosine_loses(tmp_path):
+    job = _job(tmp_path / "job", CONFIGS["adamw-cosine"])
+    ctx = Context(job)
+    node = next(j for j, s in enumerate(ctx.graph.structures) if decode_structure(s)[0] == "aten.cos.default")
+    honest = Trainer(job, tmp_path / "honest", "honest")
+    honest.train()
+    bad = Trainer(job, tmp_path / "cheater", "cheater", behaviour=A.CorruptValue(step=2, node=node, ulps=1 << 12))
+    bad.train()
+    v = dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (bad, honest)))
+    assert v.winner == "honest" and v.losers == ["cheater"] and v.node == node and v.level == 5, str(v)
+
+
+def test_a_schedule_whose_warmup_outlasts_the_job_is_a_job_error(tmp_path):
+    job = _job(tmp_path / "job", None)
+    raw = job.spec.model_dump(mode="json", exclude_none=True)
+    raw["optimizer"]["schedule"] = {"name": "cosine", "warmup": raw["steps"]}
+    with pytest.raises(JobError, match="optimizer.schedule.warmup 4 must be below steps 4"):
         parse(json.dumps(raw))
