@@ -61,60 +61,77 @@ def _returns_nothing(node) -> bool:
 def fold(ep: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
     """Folds `ep` in place; returns the new constants by name (also added to ep.constants as
     lifted tensor constants, which program.export turns into buffers)."""
+    graph = ep.graph_module.graph
+    env, constant = _constants(ep)
+    folded = {n for n in constant if n.op == "call_function" and not _view(n)}
+    frontier = [n for n in graph.nodes if n in folded and not _returns_nothing(n)
+                and any(u not in folded for u in n.users)]
+    lifted = _Lifted(ep)
+    for node in frontier:
+        value = env[node]
+        if isinstance(value, torch.Tensor):  # (a tuple read by anything but getitem stays computed)
+            node.replace_all_uses_with(lifted.use(node, value.detach(), constant))
+    for node in reversed(list(graph.nodes)):  # what the lifted values replaced, and views left unused
+        if node in constant and node.op in ("call_function", "get_attr") and (_returns_nothing(node) or not node.users):
+            graph.erase_node(node)
+    _drop_unused_inputs(ep)
+    ep.graph_module.recompile()
+    return lifted.new
+
+
+def _constants(ep) -> tuple[dict, set]:
+    """(value of every constant node, evaluated under RepOps; the set of constant nodes)."""
     import repops
     graph, specs = ep.graph_module.graph, ep.graph_signature.input_specs
-    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    written = _written(graph)
-    mutated = set(ep.graph_signature.buffers_to_mutate.values())
-    env: dict = {n: ep.constants[s.target] for n, s in zip(placeholders, specs)
-                 if s.kind == InputKind.CONSTANT_TENSOR}
-    env.update({n: ep.state_dict[s.target] if s.target in ep.state_dict else ep.constants[s.target] for n, s in zip(placeholders, specs)
-                if s.kind == InputKind.BUFFER and s.target not in mutated and n not in written})
+    written, mutated = _written(graph), set(ep.graph_signature.buffers_to_mutate.values())
+    env: dict = {}
+    for n, s in zip([n for n in graph.nodes if n.op == "placeholder"], specs):
+        if s.kind == InputKind.CONSTANT_TENSOR:
+            env[n] = ep.constants[s.target]
+        elif s.kind == InputKind.BUFFER and s.target not in mutated and n not in written:
+            env[n] = ep.state_dict[s.target] if s.target in ep.state_dict else ep.constants[s.target]
     env.update({n: getattr(ep.graph_module, n.target) for n in graph.nodes if n.op == "get_attr"})
     constant = set(env)
     for node in graph.nodes:
         if _pure(node) and node not in written and all(a in constant for a in node.all_input_nodes):
             constant.add(node)
-    folded = [n for n in graph.nodes if n in constant and n.op == "call_function" and not _view(n)]
-    if not any(n for n in folded if not _returns_nothing(n)):
-        return {}
     load = lambda a: env[a] if isinstance(a, torch.fx.Node) else a  # noqa: E731
     with repops.deterministic():
         for node in [n for n in graph.nodes if n in constant and n.op == "call_function"]:
             args, kwargs = torch.fx.node.map_aggregate((node.args, node.kwargs), load)
             env[node] = _op(node)(*args, **kwargs)
-    keep = set(folded)
-    frontier = [n for n in folded if not _returns_nothing(n) and any(u not in keep for u in n.users)]
-    new, seen, first_input = {}, {}, next(n for n, s in zip(placeholders, specs) if s.kind == InputKind.USER_INPUT)
-    at = specs.index(next(s for s in specs if s.kind == InputKind.USER_INPUT))
-    for node in frontier:
-        value = env[node]
-        if not isinstance(value, torch.Tensor):
-            continue  # a tuple consumed by something other than getitem: stays computed
-        small, fake = _compact(value.detach()), node.meta["val"]
+    return env, constant
+
+
+class _Lifted:
+    """The program's new constant inputs, one per distinct (compacted) value."""
+
+    def __init__(self, ep):
+        self.ep, self.new, self._seen = ep, {}, {}
+        specs = ep.graph_signature.input_specs
+        self._at = next(i for i, s in enumerate(specs) if s.kind == InputKind.USER_INPUT)
+        self._first_input = [n for n in ep.graph_module.graph.nodes if n.op == "placeholder"][self._at]
+
+    def use(self, node, value: torch.Tensor, constant: set):
+        """The node that stands for `value` where `node` was read: its placeholder, expanded
+        back when compacted (the expand is added to `constant`: erased if unused)."""
+        graph, small, fake = self.ep.graph_module.graph, _compact(value), node.meta["val"]
         key = (small.dtype, tuple(small.shape), small.numpy().tobytes())
-        if key in seen:  # the same table computed again (per layer): one buffer
-            p = seen[key]
-        else:
-            with graph.inserting_before(first_input):
-                p = seen[key] = graph.placeholder(f"{PREFIX}{len(new)}")
-            name = p.name  # fx keeps names unique
+        if key not in self._seen:  # the same table computed again (per layer): one buffer
+            with graph.inserting_before(self._first_input):
+                p = self._seen[key] = graph.placeholder(f"{PREFIX}{len(self.new)}")
             p.meta["val"] = fake.fake_mode.from_tensor(small, static_shapes=True)
-            specs.insert(at, InputSpec(kind=InputKind.CONSTANT_TENSOR, arg=TensorArgument(name=name), target=name))
-            at += 1
-            ep.constants[name] = new[name] = small
+            self.ep.graph_signature.input_specs.insert(self._at, InputSpec(
+                kind=InputKind.CONSTANT_TENSOR, arg=TensorArgument(name=p.name), target=p.name))
+            self._at += 1
+            self.ep.constants[p.name] = self.new[p.name] = small
+        p = self._seen[key]
         if small.shape != value.shape:
             with graph.inserting_after(node):
                 p = graph.call_function(torch.ops.aten.expand.default, (p, list(value.shape)))
-            constant.add(p)  # erased below if what it fed was folded too
             p.meta["val"] = fake
-        node.replace_all_uses_with(p)
-    for node in reversed(list(graph.nodes)):
-        if node in constant and node.op in ("call_function", "get_attr") and (_returns_nothing(node) or not node.users):
-            graph.erase_node(node)
-    _drop_unused_inputs(ep)
-    ep.graph_module.recompile()
-    return new
+            constant.add(p)
+        return p
 
 
 def _written(graph) -> set:
