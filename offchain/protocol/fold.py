@@ -36,11 +36,28 @@ def _op(node):
         node.target, torch._ops.HigherOrderOperator) else node.target
 
 
+def _mutable(node) -> bool:
+    return isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable
+
+
+def _writes(node):
+    """The nodes an in-place op writes."""
+    return [a for arg, a in zip(node.target._schema.arguments, node.args)
+            if arg.alias_info is not None and arg.alias_info.is_write and isinstance(a, torch.fx.Node)]
+
+
+def _private_write(node) -> bool:
+    """An in-place op on a tensor the program made and nothing else reads (`buckets += ...`:
+    the tracer hands later reads the op's own result): as pure as its out-of-place form. A
+    write to an input (a buffer: batch norm's statistics) is state, never folded."""
+    return all(a.op == "call_function" and len(a.users) == 1 and not _view(a) for a in _writes(node))
+
+
 def _pure(node) -> bool:
     t = node.target
     return node.op == "call_function" and (t is operator.getitem or (
         isinstance(t, torch._ops.OpOverload) and t.namespace in ("aten", "repops")
-        and torch.Tag.nondeterministic_seeded not in t.tags and not t._schema.is_mutable)
+        and torch.Tag.nondeterministic_seeded not in t.tags and (not _mutable(node) or _private_write(node)))
         or isinstance(t, torch._ops.HigherOrderOperator) and t.__name__ in _BLOCKS
         and (t.__name__ != "wrap_with_autocast" or node.args[2] is False))
 
@@ -51,7 +68,8 @@ def _schema_returns(node):
 
 
 def _view(node) -> bool:
-    return any(r.alias_info is not None for r in _schema_returns(node) or ())
+    """A view of its input (an in-place op's result is the written tensor itself, not a view)."""
+    return not _mutable(node) and any(r.alias_info is not None for r in _schema_returns(node) or ())
 
 
 def _returns_nothing(node) -> bool:
@@ -98,6 +116,8 @@ def _constants(ep) -> tuple[dict, set]:
     load = lambda a: env[a] if isinstance(a, torch.fx.Node) else a  # noqa: E731
     with repops.deterministic():
         for node in [n for n in graph.nodes if n in constant and n.op == "call_function"]:
+            for a in _writes(node) if _mutable(node) else ():
+                env[a] = env[a].clone()  # (never write a state tensor or a lifted constant)
             args, kwargs = torch.fx.node.map_aggregate((node.args, node.kwargs), load)
             env[node] = _op(node)(*args, **kwargs)
     return env, constant
@@ -139,13 +159,12 @@ def _written(graph) -> set:
     is not the same all step, so neither they nor anything computed from them is folded."""
     out = set()
     for node in graph.nodes:
-        t = node.target
-        if node.op != "call_function" or not isinstance(t, torch._ops.OpOverload) or not t._schema.is_mutable:
+        if node.op != "call_function" or not _mutable(node) or _private_write(node):
             continue
-        for arg, a in zip(t._schema.arguments, node.args):
-            while isinstance(a, torch.fx.Node) and arg.alias_info is not None and arg.alias_info.is_write:
+        for a in _writes(node):
+            while isinstance(a, torch.fx.Node):
                 out.add(a)
-                a = a.args[0] if a.op == "call_function" and _pure(a) and _view(a) and a.args else None
+                a = a.args[0] if a.op == "call_function" and _view(a) and a.args else None
     return out
 
 

@@ -27,6 +27,8 @@ def export(module: torch.nn.Module, example_batch: tuple) -> tuple[bytes, dict]:
             ep = torch.export.export(module, tuple(example_batch), strict=False)
     except Exception as e:  # noqa: BLE001 - torch.export's own errors say what in the model it cannot trace
         raise JobError(f"torch.export could not capture the model: {type(e).__name__}: {str(e)[:2000]}") from None
+    if _writes_through_a_view(ep.graph):
+        ep = ep.run_decompositions({})  # functional: the write is a slice_scatter/select_scatter node
     _freeze(ep, {n for n, p in module.named_parameters(remove_duplicate=False) if not p.requires_grad})
     fold(ep)
     bad = sorted(k for k, v in ep.constants.items() if not isinstance(v, torch.Tensor))
@@ -46,6 +48,22 @@ def export(module: torch.nn.Module, example_batch: tuple) -> tuple[bytes, dict]:
     program.graph_module.signature.input_specs = specs
     state = {**ep.state_dict, **ep.constants}
     return _to_json_bytes(program), {k: v.detach().contiguous() for k, v in state.items()}
+
+
+def _writes_through_a_view(graph) -> bool:
+    """An in-place op whose written tensor is a view (T5 shifts its labels into
+    new_zeros(...)[..., 1:]): a later read of the base has no producer the trace can name.
+    Only then is the program functionalised: elsewhere torch's functional forms (batch norm's
+    buffer updates) are not what RepOps runs."""
+    for node in graph.nodes:
+        t = node.target
+        if node.op == "call_function" and isinstance(t, torch._ops.OpOverload) and t._schema.is_mutable:
+            for arg, a in zip(t._schema.arguments, node.args):
+                if (arg.alias_info is not None and arg.alias_info.is_write and isinstance(a, torch.fx.Node)
+                        and a.op == "call_function" and isinstance(a.target, torch._ops.OpOverload)
+                        and any(r.alias_info is not None for r in a.target._schema.returns)):
+                    return True
+    return False
 
 
 def _freeze(ep, frozen: set) -> None:
