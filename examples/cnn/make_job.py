@@ -26,8 +26,11 @@ class SmallCNN(nn.Module):
             nn.Conv2d(32, 32, 3, stride=2, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
         self.head = nn.Linear(32, classes)
 
+    def logits(self, images):
+        return self.head(self.features(images).flatten(1))
+
     def forward(self, images, labels):
-        return F.cross_entropy(self.head(self.features(images).flatten(1)), labels)
+        return F.cross_entropy(self.logits(images), labels)
 
 
 def synthetic(n: int, seed: int = 0):

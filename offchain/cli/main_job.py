@@ -238,7 +238,7 @@ def _report(v, jid, job, agents, watcher, names, console, png, t0, t_train, t_en
     with tempfile.TemporaryDirectory() as tmp:
         ops = Trainer(job, Path(tmp), "count").primitive_ops() * job.spec.steps
     console.print(f"    referee work vs re-running: the chain executed 1 binary32 primitive (+ Merkle proofs) where "
-                  f"re-running the job is {ops:,} primitive operations (~{ops * primitive_gas / 1e9:,.0f}G gas at "
+                  f"re-running the job is {ops:,} primitive operations (~{ops * primitive_gas / 1e6:,.0f}M gas at "
                   f"{primitive_gas:,} gas each, the dearest primitive's median measured above, vs {sum(per_level.values()) / 1e6:.1f}M for the whole dispute)")
     console.print(f"    wall time {t_end - t0:.0f} s: training {t_train - t0:.0f} s, reveal + dispute + withdraw "
                   f"{t_end - t_train:.0f} s")

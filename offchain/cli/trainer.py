@@ -62,7 +62,11 @@ def cmd_train(args) -> int:
 
     from repops.errors import DistributedError, RepOpsError
 
+    from safetensors.torch import save_file
+
     from ..dispute.context import Context
+    from ..protocol.delivery import model_tensors
+    from ..protocol.program import OUTPUTS
     from ..trainer import Trainer
     job = load_job(args.job, "correct the job file or its model/data (every error names its field)")
     with tempfile.TemporaryDirectory(prefix="verde-train-") as tmp:
@@ -82,9 +86,16 @@ def cmd_train(args) -> int:
         S, _ = trainer.opened[job.spec.steps]
         losses = [trainer.losses[k] for k in sorted(trainer.losses)]
         unsettled = Context(job).kernel_graph.unsettled
+        final = model_tensors(trainer.store.load(job.spec.steps))
+        if args.out:
+            save_file(final, args.out)
     on = f"{args.world_size} processes ({job.spec.m} micro-batches)" if args.world_size > 1 else args.device
-    console.print(f"job {job.job_id.hex()[:16]}: {job.spec.steps} steps on {on} in {seconds:.1f} s; "
-                  f"loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+    if job.spec.inference:
+        out = final[OUTPUTS]
+        done = f"outputs {str(out.dtype).removeprefix('torch.')} {list(out.shape)} (tensor {OUTPUTS!r})"
+    else:
+        done = f"loss {losses[0]:.4f} -> {losses[-1]:.4f}"
+    console.print(f"job {job.job_id.hex()[:16]}: {job.spec.steps} steps on {on} in {seconds:.1f} s; {done}")
     console.print(f"final claim C_T  {claim.hex()}")
     console.print(f"state root S_T   {S.hex()}")
     if unsettled:
@@ -94,6 +105,9 @@ def cmd_train(args) -> int:
                       "refuses this job (ship such integers, e.g. labels, in the data file)")
     else:
         console.print("every node of a step can be settled on chain")
+    if args.out:
+        console.print(f"wrote the final {'outputs and weights' if job.spec.inference else 'weights'} "
+                      f"({len(final)} tensors) to {args.out}")
     if args.workdir:
         console.print(f"checkpoints in {args.workdir}")
     return 0
@@ -134,10 +148,11 @@ def add(sub):
                    help="the commit deadline must leave this many times the measured training time")
     p.add_argument("--max-stake", type=eth, default=Policy.max_stake_wei, help="most ETH it stakes on one job")
     q.set_defaults(fn=cmd_agent)
-    q = sub.add_parser("train", help="train a job file locally (no chain) and print the claim a trainer commits")
+    q = sub.add_parser("train", help="train (or run an inference job) locally, no chain: print the claim a trainer commits")
     q.add_argument("job", help="the job file")
     q.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where to train (same bits on both)")
     q.add_argument("--workdir", help="keep the checkpoints here (default: a temporary directory)")
+    q.add_argument("--out", help="write the final weights (an inference job: with its outputs) here, safetensors")
     q.add_argument("--world-size", type=bounded(1, 4096), default=1, metavar="N",
                    help="train on N processes (must divide the job's micro_batches; the same bits as 1)")
     q.set_defaults(fn=cmd_train)

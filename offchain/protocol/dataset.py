@@ -1,8 +1,8 @@
 """What a job's files mean: the initial weights (safetensors: the model's state_dict), the
 dataset (safetensors, or numpy .npz without pickles: `x` float32 [n, d_in] + `y` int64 [n]
 for the MLP classifier, `tokens` int64 [n, seq + 1] for the Llama-style LM, the tensors
-data.keys names for a program, each with n rows), the batches of the schedule, and the
-training state a checkpoint holds (docs/PROTOCOL.md §5)."""
+data.keys names for a program, each with n rows), the batches of the schedule (an inference
+job's: the rows in order), and the state a checkpoint holds (docs/PROTOCOL.md §5)."""
 from __future__ import annotations
 
 import dataclasses
@@ -73,18 +73,34 @@ def _check_program_fits(job: Job, data: dict) -> None:
         raise JobError(f"data: the tensors {list(spec.data.keys)} must all have the same number of rows, got {n}")
     if next(iter(n.values())) == 0:
         raise JobError("data: the dataset has no rows")
+    rows = next(iter(n.values()))
+    if spec.inference and rows != spec.steps * spec.data.batch_size:
+        raise JobError(f"an inference job reads every row once, in order: steps {spec.steps} x batch_size "
+                       f"{spec.data.batch_size} must equal the data's {rows} rows (pad the data to whole batches)")
     model = build_model(job, "meta")
+    if spec.inference:
+        from .program import OUTPUTS
+        out = dict(model.named_buffers()).get(OUTPUTS)
+        if out is None or out.shape[0] != rows or list(model.parameters()):
+            raise JobError(f"model.program: not an inference program for {rows} rows (export it with "
+                           "offchain.protocol.program.export_inference: frozen weights, buffer "
+                           f"{OUTPUTS!r} [{rows}, ...])")
     from repops.distributed.micro import micro_batch
     b = micro_batch(tuple(t.to("meta") for t in batch(job, 0, data)), spec.m, 0)  # the program sees B/M rows
     try:
         with repops.deterministic():
+            if spec.inference:
+                with torch.no_grad():
+                    model.loss(*b)
+                return
             loss = model.loss(*b)
             if not (isinstance(loss, torch.Tensor) and loss.dtype == torch.float32 and loss.dim() == 0):
                 raise JobError(f"model.program: forward(*batch) must return the loss as a float32 scalar, got "
                                f"{type(loss).__name__} {getattr(loss, 'dtype', '')} {list(getattr(loss, 'shape', []))}")
             loss.backward()
     except (RepOpsError, IndexError) as e:
-        raise JobError(f"model.program: one training step does not run under RepOps: {e}") from None
+        raise JobError(f"model.program: one {'inference' if spec.inference else 'training'} step does not run "
+                       f"under RepOps: {e}") from None
     except RuntimeError as e:  # torch's own shape and dtype checks
         raise JobError(f"model.program: the batch {[(k, str(t.dtype), list(t.shape)) for k, t in zip(spec.data.keys, b)]} "
                        f"does not fit the program: {str(e).splitlines()[0]}") from None
@@ -133,8 +149,9 @@ def batch(job: Job, step: int, data: dict | None = None) -> tuple:
     """The batch of a step: its tensors in the model's loss(*batch) order."""
     data = data if data is not None else dataset(job)
     keys = keys_of(job.spec)
-    n = data[keys[0]].shape[0]
-    rows = torch.tensor(batch_rows(n, job.spec.data.batch_size, job.spec.data.seed, step))
+    n, b = data[keys[0]].shape[0], job.spec.data.batch_size
+    rows = torch.arange(step * b, step * b + b) if job.spec.inference else torch.tensor(
+        batch_rows(n, b, job.spec.data.seed, step))
     return tuple(data[k].index_select(0, rows) for k in keys)
 
 
@@ -152,18 +169,20 @@ def data_tree(job: Job) -> merkle.Tree:
 
 @dataclasses.dataclass
 class TrainingState:
-    """The model and the optimizer: what a checkpoint holds."""
+    """The model and the optimizer (None in an inference job): what a checkpoint holds."""
     model: torch.nn.Module
-    optimizer: object
+    optimizer: object | None
 
     def tensors(self) -> list[torch.Tensor]:
         """Fixed order: parameters, buffers, then per parameter the optimizer's state
         (AdamW, Adam: m, v, b1t, b2t; SGD with momentum: buf), then a schedule's step counter."""
-        return list(self.model.parameters()) + list(self.model.buffers()) + self.optimizer.state_tensors()
+        opt = self.optimizer.state_tensors() if self.optimizer is not None else []
+        return list(self.model.parameters()) + list(self.model.buffers()) + opt
 
     def names(self) -> list[str]:
-        opt = [f"opt.{n}.{k}" for n, _ in self.model.named_parameters() for k in self.optimizer.STATE] + [
-            f"opt.{k}" for k in self.optimizer.global_state]
+        o = self.optimizer
+        opt = [] if o is None else [f"opt.{n}.{k}" for n, _ in self.model.named_parameters() for k in o.STATE] + [
+            f"opt.{k}" for k in o.global_state]
         return [n for n, _ in self.model.named_parameters()] + [f"buffer.{n}" for n, _ in self.model.named_buffers()] + opt
 
     def state_dict(self) -> dict:
@@ -189,6 +208,12 @@ def optimizer(spec: OptimizerSpec, params, steps: int):
                                                                                    schedule=sch)
 
 
+def state_of(job: Job, model: torch.nn.Module) -> TrainingState:
+    """The model with the job's optimizer over its parameters (none in an inference job)."""
+    spec = job.spec
+    return TrainingState(model, None if spec.inference else optimizer(spec.optimizer, model.parameters(), spec.steps))
+
+
 def initial_state(job: Job, device="cpu") -> TrainingState:
     model = build_model(job, device)
     if job.spec.model.name != "program":  # (a program is built from init)
@@ -196,7 +221,7 @@ def initial_state(job: Job, device="cpu") -> TrainingState:
         with torch.no_grad():
             for n, p in model.named_parameters():
                 p.copy_(init[n])
-    return TrainingState(model, optimizer(job.spec.optimizer, model.parameters(), job.spec.steps))
+    return state_of(job, model)
 
 
 def write_job(directory, model: str, config: dict, data: dict, steps: int, batch_size: int, *, seed: int = 0,
@@ -253,21 +278,47 @@ def write_program_job(directory, module: torch.nn.Module, data: dict, keys, step
     init.safetensors (its parameters and buffers as they are now), data.safetensors and
     job.yaml; returns the job file, checked as every party will load it."""
     from . import program
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
+    keys = _keys_in(data, keys)
+    prog, state = program.export(module, tuple(data[k][:batch_size // micro_batches] for k in keys))
+    return _write_program(directory, prog, state, data, dict(
+        data=dict(batch_size=batch_size, seed=seed, keys=keys),
+        optimizer=OptimizerSpec(**(optimizer or dict(lr=lr, weight_decay=weight_decay))), steps=steps,
+        fanout=fanout, chunk=chunk, micro_batches=micro_batches))
+
+
+def write_inference_job(directory, module: torch.nn.Module, data: dict, keys, batch_size: int, *, fanout: int = 4,
+                        chunk: int = 256) -> Path:
+    """An inference job: module.forward(*batch) returns the outputs (one tensor, batch first),
+    run on every row of data[k] (k in keys) once, in order, batch_size rows a step; the
+    delivered state's `outputs` holds them (program.export_inference). Returns the job file."""
+    from . import program
+    keys = _keys_in(data, keys)
+    rows = data[keys[0]].shape[0]
+    prog, state = program.export_inference(module, tuple(data[k][:batch_size] for k in keys), rows)
+    return _write_program(directory, prog, state, data, dict(
+        kind="inference", data=dict(batch_size=batch_size, keys=keys), steps=rows // batch_size, fanout=fanout,
+        chunk=chunk))
+
+
+def _keys_in(data: dict, keys) -> list:
     keys = list(keys)
     missing = sorted(set(keys) - set(data))
     if missing:
         raise JobError(f"keys {missing} are not in the data ({sorted(data)})")
-    prog, state = program.export(module, tuple(data[k][:batch_size // micro_batches] for k in keys))
+    return keys
+
+
+def _write_program(directory, prog: bytes, state: dict, data: dict, fields: dict) -> Path:
+    """model.json, init.safetensors, data.safetensors and job.yaml (the spec's other fields:
+    `fields`, data's without its file), checked as every party will load them."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
     (d / "model.json").write_bytes(prog)
     save_file({k: v.clone().contiguous() for k, v in state.items()}, str(d / "init.safetensors"))
     save_file({k: v.contiguous() for k, v in data.items()}, str(d / "data.safetensors"))
     ref = lambda name: FileRef(file=name, sha256=sha256_file(d / name))  # noqa: E731
     spec = JobSpec(model=ModelSpec(name="program", program=ref("model.json")), init=ref("init.safetensors"),
-                   data=DataSpec(**ref("data.safetensors").model_dump(), batch_size=batch_size, seed=seed, keys=keys),
-                   optimizer=OptimizerSpec(**(optimizer or dict(lr=lr, weight_decay=weight_decay))), steps=steps, fanout=fanout, chunk=chunk,
-                   micro_batches=micro_batches)
+                   **{**fields, "data": DataSpec(**ref("data.safetensors").model_dump(), **fields["data"])})
     path = d / "job.yaml"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(dump(spec))

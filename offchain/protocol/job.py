@@ -1,6 +1,7 @@
 """The job spec (docs/PROTOCOL.md §5): one YAML or JSON file naming the model, the
 initial weights, the dataset and its batch schedule, the optimizer, the number of steps,
-the checkpoint fan-out N and the tensor chunk size. Its id is the SHA-256 of its canonical
+the checkpoint fan-out N and the tensor chunk size. An inference job (kind: inference) has
+no optimizer: its program writes each batch's outputs into its state. Its id is the SHA-256 of its canonical
 form, in which files appear by content hash only (so every party's copy has the same id).
 A malformed or inconsistent file is a JobError naming the field."""
 from __future__ import annotations
@@ -58,7 +59,8 @@ class ModelSpec(_Strict):
 
 class DataSpec(FileRef):
     batch_size: int = Field(gt=0)
-    seed: int = Field(ge=0, lt=1 << 63)
+    seed: int | None = Field(None, ge=0, lt=1 << 63, description="training: the batch schedule's seed; "
+                             "inference: absent (the rows in order)")
     keys: list[str] | None = Field(None, min_length=1, description="a program's batch: the data file's tensors "
                                    "in the order forward(*batch) takes them")
 
@@ -120,10 +122,12 @@ class OptimizerSpec(_Strict):
 
 class JobSpec(_Strict):
     version: Literal[1] = SPEC_VERSION
+    kind: Literal["train", "inference"] | None = Field(None, description="absent = train; inference: a program "
+                                                       "(program.export_inference) run on the rows in order")
     model: ModelSpec
     init: FileRef
     data: DataSpec
-    optimizer: OptimizerSpec
+    optimizer: OptimizerSpec | None = Field(None, description="training only (required there)")
     steps: int = Field(gt=0, le=1_000_000)
     fanout: int = Field(4, ge=2, le=1024, description="checkpoint fan-out N of the step bisection")
     chunk: int = Field(256, gt=0, le=1 << 16, description="tensor commitment chunk, in elements")
@@ -135,6 +139,28 @@ class JobSpec(_Strict):
     @classmethod
     def _one_is_absent(cls, v):
         return None if v == 1 else v  # one canonical form (and job id) for the plain step
+
+    @field_validator("kind")
+    @classmethod
+    def _train_is_absent(cls, v):
+        return None if v == "train" else v
+
+    @property
+    def inference(self) -> bool:
+        return self.kind == "inference"
+
+    @model_validator(mode="after")
+    def _fields_of_the_kind(self):
+        if not self.inference:
+            if self.optimizer is None or self.data.seed is None:
+                raise ValueError("a training job needs an optimizer and data.seed (the batch schedule)")
+            return self
+        wrong = [f for f, v in (("optimizer", self.optimizer), ("data.seed", self.data.seed),
+                                ("micro_batches", self.micro_batches)) if v is not None]
+        if wrong or self.model.name != "program":
+            raise ValueError(f"an inference job runs a program (model.name 'program', from program.export_inference) "
+                             f"on the rows in order, with no optimizer, seed or micro-batches; remove {wrong}")
+        return self
 
     @property
     def m(self) -> int:
@@ -156,7 +182,7 @@ class JobSpec(_Strict):
 
     @model_validator(mode="after")
     def _schedule_fits(self):
-        sch = self.optimizer.schedule
+        sch = self.optimizer and self.optimizer.schedule
         if sch is not None and sch.warmup >= self.steps:
             raise ValueError(f"optimizer.schedule.warmup {sch.warmup} must be below steps {self.steps}")
         return self

@@ -50,6 +50,47 @@ def export(module: torch.nn.Module, example_batch: tuple) -> tuple[bytes, dict]:
     return _to_json_bytes(program), {k: v.detach().contiguous() for k, v in state.items()}
 
 
+OUTPUTS = "outputs"  # an inference program's buffer: every row's output, in row order
+
+
+class _Inference(torch.nn.Module):
+    """An inference job's step: the model's outputs for the batch, rolled into the state's
+    last rows (cat(outputs[B:], y)), so after T steps of B rows in order `outputs` holds
+    every row's output in row order. The outputs are state: checkpoint roots commit to them,
+    the step bisection finds the first batch whose outputs differ, and the client gets
+    them as it gets a trained model (docs/PROTOCOL.md §5)."""
+
+    def __init__(self, model: torch.nn.Module, rows: int, y: torch.Tensor):
+        super().__init__()
+        self.model = model
+        self.register_buffer(OUTPUTS, torch.zeros((rows, *y.shape[1:]), dtype=y.dtype))
+
+    def forward(self, *batch):
+        y = self.model(*batch)
+        out = getattr(self, OUTPUTS)
+        out.copy_(torch.cat([out[y.shape[0]:], y]))
+        return y
+
+
+def export_inference(module: torch.nn.Module, example_batch: tuple, rows: int) -> tuple[bytes, dict]:
+    """An inference job's program: module.forward(*batch) returns one tensor whose first
+    dimension is the batch's (logits, embeddings, predicted ids); its weights are frozen (state
+    the step reads) and it runs in eval mode. rows: the dataset's, the outputs' first dimension."""
+    module.eval()
+    for p in module.parameters():
+        p.requires_grad_(False)
+    b = example_batch[0].shape[0] if example_batch and isinstance(example_batch[0], torch.Tensor) else None
+    with torch.no_grad():
+        y = module(*example_batch)
+    if not isinstance(y, torch.Tensor) or y.dim() == 0 or y.shape[0] != b:
+        got = f"{type(y).__name__} {list(y.shape)}" if isinstance(y, torch.Tensor) else type(y).__name__
+        raise JobError(f"an inference model's forward(*batch) must return one tensor with the batch's {b} rows "
+                       f"first, got {got}: return e.g. the logits (not a ModelOutput or a tuple)")
+    if rows % b:
+        raise JobError(f"the dataset's {rows} rows are not a whole number of batches of {b}: pad the data")
+    return export(_Inference(module, rows, y), example_batch)
+
+
 def _writes_through_a_view(graph) -> bool:
     """An in-place op whose written tensor is a view (T5 shifts its labels into
     new_zeros(...)[..., 1:]): a later read of the base has no producer the trace can name.

@@ -9,6 +9,8 @@ import functools
 from dataclasses import dataclass
 from typing import Callable
 
+import torch
+
 import repops
 from repops.distributed.micro import single_process_step
 
@@ -20,7 +22,12 @@ from .trace import StepRecorder
 
 def run(st, batch: tuple, m: int = 1, loss_hook: Callable | None = None):
     """zero_grad, the gradient, the optimizer step (under repops.deterministic()); returns
-    the loss tensor."""
+    the loss tensor. An inference job's step is the program's forward alone (it writes the
+    outputs into the state); it returns None."""
+    if st.optimizer is None:
+        with torch.no_grad():
+            st.model.loss(*batch)
+        return None
     st.optimizer.zero_grad(set_to_none=True)
     if m == 1:
         loss = st.model.loss(*batch)
@@ -51,8 +58,7 @@ class Graph:
 def graph_of(job: Job) -> Graph:
     """One step on meta tensors under repops.deterministic(): the graph, no arithmetic."""
     model = dataset.build_model(job, "meta")
-    st = dataset.TrainingState(model, dataset.optimizer(job.spec.optimizer, model.parameters(),
-                                                                       job.spec.steps))
+    st = dataset.state_of(job, model)
     b = tuple(t.to("meta") for t in dataset.batch(job, 0))
     rec = StepRecorder(st.tensors(), list(b), chunk=job.spec.chunk, values=False)
     with repops.deterministic(trace=rec):

@@ -153,6 +153,8 @@ class WrongHyperParameter(Honest):
     level = 2
 
     def spec(self, spec):
+        if spec.optimizer is None:
+            raise ValueError(f"{self.name}: an inference job has no optimizer to train with other hyper-parameters")
         opt = spec.optimizer.model_copy(update={"lr": spec.optimizer.lr * self.lr_factor})
         return spec.model_copy(update={"optimizer": opt})
 

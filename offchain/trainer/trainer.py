@@ -79,9 +79,9 @@ class Trainer:
 
     def _fresh_state(self) -> TrainingState:
         st = initial_state(self.job, self.device)
-        o = self.spec.optimizer
-        for g in st.optimizer.param_groups:  # the behaviour may train with other hyper-parameters
-            g.update(o.hyper())
+        if st.optimizer is not None:
+            for g in st.optimizer.param_groups:  # the behaviour may train with other hyper-parameters
+                g.update(self.spec.optimizer.hyper())
         return st
 
     def _state_at(self, p: int) -> TrainingState:
@@ -118,7 +118,7 @@ class Trainer:
             hook.before = recorder.before
         with repops.deterministic(self.backend, trace=hook):
             loss = step.run(st, b, self.job.spec.m, lambda loss: self.behaviour.loss(s, loss))
-        return float(loss.detach().cpu())
+        return float(loss.detach().cpu()) if loss is not None else float("nan")  # (inference: no loss)
 
     def _traced(self, st: TrainingState, s: int, keep=False) -> StepRecorder:
         rec = StepRecorder(st.tensors(), list(self._batch(s)), chunk=self.chunk, keep=keep)
