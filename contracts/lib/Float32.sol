@@ -117,96 +117,19 @@ library Float32 {
         }
     }
 
-    // -- exact sums ------------------------------------------------------------------------
-    /// @dev (-1)**sx * big + (-1)**sy * small as sign and magnitude; an exact zero gets
-    ///      zeroSign (IEEE: +0 unless both addends were -0).
-    function combine(uint256 sx, uint256 big, uint256 sy, uint256 small, uint256 zeroSign)
-        internal
-        pure
-        returns (uint256 s, uint256 m)
-    {
-        assembly {
-            switch eq(sx, sy)
-            case 1 {
-                s := sx
-                m := add(big, small)
-            }
-            default {
-                switch gt(big, small)
-                case 1 {
-                    s := sx
-                    m := sub(big, small)
-                }
-                default {
-                    s := sy
-                    m := sub(small, big)
-                }
-            }
-            if iszero(m) { s := zeroSign }
-        }
-    }
-
-    /// @dev Round sx*mx*2**ex + sy*my*2**ey (s = 1 means negative); an exact zero gets
-    ///      zeroSign. Requires mx, my < 2**49.
-    function sumPack(uint256 sx, uint256 mx, int256 ex, uint256 sy, uint256 my, int256 ey, uint256 zeroSign)
-        internal
-        pure
-        returns (uint256)
-    {
-        uint256 s;
-        uint256 m;
-        int256 e;
-        uint256 big;
-        assembly {
-            // Order so that x has the larger lsb exponent.
-            if slt(ex, ey) {
-                let t := sx
-                sx := sy
-                sy := t
-                t := mx
-                mx := my
-                my := t
-                t := ex
-                ex := ey
-                ey := t
-            }
-            let d := sub(ex, ey)
-            big := shl(d, mx)
-            e := ey
-            if gt(d, 100) {
-                // SAFETY: with mx != 0, my < 2**49 lies more than 2**51 units below mx's
-                // lsb; as one sticky unit under mx << 80 it cannot move the result across
-                // a rounding boundary (those are >= 2**56 units apart here). With mx == 0
-                // the sum is exactly y, so y must not be collapsed.
-                switch iszero(mx)
-                case 1 { big := 0 }
-                default {
-                    big := shl(80, mx)
-                    my := iszero(iszero(my))
-                    e := sub(ex, 80)
-                }
-            }
-        }
-        (s, m) = combine(sx, big, sy, my, zeroSign);
-        return roundPack(s, m, e);
-    }
-
     // -- arithmetic --------------------------------------------------------------------------
     function add(F32 fa, F32 fb) internal pure returns (F32) {
         return F32.wrap(uint32(addBits(F32.unwrap(fa), F32.unwrap(fb))));
     }
 
-    /// @dev One assembly block up to the rounding: order by magnitude (a NaN, the largest
-    ///      magnitude, lands in x, so one test finds every special), unpack, y's exponent
-    ///      as x's minus d, x << d +- y exactly (y beyond 40 bits below x's lsb becomes one
-    ///      sticky unit 41 bits below it, which rounds identically: x has 64 bits there),
-    ///      and the bit length from two comparisons. Only a difference that may cancel
-    ///      (d < 2) or a sum of subnormals pays the general bit length in roundPack.
+    /// @dev One assembly block, rounding included (no internal call on any path): order by
+    ///      magnitude (a NaN, the largest magnitude, lands in x, so one test finds every
+    ///      special); two subnormals add exactly (their bit patterns are the sum's); else
+    ///      x << d +- y exactly, y beyond 40 bits below x's lsb collapsed into one sticky
+    ///      unit 41 bits below it (rounds identically: x has 64 bits there). The bit length
+    ///      is one comparison away unless the difference may cancel (opposite signs, d < 2),
+    ///      the only case whose result can be subnormal or zero. Rounding as roundPackN.
     function addBits(uint256 a, uint256 b) internal pure returns (uint256 r) {
-        uint256 s;
-        uint256 m;
-        int256 e;
-        uint256 n;
         assembly {
             let ax := and(a, 0x7fffffff)
             let bx := and(b, 0x7fffffff)
@@ -218,41 +141,66 @@ library Float32 {
                 ax := bx
                 bx := t
             }
-            switch gt(ax, 0x7f7fffff)
-            case 1 {
+            let xa := shr(23, ax)
+            switch xa
+            case 0xff {
                 // x is NaN, or inf: inf - inf is NaN, else x
                 r := a
                 if or(gt(ax, 0x7f800000), and(eq(bx, 0x7f800000), shr(31, xor(a, b)))) { r := 0x7fc00000 }
-                n := 1
+            }
+            case 0 {
+                // two subnormals (or zeros): exact, and the sum's bits are its significand
+                let s := and(a, 0x80000000)
+                switch shr(31, xor(a, b))
+                case 0 { r := add(ax, bx) }
+                default { r := sub(ax, bx) }
+                if iszero(r) { s := and(s, b) } // +0, or -0 for (-0) + (-0)
+                r := or(r, s)
             }
             default {
-                let xa := shr(23, ax)
                 let xb := shr(23, bx)
-                let ma := or(and(ax, 0x7fffff), shl(23, iszero(iszero(xa))))
                 let mb := or(and(bx, 0x7fffff), shl(23, iszero(iszero(xb))))
-                xb := add(xb, iszero(xb))
-                let d := sub(add(xa, iszero(xa)), xb)
+                let d := sub(xa, add(xb, iszero(xb)))
                 if gt(d, 40) {
                     mb := iszero(iszero(mb))
                     d := 41
-                    xb := sub(xa, 41)
                 }
-                s := shr(31, a)
                 let opp := shr(31, xor(a, b))
+                let m := shl(d, or(and(ax, 0x7fffff), 0x800000))
                 switch opp
-                case 0 { m := add(shl(d, ma), mb) }
-                default { m := sub(shl(d, ma), mb) } // |x| >= |y|: never negative
-                e := sub(xb, 150)
-                switch or(iszero(xa), and(opp, lt(d, 2)))
-                case 1 { if iszero(m) { s := and(s, shr(31, b)) } } // +0, or -0 for (-0) + (-0)
-                default {
-                    let nx := add(24, d) // x << d's bit length; the result has nx - 1 .. nx + 1
-                    n := add(sub(nx, 1), add(iszero(iszero(shr(sub(nx, 1), m))), iszero(iszero(shr(nx, m)))))
+                case 0 { m := add(m, mb) }
+                default { m := sub(m, mb) } // |x| >= |y|: never negative
+                let e := sub(sub(xa, d), 150) // the exponent of m's lsb
+                let lsb
+                switch and(opp, lt(d, 2))
+                case 1 {
+                    // may cancel: m < 2**25, its bit length in five steps; a subnormal result
+                    // keeps the subnormal lsb, an exact zero is +0 (signs differ)
+                    let n := shl(4, gt(m, 0xffff))
+                    n := or(n, shl(3, gt(shr(n, m), 0xff)))
+                    n := or(n, shl(2, gt(shr(n, m), 0xf)))
+                    n := or(n, shl(1, gt(shr(n, m), 0x3)))
+                    n := add(n, add(gt(shr(n, m), 1), iszero(iszero(m))))
+                    lsb := sub(add(e, n), 24)
+                    if or(slt(lsb, sub(0, 149)), iszero(m)) { lsb := sub(0, 149) }
+                    if iszero(m) { a := 0 }
                 }
+                default {
+                    // x << d's bit length is 24 + d: a sum has that or one more, a
+                    // difference (d >= 2) that or one less
+                    let k := sub(add(24, d), opp)
+                    lsb := sub(add(e, add(k, iszero(iszero(shr(k, m))))), 24)
+                }
+                let sh := sub(lsb, e)
+                let q
+                switch sgt(sh, 0)
+                case 1 { q := shr(sh, add(m, add(sub(shl(sub(sh, 1), 1), 1), and(shr(sh, m), 1)))) }
+                default { q := shl(sub(0, sh), m) }
+                r := add(shl(23, add(lsb, 149)), q)
+                if gt(r, 0x7f7fffff) { r := 0x7f800000 }
+                r := or(r, and(a, 0x80000000))
             }
         }
-        if (n == 1) return r; // a special
-        return n == 0 ? roundPack(s, m, e) : roundPackN(s, m, e, n);
     }
 
     function sub(F32 a, F32 b) internal pure returns (F32) {
@@ -294,23 +242,109 @@ library Float32 {
     }
 
     /// @notice a*b + c with one rounding (C fmaf, CUDA __fmaf_rn).
-    function fma(F32 fa, F32 fb, F32 fc) internal pure returns (F32) {
-        unchecked {
-            uint256 a = F32.unwrap(fa);
-            uint256 b = F32.unwrap(fb);
-            uint256 c = F32.unwrap(fc);
-            if (isNaN(a) || isNaN(b) || isNaN(c)) return F32.wrap(uint32(CANONICAL_NAN));
-            uint256 ps = (a ^ b) >> 31;
-            if (isInf(a) || isInf(b)) {
-                if (isZero(a) || isZero(b)) return F32.wrap(uint32(CANONICAL_NAN));
-                if (isInf(c) && (c >> 31) != ps) return F32.wrap(uint32(CANONICAL_NAN));
-                return F32.wrap(uint32((ps << 31) | POS_INF));
+    function fma(F32 a, F32 b, F32 c) internal pure returns (F32) {
+        return F32.wrap(uint32(fmaBits(F32.unwrap(a), F32.unwrap(b), F32.unwrap(c))));
+    }
+
+    /// @dev One assembly block, as addBits: specials from the three exponent fields; the
+    ///      product exact (48 bits); the exact sum with c, rounded. Its two steps are Yul
+    ///      functions called once, which the IR optimizer inlines (a Solidity internal call
+    ///      costs ~200 gas there, as much as the arithmetic) and which keep the legacy
+    ///      pipeline (forge's tests) within its 16 stack slots.
+    function fmaBits(uint256 a, uint256 b, uint256 c) internal pure returns (uint256 r) {
+        assembly {
+            // (-1)**sx * mx * 2**ex + (-1)**sy * my * 2**ey, rounded; mx, my < 2**49
+            function sumRound(sx, mx, ex, sy, my, ey) -> q {
+                let zs := and(sx, sy) // an exact zero's sign: -0 only for (-0) + (-0)
+                if slt(ex, ey) {
+                    // x: the addend with the larger lsb exponent
+                    let t := sx
+                    sx := sy
+                    sy := t
+                    t := mx
+                    mx := my
+                    my := t
+                    t := ex
+                    ex := ey
+                    ey := t
+                }
+                let d := sub(ex, ey)
+                let big := shl(d, mx)
+                if gt(d, 100) {
+                    // SAFETY (sticky collapse): with mx != 0, my < 2**49 lies more than 2**51
+                    // units below mx's lsb; as one sticky unit under mx << 80 it cannot move
+                    // the result across a rounding boundary (those are >= 2**56 units apart
+                    // here). With mx == 0 the sum is exactly y, so y must not be collapsed.
+                    switch iszero(mx)
+                    case 1 { big := 0 }
+                    default {
+                        big := shl(80, mx)
+                        my := iszero(iszero(my))
+                        ey := sub(ex, 80)
+                    }
+                }
+                switch eq(sx, sy)
+                case 1 { big := add(big, my) }
+                default {
+                    switch gt(big, my)
+                    case 1 { big := sub(big, my) }
+                    default {
+                        sx := sy
+                        big := sub(my, big)
+                    }
+                }
+                switch big
+                case 0 { q := shl(31, zs) }
+                default { q := roundPacked(sx, big, ey) }
             }
-            if (isInf(c)) return fc;
-            (uint256 ma, int256 ea) = unpack(a);
-            (uint256 mb, int256 eb) = unpack(b);
-            (uint256 mc, int256 ec) = unpack(c);
-            return F32.wrap(uint32(sumPack(ps, ma * mb, ea + eb, c >> 31, mc, ec, ps & (c >> 31))));
+            // roundPack (m != 0): the bit length, then as roundPackN
+            function roundPacked(s, m, e) -> q {
+                let n := shl(7, gt(m, 0xffffffffffffffffffffffffffffffff))
+                n := or(n, shl(6, gt(shr(n, m), 0xffffffffffffffff)))
+                n := or(n, shl(5, gt(shr(n, m), 0xffffffff)))
+                n := or(n, shl(4, gt(shr(n, m), 0xffff)))
+                n := or(n, shl(3, gt(shr(n, m), 0xff)))
+                n := or(n, shl(2, gt(shr(n, m), 0xf)))
+                n := or(n, shl(1, gt(shr(n, m), 0x3)))
+                n := add(n, add(gt(shr(n, m), 1), 1))
+                let lsb := sub(add(e, n), 24)
+                if slt(lsb, sub(0, 149)) { lsb := sub(0, 149) }
+                let sh := sub(lsb, e)
+                switch sgt(sh, 0)
+                case 1 { q := shr(sh, add(m, add(sub(shl(sub(sh, 1), 1), 1), and(shr(sh, m), 1)))) }
+                default { q := shl(sub(0, sh), m) }
+                q := add(shl(23, add(lsb, 149)), q)
+                if gt(q, 0x7f7fffff) { q := 0x7f800000 }
+                q := or(q, shl(31, s))
+            }
+            let xa := and(shr(23, a), 0xff)
+            let xb := and(shr(23, b), 0xff)
+            let xc := and(shr(23, c), 0xff)
+            switch or(or(eq(xa, 0xff), eq(xb, 0xff)), eq(xc, 0xff))
+            case 1 {
+                let ps := shr(31, xor(a, b))
+                let ax := and(a, 0x7fffffff)
+                let bx := and(b, 0x7fffffff)
+                switch or(or(gt(ax, 0x7f800000), gt(bx, 0x7f800000)), gt(and(c, 0x7fffffff), 0x7f800000))
+                case 1 { r := 0x7fc00000 }
+                default {
+                    switch or(eq(xa, 0xff), eq(xb, 0xff))
+                    case 1 {
+                        // inf * y (+ c): NaN for inf * 0 and for inf - inf
+                        r := or(shl(31, ps), 0x7f800000)
+                        if or(or(iszero(ax), iszero(bx)), and(eq(xc, 0xff), xor(shr(31, c), ps))) { r := 0x7fc00000 }
+                    }
+                    default { r := c } // finite product + inf
+                }
+            }
+            default {
+                r := sumRound(shr(31, xor(a, b)),
+                              mul(or(and(a, 0x7fffff), shl(23, iszero(iszero(xa)))),
+                                  or(and(b, 0x7fffff), shl(23, iszero(iszero(xb))))),
+                              sub(add(add(xa, iszero(xa)), add(xb, iszero(xb))), 300),
+                              shr(31, c), or(and(c, 0x7fffff), shl(23, iszero(iszero(xc)))),
+                              sub(add(xc, iszero(xc)), 150))
+            }
         }
     }
 

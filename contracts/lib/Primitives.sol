@@ -31,9 +31,9 @@ library Primitives {
     }
 
     function opAdd(uint256 a, uint256 b, uint256) private pure returns (uint256) { return Float32.addBits(a, b); }
-    function opSub(uint256 a, uint256 b, uint256) private pure returns (uint256) { return wd(fl(a).sub(fl(b))); }
+    function opSub(uint256 a, uint256 b, uint256) private pure returns (uint256) { return Float32.addBits(a, b ^ Float32.SIGN); }
     function opMul(uint256 a, uint256 b, uint256) private pure returns (uint256) { return wd(fl(a).mul(fl(b))); }
-    function opFma(uint256 a, uint256 b, uint256 c) private pure returns (uint256) { return wd(fl(a).fma(fl(b), fl(c))); }
+    function opFma(uint256 a, uint256 b, uint256 c) private pure returns (uint256) { return Float32.fmaBits(a, b, c); }
     function opDiv(uint256 a, uint256 b, uint256) private pure returns (uint256) { return wd(fl(a).div(fl(b))); }
     function opSqrt(uint256 a, uint256, uint256) private pure returns (uint256) { return wd(fl(a).sqrt()); }
     function opNeg(uint256 a, uint256, uint256) private pure returns (uint256) { return wd(fl(a).neg()); }
