@@ -43,15 +43,17 @@ contract DisputeGame {
     }
 
     struct Match {
-        uint256 job;
-        Rounds.Round round; // the parties, their moves this round, their clocks
         Phase phase;
+        uint64 job; // (one slot with the phase: every move reads both)
+        Rounds.Round round; // the parties, their moves this round, their clocks
         Bisection.Nary nary;
+        bytes32 loClaim; // level 1: the claim both made at nary.lo
+        bytes32[2] hiClaim; // each party's claim at nary.hi
         bytes32[2] stateRoot; // S_{s+1} opened by each
         bytes32[2] traceRoot; // R_{s+1}
         bytes32 stateBefore; // S_s (agreed)
         Bisection.Descent desc;
-        bytes32[2][2] kids; // this descent round's children, per party
+        bytes32[2] claimsHash; // level 1: the first poster's claims this round, hashed
         uint256 pick; // the disputed state tensor / node input
         bytes32[2] values; // each party's value there
         bool overState; // the descent runs over the state trees (else over the traces)
@@ -66,6 +68,8 @@ contract DisputeGame {
     event Opened(uint256 indexed id, bytes32[2] stateRoots, bytes32[2] traceRoots);
     event MatchDecided(uint256 indexed id, address indexed winner, address indexed loser, uint8 level, string reason);
     event NodeFound(uint256 indexed id, uint256 node);
+    event ChildrenPosted(uint256 indexed id, uint256 party, bytes32[] nodes);
+    event ClaimsPosted(uint256 indexed id, uint256 party, bytes32[] claims);
     event Disagreement(uint256 indexed id, uint256 index, bool stateTensor);
     event OperatorDisputed(uint256 indexed id, uint256 step, uint256 node);
     event MatchDrawn(uint256 indexed id, address a, address b, uint8 level);
@@ -82,6 +86,10 @@ contract DisputeGame {
     error AlreadyOpen(uint256 id);
     error NotOperatorGame(address caller);
     error NotRequested(uint256 job, address a, address b);
+    /// @notice The nodes passed as the other party's are not what it posted this round.
+    error OtherChildrenWrong(uint256 id);
+    /// @notice The claims passed as the other party's are not what it posted this round.
+    error OtherClaimsWrong(uint256 id);
 
     uint256 internal constant DRAW = 2; // a decision's winner when both parties lose
     JobRegistry public registry;
@@ -91,8 +99,6 @@ contract DisputeGame {
     mapping(uint256 => Match) internal matches;
     /// @dev H(job, lower address, higher address) -> its match
     mapping(bytes32 => uint256) public matchOf;
-    /// @dev match -> party -> point -> the step claim it made there
-    mapping(uint256 => mapping(uint256 => mapping(uint256 => bytes32))) public claimAt;
     mapping(uint256 => bytes32[][2]) internal pending;
 
     constructor() {
@@ -131,7 +137,7 @@ contract DisputeGame {
         returns (Phase phase, uint256 lo, uint256 hi, uint64[2] memory clockLeft, uint8 waiting)
     {
         Match storage m = matches[id];
-        return (m.phase, m.nary.lo, m.nary.hi, m.round.clock.left, m.round.clock.waiting);
+        return (m.phase, m.nary.lo, m.nary.hi, m.round.clock.remaining(), m.round.clock.waiting);
     }
 
     /// @notice The descent's current height and index (at the disputed node: 0, its index).
@@ -175,14 +181,13 @@ contract DisputeGame {
         id = nextId++;
         matchOf[pair] = id;
         Match storage m = matches[id];
-        m.job = job;
+        m.job = uint64(job);
         m.round.party = [a, b];
         m.phase = Phase.Steps;
         m.nary = Bisection.Nary(0, j.terms.steps, j.terms.fanout);
         m.round.clock.init(j.terms.clock);
-        for (uint256 i; i < 2; ++i) claimAt[id][i][0] = j.terms.initialClaim;
-        claimAt[id][0][j.terms.steps] = ca;
-        claimAt[id][1][j.terms.steps] = cb;
+        m.loClaim = j.terms.initialClaim;
+        m.hiClaim = [ca, cb];
         emit MatchOpened(id, job, a, b, j.terms.steps, j.terms.fanout);
         _nextRound(id, m);
     }
@@ -193,8 +198,7 @@ contract DisputeGame {
     }
 
     function _nextRound(uint256 id, Match storage m) internal {
-        m.round.next(); // (kids stay: each is written before it is read, and a nonzero slot rewritten costs a
-        // quarter of a fresh one)
+        m.round.next();
         if (m.phase == Phase.Steps) {
             if (m.nary.done()) {
                 m.phase = Phase.Open;
@@ -205,18 +209,26 @@ contract DisputeGame {
         }
     }
 
-    /// @notice Level 1: this round's step claims, one per point of roundPoints(id).
-    function postClaims(uint256 id, bytes32[] calldata claims) external {
+    /// @notice Level 1: this round's step claims, one per point of roundPoints(id). Only the
+    /// claims at the interval's ends are kept: the first to post this round leaves the hash of
+    /// its claims (and a `ClaimsPosted` event); the second passes them back as `theirs`.
+    function postClaims(uint256 id, bytes32[] calldata claims, bytes32[] calldata theirs) external {
         Match storage m = matches[id];
         uint256 i = _move(id, m, Phase.Steps);
-        uint256[] memory ps = roundPoints(id);
-        if (claims.length != ps.length) revert Bisection.WrongPointCount(claims.length, ps.length);
-        for (uint256 k; k < ps.length; ++k) claimAt[id][i][ps[k]] = claims[k];
-        if (!m.round.both()) return;
-        bytes32[] memory a = new bytes32[](ps.length);
-        bytes32[] memory b = new bytes32[](ps.length);
-        for (uint256 k; k < ps.length; ++k) (a[k], b[k]) = (claimAt[id][0][ps[k]], claimAt[id][1][ps[k]]);
-        m.nary.narrow(a, b);
+        uint256 want = roundPoints(id).length;
+        if (claims.length != want) revert Bisection.WrongPointCount(claims.length, want);
+        if (!m.round.both()) {
+            m.claimsHash[i] = keccak256(abi.encodePacked(claims));
+            emit ClaimsPosted(id, i, claims);
+            return;
+        }
+        if (keccak256(abi.encodePacked(theirs)) != m.claimsHash[1 - i]) revert OtherClaimsWrong(id);
+        bytes32[] memory a = claims;
+        bytes32[] memory b = theirs;
+        if (i == 1) (a, b) = (b, a);
+        uint256 k = m.nary.narrow(a, b);
+        if (k > 0) m.loClaim = a[k - 1];
+        if (k < a.length) m.hiClaim = [a[k], b[k]];
         _nextRound(id, m);
     }
 
@@ -230,11 +242,10 @@ contract DisputeGame {
     function openStep(uint256 id, bytes32 s1, bytes32 r1, bytes32 s0, bytes32 r0) external {
         Match storage m = matches[id];
         uint256 i = _move(id, m, Phase.Open);
-        uint256 lo = m.nary.lo;
-        if (_claim(s1, r1) != claimAt[id][i][lo + 1]) {
+        if (_claim(s1, r1) != m.hiClaim[i]) { // hi = lo + 1 now
             return _decide(id, m, 1 - i, 2, "its opening of the disputed step claim does not hash to its level-1 claim");
         }
-        if (_claim(s0, r0) != claimAt[id][i][lo]) {
+        if (_claim(s0, r0) != m.loClaim) {
             return _decide(id, m, 1 - i, 2, "its opening of the agreed step claim does not hash to it");
         }
         m.stateRoot[i] = s1;
@@ -291,25 +302,29 @@ contract DisputeGame {
     }
 
     // -- Merkle descent to the first differing node (or state tensor) ------------------------
-    function _tree(Match storage m, uint256 i) internal view returns (uint256 n, bytes32 root) {
+    function _leafCount(Match storage m) internal view returns (uint256) {
         JobRegistry.Terms memory t = _terms(m);
-        return m.overState ? (uint256(t.stateCount), m.stateRoot[i]) : (uint256(t.graphNodes), m.traceRoot[i]);
+        return m.overState ? uint256(t.stateCount) : uint256(t.graphNodes);
     }
 
-    /// @notice Reveal the top of your trace tree (or state tree, when the traces agree).
+    function _root(Match storage m, uint256 i) internal view returns (bytes32) {
+        return m.overState ? m.stateRoot[i] : m.traceRoot[i];
+    }
+
+    /// @notice Reveal the top of your trace tree (or state tree, when the traces agree). It
+    /// goes straight into the descent's node for your seat.
     function postTop(uint256 id, bytes32 top) external {
         Match storage m = matches[id];
         uint256 i = _move(id, m, Phase.Tops);
-        (uint256 n, bytes32 root) = _tree(m, i);
-        if (Merkle.seal(n, top) != root) {
+        uint256 n = _leafCount(m);
+        if (Merkle.seal(n, top) != _root(m, i)) {
             return _decide(id, m, 1 - i, 2, m.overState ? "its state root does not seal the job's number of state tensors"
                 : "its trace root does not seal the graph's number of nodes");
         }
-        m.kids[i][0] = top;
+        if (i == 0) m.desc.a = top;
+        else m.desc.b = top;
         if (!m.round.both()) return;
-        (, bytes32 root0) = _tree(m, 0);
-        (, bytes32 root1) = _tree(m, 1);
-        m.desc.start(n, root0, m.kids[0][0], root1, m.kids[1][0]);
+        m.desc.start(n, _root(m, 0), m.desc.a, _root(m, 1), m.desc.b);
         m.phase = m.desc.atLeaf() ? _atLeaf(id, m) : Phase.Descent;
         _nextRound(id, m);
     }
@@ -319,16 +334,27 @@ contract DisputeGame {
         return m.overState ? Phase.StateLeaf : Phase.Node;
     }
 
-    function postChildren(uint256 id, bytes32 left, bytes32 right) external {
+    /// @notice Descend: the nodes Bisection.width levels below your current node, in order
+    /// (they must hash up to it). The first to post this round leaves an event; the second
+    /// also passes the first's nodes, as that event holds them.
+    function postChildren(uint256 id, bytes32[] calldata nodes, bytes32[] calldata theirs) external {
         Match storage m = matches[id];
         uint256 i = _move(id, m, Phase.Descent);
-        if (Merkle.inner(left, right) != (i == 0 ? m.desc.a : m.desc.b)) {
+        uint256 w = m.desc.width();
+        if (nodes.length != w) revert Bisection.WrongNodeCount(nodes.length, w);
+        if (Bisection.subtree(nodes) != (i == 0 ? m.desc.a : m.desc.b)) {
             return _decide(id, m, 1 - i, 2, "its children do not hash to its node");
         }
-        m.kids[i] = [left, right];
-        if (!m.round.both()) return;
+        if (!m.round.both()) {
+            emit ChildrenPosted(id, i, nodes);
+            return;
+        }
+        // theirs hash up to the other's node, as its own did when it posted them (checked
+        // again rather than stored: seven hashes cost less than a storage slot)
+        if (Bisection.subtree(theirs) != (i == 0 ? m.desc.b : m.desc.a)) revert OtherChildrenWrong(id);
         Bisection.Descent storage d = m.desc;
-        d.down(m.kids[0][0], m.kids[0][1], m.kids[1][0], m.kids[1][1]); // each pair was checked as posted
+        if (i == 0) d.down(nodes, theirs);
+        else d.down(theirs, nodes);
         if (d.atLeaf()) {
             if (d.index >= d.n) { // past the last leaf: only ZERO padding may be there
                 return _decide(id, m, d.a == bytes32(0) ? 0 : 1, 2, "its tree has a leaf past the last");
@@ -404,9 +430,8 @@ contract DisputeGame {
         }
         m.phase = Phase.Operator;
         emit OperatorDisputed(id, m.nary.lo, m.desc.index);
-        m.round.posted = 0;
         m.round.clock.await_(0);
-        operators.start(id, m.round.party, m.job, m.desc.index, m.round.clock.left);
+        operators.start(id, m.round.party, m.job, m.desc.index, m.round.clock.remaining());
     }
 
     /// @notice Case 2: prove the source of the disputed input (the producing node's

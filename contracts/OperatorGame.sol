@@ -52,7 +52,7 @@ contract OperatorGame {
 
     struct Match {
         Rounds.Round round; // the parties, their moves this round, their clocks
-        uint256 job;
+        uint64 job; // (one slot with the node, the phase and the flags below)
         uint64 node;
         Phase phase;
         bool sameTops; // the kernel trees agree: k is the result pseudo-kernel
@@ -61,7 +61,6 @@ contract OperatorGame {
         bytes32 structRoot; // the job's kernel structures of the node
         bytes32[2] top; // each party's kernel tree top
         Bisection.Descent desc;
-        bytes32[2][2] kids;
         uint64 kernel; // k
         bytes32 structHash; // sha256 of kernel k's structure (agreed: proven in the job's)
         int256 operand; // the disputed operand of kernel k, -1 for its output
@@ -78,6 +77,7 @@ contract OperatorGame {
     event KernelFound(uint256 indexed id, uint256 kernel);
     event TensorDisputed(uint256 indexed id, uint256 kernel, int256 operand);
     event ChunkPosted(uint256 indexed id, uint256 party, bytes chunk);
+    event ChildrenPosted(uint256 indexed id, uint256 party, bytes32[] nodes);
     event ElementFound(uint256 indexed id, uint256 flat, uint256 wordA, uint256 wordB);
 
     error NotTheGame(address caller);
@@ -88,6 +88,8 @@ contract OperatorGame {
     error SourceNotProven();
     error NeitherMatches();
     error OtherChunkWrong();
+    /// @notice The nodes passed as the other party's are not what it posted this round.
+    error OtherChildrenWrong(uint256 id);
 
     IDisputeGame public immutable game;
     Executor public immutable executor;
@@ -115,7 +117,7 @@ contract OperatorGame {
     }
 
     function clocks(uint256 id) external view returns (uint64[2] memory) {
-        return matches[id].round.clock.left;
+        return matches[id].round.clock.remaining();
     }
 
     // -- hand-over from level 2 -------------------------------------------------------------------
@@ -123,10 +125,10 @@ contract OperatorGame {
         if (msg.sender != address(game)) revert NotTheGame(msg.sender);
         Match storage m = matches[id];
         m.round.party = party;
-        m.job = job;
+        m.job = uint64(job);
         m.node = uint64(node);
         m.phase = Phase.Tops;
-        m.round.clock.left = left;
+        m.round.clock.setRemaining(left);
         emit Started(id, node);
         m.round.next();
     }
@@ -172,15 +174,24 @@ contract OperatorGame {
     }
 
     /// @notice Merkle descent (kernels or chunks): the two children of your current node.
-    function postChildren(uint256 id, bytes32 left, bytes32 right) external {
+    /// @notice Descend (kernels, then chunks): as DisputeGame.postChildren.
+    function postChildren(uint256 id, bytes32[] calldata nodes, bytes32[] calldata theirs) external {
         Match storage m = matches[id];
         uint256 i = _move(id, m, Phase.Descent);
-        if (Merkle.inner(left, right) != (i == 0 ? m.desc.a : m.desc.b)) {
+        uint256 w = m.desc.width();
+        if (nodes.length != w) revert Bisection.WrongNodeCount(nodes.length, w);
+        if (Bisection.subtree(nodes) != (i == 0 ? m.desc.a : m.desc.b)) {
             return _decide(id, m, 1 - i, m.overChunks ? 4 : 3, "its children do not hash to its node");
         }
-        m.kids[i] = [left, right];
-        if (!m.round.both()) return;
-        m.desc.down(m.kids[0][0], m.kids[0][1], m.kids[1][0], m.kids[1][1]);
+        if (!m.round.both()) {
+            emit ChildrenPosted(id, i, nodes);
+            return;
+        }
+        // theirs hash up to the other's node, as its own did when it posted them (checked
+        // again rather than stored: seven hashes cost less than a storage slot)
+        if (Bisection.subtree(theirs) != (i == 0 ? m.desc.b : m.desc.a)) revert OtherChildrenWrong(id);
+        if (i == 0) m.desc.down(nodes, theirs);
+        else m.desc.down(theirs, nodes);
         if (m.desc.atLeaf()) {
             if (m.desc.index >= m.desc.n) {
                 return _decide(id, m, m.desc.a == bytes32(0) ? 0 : 1, m.overChunks ? 4 : 3, "its tree has a leaf past the last");
@@ -269,11 +280,11 @@ contract OperatorGame {
         if (sha256(abi.encodePacked(header, Merkle.seal(n, top))) != m.tensor[i]) {
             return _decide(id, m, 1 - i, 4, "its tensor opening does not hash to its commitment");
         }
-        m.kids[i][0] = top;
+        if (i == 0) m.desc.a = top;
+        else m.desc.b = top;
         if (!m.round.both()) return;
         m.overChunks = true;
-        bytes32 ta = m.kids[0][0];
-        bytes32 tb = m.kids[1][0];
+        (bytes32 ta, bytes32 tb) = (m.desc.a, m.desc.b);
         m.desc.start(n, Merkle.seal(n, ta), ta, Merkle.seal(n, tb), tb);
         m.phase = m.desc.atLeaf() ? Phase.Chunk : Phase.Descent;
         m.round.next();

@@ -299,7 +299,7 @@ def test_a_move_too_late_is_named_even_when_only_its_own_block_is_late(world):
     chain.w3.provider.make_request("evm_increaseTime", [3601])
     points = list(chain.call(v.game.functions.roundPoints(m)))
     with pytest.raises(TransactionReverted) as e:
-        chain.transact(v.game.functions.postClaims(m, trainers[0][1].claim_at(points)), sender=chain.accounts[2])
+        chain.transact(v.game.functions.postClaims(m, trainers[0][1].claim_at(points), []), sender=chain.accounts[2])
     assert e.value.error == "ClockRanOut", e.value
 
 

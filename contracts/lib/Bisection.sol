@@ -6,13 +6,13 @@ import {Merkle} from "./Merkle.sol";
 /// @title The one bisection engine of docs/PROTOCOL.md §7, on chain
 /// @dev Two parties committed to sequences that agree at `lo` and differ at `hi`.
 /// N-ary rounds (both post the interior points, the first difference narrows the interval)
-/// and Merkle descent (both reveal the two children of the node they disagree on, going
-/// left when the left children differ) find the first differing index. Pure bookkeeping:
+/// and Merkle descent (both reveal the nodes SPAN levels below the node they disagree on,
+/// going to the first that differ) find the first differing index. Pure bookkeeping:
 /// the game contract decides who moves and when.
 library Bisection {
     error WrongPointCount(uint256 got, uint256 want);
     error NotDisagreeing();
-    error ChildrenDoNotHash(uint256 party);
+    error WrongNodeCount(uint256 got, uint256 want);
     error RootDoesNotSeal(uint256 party, uint256 n);
     error DescentOver();
 
@@ -44,17 +44,19 @@ library Bisection {
         return s.hi - s.lo <= 1;
     }
 
-    /// @dev Narrow (lo, hi) with both parties' claims at this round's points.
-    function narrow(Nary storage s, bytes32[] memory a, bytes32[] memory b) internal {
+    /// @dev Narrow (lo, hi) with both parties' claims at this round's points; returns the
+    /// index of the first point they differ at (the new hi), or the number of points when
+    /// they agree at every one (the new lo is the last point).
+    function narrow(Nary storage s, bytes32[] memory a, bytes32[] memory b) internal returns (uint256 i) {
         uint256[] memory ps = points(s.lo, s.hi, s.n);
         if (a.length != ps.length) revert WrongPointCount(a.length, ps.length);
         if (b.length != ps.length) revert WrongPointCount(b.length, ps.length);
-        for (uint256 i; i < ps.length; ++i) {
+        for (; i < ps.length; ++i) {
             if (a[i] == b[i]) {
                 s.lo = uint64(ps[i]);
             } else {
                 s.hi = uint64(ps[i]);
-                return;
+                return i;
             }
         }
     }
@@ -80,19 +82,45 @@ library Bisection {
         d.b = topB;
     }
 
-    /// @dev One level down; the children must hash to each party's current node.
-    function down(Descent storage d, bytes32 la, bytes32 ra, bytes32 lb, bytes32 rb) internal {
-        if (d.height == 0) revert DescentOver();
-        if (Merkle.inner(la, ra) != d.a) revert ChildrenDoNotHash(0);
-        if (Merkle.inner(lb, rb) != d.b) revert ChildrenDoNotHash(1);
-        d.height -= 1;
-        if (la != lb) {
-            d.index = 2 * d.index;
-            (d.a, d.b) = (la, lb);
-        } else {
-            d.index = 2 * d.index + 1;
-            (d.a, d.b) = (ra, rb);
+    /// @dev Levels a descent move goes down: a move reveals the 2**SPAN nodes SPAN levels below
+    /// the current one (fewer near the leaves), so a tree of depth d takes ceil(d / SPAN)
+    /// rounds instead of d: a transaction's base cost and cold storage reads dominate a move.
+    uint256 internal constant SPAN = 3;
+
+    /// @dev How many nodes this round's move reveals: 2**min(SPAN, height).
+    function width(Descent storage d) internal view returns (uint256) {
+        uint256 h = d.height;
+        return uint256(1) << (h < SPAN ? h : SPAN);
+    }
+
+    /// @dev The node 2**k nodes (k levels down, in order) hash up to; reverts unless their
+    /// number is a power of two.
+    function subtree(bytes32[] calldata nodes) internal pure returns (bytes32) {
+        uint256 w = nodes.length;
+        if (w == 0 || w & (w - 1) != 0) revert WrongNodeCount(w, 0);
+        bytes32[] memory level = nodes;
+        for (; w > 1; w >>= 1) {
+            for (uint256 i; i < w / 2; ++i) level[i] = Merkle.inner(level[2 * i], level[2 * i + 1]);
         }
+        return level[0];
+    }
+
+    /// @dev Down log2(a.length) levels: each party's nodes there (the caller checked that
+    /// each array hashes up to that party's current node); follows the first that differ,
+    /// which is where as many one-level moves (left when the left children differ) lead.
+    function down(Descent storage d, bytes32[] calldata a, bytes32[] calldata b) internal {
+        if (d.height == 0) revert DescentOver();
+        uint256 w = width(d);
+        if (a.length != w) revert WrongNodeCount(a.length, w);
+        if (b.length != w) revert WrongNodeCount(b.length, w);
+        uint256 j;
+        while (a[j] == b[j]) {
+            if (++j == w) revert NotDisagreeing();
+        }
+        uint256 k = d.height < SPAN ? d.height : SPAN;
+        d.height -= uint64(k);
+        d.index = uint64((uint256(d.index) << k) | j);
+        (d.a, d.b) = (a[j], b[j]);
     }
 
     function atLeaf(Descent storage d) internal view returns (bool) {
@@ -103,8 +131,11 @@ library Bisection {
 /// @title Chess clocks: each party has a time budget that runs only while the game waits
 /// for its move. A party whose budget is spent loses on a timeout claim.
 library Clock {
+    /// @dev One storage slot (a move reads and writes it once: cold reads and writes are
+    /// most of a move's gas).
     struct Clocks {
-        uint64[2] left; // seconds each party still has
+        uint64 left0; // seconds party 0 still has
+        uint64 left1; // party 1
         uint64 since; // when the current wait began
         uint8 waiting; // bit 0: waiting for party 0, bit 1: party 1
     }
@@ -114,19 +145,34 @@ library Clock {
     error ClockRanOut(uint256 party);
 
     function init(Clocks storage c, uint64 budget) internal {
-        c.left = [budget, budget];
+        c.left0 = budget;
+        c.left1 = budget;
         c.since = uint64(block.timestamp);
         c.waiting = 3;
+    }
+
+    function remaining(Clocks storage c) internal view returns (uint64[2] memory) {
+        return [c.left0, c.left1];
+    }
+
+    function setRemaining(Clocks storage c, uint64[2] memory left) internal {
+        (c.left0, c.left1) = (left[0], left[1]);
     }
 
     /// @dev Party p moved: charge it the time it took (its clock ran since `since`). A move
     /// once its clock has run out is refused: it has lost on time, whoever claims it.
     function moved(Clocks storage c, uint256 p) internal {
-        if (c.waiting & (uint8(1) << uint8(p)) == 0) revert NotYourTurn(p);
-        uint64 spent = uint64(block.timestamp) - c.since;
-        if (spent >= c.left[p]) revert ClockRanOut(p);
-        c.left[p] -= spent;
-        c.waiting &= ~(uint8(1) << uint8(p));
+        Clocks memory k = c;
+        if (k.waiting & (uint8(1) << uint8(p)) == 0) revert NotYourTurn(p);
+        uint64 spent = uint64(block.timestamp) - k.since;
+        uint64 left = p == 0 ? k.left0 : k.left1;
+        if (spent >= left) revert ClockRanOut(p);
+        if (p == 0) k.left0 = left - spent;
+        else k.left1 = left - spent;
+        k.waiting &= ~(uint8(1) << uint8(p));
+        c.left0 = k.left0;
+        c.left1 = k.left1;
+        c.waiting = k.waiting;
     }
 
     /// @dev Both (or one) must move next; the wait starts now. Time already spent by a party
@@ -141,10 +187,11 @@ library Clock {
     /// instant, so when both are out, the one with less time left ran out first and loses:
     /// the seat (which whoever opened the match chose) decides nothing.
     function expired(Clocks storage c) internal view returns (uint256) {
-        uint64 spent = uint64(block.timestamp) - c.since;
-        bool out0 = c.waiting & 1 != 0 && spent >= c.left[0];
-        bool out1 = c.waiting & 2 != 0 && spent >= c.left[1];
-        if (out0 && out1) return c.left[0] < c.left[1] ? 0 : c.left[1] < c.left[0] ? 1 : 3;
+        Clocks memory k = c;
+        uint64 spent = uint64(block.timestamp) - k.since;
+        bool out0 = k.waiting & 1 != 0 && spent >= k.left0;
+        bool out1 = k.waiting & 2 != 0 && spent >= k.left1;
+        if (out0 && out1) return k.left0 < k.left1 ? 0 : k.left1 < k.left0 ? 1 : 3;
         return out0 ? 0 : out1 ? 1 : 2;
     }
 }

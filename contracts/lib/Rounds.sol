@@ -8,9 +8,10 @@ import {Clock} from "./Bisection.sol";
 library Rounds {
     using Clock for Clock.Clocks;
 
+    /// @dev Who moved this round is who the clock no longer waits for: a round starts
+    /// waiting for both, and each move clears its party's bit (one slot less per move).
     struct Round {
         address[2] party;
-        uint8 posted; // bit i: party i moved this round
         Clock.Clocks clock;
     }
 
@@ -26,18 +27,17 @@ library Rounds {
     /// @dev The sender's move this round: its seat; reverts for a stranger or a second move.
     function move(Round storage r, uint256 id) internal returns (uint256 i) {
         i = seat(r, id, msg.sender);
-        if (r.posted & (uint8(1) << uint8(i)) != 0) revert AlreadyMoved(id, msg.sender);
+        if (r.clock.waiting & (uint8(1) << uint8(i)) == 0) revert AlreadyMoved(id, msg.sender);
         r.clock.moved(i);
-        r.posted |= uint8(1) << uint8(i);
     }
 
+    /// @dev Both have moved this round (the clock waits for neither).
     function both(Round storage r) internal view returns (bool) {
-        return r.posted == 3;
+        return r.clock.waiting == 0;
     }
 
     /// @dev A new round: both owe a move, from now.
     function next(Round storage r) internal {
-        r.posted = 0;
         r.clock.await_(3);
     }
 }

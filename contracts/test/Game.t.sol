@@ -84,28 +84,63 @@ contract BisectionTest is Test {
         bytes32[][] memory tb = _tree(lb);
         uint256 d = ta.length - 1;
         desc.start(n, Merkle.seal(n, ta[d][0]), ta[d][0], Merkle.seal(n, tb[d][0]), tb[d][0]);
+        uint256 rounds;
         while (!desc.atLeaf()) {
-            uint256 h = desc.height - 1;
-            uint256 i = 2 * desc.index;
-            desc.down(ta[h][i], ta[h][i + 1], tb[h][i], tb[h][i + 1]);
+            (bytes32[] memory a, bytes32[] memory b) = (_below(ta), _below(tb));
+            assertEq(uint256(this.subtree(a)), uint256(desc.a), "A's nodes hash up to its node");
+            assertEq(uint256(this.subtree(b)), uint256(desc.b), "B's nodes hash up to its node");
+            this.down(a, b);
+            ++rounds;
         }
         assertEq(desc.index, first, "first differing leaf");
         assertEq(uint256(desc.a), uint256(la[first]), "A's leaf");
+        assertEq(rounds, (d + Bisection.SPAN - 1) / Bisection.SPAN, "ceil(depth / SPAN) rounds");
     }
 
-    function test_descent_rejects_children_that_do_not_hash() public {
+    /// @dev A party's nodes width() below its current node, in order.
+    function _below(bytes32[][] memory t) internal view returns (bytes32[] memory nodes) {
+        uint256 w = desc.width();
+        uint256 k;
+        while ((uint256(1) << k) < w) ++k;
+        nodes = new bytes32[](w);
+        for (uint256 j; j < w; ++j) nodes[j] = t[desc.height - k][(uint256(desc.index) << k) + j];
+    }
+
+    function test_subtree_hashes_in_order_and_needs_a_power_of_two() public {
+        bytes32[] memory la = new bytes32[](4);
+        for (uint256 i; i < 4; ++i) la[i] = bytes32(i + 1);
+        bytes32[][] memory ta = _tree(la);
+        assertEq(uint256(this.subtree(la)), uint256(ta[2][0]), "the top of four nodes");
+        (la[1], la[2]) = (la[2], la[1]);
+        assertTrue(this.subtree(la) != ta[2][0], "another order, another node");
+        vm.expectRevert(abi.encodeWithSelector(Bisection.WrongNodeCount.selector, 3, 0));
+        this.subtree(new bytes32[](3));
+    }
+
+    function test_down_refuses_the_wrong_width_and_equal_nodes() public {
         bytes32[] memory la = new bytes32[](4);
         bytes32[] memory lb = new bytes32[](4);
         for (uint256 i; i < 4; ++i) (la[i], lb[i]) = (bytes32(i + 1), bytes32(i + 10));
         bytes32[][] memory ta = _tree(la);
         bytes32[][] memory tb = _tree(lb);
         desc.start(4, Merkle.seal(4, ta[2][0]), ta[2][0], Merkle.seal(4, tb[2][0]), tb[2][0]);
-        vm.expectRevert(abi.encodeWithSelector(Bisection.ChildrenDoNotHash.selector, 1));
-        this.down(ta[1][0], ta[1][1], tb[1][1], tb[1][0]);
+        vm.expectRevert(abi.encodeWithSelector(Bisection.WrongNodeCount.selector, 2, 4));
+        this.down(ta[1], tb[1]);
+        vm.expectRevert(abi.encodeWithSelector(Bisection.NotDisagreeing.selector));
+        this.down(la, la);
+        this.down(la, lb);
+        assertEq(desc.index, 0, "the first differing leaf");
+        assertEq(desc.height, 0, "at the leaves in one move");
+        vm.expectRevert(abi.encodeWithSelector(Bisection.DescentOver.selector));
+        this.down(la, lb);
     }
 
-    function down(bytes32 a, bytes32 b, bytes32 c, bytes32 d) external {
-        desc.down(a, b, c, d);
+    function down(bytes32[] calldata a, bytes32[] calldata b) external {
+        desc.down(a, b);
+    }
+
+    function subtree(bytes32[] calldata nodes) external pure returns (bytes32) {
+        return Bisection.subtree(nodes);
     }
 
     function _s(uint256 v) internal pure returns (string memory) {

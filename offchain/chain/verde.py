@@ -255,7 +255,8 @@ class Verde:
             if not st["waiting"] & (1 << self._seat(match_id, account.address)):
                 return True
             if phase == PHASE_STEPS:
-                send(g.postClaims(match_id, ep.claim_at(list(self.chain.call(g.roundPoints(match_id))))))
+                send(g.postClaims(match_id, ep.claim_at(list(self.chain.call(g.roundPoints(match_id)))),
+                                  self._theirs(self.game.events.ClaimsPosted, "claims", match_id, account, st["waiting"])))
             elif phase == PHASE_OPEN:
                 send(g.openStep(match_id, *ep.open_claim(s + 1), *ep.open_claim(s)))
             elif phase == PHASE_STATE_LEAF:
@@ -270,7 +271,7 @@ class Verde:
             elif phase == PHASE_DESCENT:
                 node, _ = self._tree_of(match_id, ep, ctx, s)
                 h, i = self._descent(match_id)
-                send(g.postChildren(match_id, node(h - 1, 2 * i), node(h - 1, 2 * i + 1)))
+                send(g.postChildren(match_id, *self._below(self.game, match_id, account, st["waiting"], node, h, i)))
             elif phase == PHASE_NODE:
                 _, j = self._descent(match_id)
                 enc, _ = ep.node(s, j)
@@ -319,12 +320,11 @@ class Verde:
         if phase == OP_TOPS:
             count, root, proof = ctx.kernel_graph.node_leaf(j)
             send(g.postKernelTop(match_id, ep.kernel_node(s, j, merkle.depth(count), 0), count, root, proof))
-        elif phase == OP_DESCENT and not chunks:
-            send(g.postChildren(match_id, ep.kernel_node(s, j, height - 1, 2 * index),
-                                ep.kernel_node(s, j, height - 1, 2 * index + 1)))
         elif phase == OP_DESCENT:
-            send(g.postChildren(match_id, ep.tensor_node(s, j, k, which, height - 1, 2 * index),
-                                ep.tensor_node(s, j, k, which, height - 1, 2 * index + 1)))
+            node = ((lambda h, i: ep.tensor_node(s, j, k, which, h, i)) if chunks else
+                    (lambda h, i: ep.kernel_node(s, j, h, i)))
+            send(g.postChildren(match_id, *self._below(self.operators, match_id, account, st["waiting"], node, height,
+                                                       index)))
         elif phase == OP_KERNEL:
             send(g.postKernel(match_id, ep.kernel(s, j, k), ep.kernel_proof(s, j, k),
                               ctx.kernel_graph.trees[j].proof(k)))
@@ -398,6 +398,23 @@ class Verde:
         ref = decode_structure(ctx.graph.structures[j])[2][i]
         return self._source(ep, ctx, s, ref)
 
+    def _below(self, game, match_id: int, account, waiting: int, node, height: int, index: int) -> tuple[list, list]:
+        """A descent move's arguments: this party's nodes DESCENT_SPAN levels below its node
+        (fewer near the leaves), and, when the other party already moved this round, the
+        other's as its ChildrenPosted event holds them (the game keeps only their hash)."""
+        k = min(DESCENT_SPAN, height)
+        mine = [node(height - k, (index << k) + j) for j in range(1 << k)]
+        return mine, self._theirs(game.events.ChildrenPosted, "nodes", match_id, account, waiting)
+
+    def _theirs(self, event, field: str, match_id: int, account, waiting: int) -> list:
+        """What the other party posted this round, from its event (the game stores only its
+        hash), when it has moved; else nothing (this party moves first)."""
+        other = 1 - self._seat(match_id, account.address)
+        if waiting & (1 << other):
+            return []
+        logs = event().get_logs(from_block=self.from_block, argument_filters={"id": match_id})
+        return [list(e["args"][field]) for e in logs if e["args"]["party"] == other][-1]
+
     def _seat(self, match_id: int, address: str) -> int:
         seats = getattr(self, "_seats", None)
         if seats is None:
@@ -430,6 +447,7 @@ def _proof_tuple(p) -> tuple:
 
 
 _NO_ELEMENT = (1, [], 1, 0, b"", [])  # a constant's source needs no proof
+DESCENT_SPAN = 3  # Bisection.SPAN: the levels one descent move goes down
 
 (OP_NONE, OP_TOPS, OP_DESCENT, OP_KERNEL, OP_TENSOR_TOP, OP_CHUNK, OP_SOURCE, OP_STEP, OP_DONE) = range(9)
 (PHASE_STEPS, PHASE_OPEN, PHASE_STATE_LEAF, PHASE_STATE_SOURCE, PHASE_TOPS, PHASE_DESCENT, PHASE_NODE,

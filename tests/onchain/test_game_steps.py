@@ -6,7 +6,7 @@ import pytest
 
 from offchain.trainer import adversaries as A
 from offchain.chain.client import TransactionReverted
-from offchain.chain.verde import PHASE_DONE, Verde
+from offchain.chain.verde import DESCENT_SPAN, PHASE_DESCENT, PHASE_DONE, Verde
 from offchain.dispute.context import Context
 from offchain.protocol.jobfile import load
 from offchain.trainer import Trainer
@@ -84,18 +84,25 @@ def test_only_the_parties_move_once_per_round_and_nobody_times_out_early(chain, 
     points = list(v.chain.call(v.game.functions.roundPoints(m)))
     claims = honest.claim_at(points)
     with pytest.raises(TransactionReverted) as e:
-        chain.transact(v.game.functions.postClaims(m, claims), sender=chain.accounts[5])
+        chain.transact(v.game.functions.postClaims(m, claims, []), sender=chain.accounts[5])
     assert e.value.error == "NotAParty"
-    chain.transact(v.game.functions.postClaims(m, claims), sender=seats[0][0])
+    chain.transact(v.game.functions.postClaims(m, claims, []), sender=seats[0][0])
     with pytest.raises(TransactionReverted) as e:
-        chain.transact(v.game.functions.postClaims(m, claims), sender=seats[0][0])
+        chain.transact(v.game.functions.postClaims(m, claims, []), sender=seats[0][0])
     assert e.value.error == "AlreadyMoved"
+    # the second poster passes the first's claims back: any others are refused, nothing moves
+    lazy = seats[1][1].claim_at(points)
+    for theirs in ([], lazy, claims[:-1] + [bytes(32)]):
+        with pytest.raises(TransactionReverted) as e:
+            chain.transact(v.game.functions.postClaims(m, lazy, theirs), sender=seats[1][0])
+        assert e.value.error == "OtherClaimsWrong"
+    assert v.match_state(m)["waiting"] == 1 << v._seat(m, seats[1][0].address), "still waiting for the second party"
     with pytest.raises(TransactionReverted) as e:
         chain.transact(v.game.functions.timeout(m))
     assert e.value.error == "NobodyTimedOut"
     chain.advance(3601)  # the lazy one's clock runs out: its move comes too late
     with pytest.raises(TransactionReverted) as e:
-        chain.transact(v.game.functions.postClaims(m, seats[1][1].claim_at(points)), sender=seats[1][0])
+        chain.transact(v.game.functions.postClaims(m, lazy, claims), sender=seats[1][0])
     assert e.value.error == "ClockRanOut"
     chain.transact(v.game.functions.timeout(m))
     assert v.match_state(m)["phase"] == PHASE_DONE and v.owed(seats[0][0].address) == PAY + 2 * STAKE
@@ -208,3 +215,38 @@ def test_a_wrong_value_inside_a_fused_llama_operator_ends_in_one_primitive_on_ch
     decided = v.decision(m)
     assert decided["winner"] == seats[0][0].address and decided["level"] == 5, decided
     assert v.owed(seats[0][0].address) == PAY + 2 * STAKE and v.owed(seats[1][0].address) == 0
+
+
+def test_a_descent_move_goes_three_levels_down_and_the_second_passes_the_firsts_nodes_back(chain, setup):
+    """Bisection.SPAN: each move reveals the 2**k nodes k = min(3, height) levels below; the
+    first poster leaves an event, the second must pass exactly those nodes back (anything
+    that does not hash up to the first's node is refused and changes nothing)."""
+    from offchain.dispute.party import InProcess
+    job, ctx, honest, d = setup
+    bad = Trainer(job, d / f"descent-{chain.backend}", "cheater", behaviour=A.CorruptValue(step=3, node=10))
+    bad.train()
+    v = Verde.deploy(chain)
+    seats = [(chain.accounts[2], honest), (chain.accounts[3], bad)]
+    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, chain.accounts[1])
+    m = v.open_match(jid, seats[0][0].address, seats[1][0].address)
+    assert v.play(m, seats, ctx, until=(PHASE_DESCENT,)) == PHASE_DESCENT
+    h, i = v._descent(m)
+    assert h >= 2, "a tree deep enough to go down more than one level"
+    assert v.move(m, honest, seats[0][0], ctx)
+    s = v.match_state(m)["lo"]
+    node, _ = v._tree_of(m, InProcess(bad), ctx, s)
+    mine, theirs = v._below(v.game, m, seats[1][0], v.match_state(m)["waiting"], node, h, i)
+    k = min(DESCENT_SPAN, h)
+    assert len(mine) == len(theirs) == 1 << k
+    for wrong, error in (([], "WrongNodeCount"), (theirs[:-1] + [bytes(32)], "OtherChildrenWrong"),
+                         (mine, "OtherChildrenWrong")):
+        with pytest.raises(TransactionReverted) as e:
+            chain.transact(v.game.functions.postChildren(m, mine, wrong), sender=seats[1][0])
+        assert e.value.error == error
+    assert v._descent(m) == (h, i)
+    chain.transact(v.game.functions.postChildren(m, mine, theirs), sender=seats[1][0])
+    h2, i2 = v._descent(m)
+    first = next(j for j, (a, b) in enumerate(zip(theirs, mine)) if a != b)
+    assert (h2, i2) == (h - k, (i << k) + first)
+    v.play(m, seats, ctx, max_rounds=120)
+    assert v.decision(m)["winner"] == seats[0][0].address
