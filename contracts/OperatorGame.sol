@@ -173,7 +173,6 @@ contract OperatorGame {
         emit KernelFound(id, k);
     }
 
-    /// @notice Merkle descent (kernels or chunks): the two children of your current node.
     /// @notice Descend (kernels, then chunks): as DisputeGame.postChildren.
     function postChildren(uint256 id, bytes32[] calldata nodes, bytes32[] calldata theirs) external {
         Match storage m = matches[id];

@@ -73,6 +73,11 @@ def cmd_fetch(args) -> int:
     save_file(out, args.out)
     console.print(f"job {args.job_id}: the accepted result {claim.hex()[:16]}… checked ({len(state)} tensors, every "
                   f"chunk against its commitment); wrote {len(out)} tensors to {args.out}")
+    if job.spec.inference:
+        from ..protocol.program import OUTPUTS
+        o = out[OUTPUTS]
+        console.print(f"  an inference job: its outputs are tensor {OUTPUTS!r} {str(o.dtype).removeprefix('torch.')} "
+                      f"{list(o.shape)}, row i the output of data row i")
     if any(h.amount for h in holds.values()):
         console.print(f"  the accepted trainers' pay is held for delivery: `verde release {args.job_id}` pays them now")
     return 0

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 import yaml
 
 import repops
-from offchain.chain.verde import PHASE_DONE, Verde
+from offchain.chain.verde import Verde
 from offchain.dispute.context import Context
 from offchain.dispute.party import InProcess, Party
 from offchain.dispute.referee import dispute
@@ -132,11 +132,8 @@ def test_on_chain_the_honest_inference_trainer_is_paid_and_the_cheater_slashed(e
     v = Verde.deploy(embedded)
     client, hon, cheat = embedded.accounts[1], embedded.accounts[2], embedded.accounts[3]
     seats = [(cheat, bad), (hon, honest)]
-    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, client)
-    m = v.open_match(jid, cheat.address, hon.address)
-    v.play(m, seats, ctx, max_rounds=160)
-    assert v.match_state(m)["phase"] == PHASE_DONE
-    assert v.decision(m)["winner"] == hon.address
+    (decided,) = v.settle_disputes(*v.deliver(job, ctx, seats, PAY, STAKE, client), seats, ctx)
+    assert decided["winner"] == hon.address and decided["loser"] == cheat.address, decided
     assert v.owed(hon.address) == PAY + 2 * STAKE and v.owed(cheat.address) == 0
 
 
