@@ -36,16 +36,18 @@ def dispute(chain, job, ctx, honest, bad):
     c, ha, ba = chain.accounts[1], chain.accounts[2], chain.accounts[3]
     seats = [(ha, honest), (ba, bad)]
     jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, c)
+    mark = len(chain.gas_log)
     m = v.open_match(jid, ha.address, ba.address)
-    v.play(m, seats, ctx, max_rounds=200)
+    v.play(m, seats, ctx, max_rounds=200)  # and the settle after the decision (its own transaction)
     decided = v.decision(m)
     level = decided["level"] if decided else None
-    return chain.gas_log[start:], v.match_state(m)["phase"], level
+    game = [g for w, g in chain.gas_log[mark:] if w.split("(")[0] in GAME_MOVES]
+    return chain.gas_log[start:], game, v.match_state(m)["phase"], level
 
 
 GAME_MOVES = ("open", "postClaims", "openStep", "postStateLeaf", "resolveState", "postTop", "postChildren", "postNode",
               "resolveInput", "timeout", "postKernelTop", "postKernel", "postTensorTop", "postChunk", "resolveOperand",
-              "resolveStep")
+              "resolveStep", "settle")  # the settle after the decision: a dispute's last transaction
 
 
 def one_step_gas(chain) -> list[dict]:
@@ -128,10 +130,9 @@ def main():
             if bad.train() == honest.final_claim():  # (one ulp of log_softmax can be absorbed by the loss)
                 raise SystemExit(f"{beh}: the cheater's result equals the honest one, there is no dispute to "
                                  "measure: make it cheat more (ulps)")
-            log, phase, level = dispute(chain, job, ctx, honest, bad)
+            log, game, phase, level = dispute(chain, job, ctx, honest, bad)
             for what, gas in log:
                 per_move[what].append(gas)
-            game = [g for w, g in log if w.split("(")[0] in GAME_MOVES]
             label = beh.name + (" (after commit)" if getattr(beh, "after_commit", False) else "") + (
                 f" ({beh.op.split('.')[1]})" if getattr(beh, "op", "").startswith("aten.embedding") else "")
             disputes.append({"adversary": label, "level": level, "transactions": len(game), "game_gas": sum(game),

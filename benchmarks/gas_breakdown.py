@@ -132,12 +132,12 @@ def main():
 
 
 def _traced(chain, v, first: int) -> list[dict]:
-    """Every game transaction from block `first` on, with its gas by category (the receipt's
+    """Every game transaction from block `first` on (and the settle that follows the decision), with its gas by category (the receipt's
     gas = base + calldata + execution; what the trace does not place stays in `other`)."""
     from eth_utils import function_abi_to_4byte_selector
     w3 = chain.w3
     names = {}
-    for contract in (v.game, v.operators):
+    for contract in (v.game, v.operators, v.registry):  # the registry: the settle after the decision
         for f in contract.abi:
             if f["type"] == "function":
                 names[(contract.address, function_abi_to_4byte_selector(f))] = f["name"]

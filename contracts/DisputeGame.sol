@@ -70,6 +70,7 @@ contract DisputeGame {
     event NodeFound(uint256 indexed id, uint256 node);
     event ChildrenPosted(uint256 indexed id, uint256 party, bytes32[] nodes);
     event ClaimsPosted(uint256 indexed id, uint256 party, bytes32[] claims);
+    event NodePosted(uint256 indexed id, uint256 party, bytes node);
     event Disagreement(uint256 indexed id, uint256 index, bool stateTensor);
     event OperatorDisputed(uint256 indexed id, uint256 step, uint256 node);
     event MatchDrawn(uint256 indexed id, address a, address b, uint8 level);
@@ -90,6 +91,8 @@ contract DisputeGame {
     error OtherChildrenWrong(uint256 id);
     /// @notice The claims passed as the other party's are not what it posted this round.
     error OtherClaimsWrong(uint256 id);
+    /// @notice The node passed as the other party's is not what it posted this round.
+    error OtherNodeWrong(uint256 id);
 
     uint256 internal constant DRAW = 2; // a decision's winner when both parties lose
     JobRegistry public registry;
@@ -113,14 +116,12 @@ contract DisputeGame {
         operators = o;
     }
 
-    /// @notice The disputed node's inputs (agreed when a match reaches levels 3-5).
-    function nodeInputs(uint256 id) external view returns (bytes32[] memory) {
-        return nodeIns[id];
-    }
-
-    /// @notice A party's disputed node outputs (level 2), for levels 3-5.
-    function nodeOutputs(uint256 id, uint256 party) external view returns (bytes32[] memory) {
-        return nodeOuts[id][party];
+    /// @notice keccak256 of the disputed node's input commitments, packed (agreed when a match
+    /// reaches levels 3-5), and of each party's output commitments (level 2): levels 3-5 take
+    /// the lists in calldata and check them against these.
+    function nodeHashes(uint256 id) external view returns (bytes32 inputs, bytes32[2] memory outputs) {
+        bytes32[3] storage h = nodeIO[id];
+        return (h[0], [h[1], h[2]]);
     }
 
     /// @notice OperatorGame's decision on a match it was handed (winner: a seat, or DRAW).
@@ -365,28 +366,28 @@ contract DisputeGame {
     }
 
     // Only what later moves read is stored (storage is most of a dispute's gas:
-    // benchmarks/gas_breakdown.py): the first poster's node inputs, each party's outputs.
-    mapping(uint256 => bytes32[]) internal nodeIns;
-    mapping(uint256 => bytes32[][2]) internal nodeOuts;
+    // benchmarks/gas_breakdown.py): for levels 3-5, hashes of the node's inputs and of each
+    // party's outputs ([inputs, outputs of A, outputs of B]).
+    mapping(uint256 => bytes32[3]) internal nodeIO;
 
     /// @notice Reveal the first differing node: its encoding (hashing to your leaf), its
-    /// structure, and the structure's proof in the job's graph (Case 1).
-    function postNode(uint256 id, bytes calldata enc, bytes calldata structure, bytes32[] calldata graphProof) external {
+    /// structure, and the structure's proof in the job's graph (Case 1). The second to post
+    /// also passes the first's encoding (from its NodePosted event).
+    function postNode(uint256 id, bytes calldata enc, bytes calldata structure, bytes32[] calldata graphProof,
+                      bytes calldata other) external {
         Match storage m = matches[id];
         uint256 i = _move(id, m, Phase.Node);
         string memory bad = _checkNode(m, i, enc, structure, graphProof);
         if (bytes(bad).length != 0) return _decide(id, m, 1 - i, 2, bad);
-        bytes memory node = enc;
-        bytes32[] storage outs = nodeOuts[id][i];
-        uint256 nout = Nodes.outputCount(node);
-        for (uint256 o; o < nout; ++o) outs.push(Nodes.output(node, o));
         if (!m.round.both()) {
-            bytes32[] storage ins = nodeIns[id];
-            uint256 nin = Nodes.inputCount(node);
-            for (uint256 k; k < nin; ++k) ins.push(Nodes.input(node, k));
+            emit NodePosted(id, i, enc);
             return;
         }
-        _compareNodes(id, m, i, node, structure);
+        // the first's node hashes to its leaf, as it did when posted (so it is well formed,
+        // with the structure's input count): checked again rather than stored
+        if (Merkle.leaf(other) != (i == 0 ? m.desc.b : m.desc.a)) revert OtherNodeWrong(id);
+        (bytes memory a, bytes memory b) = i == 0 ? (enc, other) : (other, enc);
+        _compareNodes(id, m, a, b, structure);
     }
 
     function _checkNode(Match storage m, uint256 i, bytes calldata enc, bytes calldata structure, bytes32[] calldata proof)
@@ -409,25 +410,23 @@ contract DisputeGame {
         (m.refKind, m.refIndex, m.refSlot) = (kind, uint64(index), uint64(slot));
     }
 
-    /// @dev The second poster's inputs against the first's (stored): the first that differs
-    /// goes to Case 2, else Case 3 (OperatorGame). Both have the structure's input count.
-    function _compareNodes(uint256 id, Match storage m, uint256 i, bytes memory node, bytes calldata structure)
+    /// @dev Party A's node inputs against B's: the first that differs goes to Case 2, else
+    /// Case 3 (OperatorGame). Both have the structure's input count.
+    function _compareNodes(uint256 id, Match storage m, bytes memory a, bytes memory b, bytes calldata structure)
         internal
     {
-        bytes32[] storage first = nodeIns[id];
-        uint256 n = first.length;
-        for (uint256 k; k < n; ++k) {
-            bytes32 mine = Nodes.input(node, k);
-            bytes32 theirs = first[k];
-            if (mine != theirs) {
-                m.pick = k;
-                m.values = i == 0 ? [mine, theirs] : [theirs, mine];
-                _keepRef(m, structure, k);
-                m.phase = Phase.InputSource;
-                emit Disagreement(id, k, false);
-                return _nextRound(id, m);
-            }
+        bytes32 inputs = Nodes.inputsHash(a);
+        if (inputs != Nodes.inputsHash(b)) {
+            uint256 k;
+            while (Nodes.input(a, k) == Nodes.input(b, k)) ++k;
+            m.pick = k;
+            m.values = [Nodes.input(a, k), Nodes.input(b, k)];
+            _keepRef(m, structure, k);
+            m.phase = Phase.InputSource;
+            emit Disagreement(id, k, false);
+            return _nextRound(id, m);
         }
+        nodeIO[id] = [inputs, Nodes.outputsHash(a), Nodes.outputsHash(b)];
         m.phase = Phase.Operator;
         emit OperatorDisputed(id, m.nary.lo, m.desc.index);
         m.round.clock.await_(0);

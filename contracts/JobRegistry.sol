@@ -297,9 +297,9 @@ contract JobRegistry {
 
     /// @notice After the reveal deadline: forfeit the stakes of trainers that did not reveal,
     /// then accept the result if the rest agree, refund a job nobody delivered, or ask for
-    /// the next match (the first two live trainers that disagree). Anyone may call it; so
-    /// does the registry itself after each decision.
-    function settle(uint256 id) public {
+    /// the next match (the first two live trainers that disagree). Anyone may call it, again
+    /// after each decision (the winner's agent does).
+    function settle(uint256 id) external {
         Job storage j = _open(id);
         if (block.timestamp < j.terms.revealBy) revert TooEarly(id, j.terms.revealBy);
         if (j.status != Status.Open) revert WrongStatus(id, j.status);
@@ -393,7 +393,7 @@ contract JobRegistry {
         if (!Merkle.verify(d.stateRoot, j.terms.stateCount, h.tensor, lf, d.stateProof)) {
             revert NotTheResult("the commitment is not the tensor's leaf of S");
         }
-        Tensors.ElementProof memory p = d.chunk;
+        Tensors.ElementProof calldata p = d.chunk;
         if (p.chunk != j.terms.chunk) revert NotTheResult("chunk size");
         uint256 nchunks = (Tensors.numel(p.shape) + p.chunk - 1) / p.chunk;
         if (p.index / p.chunk != h.chunk && h.chunk < nchunks) revert NotTheResult("not the chunk asked");
@@ -431,13 +431,14 @@ contract JobRegistry {
     }
 
     /// @notice The game's decision of the requested match: the loser is out, its stake goes
-    /// to the pot; the job settles again (accepts, or asks for the next match).
+    /// to the pot; the job is open for `settle` again (accept, or ask for the next match).
+    /// Settling is its own transaction so that the deciding move (a level-5 step, say) stays
+    /// small: it is most of what a decision would otherwise cost (issue #21).
     function decide(uint256 id, address winner, address loser) external {
         Job storage j = _ending(id, winner, loser);
         _forfeit(id, j, loser, "lost a match");
         emit Decided(id, winner, loser);
         j.status = Status.Open;
-        settle(id);
     }
 
     /// @notice Both parties of the requested match let their clocks run out at the same
@@ -448,7 +449,6 @@ contract JobRegistry {
         _forfeit(id, j, b, "drew a match");
         emit Drawn(id, a, b);
         j.status = Status.Open;
-        settle(id);
     }
 
     /// @notice Pull payment: checks, effects, then the one interaction.

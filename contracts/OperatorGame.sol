@@ -11,8 +11,7 @@ import {JobRegistry} from "./JobRegistry.sol";
 
 interface IDisputeGame {
     function registry() external view returns (JobRegistry);
-    function nodeInputs(uint256 id) external view returns (bytes32[] memory);
-    function nodeOutputs(uint256 id, uint256 party) external view returns (bytes32[] memory);
+    function nodeHashes(uint256 id) external view returns (bytes32 inputs, bytes32[2] memory outputs);
     function decideOperator(uint256 id, uint256 winner, uint8 level, string calldata reason) external;
 }
 
@@ -52,30 +51,44 @@ contract OperatorGame {
 
     struct Match {
         Rounds.Round round; // the parties, their moves this round, their clocks
-        uint64 job; // (one slot with the node, the phase and the flags below)
+        // one slot: the job, the node, the phase, the flags and kernel k's indices (written
+        // at almost every move: each later field here costs a warm write, not a new slot)
+        uint64 job;
         uint64 node;
         Phase phase;
         bool sameTops; // the kernel trees agree: k is the result pseudo-kernel
         bool overChunks; // the descent runs over a tensor's chunks (else over kernels)
-        uint64 count; // kernels of the node (the job's)
+        uint32 count; // kernels of the node (the job's: a u32 in its kernel leaf)
+        uint32 kernel; // k
+        int32 operand; // the disputed operand of kernel k, -1 for its output
         bytes32 structRoot; // the job's kernel structures of the node
         bytes32[2] top; // each party's kernel tree top
+        // over kernels, then over the disputed tensor's chunks; between the two (kernel k
+        // revealed, tensor not yet opened) its a and b hold each party's commitment of the
+        // disputed tensor, each replaced by that party's chunk-tree top as it opens it
         Bisection.Descent desc;
-        uint64 kernel; // k
         bytes32 structHash; // sha256 of kernel k's structure (agreed: proven in the job's)
-        int256 operand; // the disputed operand of kernel k, -1 for its output
-        bytes32[2] tensor; // each party's commitment of the disputed tensor
         bytes32 expect; // sha256 of the header the kernel implies
-        uint64 numel;
-        uint8 code; // its dtype
-        uint256 flat; // the disputed element
-        bytes32 chunkHash; // the first poster's chunk
-        uint256[2] word; // each party's element there
+        bytes32 operandsHash; // kernel k's operands (agreed when its output is disputed)
+        uint64 numel; // one slot: the disputed tensor's size and dtype, the disputed element
+        uint64 flat;
+        uint8 code;
+        uint64[2] word; // each party's element there (at most 8 bytes)
+    }
+
+    /// @dev Where a disputed operand element's source lies: the node's input commitments
+    /// (checked against level 2's hash) and, for an earlier kernel's output, that kernel's
+    /// encoding and its proof in the kernel trees.
+    struct Source {
+        bytes32[] inputs;
+        bytes kernel;
+        bytes32[] proof;
     }
 
     event Started(uint256 indexed id, uint256 node);
     event KernelFound(uint256 indexed id, uint256 kernel);
     event TensorDisputed(uint256 indexed id, uint256 kernel, int256 operand);
+    event KernelPosted(uint256 indexed id, uint256 party, bytes kernel, bytes32[] proof);
     event ChunkPosted(uint256 indexed id, uint256 party, bytes chunk);
     event ChildrenPosted(uint256 indexed id, uint256 party, bytes32[] nodes);
     event ElementFound(uint256 indexed id, uint256 flat, uint256 wordA, uint256 wordB);
@@ -88,13 +101,18 @@ contract OperatorGame {
     error SourceNotProven();
     error NeitherMatches();
     error OtherChunkWrong();
+    /// @notice The kernel passed as the other party's is not what it posted this round.
+    error OtherKernelWrong();
+    /// @notice The operands passed are not kernel k's (agreed by both).
+    error WrongOperands();
+    /// @notice The inputs passed are not the disputed node's (agreed at level 2).
+    error WrongInputs();
     /// @notice The nodes passed as the other party's are not what it posted this round.
     error OtherChildrenWrong(uint256 id);
 
     IDisputeGame public immutable game;
     Executor public immutable executor;
     mapping(uint256 => Match) internal matches;
-    mapping(uint256 => bytes32[][2]) internal operands; // per party: kernel k's operand commitments
 
     constructor(IDisputeGame g, Executor e) {
         game = g;
@@ -108,7 +126,7 @@ contract OperatorGame {
         returns (Phase phase, uint256 node, uint256 kernel, int256 operand, uint256 flat, uint8 waiting)
     {
         Match storage m = matches[id];
-        return (m.phase, m.node, m.kernel, m.operand, m.flat, m.round.clock.waiting);
+        return (m.phase, m.node, m.kernel, int256(m.operand), m.flat, m.round.clock.waiting);
     }
 
     function descent(uint256 id) external view returns (uint256 height, uint256 index, bool overChunks) {
@@ -153,7 +171,7 @@ contract OperatorGame {
         JobRegistry.Terms memory t = _terms(m);
         bytes32 lf = Merkle.leaf(abi.encodePacked(uint32(count), structRoot));
         if (!Merkle.verify(t.kernelRoot, t.graphNodes, m.node, lf, proof)) revert NotInTheJob(m.node);
-        (m.count, m.structRoot) = (count, structRoot);
+        (m.count, m.structRoot) = (uint32(count), structRoot);
         m.top[i] = top;
         if (!m.round.both()) return;
         if (m.top[0] == m.top[1]) {
@@ -168,7 +186,7 @@ contract OperatorGame {
     }
 
     function _kernelFound(uint256 id, Match storage m, uint256 k) internal {
-        m.kernel = uint64(k);
+        m.kernel = uint32(k);
         m.phase = Phase.Kernel;
         emit KernelFound(id, k);
     }
@@ -206,16 +224,19 @@ contract OperatorGame {
     }
 
     /// @notice Reveal kernel k: its encoding (with its proof in your kernel tree when the tops
-    /// agreed, else it must hash to your leaf) and its structure's proof in the job's.
-    function postKernel(uint256 id, bytes calldata enc, bytes32[] calldata proof, bytes32[] calldata structProof)
-        external
-    {
+    /// agreed, else it must hash to your leaf) and its structure's proof in the job's. The
+    /// second to post also passes the first's kernel and proof (from its KernelPosted event).
+    function postKernel(
+        uint256 id,
+        bytes calldata enc,
+        bytes32[] calldata proof,
+        bytes32[] calldata structProof,
+        bytes calldata other,
+        bytes32[] calldata otherProof
+    ) external {
         Match storage m = matches[id];
         uint256 i = _move(id, m, Phase.Kernel);
-        bytes32 lf = Merkle.leaf(enc);
-        if (m.sameTops ? Merkle.top(m.count, m.kernel, lf, proof) != m.top[i] : lf != (i == 0 ? m.desc.a : m.desc.b)) {
-            return _decide(id, m, 1 - i, 3, "its kernel does not hash to its kernel tree");
-        }
+        if (!_isKernelOf(m, i, enc, proof)) return _decide(id, m, 1 - i, 3, "its kernel does not hash to its kernel tree");
         Kernels.Kernel memory k;
         try this.parseKernel(enc) returns (Kernels.Kernel memory parsed) {
             k = parsed;
@@ -228,12 +249,28 @@ contract OperatorGame {
         if (m.kernel == m.count - 1 && !_outputsMatch(id, i, k.operands)) {
             return _decide(id, m, 1 - i, 3, "its decomposition's outputs are not the node outputs it committed");
         }
+        if (!m.round.both()) {
+            emit KernelPosted(id, i, enc, proof);
+            return;
+        }
+        // the first's kernel is in its tree, as it was when posted (so it parses, with the
+        // same structure): checked again rather than stored
+        if (!_isKernelOf(m, 1 - i, other, otherProof)) revert OtherKernelWrong();
+        Kernels.Kernel memory o = Kernels.parse(other);
         m.structHash = sha256(k.structure);
-        operands[id][i] = k.operands;
-        m.tensor[i] = k.output;
-        if (!m.round.both()) return;
-        _pickTensor(id, m, k);
+        if (i == 0) _pickTensor(id, m, k, o);
+        else _pickTensor(id, m, o, k);
         m.round.next();
+    }
+
+    /// @dev Is enc party i's kernel k (its leaf, or in its tree when the tops agreed)?
+    function _isKernelOf(Match storage m, uint256 i, bytes calldata enc, bytes32[] calldata proof)
+        internal
+        view
+        returns (bool)
+    {
+        bytes32 lf = Merkle.leaf(enc);
+        return m.sameTops ? Merkle.top(m.count, m.kernel, lf, proof) == m.top[i] : lf == (i == 0 ? m.desc.a : m.desc.b);
     }
 
     /// @dev External so that a malformed encoding can be caught (a loss, not a stuck move).
@@ -243,27 +280,32 @@ contract OperatorGame {
 
     /// @dev The poster's node outputs (level 2) are its decomposition's result operands.
     function _outputsMatch(uint256 id, uint256 i, bytes32[] memory ops) internal view returns (bool) {
-        return keccak256(abi.encodePacked(game.nodeOutputs(id, i))) == keccak256(abi.encodePacked(ops));
+        (, bytes32[2] memory outputs) = game.nodeHashes(id);
+        return outputs[i] == keccak256(abi.encodePacked(ops));
     }
 
-    /// @dev Both revealed kernel k (same structure): the first differing operand, else the output.
-    function _pickTensor(uint256 id, Match storage m, Kernels.Kernel memory k) internal {
-        bytes32[] storage a = operands[id][0];
-        bytes32[] storage b = operands[id][1];
-        m.operand = -1;
-        for (uint256 o; o < a.length; ++o) {
-            if (a[o] != b[o]) {
-                m.operand = int256(o);
-                m.tensor = [a[o], b[o]];
+    /// @dev Both revealed kernel k (same structure): the first differing operand, else the
+    /// output (whose operands, all agreed, level 5 reads).
+    function _pickTensor(uint256 id, Match storage m, Kernels.Kernel memory a, Kernels.Kernel memory b) internal {
+        int256 operand = -1;
+        for (uint256 o; o < a.operands.length; ++o) {
+            if (a.operands[o] != b.operands[o]) {
+                operand = int256(o);
+                (m.desc.a, m.desc.b) = (a.operands[o], b.operands[o]);
                 break;
             }
         }
-        (uint8 code, uint64[] memory shape) = executor.tensorType(k.structure, m.operand);
+        if (operand < 0) {
+            (m.desc.a, m.desc.b) = (a.output, b.output);
+            m.operandsHash = keccak256(abi.encodePacked(a.operands));
+        }
+        (uint8 code, uint64[] memory shape) = executor.tensorType(a.structure, operand);
+        m.operand = int32(operand);
         m.expect = sha256(Tensors.header(code, shape));
         m.code = code;
         m.numel = uint64(Tensors.numel(shape));
         m.phase = Phase.TensorTop;
-        emit TensorDisputed(id, m.kernel, m.operand);
+        emit TensorDisputed(id, m.kernel, operand);
     }
 
     // -- level 4: elements --------------------------------------------------------------------------
@@ -276,7 +318,7 @@ contract OperatorGame {
         if (sha256(header) != m.expect) {
             return _decide(id, m, 1 - i, 4, "its tensor does not have the dtype and shape the kernel implies");
         }
-        if (sha256(abi.encodePacked(header, Merkle.seal(n, top))) != m.tensor[i]) {
+        if (sha256(abi.encodePacked(header, Merkle.seal(n, top))) != (i == 0 ? m.desc.a : m.desc.b)) {
             return _decide(id, m, 1 - i, 4, "its tensor opening does not hash to its commitment");
         }
         if (i == 0) m.desc.a = top;
@@ -307,45 +349,60 @@ contract OperatorGame {
             return _decide(id, m, 1 - i, 4, "its chunk does not hash to its leaf");
         }
         if (!m.round.both()) {
-            m.chunkHash = keccak256(chunk);
             emit ChunkPosted(id, i, chunk);
             return;
         }
-        if (keccak256(other) != m.chunkHash) revert OtherChunkWrong();
+        // the first's chunk hashes to its leaf, as it did when posted (checked again rather
+        // than stored: one hash of a chunk costs less than a storage slot)
+        if (other.length != want || Merkle.leaf(other) != (i == 0 ? m.desc.b : m.desc.a)) revert OtherChunkWrong();
         (bytes calldata a, bytes calldata b) = i == 0 ? (chunk, other) : (other, chunk);
-        uint256 e;
-        while (e < want / size && keccak256(a[e * size:(e + 1) * size]) == keccak256(b[e * size:(e + 1) * size])) ++e;
-        m.flat = first + e;
+        uint256 e = _firstDifference(a, b) / size; // the leaves differ, so the chunks do
+        m.flat = uint64(first + e);
         m.word = [_le(a[e * size:(e + 1) * size]), _le(b[e * size:(e + 1) * size])];
         emit ElementFound(id, m.flat, m.word[0], m.word[1]);
         m.phase = m.operand >= 0 ? Phase.OperandSource : Phase.Step;
         m.round.next();
     }
 
-    function _le(bytes calldata b) internal pure returns (uint256 w) {
-        for (uint256 i; i < b.length; ++i) w |= uint256(uint8(b[i])) << (8 * i);
+    /// @dev The index of the first byte at which a and b (same length, not equal) differ,
+    /// comparing 32-byte words (a word read past the end holds the calldata after the
+    /// slice, so a difference there is never reached: one comes before).
+    function _firstDifference(bytes calldata a, bytes calldata b) internal pure returns (uint256 at) {
+        assembly {
+            let wa := calldataload(a.offset)
+            let wb := calldataload(b.offset)
+            for {} eq(wa, wb) {} {
+                at := add(at, 32)
+                wa := calldataload(add(a.offset, at))
+                wb := calldataload(add(b.offset, at))
+            }
+            for {} eq(byte(0, wa), byte(0, wb)) {} {
+                at := add(at, 1)
+                wa := shl(8, wa)
+                wb := shl(8, wb)
+            }
+        }
+    }
+
+    function _le(bytes calldata b) internal pure returns (uint64 w) {
+        for (uint256 i; i < b.length; ++i) w |= uint64(uint8(b[i])) << (8 * i);
     }
 
     // -- Case 2: an operand element against its source ----------------------------------------------
     /// @notice Prove the disputed operand element's source: for a view of an earlier kernel's
     /// output, that kernel's encoding and its proof in the kernel trees; then the source
     /// element's proof (unused for a constant).
-    function resolveOperand(
-        uint256 id,
-        bytes calldata structure,
-        bytes calldata sourceKernel,
-        bytes32[] calldata sourceProof,
-        Tensors.ElementProof calldata element
-    ) external {
+    function resolveOperand(uint256 id, bytes calldata structure, Source calldata src,
+                            Tensors.ElementProof calldata element) external {
         Match storage m = matches[id];
         if (m.phase != Phase.OperandSource) revert WrongPhase(id, m.phase);
         m.round.seat(id, msg.sender);
         if (sha256(structure) != m.structHash) revert WrongStructure();
         (bool isView, uint256 source, uint256 at) =
-            Kernels.sourceOf(Kernels.descriptor(structure, uint256(m.operand)), m.flat);
+            Kernels.sourceOf(Kernels.descriptor(structure, uint256(int256(m.operand))), m.flat);
         uint256 truth = at;
         if (isView) {
-            bytes32 commitment = _sourceCommitment(id, m, source, sourceKernel, sourceProof);
+            bytes32 commitment = _sourceCommitment(id, m, source, src);
             if (element.index != at || !Tensors.verify(commitment, element)) revert SourceNotProven();
             truth = Tensors.word(element);
         }
@@ -354,27 +411,37 @@ contract OperatorGame {
 
     /// @dev The commitment of an operand's source: an op input (agreed at level 2) or the
     /// output of an earlier kernel, proven in the kernel trees (before k both agree).
-    function _sourceCommitment(uint256 id, Match storage m, uint256 source, bytes calldata sourceKernel,
-                               bytes32[] calldata sourceProof) internal view returns (bytes32) {
-        bytes32[] memory ins = game.nodeInputs(id);
-        if (source < ins.length) return ins[source];
-        uint256 k = source - ins.length;
+    function _sourceCommitment(uint256 id, Match storage m, uint256 source, Source calldata src)
+        internal
+        view
+        returns (bytes32)
+    {
+        (bytes32 inputs,) = game.nodeHashes(id);
+        if (keccak256(abi.encodePacked(src.inputs)) != inputs) revert WrongInputs();
+        if (source < src.inputs.length) return src.inputs[source];
+        uint256 k = source - src.inputs.length;
         if (k >= m.kernel) revert SourceNotProven();
-        bytes32 top = Merkle.top(m.count, k, Merkle.leaf(sourceKernel), sourceProof);
+        bytes32 top = Merkle.top(m.count, k, Merkle.leaf(src.kernel), src.proof);
         if (top != m.top[0] && top != m.top[1]) revert SourceNotProven();
-        return Kernels.parse(sourceKernel).output;
+        return Kernels.parse(src.kernel).output;
     }
 
     // -- level 5: one primitive ---------------------------------------------------------------------
     /// @notice Prove the operand elements the disputed output element reads (one per operand of
     /// a primitive; for gather/onehot the index element, then the element it picks) against
     /// the agreed operand commitments; the referee computes the element.
-    function resolveStep(uint256 id, bytes calldata structure, Tensors.ElementProof[] calldata proofs) external {
+    function resolveStep(
+        uint256 id,
+        bytes calldata structure,
+        bytes32[] calldata operands,
+        Tensors.ElementProof[] calldata proofs
+    ) external {
         Match storage m = matches[id];
         if (m.phase != Phase.Step) revert WrongPhase(id, m.phase);
         m.round.seat(id, msg.sender);
         if (sha256(structure) != m.structHash) revert WrongStructure();
-        uint256 result = executor.truth(structure, m.flat, operands[id][0], proofs);
+        if (keccak256(abi.encodePacked(operands)) != m.operandsHash) revert WrongOperands();
+        uint256 result = executor.truth(structure, m.flat, operands, proofs);
         _judge(id, m, result, 5, "its output element is not the primitive's result (one step)");
     }
 

@@ -281,6 +281,7 @@ def test_seats_are_the_same_whoever_opens_and_a_both_silent_match_is_a_draw(worl
     chain.transact(v.game.functions.timeout(m))
     drawn = v.game.events.MatchDrawn().get_logs(from_block=v.from_block)
     assert [e["args"]["id"] for e in drawn] == [m]
+    v.settle(jid)
     assert v.status(jid)[2] == SETTLED and v.owed(chain.accounts[1].address) == PAY + 2 * STAKE  # nobody accepted
 
 

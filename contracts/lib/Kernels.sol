@@ -26,9 +26,12 @@ library Kernels {
         bytes32 output;
     }
 
+    /// @dev The big-endian unsigned integer in bytes [o, o + n) of b (n <= 32), one load.
     function _u(bytes memory b, uint256 o, uint256 n) private pure returns (uint256 v) {
         if (o + n > b.length) revert BadDescriptor(o);
-        for (uint256 i; i < n; ++i) v = (v << 8) | uint8(b[o + i]);
+        assembly ("memory-safe") {
+            v := shr(sub(256, shl(3, n)), mload(add(add(b, 32), o)))
+        }
     }
 
     function _i64(bytes memory b, uint256 o) private pure returns (int256) {
@@ -37,14 +40,22 @@ library Kernels {
 
     function _word(bytes memory b, uint256 o) private pure returns (bytes32 w) {
         if (o + 32 > b.length) revert NotAKernel();
-        assembly {
+        assembly ("memory-safe") {
             w := mload(add(add(b, 32), o))
         }
     }
 
     function _slice(bytes memory b, uint256 from, uint256 to) private pure returns (bytes memory out) {
+        if (to > b.length) revert BadDescriptor(to);
         out = new bytes(to - from);
-        for (uint256 i; i < out.length; ++i) out[i] = b[from + i];
+        _copy(out, 0, b, from, to - from);
+    }
+
+    /// @dev dst[at, at + n) = src[from, from + n) (bounds are the caller's).
+    function _copy(bytes memory dst, uint256 at, bytes memory src, uint256 from, uint256 n) private pure {
+        assembly ("memory-safe") {
+            mcopy(add(add(dst, 32), at), add(add(src, 32), from), n)
+        }
     }
 
     function itemSize(uint256 code) internal pure returns (uint256) {
@@ -78,16 +89,25 @@ library Kernels {
         uint256 n = _u(enc, o, 2);
         o += 2;
         k.operands = new bytes32[](n);
-        bytes memory descs;
+        // the structure is the encoding less its commitments, tagged 0x09: copied in place
+        bytes memory st = new bytes(enc.length);
+        _copy(st, 0, enc, 0, o);
+        st[0] = 0x09;
+        uint256 w = o;
         for (uint256 i; i < n; ++i) {
             uint256 size = descriptorSize(enc, o);
-            descs = bytes.concat(descs, _slice(enc, o, o + size));
+            if (o + size + 32 > enc.length) revert NotAKernel();
+            _copy(st, w, enc, o, size);
+            w += size;
             k.operands[i] = _word(enc, o + size);
             o += size + 32;
         }
         if (enc.length != o + 32) revert NotAKernel();
         k.output = _word(enc, o);
-        k.structure = abi.encodePacked(bytes1(0x09), uint32(nl), k.name, uint16(n), descs);
+        assembly ("memory-safe") {
+            mstore(st, w) // shorten: the tail past w was allocated, never used
+        }
+        k.structure = st;
     }
 
     /// @dev Descriptor o of a structure.

@@ -66,6 +66,24 @@ library Nodes {
         return _u16(node, outAt);
     }
 
+    /// @dev keccak256 of the node's input commitments, packed (= abi.encodePacked of the list:
+    /// they lie contiguous in the encoding).
+    function inputsHash(bytes memory node) internal pure returns (bytes32 h) {
+        (uint256 nin,) = _shape(node);
+        assembly ("memory-safe") {
+            h := keccak256(add(node, 67), mul(32, nin))
+        }
+    }
+
+    /// @dev keccak256 of the node's output commitments, packed.
+    function outputsHash(bytes memory node) internal pure returns (bytes32 h) {
+        (, uint256 outAt) = _shape(node);
+        uint256 nout = _u16(node, outAt);
+        assembly ("memory-safe") {
+            h := keccak256(add(add(node, 34), outAt), mul(32, nout))
+        }
+    }
+
     /// @dev The offset of the first reference and their count; checks the exact length.
     function _refs(bytes memory s) private pure returns (uint256 o, uint256 n) {
         if (s.length < 11 || s[0] != 0x05) revert NotAStructure();

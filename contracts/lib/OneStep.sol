@@ -109,7 +109,7 @@ library OneStep {
 
     /// @dev A proven element as the primitive table's word: an int64 (ldexp's exponent)
     /// clamped to [-400, 400] and taken as int32.
-    function word(Tensors.ElementProof memory p) internal pure returns (uint256 v) {
+    function word(Tensors.ElementProof calldata p) internal pure returns (uint256 v) {
         v = Tensors.word(p);
         if (p.code == 2) {
             int256 s = int256(int64(uint64(v)));
@@ -120,7 +120,7 @@ library OneStep {
 
     /// @dev A primitive on operands proven against their commitments (each operand's element
     /// 0: for one-element operands, as the forge vectors use it).
-    function execute(uint256 opcode, bytes32[] memory commitments, Tensors.ElementProof[] memory operands)
+    function execute(uint256 opcode, bytes32[] calldata commitments, Tensors.ElementProof[] calldata operands)
         internal
         pure
         returns (uint256)

@@ -37,7 +37,8 @@ library Tensors {
     }
 
     /// @dev Does the proof open `commitment` at its index? Reverts on malformed input.
-    function verify(bytes32 commitment, ElementProof memory p) internal pure returns (bool) {
+    /// (Calldata: a proof copied into memory costs more than all the hashing it takes.)
+    function verify(bytes32 commitment, ElementProof calldata p) internal pure returns (bool) {
         uint256 size = itemSize(p.code);
         uint256 n = numel(p.shape);
         uint256 nchunks = (n + p.chunk - 1) / p.chunk;
@@ -51,7 +52,7 @@ library Tensors {
 
     /// @dev The element's bytes, as a little-endian word (the primitive table's uint32 for
     /// float32/int32/bool).
-    function word(ElementProof memory p) internal pure returns (uint256 w) {
+    function word(ElementProof calldata p) internal pure returns (uint256 w) {
         uint256 size = itemSize(p.code);
         uint256 off = (p.index % p.chunk) * size;
         for (uint256 i; i < size; ++i) w |= uint256(uint8(p.chunkBytes[off + i])) << (8 * i);

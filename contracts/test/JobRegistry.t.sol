@@ -200,12 +200,16 @@ contract JobRegistryTest is Test {
         reg.decide(id, A, B);
         vm.prank(GAME);
         reg.decide(id, A, B);
+        assertEq(uint256(reg.job(id).status), uint256(JobRegistry.Status.Open), "open for settle");
+        assertEq(reg.owed(A), 0, "nothing is paid before settle");
+        reg.settle(id);
         assertEq(uint256(reg.job(id).status), uint256(JobRegistry.Status.Disputed), "C still disagrees");
         vm.prank(GAME);
         vm.expectRevert(abi.encodeWithSelector(JobRegistry.NotRequested.selector, B, C));
         reg.decide(id, B, C); // B is out: no double decision, and only the requested match counts
         vm.prank(GAME);
         reg.decide(id, A, C);
+        reg.settle(id);
         assertEq(uint256(reg.job(id).status), uint256(JobRegistry.Status.Settled), "settled");
         assertEq(reg.owed(A), 3 * STAKE + PAY, "A: its stake, both losers' stakes, the payment");
         assertEq(reg.owed(B) + reg.owed(C), 0, "losers get nothing");
@@ -251,9 +255,11 @@ contract JobRegistryTest is Test {
         assertTrue(x == B && y == C, "the colluders' pair is asked for first");
         vm.prank(GAME);
         reg.decide(id, B, C); // the side match
+        reg.settle(id);
         assertEq(reg.owed(B), 0, "a side match moves nothing into the winner's pocket");
         vm.prank(GAME);
         reg.decide(id, A, B);
+        reg.settle(id);
         assertEq(reg.owed(A), 3 * STAKE + PAY, "A: its stake, both colluders' stakes, the payment");
         _balanced();
     }
@@ -267,6 +273,7 @@ contract JobRegistryTest is Test {
         reg.draw(id, A, B);
         vm.prank(GAME);
         reg.draw(id, C, B);
+        reg.settle(id);
         assertEq(uint256(reg.job(id).status), uint256(JobRegistry.Status.Settled), "A alone is left");
         assertEq(reg.owed(A), 3 * STAKE + PAY, "A takes the pot");
         _balanced();

@@ -15,12 +15,12 @@ from pathlib import Path
 from ..chain.errors import ChainError, ChainUnavailable, TransactionReverted
 from ..chain.verde import (CLOCK, COMMIT_BY, COMMITMENT_NAMES, JOIN_BY, OP_PHASE_NAMES, PHASE_DONE, PHASE_NAMES,
                            PHASE_OPERATOR, REVEAL_BY, SETTLED_AT, STAKE, Verde, commitments)
+from ..chain.verde import JOB_DISPUTED as DISPUTED, JOB_OPEN as OPEN, JOB_SETTLED as SETTLED
 from ..protocol.claims import seal
 from .policy import Policy, TermsRefused
 from .state import AgentState
 
 log = logging.getLogger("verde.agent")
-OPEN, DISPUTED, SETTLED = 1, 2, 3
 JOIN_GAS = 300_000  # what joining may cost on top of the stake (measured: ~120k)
 
 

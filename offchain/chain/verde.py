@@ -186,7 +186,8 @@ class Verde:
 
     def play(self, match_id: int, seats, ctx, max_rounds: int = 80, until=None) -> int:
         """Both parties move until the match is decided (or reaches a phase in `until`); a
-        party that does not move has its clock run out (the chain's clock is moved).
+        party that does not move has its clock run out (the chain's clock is moved). A
+        decision leaves the job open for `settle`, which is sent then (as agents do).
         -> the final phase."""
         until = until or (PHASE_DONE,)
         for _ in range(max_rounds):
@@ -198,24 +199,35 @@ class Verde:
                 self.chain.advance(3601)
                 referee = self.operators if phase == PHASE_OPERATOR else self.game
                 self.chain.transact(referee.functions.timeout(match_id))
-        return self.match_state(match_id)["phase"]
+        phase = self.match_state(match_id)["phase"]
+        if phase == PHASE_DONE:
+            self.settle_decided(match_id)
+        return phase
 
-    def settle_disputes(self, job_id: int, receipt, seats, ctx, max_rounds: int = 300) -> list[dict]:
-        """Play every match the registry asks for (DisputeRequired, after settle and after each
-        decision) until it asks for none. -> per match its decision (`decision`), its id and
-        the gas log of its transactions."""
+    def settle_decided(self, match_id: int):
+        """Settle the job of a decided match if nobody has yet (its decision leaves the job open
+        for `settle`: accept, or ask for the next match). -> the settle receipt, or None."""
+        opened = self.game.events.MatchOpened().get_logs(from_block=self.from_block, argument_filters={"id": match_id})
+        job_id = opened[0]["args"]["job"]
+        if self.status(job_id)[2] != JOB_OPEN:
+            return None
+        return self.settle(job_id)
+
+    def settle_disputes(self, job_id: int, seats, ctx, max_rounds: int = 300) -> list[dict]:
+        """Play every match the registry asks for (while the job is Disputed: after settle, and
+        after the settle that follows each decision) until it asks for none. -> per match its
+        decision (`decision`), its id and the gas log of its transactions (its settle's too)."""
         by_addr = {a.address: (a, t) for a, t in seats}
         out = []
-        while ev := self.registry.events.DisputeRequired().process_receipt(receipt, errors=DISCARD):
-            a, b = ev[0]["args"]["a"], ev[0]["args"]["b"]
-            m = self.open_match(job_id, a, b)
+        while self.status(job_id)[2] == JOB_DISPUTED:
+            (a, b), m = self.requested_match(job_id)
             mark = len(self.chain.gas_log)
+            m = m or self.open_match(job_id, a, b)
             self.play(m, [by_addr[a], by_addr[b]], ctx, max_rounds)
             d = self.decision(m)
             if d is None:
                 raise RuntimeError(f"match {m} was not decided within {max_rounds} rounds")
             out.append({**d, "match": m, "gas": self.chain.gas_log[mark:]})
-            receipt = self.chain.w3.eth.get_transaction_receipt(d["tx"])
         return out
 
     # -- the dispute game -----------------------------------------------------------------------
@@ -256,7 +268,8 @@ class Verde:
                 return True
             if phase == PHASE_STEPS:
                 send(g.postClaims(match_id, ep.claim_at(list(self.chain.call(g.roundPoints(match_id)))),
-                                  self._theirs(self.game.events.ClaimsPosted, "claims", match_id, account, st["waiting"])))
+                                  list(self._theirs(self.game.events.ClaimsPosted, "claims", match_id, account,
+                                                    st["waiting"]))))
             elif phase == PHASE_OPEN:
                 send(g.openStep(match_id, *ep.open_claim(s + 1), *ep.open_claim(s)))
             elif phase == PHASE_STATE_LEAF:
@@ -275,7 +288,9 @@ class Verde:
             elif phase == PHASE_NODE:
                 _, j = self._descent(match_id)
                 enc, _ = ep.node(s, j)
-                send(g.postNode(match_id, enc, ep.node_structure(s, j), ctx.graph.tree.proof(j)))
+                send(g.postNode(match_id, enc, ep.node_structure(s, j), ctx.graph.tree.proof(j),
+                                self._theirs(self.game.events.NodePosted, "node", match_id, account, st["waiting"],
+                                             b"")))
             elif phase == PHASE_INPUT_SOURCE:
                 send(g.resolveInput(match_id, *self._input_source(match_id, ep, ctx, s)))
             else:
@@ -306,6 +321,7 @@ class Verde:
         from ..dispute import level5_primitive
         from ..dispute.oprun import decode_kernel, element_of, operand_shape
         from ..protocol.tensors import chunk_count, parse_header
+        from ..protocol.trace import decode_node
         st = self.operator_state(match_id)
         phase, j, k = st["phase"], st["node"], st["kernel"]
         if phase in (OP_NONE, OP_DONE) or not st["waiting"] & (1 << self._seat(match_id, account.address)):
@@ -316,7 +332,7 @@ class Verde:
         height, index, chunks = self.chain.call(g.descent(match_id))
         if phase in (OP_SOURCE, OP_STEP):  # kernel k's structure is agreed: the job's
             structure = ctx.kernel_graph.structures[j][k]
-            name, descs, _, _ = decode_kernel(ep.kernel(s, j, k))
+            name, descs, operands, _ = decode_kernel(ep.kernel(s, j, k))
         if phase == OP_TOPS:
             count, root, proof = ctx.kernel_graph.node_leaf(j)
             send(g.postKernelTop(match_id, ep.kernel_node(s, j, merkle.depth(count), 0), count, root, proof))
@@ -326,16 +342,18 @@ class Verde:
             send(g.postChildren(match_id, *self._below(self.operators, match_id, account, st["waiting"], node, height,
                                                        index)))
         elif phase == OP_KERNEL:
+            other, other_proof = self._theirs(self.operators.events.KernelPosted, ("kernel", "proof"), match_id,
+                                              account, st["waiting"], (b"", []))
             send(g.postKernel(match_id, ep.kernel(s, j, k), ep.kernel_proof(s, j, k),
-                              ctx.kernel_graph.trees[j].proof(k)))
+                              ctx.kernel_graph.trees[j].proof(k), other, list(other_proof)))
         elif phase == OP_TENSOR_TOP:
             head, _ = ep.tensor_root(s, j, k, which)
             n = chunk_count(parse_header(head)[1], ctx.job.spec.chunk)
             send(g.postTensorTop(match_id, head, ep.tensor_node(s, j, k, which, merkle.depth(n), 0)))
         elif phase == OP_CHUNK:
             mine = ep.element(s, j, k, which, index * ctx.job.spec.chunk).chunk_bytes
-            logs = self.operators.events.ChunkPosted().get_logs(from_block=self.from_block, argument_filters={"id": match_id})
-            send(g.postChunk(match_id, mine, logs[-1]["args"]["chunk"] if logs else b""))
+            send(g.postChunk(match_id, mine, self._theirs(self.operators.events.ChunkPosted, "chunk", match_id, account,
+                                                          st["waiting"], b"")))
         elif phase == OP_SOURCE:
             src = element_of(descs[st["operand"]], st["flat"])
             kernel, proof, element = b"", [], _NO_ELEMENT
@@ -344,7 +362,8 @@ class Verde:
                 if src[1] >= m:
                     kernel, proof = ep.kernel(s, j, src[1] - m), ep.kernel_proof(s, j, src[1] - m)
                 element = _proof_tuple(ep.element(s, j, k, ("source", src[1]), src[2]))
-            send(g.resolveOperand(match_id, structure, kernel, proof, element))
+            inputs = decode_node(ep.node(s, j)[0])[1]
+            send(g.resolveOperand(match_id, structure, (inputs, kernel, proof), element))
         elif phase == OP_STEP:
             proofs = []
 
@@ -353,7 +372,7 @@ class Verde:
                 proofs.append(_proof_tuple(p))
                 return p.element(), p.code
             level5_primitive.evaluate(name, [operand_shape(d) for d in descs], st["flat"], fetch)
-            send(g.resolveStep(match_id, structure, proofs))
+            send(g.resolveStep(match_id, structure, operands, proofs))
         return True
 
     @staticmethod
@@ -404,16 +423,18 @@ class Verde:
         other's as its ChildrenPosted event holds them (the game keeps only their hash)."""
         k = min(DESCENT_SPAN, height)
         mine = [node(height - k, (index << k) + j) for j in range(1 << k)]
-        return mine, self._theirs(game.events.ChildrenPosted, "nodes", match_id, account, waiting)
+        return mine, list(self._theirs(game.events.ChildrenPosted, "nodes", match_id, account, waiting))
 
-    def _theirs(self, event, field: str, match_id: int, account, waiting: int) -> list:
-        """What the other party posted this round, from its event (the game stores only its
-        hash), when it has moved; else nothing (this party moves first)."""
+    def _theirs(self, event, field, match_id: int, account, waiting: int, nothing=()):
+        """What the other party posted this round, from its event (the game keeps at most its
+        hash), when it has moved; else `nothing` (this party moves first). field: an event
+        argument's name, or a tuple of them (-> a tuple)."""
         other = 1 - self._seat(match_id, account.address)
         if waiting & (1 << other):
-            return []
+            return nothing
         logs = event().get_logs(from_block=self.from_block, argument_filters={"id": match_id})
-        return [list(e["args"][field]) for e in logs if e["args"]["party"] == other][-1]
+        args = [e["args"] for e in logs if e["args"]["party"] == other][-1]
+        return tuple(args[f] for f in field) if isinstance(field, tuple) else args[field]
 
     def _seat(self, match_id: int, address: str) -> int:
         seats = getattr(self, "_seats", None)
@@ -449,6 +470,7 @@ def _proof_tuple(p) -> tuple:
 _NO_ELEMENT = (1, [], 1, 0, b"", [])  # a constant's source needs no proof
 DESCENT_SPAN = 3  # Bisection.SPAN: the levels one descent move goes down
 
+JOB_OPEN, JOB_DISPUTED, JOB_SETTLED = 1, 2, 3  # JobRegistry.Status
 (OP_NONE, OP_TOPS, OP_DESCENT, OP_KERNEL, OP_TENSOR_TOP, OP_CHUNK, OP_SOURCE, OP_STEP, OP_DONE) = range(9)
 (PHASE_STEPS, PHASE_OPEN, PHASE_STATE_LEAF, PHASE_STATE_SOURCE, PHASE_TOPS, PHASE_DESCENT, PHASE_NODE,
  PHASE_INPUT_SOURCE, PHASE_OPERATOR, PHASE_DONE) = range(1, 11)

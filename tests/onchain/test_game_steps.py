@@ -105,7 +105,10 @@ def test_only_the_parties_move_once_per_round_and_nobody_times_out_early(chain, 
         chain.transact(v.game.functions.postClaims(m, lazy, claims), sender=seats[1][0])
     assert e.value.error == "ClockRanOut"
     chain.transact(v.game.functions.timeout(m))
-    assert v.match_state(m)["phase"] == PHASE_DONE and v.owed(seats[0][0].address) == PAY + 2 * STAKE
+    # the decision leaves the job open for settle (its own transaction: anyone's, the winner's agent's)
+    assert v.match_state(m)["phase"] == PHASE_DONE and v.owed(seats[0][0].address) == 0
+    v.settle(jid)
+    assert v.owed(seats[0][0].address) == PAY + 2 * STAKE
 
 
 def test_three_trainers_two_cheaters_settle_through_successive_matches(chain, setup):
@@ -120,8 +123,8 @@ def test_three_trainers_two_cheaters_settle_through_successive_matches(chain, se
     accts = {chain.accounts[2].address: honest, chain.accounts[3].address: cheaters[0],
              chain.accounts[4].address: cheaters[1]}
     by_addr = {a.address: a for a in chain.accounts}
-    jid, receipt = v.deliver(job, ctx, [(by_addr[a], t) for a, t in accts.items()], PAY, STAKE, chain.accounts[1])
-    decided = v.settle_disputes(jid, receipt, [(by_addr[a], t) for a, t in accts.items()], ctx)
+    jid, _ = v.deliver(job, ctx, [(by_addr[a], t) for a, t in accts.items()], PAY, STAKE, chain.accounts[1])
+    decided = v.settle_disputes(jid, [(by_addr[a], t) for a, t in accts.items()], ctx)
     matches = len(decided)
     assert all(d["winner"] == chain.accounts[2].address for d in decided)
     assert matches == 2
@@ -163,6 +166,7 @@ def test_levels_3_to_5_take_moves_only_from_the_parties_and_time_out_the_silent_
         chain.transact(ops.timeout(m), sender=stranger)
     assert e.value.error == "WrongPhase"
     assert v.match_state(m)["phase"] == PHASE_DONE
+    v.settle(jid)
     assert v.owed(seats[0][0].address) == PAY + 2 * STAKE and v.owed(seats[1][0].address) == 0
 
 
@@ -248,5 +252,147 @@ def test_a_descent_move_goes_three_levels_down_and_the_second_passes_the_firsts_
     h2, i2 = v._descent(m)
     first = next(j for j, (a, b) in enumerate(zip(theirs, mine)) if a != b)
     assert (h2, i2) == (h - k, (i << k) + first)
+    v.play(m, seats, ctx, max_rounds=120)
+    assert v.decision(m)["winner"] == seats[0][0].address
+
+
+def _at_operator_phase(chain, setup, behaviour, name, op_phase):
+    """A match against `behaviour` played until OperatorGame's phase `op_phase`."""
+    from offchain.chain.verde import PHASE_OPERATOR
+    job, ctx, honest, d = setup
+    bad = Trainer(job, d / f"{name}-{chain.backend}", "cheater", behaviour=behaviour)
+    bad.train()
+    v = Verde.deploy(chain)
+    seats = [(chain.accounts[2], honest), (chain.accounts[3], bad)]
+    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, chain.accounts[1])
+    m = v.open_match(jid, seats[0][0].address, seats[1][0].address)
+    assert v.play(m, seats, ctx, until=(PHASE_OPERATOR,)) == PHASE_OPERATOR
+    for _ in range(40):
+        if v.operator_state(m)["phase"] == op_phase:
+            break
+        for a, t in seats:
+            assert v.move(m, t, a, ctx)
+    assert v.operator_state(m)["phase"] == op_phase
+    return v, m, seats, bad
+
+
+def test_the_second_chunk_poster_must_pass_the_firsts_chunk_back(chain, setup):
+    """postChunk keeps nothing of the first poster's chunk but its event: the second passes
+    it back and the game checks it against the first's leaf (a truncated, altered or
+    substituted chunk is refused and changes nothing); the element found is the first
+    at which the two chunks differ."""
+    from offchain.chain.verde import OP_CHUNK
+    from offchain.dispute.party import InProcess
+    job, ctx, honest, _ = setup
+    v, m, seats, bad = _at_operator_phase(chain, setup, A.CorruptValue(step=3, node=10, element=41), "chunk", OP_CHUNK)
+    st = v.operator_state(m)
+    assert v.move(m, honest, seats[0][0], ctx)
+    which = ("operand", st["operand"]) if st["operand"] >= 0 else ("output",)
+    at = v.chain.call(v.operators.functions.descent(m))[1] * job.spec.chunk
+    theirs, mine = (InProcess(t).element(v.match_state(m)["lo"], st["node"], st["kernel"], which, at).chunk_bytes
+                    for t in (honest, bad))
+    assert theirs != mine and len(theirs) == len(mine)
+    flipped = bytes([theirs[0] ^ 1]) + theirs[1:]
+    for wrong in (theirs[:-4], flipped, mine, b""):
+        with pytest.raises(TransactionReverted) as e:
+            chain.transact(v.operators.functions.postChunk(m, mine, wrong), sender=seats[1][0])
+        assert e.value.error == "OtherChunkWrong"
+    assert v.operator_state(m)["phase"] == OP_CHUNK
+    chain.transact(v.operators.functions.postChunk(m, mine, theirs), sender=seats[1][0])
+    first = next(e for e in range(0, len(theirs), 4) if theirs[e:e + 4] != mine[e:e + 4]) // 4  # float32
+    assert v.operator_state(m)["flat"] == at + first == 41  # past the first 32-byte word: where the cheater wrote
+    v.play(m, seats, ctx, max_rounds=120)
+    assert v.decision(m)["winner"] == seats[0][0].address
+
+
+def test_the_second_kernel_poster_must_pass_the_firsts_kernel_back_and_level_5_its_operands(chain, setup):
+    """postKernel keeps nothing of the first poster's kernel but its event: the second passes
+    it (and its proof) back, checked against the first's leaf; resolveStep takes kernel k's
+    operands, checked against their hash. Anything else is refused and changes nothing."""
+    from offchain.chain.verde import OP_KERNEL, OP_STEP
+    from offchain.dispute.oprun import decode_kernel
+    from offchain.dispute.party import InProcess
+    job, ctx, honest, _ = setup
+    v, m, seats, bad = _at_operator_phase(chain, setup, A.CorruptValue(step=3, node=10), "kernel", OP_KERNEL)
+    st, s = v.operator_state(m), v.match_state(m)["lo"]
+    assert v.move(m, honest, seats[0][0], ctx)
+    hp, bp = InProcess(honest), InProcess(bad)
+    j, k = st["node"], st["kernel"]
+    theirs, their_proof = hp.kernel(s, j, k), hp.kernel_proof(s, j, k)
+    mine, my_proof, struct = bp.kernel(s, j, k), bp.kernel_proof(s, j, k), ctx.kernel_graph.trees[j].proof(k)
+    assert theirs != mine
+    post = v.operators.functions.postKernel
+    for other in (mine, theirs[:-1], theirs[:-32] + bytes(32), b""):
+        with pytest.raises(TransactionReverted) as e:
+            chain.transact(post(m, mine, my_proof, struct, other, their_proof), sender=seats[1][0])
+        assert e.value.error == "OtherKernelWrong"
+    assert v.operator_state(m)["phase"] == OP_KERNEL
+    chain.transact(post(m, mine, my_proof, struct, theirs, their_proof), sender=seats[1][0])
+    assert v.operator_state(m)["phase"] != OP_KERNEL
+    for _ in range(40):
+        if v.operator_state(m)["phase"] == OP_STEP:
+            break
+        for a, t in seats:
+            assert v.move(m, t, a, ctx)
+    st = v.operator_state(m)
+    assert st["phase"] == OP_STEP, "a corrupt output is decided at level 5"
+    operands = decode_kernel(theirs)[2]
+    for wrong in (operands[:-1], operands[1:] + operands[:1], [bytes(32)] + operands[1:]):
+        with pytest.raises(TransactionReverted) as e:
+            chain.transact(v.operators.functions.resolveStep(m, ctx.kernel_graph.structures[j][k], wrong, []),
+                           sender=seats[0][0])
+        assert e.value.error == "WrongOperands"
+    v.play(m, seats, ctx, max_rounds=120)
+    d = v.decision(m)
+    assert d["winner"] == seats[0][0].address and d["level"] == 5, d
+
+
+def test_the_second_node_poster_must_pass_the_firsts_node_back(chain, setup):
+    """postNode keeps nothing of the first poster's node but its event: the second passes
+    it back, checked against the first's leaf; refused otherwise, with nothing moved."""
+    from offchain.chain.verde import PHASE_NODE
+    from offchain.dispute.party import InProcess
+    job, ctx, honest, d = setup
+    bad = Trainer(job, d / f"node-{chain.backend}", "cheater", behaviour=A.CorruptValue(step=3, node=10))
+    bad.train()
+    v = Verde.deploy(chain)
+    seats = [(chain.accounts[2], honest), (chain.accounts[3], bad)]
+    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, chain.accounts[1])
+    m = v.open_match(jid, seats[0][0].address, seats[1][0].address)
+    assert v.play(m, seats, ctx, until=(PHASE_NODE,)) == PHASE_NODE
+    assert v.move(m, honest, seats[0][0], ctx)
+    s, (_, j) = v.match_state(m)["lo"], v._descent(m)
+    theirs, mine = InProcess(honest).node(s, j)[0], InProcess(bad).node(s, j)[0]
+    assert theirs != mine
+    post = v.game.functions.postNode
+    args = (m, mine, InProcess(bad).node_structure(s, j), ctx.graph.tree.proof(j))
+    for wrong in (mine, theirs[:-1], theirs[:-32] + bytes(32), b""):
+        with pytest.raises(TransactionReverted) as e:
+            chain.transact(post(*args, wrong), sender=seats[1][0])
+        assert e.value.error == "OtherNodeWrong"
+    assert v.match_state(m)["phase"] == PHASE_NODE
+    chain.transact(post(*args, theirs), sender=seats[1][0])
+    assert v.match_state(m)["phase"] != PHASE_NODE
+    v.play(m, seats, ctx, max_rounds=120)
+    assert v.decision(m)["winner"] == seats[0][0].address
+
+
+def test_an_operand_source_is_checked_against_the_nodes_inputs(chain, setup):
+    """resolveOperand takes the node's input commitments in calldata: a list that is not
+    the one level 2 agreed (its hash) is refused, whatever source it would prove."""
+    from offchain.chain.verde import OP_SOURCE
+    from offchain.dispute.party import InProcess
+    from offchain.protocol.trace import decode_node
+    job, ctx, honest, _ = setup
+    v, m, seats, bad = _at_operator_phase(chain, setup, A.KernelCheat(step=2, after_commit=True), "source", OP_SOURCE)
+    st, s = v.operator_state(m), v.match_state(m)["lo"]
+    j, k = st["node"], st["kernel"]
+    inputs = decode_node(InProcess(honest).node(s, j)[0])[1]
+    element = (1, [1], 1, 0, bytes(4), [])
+    for wrong in (inputs[:-1], [bytes(32)] + inputs[1:], inputs + inputs[:1]):
+        with pytest.raises(TransactionReverted) as e:
+            chain.transact(v.operators.functions.resolveOperand(m, ctx.kernel_graph.structures[j][k], (wrong, b"", []),
+                                                                element), sender=seats[0][0])
+        assert e.value.error == "WrongInputs"
     v.play(m, seats, ctx, max_rounds=120)
     assert v.decision(m)["winner"] == seats[0][0].address

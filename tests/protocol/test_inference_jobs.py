@@ -132,7 +132,8 @@ def test_on_chain_the_honest_inference_trainer_is_paid_and_the_cheater_slashed(e
     v = Verde.deploy(embedded)
     client, hon, cheat = embedded.accounts[1], embedded.accounts[2], embedded.accounts[3]
     seats = [(cheat, bad), (hon, honest)]
-    (decided,) = v.settle_disputes(*v.deliver(job, ctx, seats, PAY, STAKE, client), seats, ctx)
+    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, client)
+    (decided,) = v.settle_disputes(jid, seats, ctx)
     assert decided["winner"] == hon.address and decided["loser"] == cheat.address, decided
     assert v.owed(hon.address) == PAY + 2 * STAKE and v.owed(cheat.address) == 0
 
