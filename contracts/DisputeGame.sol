@@ -47,8 +47,11 @@ contract DisputeGame {
         uint64 job; // (one slot with the phase: every move reads both)
         Rounds.Round round; // the parties, their moves this round, their clocks
         Bisection.Nary nary;
-        bytes32 loClaim; // level 1: the claim both made at nary.lo
-        bytes32[2] hiClaim; // each party's claim at nary.hi
+        // level 1: the claim both made at nary.lo, each party's at nary.hi; written only once
+        // the interval moves (until then they are the job's C_0 and the revealed claims, read
+        // from the registry: opening a match stores three slots fewer)
+        bytes32 loClaim;
+        bytes32[2] hiClaim;
         bytes32[2] stateRoot; // S_{s+1} opened by each
         bytes32[2] traceRoot; // R_{s+1}
         bytes32 stateBefore; // S_s (agreed)
@@ -116,12 +119,13 @@ contract DisputeGame {
         operators = o;
     }
 
-    /// @notice keccak256 of the disputed node's input commitments, packed (agreed when a match
-    /// reaches levels 3-5), and of each party's output commitments (level 2): levels 3-5 take
-    /// the lists in calldata and check them against these.
-    function nodeHashes(uint256 id) external view returns (bytes32 inputs, bytes32[2] memory outputs) {
-        bytes32[3] storage h = nodeIO[id];
-        return (h[0], [h[1], h[2]]);
+    /// @notice The disputed node's leaf in each party's trace, once a match reaches levels 3-5
+    /// (same inputs, different outputs): levels 3-5 take a party's node in calldata and check
+    /// it against these (nothing of the node is stored twice).
+    function nodeLeaves(uint256 id) external view returns (bytes32[2] memory) {
+        Match storage m = matches[id];
+        if (m.phase != Phase.Operator) revert WrongPhase(id, m.phase);
+        return [m.desc.a, m.desc.b];
     }
 
     /// @notice OperatorGame's decision on a match it was handed (winner: a seat, or DRAW).
@@ -170,13 +174,11 @@ contract DisputeGame {
     /// trainer outside the pair opens it to keep its job moving when the pair will not. The
     /// lower address sits in seat 0, whoever opens.
     function open(uint256 job, address a, address b) external returns (uint256 id) {
-        JobRegistry.Job memory j = registry.job(job);
-        if (j.status != JobRegistry.Status.Disputed) revert NotDisputed(job);
+        (JobRegistry.Status status, address[2] memory req,,, uint256 steps, uint256 fanout, uint256 clock) =
+            registry.opening(job);
+        if (status != JobRegistry.Status.Disputed) revert NotDisputed(job);
         if (a > b) (a, b) = (b, a);
-        (address ra, address rb) = registry.requested(job); // lower address first
-        if (a != ra || b != rb) revert NotRequested(job, a, b);
-        (,,, bytes32 ca) = registry.seats(job, a);
-        (,,, bytes32 cb) = registry.seats(job, b);
+        if (a != req[0] || b != req[1]) revert NotRequested(job, a, b); // lower address first
         bytes32 pair = keccak256(abi.encode(job, a, b));
         if (matchOf[pair] != 0) revert AlreadyOpen(matchOf[pair]); // one match per pair: a second would be decided twice
         id = nextId++;
@@ -185,11 +187,9 @@ contract DisputeGame {
         m.job = uint64(job);
         m.round.party = [a, b];
         m.phase = Phase.Steps;
-        m.nary = Bisection.Nary(0, j.terms.steps, j.terms.fanout);
-        m.round.clock.init(j.terms.clock);
-        m.loClaim = j.terms.initialClaim;
-        m.hiClaim = [ca, cb];
-        emit MatchOpened(id, job, a, b, j.terms.steps, j.terms.fanout);
+        m.nary = Bisection.Nary(0, uint64(steps), uint16(fanout));
+        m.round.clock.init(uint64(clock));
+        emit MatchOpened(id, job, a, b, steps, fanout);
         _nextRound(id, m);
     }
 
@@ -233,6 +233,16 @@ contract DisputeGame {
         _nextRound(id, m);
     }
 
+    /// @dev The claims at the interval's ends (party i's at hi). lo = 0: C_0; hi never moved
+    /// (both hiClaim zero: a move writes two that differ): the revealed claims.
+    function _ends(Match storage m, uint256 i) internal view returns (bytes32 lo, bytes32 hi) {
+        (lo, hi) = (m.loClaim, m.hiClaim[i]);
+        if (m.nary.lo != 0 && (hi != 0 || m.hiClaim[1 - i] != 0)) return (lo, hi);
+        (,, bytes32[2] memory revealed, bytes32 initialClaim,,,) = registry.opening(m.job);
+        if (m.nary.lo == 0) lo = initialClaim;
+        if (m.hiClaim[0] == 0 && m.hiClaim[1] == 0) hi = revealed[i];
+    }
+
     function _claim(bytes32 s, bytes32 r) internal pure returns (bytes32) {
         return sha256(abi.encodePacked(bytes1(0x06), s, r));
     }
@@ -243,10 +253,11 @@ contract DisputeGame {
     function openStep(uint256 id, bytes32 s1, bytes32 r1, bytes32 s0, bytes32 r0) external {
         Match storage m = matches[id];
         uint256 i = _move(id, m, Phase.Open);
-        if (_claim(s1, r1) != m.hiClaim[i]) { // hi = lo + 1 now
+        (bytes32 lo, bytes32 hi) = _ends(m, i);
+        if (_claim(s1, r1) != hi) { // hi = lo + 1 now
             return _decide(id, m, 1 - i, 2, "its opening of the disputed step claim does not hash to its level-1 claim");
         }
-        if (_claim(s0, r0) != m.loClaim) {
+        if (_claim(s0, r0) != lo) {
             return _decide(id, m, 1 - i, 2, "its opening of the agreed step claim does not hash to it");
         }
         m.stateRoot[i] = s1;
@@ -257,10 +268,6 @@ contract DisputeGame {
         m.overState = m.traceRoot[0] == m.traceRoot[1]; // same trace: a checkpoint tensor differs
         m.phase = Phase.Tops;
         _nextRound(id, m);
-    }
-
-    function _terms(Match storage m) internal view returns (JobRegistry.Terms memory) {
-        return registry.terms(m.job);
     }
 
     // -- same trace, different states: the state map ------------------------------------------
@@ -292,20 +299,21 @@ contract DisputeGame {
         Match storage m = matches[id];
         if (m.phase != Phase.StateSource) revert WrongPhase(id, m.phase);
         m.round.seat(id, msg.sender);
-        Ref memory r;
-        {
-            JobRegistry.Terms memory t = _terms(m);
-            if (!Merkle.verify(t.stateMapRoot, t.stateCount, m.pick, Merkle.leaf(ref), refProof)) revert SourceNotProven();
-            (r.kind, r.index, r.slot) = Nodes.parseRef(ref);
-        }
+        _judge(id, m, _source(m, _stateRef(m, ref, refProof), source, sourceProof), "state tensor");
+    }
+
+    /// @dev The disputed state tensor's producer, proven in the job's state map.
+    function _stateRef(Match storage m, bytes calldata ref, bytes32[] calldata proof) internal view returns (Ref memory r) {
+        (bytes32 root,, uint256 count,) = registry.anchor(m.job, JobRegistry.Root.StateMap);
+        if (!Merkle.verify(root, count, m.pick, Merkle.leaf(ref), proof)) revert SourceNotProven();
+        (r.kind, r.index, r.slot) = Nodes.parseRef(ref);
         r.before = type(uint256).max;
-        _judge(id, m, _source(m, r, source, sourceProof), "state tensor");
     }
 
     // -- Merkle descent to the first differing node (or state tensor) ------------------------
     function _leafCount(Match storage m) internal view returns (uint256) {
-        JobRegistry.Terms memory t = _terms(m);
-        return m.overState ? uint256(t.stateCount) : uint256(t.graphNodes);
+        (, uint256 graphNodes, uint256 stateCount,) = registry.anchor(m.job, JobRegistry.Root.None);
+        return m.overState ? stateCount : graphNodes;
     }
 
     function _root(Match storage m, uint256 i) internal view returns (bytes32) {
@@ -365,11 +373,6 @@ contract DisputeGame {
         _nextRound(id, m);
     }
 
-    // Only what later moves read is stored (storage is most of a dispute's gas:
-    // benchmarks/gas_breakdown.py): for levels 3-5, hashes of the node's inputs and of each
-    // party's outputs ([inputs, outputs of A, outputs of B]).
-    mapping(uint256 => bytes32[3]) internal nodeIO;
-
     /// @notice Reveal the first differing node: its encoding (hashing to your leaf), its
     /// structure, and the structure's proof in the job's graph (Case 1). The second to post
     /// also passes the first's encoding (from its NodePosted event).
@@ -395,11 +398,11 @@ contract DisputeGame {
         view
         returns (string memory)
     {
-        JobRegistry.Terms memory t = _terms(m);
+        (bytes32 graphRoot, uint256 graphNodes,,) = registry.anchor(m.job, JobRegistry.Root.Graph);
         if (Merkle.leaf(enc) != (i == 0 ? m.desc.a : m.desc.b)) return "its node does not hash to its leaf";
         if (Nodes.structureHash(enc) != sha256(structure)) return "its structure is not its node's";
         if (Nodes.inputCount(enc) != Nodes.refCount(structure)) return "its node's inputs do not match its structure";
-        if (!Merkle.verify(t.graphRoot, t.graphNodes, m.desc.index, Merkle.leaf(structure), proof)) {
+        if (!Merkle.verify(graphRoot, graphNodes, m.desc.index, Merkle.leaf(structure), proof)) {
             return "its node is not the job's graph there (Case 1)";
         }
         return "";
@@ -415,8 +418,7 @@ contract DisputeGame {
     function _compareNodes(uint256 id, Match storage m, bytes memory a, bytes memory b, bytes calldata structure)
         internal
     {
-        bytes32 inputs = Nodes.inputsHash(a);
-        if (inputs != Nodes.inputsHash(b)) {
+        if (Nodes.inputsHash(a) != Nodes.inputsHash(b)) {
             uint256 k;
             while (Nodes.input(a, k) == Nodes.input(b, k)) ++k;
             m.pick = k;
@@ -426,7 +428,6 @@ contract DisputeGame {
             emit Disagreement(id, k, false);
             return _nextRound(id, m);
         }
-        nodeIO[id] = [inputs, Nodes.outputsHash(a), Nodes.outputsHash(b)];
         m.phase = Phase.Operator;
         emit OperatorDisputed(id, m.nary.lo, m.desc.index);
         m.round.clock.await_(0);
@@ -457,7 +458,7 @@ contract DisputeGame {
         view
         returns (bytes32)
     {
-        JobRegistry.Terms memory t = _terms(m);
+        JobRegistry.Terms memory t = registry.terms(m.job); // dataRoot and steps too
         (uint8 kind, uint256 index) = (r.kind, r.index);
         if (kind == Nodes.NODE_OUT) {
             if (index >= r.before) revert SourceNotProven(); // an input comes from an earlier node

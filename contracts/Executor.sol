@@ -28,7 +28,7 @@ contract Executor {
         if (operand >= 0) {
             return (OneStep.operandCode(opcode, uint256(operand)), Kernels.shape(Kernels.descriptor(s, uint256(operand))));
         }
-        return (OneStep.resultCode(opcode), OneStep.outputShape(opcode, _shapes(s)));
+        return (OneStep.resultCode(opcode), OneStep.outputShape(opcode, Kernels.shapes(s)));
     }
 
     /// @notice Output element `flat` of kernel `structure`, computed from its operand elements
@@ -37,7 +37,7 @@ contract Executor {
     function truth(bytes calldata structure, uint256 flat, bytes32[] calldata operands,
                    Tensors.ElementProof[] calldata proofs) external pure returns (uint256) {
         uint256 opcode = OneStep.opcodeOf(Kernels.name(structure));
-        uint64[][] memory shapes = _shapes(structure);
+        uint64[][] memory shapes = Kernels.shapes(structure);
         if (opcode == OneStep.GATHER || opcode == OneStep.ONEHOT) return _indexMove(opcode, flat, shapes, operands, proofs);
         return _primitive(opcode, flat, shapes, operands, proofs);
     }
@@ -52,12 +52,6 @@ contract Executor {
             w[o] = OneStep.word(proofs[o]);
         }
         return Primitives.exec(opcode, w[0], w[1], w[2]);
-    }
-
-    function _shapes(bytes memory s) internal pure returns (uint64[][] memory shapes) {
-        uint256 n = Kernels.operandCount(s);
-        shapes = new uint64[][](n);
-        for (uint256 o; o < n; ++o) shapes[o] = Kernels.shape(Kernels.descriptor(s, o));
     }
 
     function _proven(bytes32[] calldata operands, uint256 o, uint256 index, Tensors.ElementProof calldata p)

@@ -51,8 +51,8 @@ contract JobRegistry {
     }
 
     struct Job {
-        address client;
-        uint96 payment;
+        address client; // one slot with the payment and the status: posting writes one less
+        uint88 payment; // (2^88 wei: 3 * 10^8 ETH)
         Status status;
         bytes32 accepted;
         Terms terms;
@@ -183,13 +183,56 @@ contract JobRegistry {
         return jobs[id].terms;
     }
 
+    /// @notice Terms' bytes32 fields in order: `anchor` reads one of them by its place.
+    enum Root {
+        Spec,
+        Graph,
+        Initial,
+        Data,
+        StateMap,
+        Kernel,
+        None
+    }
+
+    /// @notice One of the job's commitments (None: no root) and the sizes the games check
+    /// proofs against: two storage reads where `terms` costs eight, at almost every dispute move.
+    function anchor(uint256 id, Root which)
+        external
+        view
+        returns (bytes32 root, uint256 graphNodes, uint256 stateCount, uint256 chunk)
+    {
+        Terms storage t = jobs[id].terms;
+        if (which != Root.None) {
+            assembly ("memory-safe") {
+                root := sload(add(t.slot, which))
+            }
+        }
+        return (root, t.graphNodes, t.stateCount, t.chunk);
+    }
+
     function trainers(uint256 id) external view returns (address[] memory) {
         return jobs[id].trainers;
     }
 
-    /// @notice The match `settle` asks for, lower address first (both zero unless Disputed).
+    /// @notice The match `settle` asked for last, lower address first (both zero before the
+    /// first dispute and once settled; the decided pair until the next settle).
     function requested(uint256 id) external view returns (address, address) {
         return (jobs[id].requested[0], jobs[id].requested[1]);
+    }
+
+    /// @notice What DisputeGame.open reads, and nothing more (a whole Job costs some twenty
+    /// storage reads): the status, the requested pair, its revealed claims, and the terms a
+    /// match plays by.
+    function opening(uint256 id)
+        external
+        view
+        returns (Status status, address[2] memory pair, bytes32[2] memory claims, bytes32 initialClaim, uint256 steps,
+                 uint256 fanout, uint256 clock)
+    {
+        Job storage j = jobs[id];
+        pair = j.requested;
+        claims = [seats[id][pair[0]].claim, seats[id][pair[1]].claim];
+        return (j.status, pair, claims, j.terms.initialClaim, j.terms.steps, j.terms.fanout, j.terms.clock);
     }
 
     /// @notice Post a job with its payment (msg.value); any trainer may join.
@@ -209,7 +252,7 @@ contract JobRegistry {
 
     function _post(Terms calldata t) internal returns (uint256 id) {
         if (msg.value == 0) revert NoPayment();
-        if (msg.value > type(uint96).max) revert BadTerms("payment too large");
+        if (msg.value > type(uint88).max) revert BadTerms("payment too large");
         if (t.steps == 0) revert BadTerms("steps");
         if (t.fanout < 2) revert BadTerms("fanout");
         if (t.chunk == 0) revert BadTerms("chunk");
@@ -225,7 +268,7 @@ contract JobRegistry {
         id = nextId++;
         Job storage j = jobs[id];
         j.client = msg.sender;
-        j.payment = uint96(msg.value);
+        j.payment = uint88(msg.value);
         j.status = Status.Open;
         j.terms = t;
         escrow += msg.value;

@@ -5,13 +5,14 @@ import {Bisection, Clock} from "./lib/Bisection.sol";
 import {Rounds} from "./lib/Rounds.sol";
 import {Kernels} from "./lib/Kernels.sol";
 import {Merkle} from "./lib/Merkle.sol";
+import {Nodes} from "./lib/Nodes.sol";
 import {Tensors} from "./lib/Tensors.sol";
 import {Executor} from "./Executor.sol";
 import {JobRegistry} from "./JobRegistry.sol";
 
 interface IDisputeGame {
     function registry() external view returns (JobRegistry);
-    function nodeHashes(uint256 id) external view returns (bytes32 inputs, bytes32[2] memory outputs);
+    function nodeLeaves(uint256 id) external view returns (bytes32[2] memory);
     function decideOperator(uint256 id, uint256 winner, uint8 level, string calldata reason) external;
 }
 
@@ -76,11 +77,16 @@ contract OperatorGame {
         uint64[2] word; // each party's element there (at most 8 bytes)
     }
 
-    /// @dev Where a disputed operand element's source lies: the node's input commitments
-    /// (checked against level 2's hash) and, for an earlier kernel's output, that kernel's
-    /// encoding and its proof in the kernel trees.
+    /// @dev Where a disputed operand element's source lies: the disputed node (either party's:
+    /// their inputs agree; checked against its level-2 leaf) and, for an earlier kernel's
+    /// output, that kernel's encoding and its proof in the kernel trees.
+    struct Posted {
+        bytes kernel;
+        bytes32[] proof;
+    }
+
     struct Source {
-        bytes32[] inputs;
+        bytes node;
         bytes kernel;
         bytes32[] proof;
     }
@@ -105,8 +111,8 @@ contract OperatorGame {
     error OtherKernelWrong();
     /// @notice The operands passed are not kernel k's (agreed by both).
     error WrongOperands();
-    /// @notice The inputs passed are not the disputed node's (agreed at level 2).
-    error WrongInputs();
+    /// @notice The node passed is not the disputed node as the party posted it at level 2.
+    error NotTheNode();
     /// @notice The nodes passed as the other party's are not what it posted this round.
     error OtherChildrenWrong(uint256 id);
 
@@ -156,8 +162,12 @@ contract OperatorGame {
         i = m.round.move(id);
     }
 
-    function _terms(Match storage m) internal view returns (JobRegistry.Terms memory) {
-        return game.registry().terms(m.job);
+    function _anchor(Match storage m, JobRegistry.Root which)
+        internal
+        view
+        returns (bytes32 root, uint256 graphNodes, uint256 chunk)
+    {
+        (root, graphNodes,, chunk) = game.registry().anchor(m.job, which);
     }
 
     // -- level 3: kernels ---------------------------------------------------------------------------
@@ -168,9 +178,9 @@ contract OperatorGame {
     {
         Match storage m = matches[id];
         uint256 i = _move(id, m, Phase.Tops);
-        JobRegistry.Terms memory t = _terms(m);
+        (bytes32 kernelRoot, uint256 graphNodes,) = _anchor(m, JobRegistry.Root.Kernel);
         bytes32 lf = Merkle.leaf(abi.encodePacked(uint32(count), structRoot));
-        if (!Merkle.verify(t.kernelRoot, t.graphNodes, m.node, lf, proof)) revert NotInTheJob(m.node);
+        if (!Merkle.verify(kernelRoot, graphNodes, m.node, lf, proof)) revert NotInTheJob(m.node);
         (m.count, m.structRoot) = (uint32(count), structRoot);
         m.top[i] = top;
         if (!m.round.both()) return;
@@ -224,15 +234,16 @@ contract OperatorGame {
     }
 
     /// @notice Reveal kernel k: its encoding (with its proof in your kernel tree when the tops
-    /// agreed, else it must hash to your leaf) and its structure's proof in the job's. The
+    /// agreed, else it must hash to your leaf) and its structure's proof in the job's; for the
+    /// result pseudo-kernel (k the last) your node as posted at level 2 (else empty). The
     /// second to post also passes the first's kernel and proof (from its KernelPosted event).
     function postKernel(
         uint256 id,
         bytes calldata enc,
         bytes32[] calldata proof,
         bytes32[] calldata structProof,
-        bytes calldata other,
-        bytes32[] calldata otherProof
+        Posted calldata other,
+        bytes calldata node
     ) external {
         Match storage m = matches[id];
         uint256 i = _move(id, m, Phase.Kernel);
@@ -246,7 +257,7 @@ contract OperatorGame {
         if (!Merkle.verify(m.structRoot, m.count, m.kernel, Merkle.leaf(k.structure), structProof)) {
             return _decide(id, m, 1 - i, 3, "its kernel is not the job's decomposition there (Case 1)");
         }
-        if (m.kernel == m.count - 1 && !_outputsMatch(id, i, k.operands)) {
+        if (m.kernel == m.count - 1 && !_outputsMatch(id, i, node, k.operands)) {
             return _decide(id, m, 1 - i, 3, "its decomposition's outputs are not the node outputs it committed");
         }
         if (!m.round.both()) {
@@ -255,8 +266,8 @@ contract OperatorGame {
         }
         // the first's kernel is in its tree, as it was when posted (so it parses, with the
         // same structure): checked again rather than stored
-        if (!_isKernelOf(m, 1 - i, other, otherProof)) revert OtherKernelWrong();
-        Kernels.Kernel memory o = Kernels.parse(other);
+        if (!_isKernelOf(m, 1 - i, other.kernel, other.proof)) revert OtherKernelWrong();
+        Kernels.Kernel memory o = Kernels.parse(other.kernel);
         m.structHash = sha256(k.structure);
         if (i == 0) _pickTensor(id, m, k, o);
         else _pickTensor(id, m, o, k);
@@ -278,10 +289,15 @@ contract OperatorGame {
         return Kernels.parse(enc);
     }
 
-    /// @dev The poster's node outputs (level 2) are its decomposition's result operands.
-    function _outputsMatch(uint256 id, uint256 i, bytes32[] memory ops) internal view returns (bool) {
-        (, bytes32[2] memory outputs) = game.nodeHashes(id);
-        return outputs[i] == keccak256(abi.encodePacked(ops));
+    /// @dev The poster's node outputs (level 2) are its decomposition's result operands; a node
+    /// that is not the poster's reverts (nothing moves: it posts again with its own).
+    function _outputsMatch(uint256 id, uint256 i, bytes calldata node, bytes32[] memory ops)
+        internal
+        view
+        returns (bool)
+    {
+        if (Merkle.leaf(node) != game.nodeLeaves(id)[i]) revert NotTheNode();
+        return Nodes.outputsHash(node) == keccak256(abi.encodePacked(ops));
     }
 
     /// @dev Both revealed kernel k (same structure): the first differing operand, else the
@@ -332,7 +348,7 @@ contract OperatorGame {
     }
 
     function _chunks(Match storage m) internal view returns (uint256) {
-        uint256 c = _terms(m).chunk;
+        (,, uint256 c) = _anchor(m, JobRegistry.Root.None);
         return (m.numel + c - 1) / c;
     }
 
@@ -342,7 +358,7 @@ contract OperatorGame {
         Match storage m = matches[id];
         uint256 i = _move(id, m, Phase.Chunk);
         uint256 size = Kernels.itemSize(m.code);
-        uint256 c = _terms(m).chunk;
+        (,, uint256 c) = _anchor(m, JobRegistry.Root.None);
         uint256 first = m.desc.index * c;
         uint256 want = (m.numel - first < c ? m.numel - first : c) * size;
         if (Merkle.leaf(chunk) != (i == 0 ? m.desc.a : m.desc.b) || chunk.length != want) {
@@ -368,7 +384,7 @@ contract OperatorGame {
     /// comparing 32-byte words (a word read past the end holds the calldata after the
     /// slice, so a difference there is never reached: one comes before).
     function _firstDifference(bytes calldata a, bytes calldata b) internal pure returns (uint256 at) {
-        assembly {
+        assembly ("memory-safe") {
             let wa := calldataload(a.offset)
             let wb := calldataload(b.offset)
             for {} eq(wa, wb) {} {
@@ -416,10 +432,13 @@ contract OperatorGame {
         view
         returns (bytes32)
     {
-        (bytes32 inputs,) = game.nodeHashes(id);
-        if (keccak256(abi.encodePacked(src.inputs)) != inputs) revert WrongInputs();
-        if (source < src.inputs.length) return src.inputs[source];
-        uint256 k = source - src.inputs.length;
+        bytes32[2] memory leaves = game.nodeLeaves(id);
+        bytes32 lf = Merkle.leaf(src.node);
+        if (lf != leaves[0] && lf != leaves[1]) revert NotTheNode();
+        bytes memory node = src.node;
+        uint256 inputs = Nodes.inputCount(node);
+        if (source < inputs) return Nodes.input(node, source);
+        uint256 k = source - inputs;
         if (k >= m.kernel) revert SourceNotProven();
         bytes32 top = Merkle.top(m.count, k, Merkle.leaf(src.kernel), src.proof);
         if (top != m.top[0] && top != m.top[1]) revert SourceNotProven();

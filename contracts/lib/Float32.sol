@@ -50,7 +50,7 @@ library Float32 {
     /// @dev |a| == m * 2**e exactly, for finite a. Branchless: a subnormal (or zero) has
     ///      no hidden bit and the exponent of the smallest normal.
     function unpack(uint256 a) internal pure returns (uint256 m, int256 e) {
-        assembly {
+        assembly ("memory-safe") {
             let ex := and(shr(23, a), 0xff)
             m := or(and(a, 0x7fffff), shl(23, iszero(iszero(ex))))
             e := sub(add(ex, iszero(ex)), 150)
@@ -71,7 +71,7 @@ library Float32 {
 
     /// @dev Number of significant bits of x (0 for 0).
     function bitLength(uint256 x) internal pure returns (uint256 r) {
-        assembly {
+        assembly ("memory-safe") {
             r := shl(7, lt(0xffffffffffffffffffffffffffffffff, x))
             r := or(r, shl(6, lt(0xffffffffffffffff, shr(r, x))))
             r := or(r, shl(5, lt(0xffffffff, shr(r, x))))
@@ -100,7 +100,7 @@ library Float32 {
     ///      smallest normal, land in the right exponent by themselves; one comparison then
     ///      finds overflow. A shift past 255 bits leaves 0, as rounding must.
     function roundPackN(uint256 sign, uint256 m, int256 e, uint256 n) internal pure returns (uint256 r) {
-        assembly {
+        assembly ("memory-safe") {
             if m {
                 // lsb: exponent of the result's last kept bit (never below the subnormal lsb)
                 let lsb := sub(add(e, n), 24)
@@ -130,7 +130,7 @@ library Float32 {
     ///      is one comparison away unless the difference may cancel (opposite signs, d < 2),
     ///      the only case whose result can be subnormal or zero. Rounding as roundPackN.
     function addBits(uint256 a, uint256 b) internal pure returns (uint256 r) {
-        assembly {
+        assembly ("memory-safe") {
             let ax := and(a, 0x7fffffff)
             let bx := and(b, 0x7fffffff)
             if lt(ax, bx) {
@@ -214,7 +214,7 @@ library Float32 {
         uint256 m;
         int256 e;
         uint256 n;
-        assembly {
+        assembly ("memory-safe") {
             let a := fa
             let b := fb
             sign := shr(31, xor(a, b))
@@ -252,7 +252,7 @@ library Float32 {
     ///      costs ~200 gas there, as much as the arithmetic) and which keep the legacy
     ///      pipeline (forge's tests) within its 16 stack slots.
     function fmaBits(uint256 a, uint256 b, uint256 c) internal pure returns (uint256 r) {
-        assembly {
+        assembly ("memory-safe") {
             // (-1)**sx * mx * 2**ex + (-1)**sy * my * 2**ey, rounded; mx, my < 2**49
             function sumRound(sx, mx, ex, sy, my, ey) -> q {
                 let zs := and(sx, sy) // an exact zero's sign: -0 only for (-0) + (-0)
@@ -357,7 +357,7 @@ library Float32 {
         uint256 mb;
         int256 e;
         uint256 path; // 0: both normal, 1: r is the result, 2: a subnormal operand
-        assembly {
+        assembly ("memory-safe") {
             let a := fa
             let b := fb
             sign := shl(31, shr(31, xor(a, b)))
@@ -394,7 +394,7 @@ library Float32 {
             }
             // ma, mb in [2**23, 2**24): the quotient has 28 or 29 bits; remainder -> sticky.
             uint256 m;
-            assembly {
+            assembly ("memory-safe") {
                 let num := shl(28, ma)
                 m := or(shl(1, div(num, mb)), iszero(iszero(mod(num, mb)))) // 29 or 30 bits
             }
@@ -407,7 +407,7 @@ library Float32 {
         uint256 m;
         int256 e;
         uint256 path; // 0: normal, 1: the result is a itself or NaN, 2: subnormal
-        assembly {
+        assembly ("memory-safe") {
             let xa := and(shr(23, a), 0xff)
             switch or(eq(xa, 0xff), or(gt(a, 0x7fffffff), iszero(a)))
             case 1 {
@@ -432,7 +432,7 @@ library Float32 {
             uint256 x = m << k;
             uint256 r = isqrt(x);
             uint256 rm;
-            assembly {
+            assembly ("memory-safe") {
                 rm := or(shl(1, r), iszero(eq(mul(r, r), x))) // 28 or 29 bits, sticky lsb
             }
             return F32.wrap(uint32(roundPackN(0, rm, (e - int256(k)) / 2 - 1, 28 + (rm >> 28))));
@@ -444,7 +444,7 @@ library Float32 {
     ///      steps bring the error below 2e-12 relative (< 1 unit). Integer Newton from
     ///      above never goes below the floor, so r is floor or floor + 1; r*r > x tells.
     function isqrt(uint256 x) internal pure returns (uint256 r) {
-        assembly {
+        assembly ("memory-safe") {
             r := add(0x4000000, shr(28, x))
             r := shr(1, add(r, div(x, r)))
             r := shr(1, add(r, div(x, r)))

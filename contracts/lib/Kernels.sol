@@ -124,17 +124,36 @@ library Kernels {
         return _slice(s, 5, 5 + _u(s, 1, 4));
     }
 
-    function operandCount(bytes memory s) internal pure returns (uint256) {
-        return _u(s, 5 + _u(s, 1, 4), 2);
+    /// @dev The operand's shape: a VIEW's or CONST's dims, a CAT's background's.
+    function shape(bytes memory d) internal pure returns (uint64[] memory) {
+        return _dims(d, 0);
     }
 
-    /// @dev The operand's shape: a VIEW's or CONST's dims, a CAT's background's.
-    function shape(bytes memory d) internal pure returns (uint64[] memory dims) {
-        uint256 kind = _u(d, 0, 1);
-        if (kind == CAT) return shape(_slice(d, 2, 2 + descriptorSize(d, 2)));
-        uint256 nd = _u(d, kind == VIEW ? 11 : 2, 1);
+    /// @dev Every operand's shape, in one walk over a structure's descriptors (no slices).
+    function shapes(bytes memory s) internal pure returns (uint64[][] memory out) {
+        uint256 p = 5 + _u(s, 1, 4);
+        uint256 n = _u(s, p, 2);
+        p += 2;
+        out = new uint64[][](n);
+        for (uint256 o; o < n; ++o) {
+            out[o] = _dims(s, p);
+            p += descriptorSize(s, p);
+        }
+    }
+
+    /// @dev The dims of the descriptor at offset p of b.
+    function _dims(bytes memory b, uint256 p) private pure returns (uint64[] memory dims) {
+        uint256 kind = _u(b, p, 1);
+        if (kind == CAT) return _dims(b, p + 2);
+        uint256 nd = _u(b, p + (kind == VIEW ? 11 : 2), 1);
+        (uint256 at, uint256 step) = kind == VIEW ? (p + 12, 16) : (p + 3, 8);
+        if (nd > 0) _u(b, at + step * (nd - 1), 8); // the last dim is in b (so is every one)
         dims = new uint64[](nd);
-        for (uint256 i; i < nd; ++i) dims[i] = uint64(_u(d, kind == VIEW ? 12 + 16 * i : 3 + 8 * i, 8));
+        assembly ("memory-safe") {
+            for { let i := 0 } lt(i, nd) { i := add(i, 1) } {
+                mstore(add(dims, shl(5, add(i, 1))), shr(192, mload(add(add(b, 32), add(at, mul(step, i))))))
+            }
+        }
     }
 
     /// @dev Where element `flat` of an operand comes from: (true, source, index) for a view of

@@ -26,7 +26,7 @@ library Nodes {
     }
 
     function _word(bytes memory b, uint256 o) private pure returns (bytes32 w) {
-        assembly {
+        assembly ("memory-safe") {
             w := mload(add(add(b, 32), o))
         }
     }

@@ -29,6 +29,7 @@ library OneStep {
         for (uint256 i; i < 22; ++i) {
             uint256 len = uint8(names[p]);
             bytes32 hi;
+            // (memory-safe, but so marked the optimizer inlines more into Executor: +3 KB)
             assembly {
                 hi := keccak256(add(add(names, 33), p), len)
             }
@@ -77,34 +78,55 @@ library OneStep {
         uint256 nd;
         for (uint256 i; i < shapes.length; ++i) if (shapes[i].length > nd) nd = shapes[i].length;
         out = new uint64[](nd);
-        for (uint256 d; d < nd; ++d) out[d] = 1;
-        for (uint256 i; i < shapes.length; ++i) {
-            uint256 off = nd - shapes[i].length;
-            for (uint256 d; d < shapes[i].length; ++d) {
-                uint64 v = shapes[i][d];
-                if (out[off + d] == 1) out[off + d] = v;
-                else if (v != 1 && v != out[off + d]) revert ShapesDoNotBroadcast();
+        bool bad;
+        // (assembly: bounds are the arrays' own lengths; checked indexing cost ~250 gas a dim)
+        assembly ("memory-safe") {
+            let o := add(out, 32)
+            for { let d := 0 } lt(d, nd) { d := add(d, 1) } { mstore(add(o, shl(5, d)), 1) }
+            for { let i := 0 } lt(i, mload(shapes)) { i := add(i, 1) } {
+                let sh := mload(add(add(shapes, 32), shl(5, i)))
+                let len := mload(sh)
+                let at := add(o, shl(5, sub(nd, len))) // right-aligned (numpy's rule)
+                for { let d := 0 } lt(d, len) { d := add(d, 1) } {
+                    let v := mload(add(add(sh, 32), shl(5, d)))
+                    let q := add(at, shl(5, d))
+                    let cur := mload(q)
+                    switch eq(cur, 1)
+                    case 1 { mstore(q, v) }
+                    default { if iszero(or(eq(v, 1), eq(v, cur))) { bad := 1 } }
+                }
             }
         }
+        if (bad) revert ShapesDoNotBroadcast();
     }
 
-    /// @dev Broadcasting: the operand element that output element `flat` reads.
+    /// @dev Broadcasting: the operand element that output element `flat` reads. (opShape no
+    /// longer than outShape: outputShape made it so; a zero dim reads nothing: reverts.)
     function operandIndex(uint64[] memory outShape, uint256 flat, uint64[] memory opShape)
         internal
         pure
         returns (uint256 idx)
     {
-        uint256 off = outShape.length - opShape.length;
-        uint256 mult = 1;
-        for (uint256 d = outShape.length; d > 0; --d) {
-            uint256 c = flat % outShape[d - 1];
-            flat /= outShape[d - 1];
-            if (d - 1 >= off) {
-                uint64 size = opShape[d - 1 - off];
-                if (size != 1) idx += c * mult;
-                mult *= size;
+        uint256 nd = outShape.length;
+        uint256 off = nd - opShape.length;
+        bool zero;
+        // (unchecked: the shapes are the job's, checked by every trainer against its own
+        // decomposition before it joined: real tensors, nowhere near 2^256 elements)
+        assembly ("memory-safe") {
+            let mult := 1
+            for { let d := nd } gt(d, 0) { d := sub(d, 1) } {
+                let size := mload(add(outShape, shl(5, d)))
+                if iszero(size) { zero := 1 }
+                let c := mod(flat, size)
+                flat := div(flat, size)
+                if iszero(lt(sub(d, 1), off)) {
+                    let s := mload(add(opShape, shl(5, sub(d, off))))
+                    if iszero(eq(s, 1)) { idx := add(idx, mul(c, mult)) }
+                    mult := mul(mult, s)
+                }
             }
         }
+        if (zero) revert ShapesDoNotBroadcast();
     }
 
     /// @dev A proven element as the primitive table's word: an int64 (ldexp's exponent)

@@ -26,9 +26,20 @@ library Tensors {
         revert UnknownDtype(code);
     }
 
+    /// @dev 0x03 || u8 dtype || u8 ndim || u64be dims, in one allocation.
     function header(uint8 code, uint64[] memory shape) internal pure returns (bytes memory h) {
-        h = abi.encodePacked(bytes1(0x03), code, uint8(shape.length));
-        for (uint256 i; i < shape.length; ++i) h = abi.encodePacked(h, shape[i]);
+        uint256 nd = shape.length;
+        h = new bytes(3 + 8 * nd);
+        assembly ("memory-safe") {
+            mstore8(add(h, 32), 0x03)
+            mstore8(add(h, 33), code)
+            mstore8(add(h, 34), and(nd, 0xff))
+            // each dim as the top 8 bytes of a word stored at its place: the next dim's store
+            // overwrites the rest (the last one's lands past h, in unallocated memory)
+            for { let i := 0 } lt(i, nd) { i := add(i, 1) } {
+                mstore(add(add(h, 35), mul(8, i)), shl(192, mload(add(shape, add(32, mul(32, i))))))
+            }
+        }
     }
 
     function numel(uint64[] memory shape) internal pure returns (uint256 n) {
@@ -40,14 +51,15 @@ library Tensors {
     /// (Calldata: a proof copied into memory costs more than all the hashing it takes.)
     function verify(bytes32 commitment, ElementProof calldata p) internal pure returns (bool) {
         uint256 size = itemSize(p.code);
-        uint256 n = numel(p.shape);
+        uint64[] memory shape = p.shape; // one copy for numel and the header
+        uint256 n = numel(shape);
         uint256 nchunks = (n + p.chunk - 1) / p.chunk;
         uint256 c = p.index / p.chunk;
         uint256 want = (n - c * p.chunk < p.chunk ? n - c * p.chunk : p.chunk) * size;
         if (p.index >= n) revert Merkle.IndexOutOfRange(p.index, n);
         if (p.chunkBytes.length != want) revert BadChunkLength(p.chunkBytes.length, want);
         bytes32 root = Merkle.seal(nchunks, Merkle.top(nchunks, c, Merkle.leaf(p.chunkBytes), p.siblings));
-        return sha256(abi.encodePacked(header(p.code, p.shape), root)) == commitment;
+        return sha256(abi.encodePacked(header(p.code, shape), root)) == commitment;
     }
 
     /// @dev The element's bytes, as a little-endian word (the primitive table's uint32 for
@@ -55,6 +67,11 @@ library Tensors {
     function word(ElementProof calldata p) internal pure returns (uint256 w) {
         uint256 size = itemSize(p.code);
         uint256 off = (p.index % p.chunk) * size;
-        for (uint256 i; i < size; ++i) w |= uint256(uint8(p.chunkBytes[off + i])) << (8 * i);
+        bytes calldata b = p.chunkBytes;
+        if (off + size > b.length) revert BadChunkLength(b.length, off + size);
+        assembly ("memory-safe") {
+            let x := calldataload(add(b.offset, off))
+            for { let i := 0 } lt(i, size) { i := add(i, 1) } { w := or(w, shl(shl(3, i), byte(i, x))) }
+        }
     }
 }

@@ -162,6 +162,16 @@ contract JobRegistryTest is Test {
         vm.prank(CLIENT);
         vm.expectRevert(abi.encodeWithSelector(JobRegistry.NoPayment.selector));
         reg.post(_terms(1));
+        // the payment shares a slot with the client and the status: 88 bits, the rest refused
+        vm.deal(CLIENT, uint256(1) << 89);
+        JobRegistry.Terms memory t = _terms(1);
+        vm.prank(CLIENT);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.BadTerms.selector, "payment too large"));
+        reg.post{value: uint256(1) << 88}(t);
+        vm.prank(CLIENT);
+        uint256 big = reg.post{value: (uint256(1) << 88) - 1}(t);
+        assertEq(reg.job(big).payment, (uint256(1) << 88) - 1, "the largest payment is kept whole");
+        assertEq(uint256(reg.job(big).status), uint256(JobRegistry.Status.Open), "next to its status");
     }
 
     function test_a_copied_seal_does_not_open_for_the_copier_who_forfeits_its_stake() public {

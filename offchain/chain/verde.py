@@ -321,7 +321,6 @@ class Verde:
         from ..dispute import level5_primitive
         from ..dispute.oprun import decode_kernel, element_of, operand_shape
         from ..protocol.tensors import chunk_count, parse_header
-        from ..protocol.trace import decode_node
         st = self.operator_state(match_id)
         phase, j, k = st["phase"], st["node"], st["kernel"]
         if phase in (OP_NONE, OP_DONE) or not st["waiting"] & (1 << self._seat(match_id, account.address)):
@@ -344,8 +343,9 @@ class Verde:
         elif phase == OP_KERNEL:
             other, other_proof = self._theirs(self.operators.events.KernelPosted, ("kernel", "proof"), match_id,
                                               account, st["waiting"], (b"", []))
+            node = ep.node(s, j)[0] if k == ctx.kernel_graph.trees[j].n - 1 else b""  # the result pseudo-kernel's
             send(g.postKernel(match_id, ep.kernel(s, j, k), ep.kernel_proof(s, j, k),
-                              ctx.kernel_graph.trees[j].proof(k), other, list(other_proof)))
+                              ctx.kernel_graph.trees[j].proof(k), (other, list(other_proof)), node))
         elif phase == OP_TENSOR_TOP:
             head, _ = ep.tensor_root(s, j, k, which)
             n = chunk_count(parse_header(head)[1], ctx.job.spec.chunk)
@@ -362,8 +362,7 @@ class Verde:
                 if src[1] >= m:
                     kernel, proof = ep.kernel(s, j, src[1] - m), ep.kernel_proof(s, j, src[1] - m)
                 element = _proof_tuple(ep.element(s, j, k, ("source", src[1]), src[2]))
-            inputs = decode_node(ep.node(s, j)[0])[1]
-            send(g.resolveOperand(match_id, structure, (inputs, kernel, proof), element))
+            send(g.resolveOperand(match_id, structure, (ep.node(s, j)[0], kernel, proof), element))
         elif phase == OP_STEP:
             proofs = []
 

@@ -324,10 +324,10 @@ def test_the_second_kernel_poster_must_pass_the_firsts_kernel_back_and_level_5_i
     post = v.operators.functions.postKernel
     for other in (mine, theirs[:-1], theirs[:-32] + bytes(32), b""):
         with pytest.raises(TransactionReverted) as e:
-            chain.transact(post(m, mine, my_proof, struct, other, their_proof), sender=seats[1][0])
+            chain.transact(post(m, mine, my_proof, struct, (other, their_proof), b""), sender=seats[1][0])
         assert e.value.error == "OtherKernelWrong"
     assert v.operator_state(m)["phase"] == OP_KERNEL
-    chain.transact(post(m, mine, my_proof, struct, theirs, their_proof), sender=seats[1][0])
+    chain.transact(post(m, mine, my_proof, struct, (theirs, their_proof), b""), sender=seats[1][0])
     assert v.operator_state(m)["phase"] != OP_KERNEL
     for _ in range(40):
         if v.operator_state(m)["phase"] == OP_STEP:
@@ -377,22 +377,47 @@ def test_the_second_node_poster_must_pass_the_firsts_node_back(chain, setup):
     assert v.decision(m)["winner"] == seats[0][0].address
 
 
-def test_an_operand_source_is_checked_against_the_nodes_inputs(chain, setup):
-    """resolveOperand takes the node's input commitments in calldata: a list that is not
-    the one level 2 agreed (its hash) is refused, whatever source it would prove."""
+def test_an_operand_source_is_checked_against_the_disputed_node(chain, setup):
+    """resolveOperand takes the disputed node in calldata (its inputs are the sources): a node
+    that is not either party's level-2 leaf is refused, whatever source it would prove."""
     from offchain.chain.verde import OP_SOURCE
     from offchain.dispute.party import InProcess
-    from offchain.protocol.trace import decode_node
     job, ctx, honest, _ = setup
     v, m, seats, bad = _at_operator_phase(chain, setup, A.KernelCheat(step=2, after_commit=True), "source", OP_SOURCE)
     st, s = v.operator_state(m), v.match_state(m)["lo"]
     j, k = st["node"], st["kernel"]
-    inputs = decode_node(InProcess(honest).node(s, j)[0])[1]
+    node = InProcess(honest).node(s, j)[0]
     element = (1, [1], 1, 0, bytes(4), [])
-    for wrong in (inputs[:-1], [bytes(32)] + inputs[1:], inputs + inputs[:1]):
+    for wrong in (node[:-1], InProcess(honest).node(s, j - 1)[0], node[:-32] + bytes(32), b""):
         with pytest.raises(TransactionReverted) as e:
             chain.transact(v.operators.functions.resolveOperand(m, ctx.kernel_graph.structures[j][k], (wrong, b"", []),
                                                                 element), sender=seats[0][0])
-        assert e.value.error == "WrongInputs"
+        assert e.value.error == "NotTheNode"
+    assert v.operator_state(m)["phase"] == OP_SOURCE
     v.play(m, seats, ctx, max_rounds=120)
     assert v.decision(m)["winner"] == seats[0][0].address
+
+
+def test_the_result_pseudo_kernel_is_checked_against_the_posters_own_node(chain, setup):
+    """When the kernel trees agree, kernel k is the result pseudo-kernel and its operands must
+    be the node outputs the poster committed at level 2: postKernel takes the poster's node
+    in calldata; another party's node, or none, is refused with nothing moved (not a loss)."""
+    from offchain.chain.verde import OP_KERNEL
+    from offchain.dispute.party import InProcess
+    job, ctx, honest, _ = setup
+    v, m, seats, bad = _at_operator_phase(chain, setup, A.NativeKernel(step=1), "result", OP_KERNEL)
+    st, s = v.operator_state(m), v.match_state(m)["lo"]
+    j, k = st["node"], st["kernel"]
+    assert k == ctx.kernel_graph.trees[j].n - 1, "a native kernel's trees agree: k is the result"
+    assert v.move(m, honest, seats[0][0], ctx)
+    bp = InProcess(bad)
+    theirs, their_proof = InProcess(honest).kernel(s, j, k), InProcess(honest).kernel_proof(s, j, k)
+    args = (m, bp.kernel(s, j, k), bp.kernel_proof(s, j, k), ctx.kernel_graph.trees[j].proof(k), (theirs, their_proof))
+    for wrong in (InProcess(honest).node(s, j)[0], bp.node(s, j)[0][:-1], b""):
+        with pytest.raises(TransactionReverted) as e:
+            chain.transact(v.operators.functions.postKernel(*args, wrong), sender=seats[1][0])
+        assert e.value.error == "NotTheNode"
+    assert v.operator_state(m)["phase"] == OP_KERNEL
+    chain.transact(v.operators.functions.postKernel(*args, bp.node(s, j)[0]), sender=seats[1][0])
+    d = v.decision(m)
+    assert d["winner"] == seats[0][0].address and d["level"] == 3, d
