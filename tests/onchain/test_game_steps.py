@@ -143,7 +143,7 @@ def test_levels_3_to_5_take_moves_only_from_the_parties_and_time_out_the_silent_
     bad = Trainer(job, d / f"op-silent-{chain.backend}", "cheater", behaviour=A.CorruptValue(step=3, node=10))
     bad.train()
     seats = [(chain.accounts[2], honest), (chain.accounts[3], bad)]
-    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, chain.accounts[1])
+    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, chain.accounts[1])  # (the job id is used below)
     m = v.open_match(jid, seats[0][0].address, seats[1][0].address)
     assert v.play(m, seats, ctx, until=(PHASE_OPERATOR,)) == PHASE_OPERATOR
     ops, stranger = v.operators.functions, chain.accounts[5]
@@ -227,12 +227,7 @@ def test_a_descent_move_goes_three_levels_down_and_the_second_passes_the_firsts_
     that does not hash up to the first's node is refused and changes nothing)."""
     from offchain.dispute.party import InProcess
     job, ctx, honest, d = setup
-    bad = Trainer(job, d / f"descent-{chain.backend}", "cheater", behaviour=A.CorruptValue(step=3, node=10))
-    bad.train()
-    v = Verde.deploy(chain)
-    seats = [(chain.accounts[2], honest), (chain.accounts[3], bad)]
-    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, chain.accounts[1])
-    m = v.open_match(jid, seats[0][0].address, seats[1][0].address)
+    v, m, seats, bad = _against(chain, setup, A.CorruptValue(step=3, node=10), "descent")
     assert v.play(m, seats, ctx, until=(PHASE_DESCENT,)) == PHASE_DESCENT
     h, i = v._descent(m)
     assert h >= 2, "a tree deep enough to go down more than one level"
@@ -256,16 +251,23 @@ def test_a_descent_move_goes_three_levels_down_and_the_second_passes_the_firsts_
     assert v.decision(m)["winner"] == seats[0][0].address
 
 
-def _at_operator_phase(chain, setup, behaviour, name, op_phase):
-    """A match against `behaviour` played until OperatorGame's phase `op_phase`."""
-    from offchain.chain.verde import PHASE_OPERATOR
+def _against(chain, setup, behaviour, name):
+    """The honest trainer (seat 0's account) against a cheater trained with `behaviour`:
+    a job delivered by both and their match opened. (v, match id, seats, cheater)."""
     job, ctx, honest, d = setup
     bad = Trainer(job, d / f"{name}-{chain.backend}", "cheater", behaviour=behaviour)
     bad.train()
     v = Verde.deploy(chain)
     seats = [(chain.accounts[2], honest), (chain.accounts[3], bad)]
     jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, chain.accounts[1])
-    m = v.open_match(jid, seats[0][0].address, seats[1][0].address)
+    return v, v.open_match(jid, seats[0][0].address, seats[1][0].address), seats, bad
+
+
+def _at_operator_phase(chain, setup, behaviour, name, op_phase):
+    """A match against `behaviour` played until OperatorGame's phase `op_phase`."""
+    from offchain.chain.verde import PHASE_OPERATOR
+    job, ctx, honest, d = setup
+    v, m, seats, bad = _against(chain, setup, behaviour, name)
     assert v.play(m, seats, ctx, until=(PHASE_OPERATOR,)) == PHASE_OPERATOR
     for _ in range(40):
         if v.operator_state(m)["phase"] == op_phase:
@@ -353,12 +355,7 @@ def test_the_second_node_poster_must_pass_the_firsts_node_back(chain, setup):
     from offchain.chain.verde import PHASE_NODE
     from offchain.dispute.party import InProcess
     job, ctx, honest, d = setup
-    bad = Trainer(job, d / f"node-{chain.backend}", "cheater", behaviour=A.CorruptValue(step=3, node=10))
-    bad.train()
-    v = Verde.deploy(chain)
-    seats = [(chain.accounts[2], honest), (chain.accounts[3], bad)]
-    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, chain.accounts[1])
-    m = v.open_match(jid, seats[0][0].address, seats[1][0].address)
+    v, m, seats, bad = _against(chain, setup, A.CorruptValue(step=3, node=10), "node")
     assert v.play(m, seats, ctx, until=(PHASE_NODE,)) == PHASE_NODE
     assert v.move(m, honest, seats[0][0], ctx)
     s, (_, j) = v.match_state(m)["lo"], v._descent(m)
