@@ -174,7 +174,7 @@ contract DisputeGame {
     /// trainer outside the pair opens it to keep its job moving when the pair will not. The
     /// lower address sits in seat 0, whoever opens.
     function open(uint256 job, address a, address b) external returns (uint256 id) {
-        (JobRegistry.Status status, address[2] memory req,,, uint256 steps, uint256 fanout, uint256 clock) =
+        (JobRegistry.Status status, address[2] memory req, uint256 steps, uint256 fanout, uint256 clock) =
             registry.opening(job);
         if (status != JobRegistry.Status.Disputed) revert NotDisputed(job);
         if (a > b) (a, b) = (b, a);
@@ -233,14 +233,14 @@ contract DisputeGame {
         _nextRound(id, m);
     }
 
-    /// @dev The claims at the interval's ends (party i's at hi). lo = 0: C_0; hi never moved
-    /// (both hiClaim zero: a move writes two that differ): the revealed claims.
+    /// @dev The claims at the interval's ends (party i's at hi): until lo moves, C_0; until hi
+    /// moves (a move writes two claims that differ, so never both zero), party i's revealed
+    /// claim. Both read from the registry only then.
     function _ends(Match storage m, uint256 i) internal view returns (bytes32 lo, bytes32 hi) {
-        (lo, hi) = (m.loClaim, m.hiClaim[i]);
-        if (m.nary.lo != 0 && (hi != 0 || m.hiClaim[1 - i] != 0)) return (lo, hi);
-        (,, bytes32[2] memory revealed, bytes32 initialClaim,,,) = registry.opening(m.job);
-        if (m.nary.lo == 0) lo = initialClaim;
-        if (m.hiClaim[0] == 0 && m.hiClaim[1] == 0) hi = revealed[i];
+        lo = m.loClaim;
+        if (m.nary.lo == 0) (lo,,,) = registry.anchor(m.job, JobRegistry.Root.Initial);
+        hi = m.hiClaim[i];
+        if (m.hiClaim[0] == 0 && m.hiClaim[1] == 0) (,,, hi) = registry.seats(m.job, m.round.party[i]);
     }
 
     function _claim(bytes32 s, bytes32 r) internal pure returns (bytes32) {

@@ -221,18 +221,14 @@ contract JobRegistry {
     }
 
     /// @notice What DisputeGame.open reads, and nothing more (a whole Job costs some twenty
-    /// storage reads): the status, the requested pair, its revealed claims, and the terms a
-    /// match plays by.
+    /// storage reads): the status, the requested pair and the terms a match plays by.
     function opening(uint256 id)
         external
         view
-        returns (Status status, address[2] memory pair, bytes32[2] memory claims, bytes32 initialClaim, uint256 steps,
-                 uint256 fanout, uint256 clock)
+        returns (Status status, address[2] memory pair, uint256 steps, uint256 fanout, uint256 clock)
     {
         Job storage j = jobs[id];
-        pair = j.requested;
-        claims = [seats[id][pair[0]].claim, seats[id][pair[1]].claim];
-        return (j.status, pair, claims, j.terms.initialClaim, j.terms.steps, j.terms.fanout, j.terms.clock);
+        return (j.status, j.requested, j.terms.steps, j.terms.fanout, j.terms.clock);
     }
 
     /// @notice Post a job with its payment (msg.value); any trainer may join.

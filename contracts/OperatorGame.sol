@@ -77,14 +77,15 @@ contract OperatorGame {
         uint64[2] word; // each party's element there (at most 8 bytes)
     }
 
-    /// @dev Where a disputed operand element's source lies: the disputed node (either party's:
-    /// their inputs agree; checked against its level-2 leaf) and, for an earlier kernel's
-    /// output, that kernel's encoding and its proof in the kernel trees.
+    /// @dev The other party's kernel k as its KernelPosted event holds it.
     struct Posted {
         bytes kernel;
         bytes32[] proof;
     }
 
+    /// @dev Where a disputed operand element's source lies: the disputed node (either party's:
+    /// their inputs agree; checked against its level-2 leaf) and, for an earlier kernel's
+    /// output, that kernel's encoding and its proof in the kernel trees.
     struct Source {
         bytes node;
         bytes kernel;
@@ -374,7 +375,7 @@ contract OperatorGame {
         (bytes calldata a, bytes calldata b) = i == 0 ? (chunk, other) : (other, chunk);
         uint256 e = _firstDifference(a, b) / size; // the leaves differ, so the chunks do
         m.flat = uint64(first + e);
-        m.word = [_le(a[e * size:(e + 1) * size]), _le(b[e * size:(e + 1) * size])];
+        m.word = [uint64(Tensors.le(a, e * size, size)), uint64(Tensors.le(b, e * size, size))];
         emit ElementFound(id, m.flat, m.word[0], m.word[1]);
         m.phase = m.operand >= 0 ? Phase.OperandSource : Phase.Step;
         m.round.next();
@@ -398,10 +399,6 @@ contract OperatorGame {
                 wb := shl(8, wb)
             }
         }
-    }
-
-    function _le(bytes calldata b) internal pure returns (uint64 w) {
-        for (uint256 i; i < b.length; ++i) w |= uint64(uint8(b[i])) << (8 * i);
     }
 
     // -- Case 2: an operand element against its source ----------------------------------------------

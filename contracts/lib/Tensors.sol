@@ -64,10 +64,14 @@ library Tensors {
 
     /// @dev The element's bytes, as a little-endian word (the primitive table's uint32 for
     /// float32/int32/bool).
-    function word(ElementProof calldata p) internal pure returns (uint256 w) {
+    function word(ElementProof calldata p) internal pure returns (uint256) {
         uint256 size = itemSize(p.code);
-        uint256 off = (p.index % p.chunk) * size;
-        bytes calldata b = p.chunkBytes;
+        return le(p.chunkBytes, (p.index % p.chunk) * size, size);
+    }
+
+    /// @dev Bytes [off, off + size) of b (size <= 32) as a little-endian word: how elements lie
+    /// in a chunk.
+    function le(bytes calldata b, uint256 off, uint256 size) internal pure returns (uint256 w) {
         if (off + size > b.length) revert BadChunkLength(b.length, off + size);
         assembly ("memory-safe") {
             let x := calldataload(add(b.offset, off))

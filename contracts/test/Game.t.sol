@@ -165,7 +165,8 @@ contract OneStepTest is Test {
         commitment = sha256(abi.encodePacked(Tensors.header(1, shape), Merkle.seal(1, Merkle.leaf(le))));
     }
 
-    function test_every_vector_through_proofs() public view {  // (this.exec: proofs are read from calldata)
+    /// @dev Through this.exec: OneStep reads proofs from calldata.
+    function test_every_vector_through_proofs() public view {
         string memory json = vm.readFile("tests/vectors/float32.json");
         bytes memory v = vm.parseJsonBytes(json, ".vectors");
         uint256 count = v.length / 20;

@@ -174,6 +174,28 @@ contract JobRegistryTest is Test {
         assertEq(uint256(reg.job(big).status), uint256(JobRegistry.Status.Open), "next to its status");
     }
 
+    /// anchor reads a root by its place among Terms' fields (one sload): each must be the field
+    /// terms() returns, the sizes too; None reads no root.
+    function test_anchor_reads_each_root_where_terms_holds_it() public {
+        uint256 id = _post(1);
+        JobRegistry.Terms memory t = reg.terms(id);
+        bytes32[6] memory roots = [t.specHash, t.graphRoot, t.initialClaim, t.dataRoot, t.stateMapRoot, t.kernelRoot];
+        for (uint256 r; r < 6; ++r) {
+            (bytes32 root, uint256 nodes, uint256 states, uint256 chunk) = reg.anchor(id, JobRegistry.Root(r));
+            assertTrue(root == roots[r], "the root at its place");
+            assertEq(nodes, t.graphNodes, "graph nodes");
+            assertEq(states, t.stateCount, "state tensors");
+            assertEq(chunk, t.chunk, "chunk");
+        }
+        (bytes32 none,,,) = reg.anchor(id, JobRegistry.Root.None);
+        assertTrue(none == bytes32(0), "None reads no root");
+        (JobRegistry.Status status,, uint256 steps, uint256 fanout, uint256 clock) = reg.opening(id);
+        assertEq(uint256(status), uint256(JobRegistry.Status.Open), "status");
+        assertEq(steps, t.steps, "steps");
+        assertEq(fanout, t.fanout, "fanout");
+        assertEq(clock, t.clock, "clock");
+    }
+
     function test_a_copied_seal_does_not_open_for_the_copier_who_forfeits_its_stake() public {
         uint256 id = _post(2);
         _enter(id, A, "r");

@@ -356,13 +356,14 @@ class Verde:
                                                           st["waiting"], b"")))
         elif phase == OP_SOURCE:
             src = element_of(descs[st["operand"]], st["flat"])
-            kernel, proof, element = b"", [], _NO_ELEMENT
+            node, kernel, proof, element = b"", b"", [], _NO_ELEMENT  # a constant's source needs none of them
             if src[0] == "view":
+                node = ep.node(s, j)[0]  # its inputs are the op's (either party's node: they agree)
                 m = self._inputs(ctx, j)
                 if src[1] >= m:
                     kernel, proof = ep.kernel(s, j, src[1] - m), ep.kernel_proof(s, j, src[1] - m)
                 element = _proof_tuple(ep.element(s, j, k, ("source", src[1]), src[2]))
-            send(g.resolveOperand(match_id, structure, (ep.node(s, j)[0], kernel, proof), element))
+            send(g.resolveOperand(match_id, structure, (node, kernel, proof), element))
         elif phase == OP_STEP:
             proofs = []
 

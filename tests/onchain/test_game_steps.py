@@ -143,7 +143,7 @@ def test_levels_3_to_5_take_moves_only_from_the_parties_and_time_out_the_silent_
     bad = Trainer(job, d / f"op-silent-{chain.backend}", "cheater", behaviour=A.CorruptValue(step=3, node=10))
     bad.train()
     seats = [(chain.accounts[2], honest), (chain.accounts[3], bad)]
-    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, chain.accounts[1])  # (the job id is used below)
+    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, chain.accounts[1])
     m = v.open_match(jid, seats[0][0].address, seats[1][0].address)
     assert v.play(m, seats, ctx, until=(PHASE_OPERATOR,)) == PHASE_OPERATOR
     ops, stranger = v.operators.functions, chain.accounts[5]
