@@ -816,6 +816,12 @@ def max_pool_backward(grad, x, out, kernel, stride, padding, dilation, ceil_mode
     return tt(N.max_pool_backward(np_(grad, op), np_(x, op), np_(out, op), kernel, stride, padding, dilation, ceil_mode))
 
 
+@register(repops_ops.dropout.default)
+def dropout(x, step, seed, stream, p):
+    y, m = N.dropout(np_(x, "dropout"), np_(step, "dropout"), seed, stream, p)
+    return tt(y), tt(m)
+
+
 @register(repops_ops.adamw_.default)
 def adamw_(param, grad, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay):
     """In place: each updated tensor is written back by _inplace (its copy kernel)."""

@@ -89,14 +89,20 @@ def _kind(a):
         else type(a)
 
 
-def _dropout(name, p_at=1, train_at=2):
+def _dropout(name, p_at=1, train_at=2, portable=False):
+    """portable: element dropout, which RepOps draws from its own generator (repops.random);
+    feature and alpha dropout have no RepOps definition."""
     def handler(*args, **kwargs):
         p = kwargs.get("p", args[p_at] if len(args) > p_at else 0.5)
         training = kwargs.get("training", kwargs.get("train", args[train_at] if len(args) > train_at else True))
         if not training or p == 0:
             return args[0]
-        raise UnsupportedOpError(f"{name} with p={p} in training: RepOps has no deterministic random numbers "
-                                 "yet; set the dropout probabilities to 0 (or call model.eval())")
+        from . import random
+        if portable:
+            inplace = kwargs.get("inplace", args[3] if len(args) > 3 else False)
+            return random.dropout(args[0], p, bool(inplace), name)
+        raise UnsupportedOpError(f"{name} with p={p} in training: RepOps defines element dropout only "
+                                 "(nn.Dropout, F.dropout); use it, or set this probability to 0 (or call model.eval())")
     return handler
 
 
@@ -116,12 +122,30 @@ def _mha(*args, **kwargs):
     """nn.MultiheadAttention without weights calls F.scaled_dot_product_attention from inside
     Python, where this mode is popped and the call would reach aten as a device-specific
     fused kernel; with weights it is a plain composition of aten ops (bmm, softmax), the same
-    on every device. Same outputs; the weights are dropped when not asked for."""
+    on every device. Same outputs; the weights are dropped when not asked for. Its dropout of
+    the weights (popped mode: torch's generator) is made RepOps' while it runs."""
     call = inspect.signature(F.multi_head_attention_forward).bind(*args, **kwargs)
     want = call.arguments.get("need_weights", True)
     call.arguments["need_weights"] = True
-    out, weights = F.multi_head_attention_forward(*call.args, **call.kwargs)
+    with _portable_dropout_in_functional():
+        out, weights = F.multi_head_attention_forward(*call.args, **call.kwargs)
     return out, (weights if want else None)
+
+
+@contextlib.contextmanager
+def _portable_dropout_in_functional():
+    """While torch's multi_head_attention_forward runs (this mode popped), its dropout of the
+    attention weights (a call of its module's global `dropout`) is RepOps' (repops/random.py)."""
+    from .random import dropout
+    native = F.dropout
+
+    def portable(input, p=0.5, training=True, inplace=False):
+        return dropout(input, p, inplace, "nn.MultiheadAttention's dropout") if training and p else input
+    F.dropout = portable
+    try:
+        yield
+    finally:
+        F.dropout = native
 
 
 @functools.cache
@@ -135,7 +159,7 @@ def _functions() -> dict:
     for f in (F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout, F.feature_alpha_dropout,
               VF.dropout, VF.feature_dropout, VF.alpha_dropout, VF.feature_alpha_dropout, aten.dropout.default,
               aten.feature_dropout.default, aten.alpha_dropout.default, aten.feature_alpha_dropout.default):
-        table[f] = _dropout(getattr(f, "__name__", str(f)))
+        table[f] = _dropout(getattr(f, "__name__", str(f)), portable=f in (F.dropout, VF.dropout, aten.dropout.default))
     for nd in (1, 2, 3):
         for f in (getattr(F, f"max_pool{nd}d"), getattr(VF, f"max_pool{nd}d"), getattr(aten, f"max_pool{nd}d").default):
             table[f] = _max_pool(nd)
@@ -176,8 +200,8 @@ class RepOpsFunctions(TorchFunctionMode):
     """Above autograd, where torch still calls functions by name: what decomposes differently
     per device (attention, max pooling's int64 indices, recurrent layers) or draws random
     numbers (dropout) is routed before it does, to one RepOps op or composition that is the
-    same on every device (_functions). Dropout is the identity when inactive and refused when
-    active (no deterministic RNG yet); autocast is refused."""
+    same on every device (_functions). Dropout is the identity when inactive, RepOps' portable
+    dropout inside repops.dropout_key (repops/random.py), refused otherwise; autocast is refused."""
 
     def __init__(self):
         super().__init__()
@@ -256,8 +280,9 @@ class RepOpsMode(TorchDispatchMode):
         elif func._schema.name in _RANDOM:
             raise UnsupportedOpError(
                 f"{func}: random numbers inside repops.deterministic() (torch's generators differ between CPU "
-                "and CUDA, and RepOps has no portable one yet): draw random tensors (data, initial weights, "
-                "noise) before entering the block and pass them in; dropout needs probability 0 or model.eval()")
+                "and CUDA): draw random tensors (data, initial weights, noise) before entering the block and pass "
+                "them in; dropout (nn.Dropout, F.dropout) draws from RepOps' portable generator inside "
+                "`with repops.dropout_key(seed, step):`")
         else:
             raise UnsupportedOpError(f"{func} is not implemented by RepOps (args: {_describe(args)}). "
                                      "Add a definition in repops/aten.py, or keep this op out of "

@@ -131,12 +131,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], scale: fl
 
 def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     """F.scaled_dot_product_attention on RepOps' attention: the same node on every device
-    (torch decomposes SDPA differently on CPU and GPU). A bool attn_mask keeps True entries,
+    (torch decomposes SDPA differently on CPU and GPU); with dropout_p, aten ops and RepOps'
+    dropout. A bool attn_mask keeps True entries,
     a float one is added; is_causal masks every key after its query (top-left aligned)."""
-    from .errors import UnsupportedOpError
-    if dropout_p:
-        raise UnsupportedOpError(f"scaled_dot_product_attention with dropout_p={dropout_p}: RepOps has no "
-                                 "deterministic dropout yet; set the attention dropout to 0 (or use model.eval())")
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
     if enable_gqa and key.shape[-3] != query.shape[-3]:
         rep = query.shape[-3] // key.shape[-3]
@@ -149,7 +146,18 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
         mask = keep_out if mask is None else (mask | keep_out)
     elif attn_mask is not None:
         bias = attn_mask
-    return attention(query, key, value, mask, 1.0 / E ** 0.5 if scale is None else scale, bias)
+    scale = 1.0 / E ** 0.5 if scale is None else scale
+    if dropout_p:
+        # the fused op has no dropout: the same scores and softmax as aten ops, then RepOps'
+        # dropout on the probabilities (repops/random.py), the same on every device
+        from .random import dropout
+        s = (query @ key.transpose(-2, -1)) * scale
+        if bias is not None:
+            s = s + bias
+        if mask is not None:
+            s = s.masked_fill(mask, float("-inf"))
+        return dropout(torch.softmax(s, -1), dropout_p, what="scaled_dot_product_attention's dropout") @ value
+    return attention(query, key, value, mask, scale, bias)
 
 
 # -- max pooling -----------------------------------------------------------------------------------
@@ -235,3 +243,40 @@ def _(param, grad, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay):
 def adamw_(param, grad, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay) -> None:
     """One AdamW step of one parameter, in place (repops/reference/optim.py)."""
     torch.ops.repops.adamw_(param, grad, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay)
+
+
+# -- dropout ---------------------------------------------------------------------------------------
+# torch draws dropout masks from a generator whose bits differ between CPU and CUDA and whose
+# state is not part of the graph. RepOps' dropout is one op whose mask is a pure function of
+# (seed, stream: the call's index within the step, step: a tensor, so a committed one-step
+# graph draws a new mask every step, element index): docs/NUMERICS.md §12.
+@torch.library.custom_op("repops::dropout", mutates_args=())
+def _dropout(x: Tensor, step: Tensor, seed: int, stream: int, p: float) -> tuple[Tensor, Tensor]:
+    # outside repops.deterministic(): the spec's mask, torch's arithmetic
+    import numpy as np
+
+    from .reference import nn as N
+    from .reference import prims as P
+    threshold, scale = N.dropout_constants(p)
+    shape = tuple(x.shape)
+    keep = P.philox(np.int32(int(step)), N._i32(seed), N._i32(stream), np.broadcast_to(N._i32(threshold), shape))
+    m = torch.from_numpy(np.where(keep, np.float32(scale), np.float32(0.0))).to(x.device)
+    return x * m, m
+
+
+@_dropout.register_fake
+def _(x, step, seed, stream, p):
+    return x.new_empty(x.shape), x.new_empty(x.shape)
+
+
+def _dropout_setup(ctx, inputs, output):
+    ctx.save_for_backward(output[1])
+    ctx.set_materialize_grads(False)  # m's gradient is never used
+
+
+def _dropout_backward(ctx, grad, _grad_m):
+    m, = ctx.saved_tensors
+    return grad * m, None, None, None, None
+
+
+_dropout.register_autograd(_dropout_backward, setup_context=_dropout_setup)

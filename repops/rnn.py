@@ -39,9 +39,6 @@ def _rnn_cell(act):
 
 
 def _run(kind, x, hx, weights, has_bias, num_layers, dropout, training, bidirectional, batch_first):
-    if dropout and training and num_layers > 1:
-        raise UnsupportedOpError(f"{kind} with dropout={dropout} between layers in training: RepOps has no "
-                                 "deterministic dropout yet; set dropout=0 (or call model.eval())")
     unbatched = x.dim() == 2
     if unbatched:
         x = x.unsqueeze(1)
@@ -73,6 +70,9 @@ def _run(kind, x, hx, weights, has_bias, num_layers, dropout, training, bidirect
             h_out.append(h)
             c_out.append(c)
         x = outs[0] if dirs == 1 else torch.cat(outs, -1)
+        if dropout and training and layer < num_layers - 1:  # torch's: each layer's output but the last
+            from .random import dropout as portable_dropout
+            x = portable_dropout(x, dropout, what=f"{kind}'s dropout between layers")
     out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if batch_first else x)
     hs = [torch.stack(h_out)] + ([torch.stack(c_out)] if kind == "lstm" else [])
     if unbatched:

@@ -41,3 +41,34 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "chain" in item.fixturenames or "artifacts" in item.fixturenames:
                 item.add_marker(skip)
+
+
+class Settled:
+    """A match played to its end on chain: the Verde client, the match, its decision, the
+    seats' addresses, and what the job paid and staked."""
+
+    def __init__(self, v, m, first, second, pay, stake):
+        self.v, self.m, self.first, self.second, self.pay, self.stake = v, m, first, second, pay, stake
+        self.decision = v.decision(m)
+
+    def paid_and_slashed(self, winner, loser) -> bool:
+        """The winner withdraws the payment and both stakes; the loser nothing."""
+        return self.v.owed(winner) == self.pay + 2 * self.stake and self.v.owed(loser) == 0
+
+
+@pytest.fixture
+def settle_match(embedded):
+    """play(job, ctx, first, second): deploy, deliver `job` with trainers `first` and `second`
+    seated in that order (3 ETH payment, 1 ETH stakes), open their match and play it to the
+    end on the embedded chain -> Settled."""
+    def play(job, ctx, first, second, max_rounds=160, pay=3 * 10**18, stake=10**18):
+        from offchain.chain.verde import PHASE_DONE, Verde
+        v = Verde.deploy(embedded)
+        client, a, b = embedded.accounts[1], embedded.accounts[2], embedded.accounts[3]
+        seats = [(a, first), (b, second)]
+        jid, _ = v.deliver(job, ctx, seats, pay, stake, client)
+        m = v.open_match(jid, a.address, b.address)
+        v.play(m, seats, ctx, max_rounds=max_rounds)
+        assert v.match_state(m)["phase"] == PHASE_DONE
+        return Settled(v, m, a.address, b.address, pay, stake)
+    return play

@@ -15,13 +15,13 @@ library OneStep {
 
     uint256 internal constant GATHER = 100;
     uint256 internal constant ONEHOT = 101;
+    uint256 internal constant PHILOX = 102;
     uint256 internal constant RESULT = 200;
 
-    /// @dev The primitive's opcode (offchain/softfloat.py PRIMITIVES), or GATHER/ONEHOT/RESULT.
     /// @dev The primitive names in opcode order, each after its length byte.
     bytes internal constant NAMES = "\x03add\x03sub\x03mul\x03fma\x03div\x04sqrt\x03neg\x03abs\x03min\x03max\x02eq\x02lt\x02le\x06select\x04rint\x05floor\x05trunc\x05ldexp\x0afrom_int32\x0eto_int32_trunc\x0cto_int32_rne\x04copy";
 
-    /// @dev The primitive's opcode (offchain/softfloat.py PRIMITIVES), or GATHER/ONEHOT/RESULT.
+    /// @dev The primitive's opcode (offchain/softfloat.py PRIMITIVES), or GATHER/ONEHOT/PHILOX/RESULT.
     function opcodeOf(bytes memory name) internal pure returns (uint256) {
         bytes32 h = keccak256(name);
         bytes memory names = NAMES;
@@ -38,6 +38,7 @@ library OneStep {
         }
         if (h == keccak256("gather")) return GATHER;
         if (h == keccak256("onehot")) return ONEHOT;
+        if (h == keccak256("philox")) return PHILOX;
         if (h == keccak256("result")) return RESULT;
         revert UnknownKernel(name);
     }
@@ -48,8 +49,9 @@ library OneStep {
         return 1;
     }
 
-    /// @dev dtype codes (1 float32, 2 int64, 3 bool, 4 int32), as level5_primitive.operand_code.
+    /// @dev dtype codes (1 float32, 2 int64, 3 bool, 4 int32), as kernels.operand_code.
     function operandCode(uint256 opcode, uint256 i) internal pure returns (uint8) {
+        if (opcode == PHILOX) return 4;
         if (opcode == 13 && i == 0) return 3;
         if ((opcode == GATHER && i == 1) || (opcode == ONEHOT && i == 0)) return 2;
         if ((opcode == 17 && i == 1) || (opcode == 18 && i == 0)) return 4;
@@ -57,13 +59,13 @@ library OneStep {
     }
 
     function resultCode(uint256 opcode) internal pure returns (uint8) {
-        if (opcode >= 10 && opcode <= 12) return 3;
+        if ((opcode >= 10 && opcode <= 12) || opcode == PHILOX) return 3;
         if (opcode == 19 || opcode == 20) return 4;
         return 1;
     }
 
     /// @dev gather: data [R, N, D], index [R, M] -> [R, M, D]; onehot: index [R], fill [N] ->
-    /// [R, N]; a primitive: its operands broadcast (numpy's rule).
+    /// [R, N]; a primitive and philox: their operands broadcast (numpy's rule).
     function outputShape(uint256 opcode, uint64[][] memory shapes) internal pure returns (uint64[] memory out) {
         if (opcode == GATHER) {
             out = new uint64[](3);

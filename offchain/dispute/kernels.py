@@ -14,8 +14,15 @@ F32, I32, BOOL, I64 = (DTYPES[np.dtype(t)] for t in ("<f4", "<i4", bool, "<i8"))
 INDEX_OPERAND = {"gather": 1, "onehot": 0}
 
 
+# counter-based random bits (repops.reference.prims.philox): int32 words in, bool out, and
+# output element i's value depends on i itself (the element's counter)
+RANDOM = {"philox"}
+
+
 def operand_code(name: str, i: int) -> int:
     """The dtype code of operand i of a primitive (the soft-float's word encoding)."""
+    if name in RANDOM:
+        return I32
     if (name, i) == ("select", 0):
         return BOOL
     if INDEX_OPERAND.get(name) == i:
@@ -24,7 +31,7 @@ def operand_code(name: str, i: int) -> int:
 
 
 def result_code(name: str) -> int:
-    return BOOL if name in ("eq", "lt", "le") else I32 if name in ("to_int32_trunc", "to_int32_rne") else F32
+    return BOOL if name in ("eq", "lt", "le") or name in RANDOM else I32 if name in ("to_int32_trunc", "to_int32_rne") else F32
 
 
 def word(element: bytes, code: int) -> int:
@@ -45,7 +52,7 @@ def operand_index(out_shape: tuple, flat: int, op_shape: tuple) -> int:
 
 def output_shape(name: str, shapes: list) -> tuple:
     """gather: data [R, N, D], index [R, M] -> [R, M, D]; onehot: index [R], fill [N] ->
-    [R, N]; a primitive: its operands broadcast."""
+    [R, N]; a primitive and philox: their operands broadcast."""
     if name == "gather":
         return (shapes[0][0], shapes[1][1], shapes[0][2])
     if name == "onehot":

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..softfloat import float32 as sf
-from .kernels import INDEX_OPERAND, operand_index, output_shape, result_code, word
+from .kernels import INDEX_OPERAND, RANDOM, operand_index, output_shape, result_code, word
 from .level4_elements import ElementFound
 from .party import Lost, Party
 
@@ -32,7 +32,16 @@ def evaluate(name: str, shapes: list, flat: int, fetch) -> tuple[int, list]:
             e, code = fetch(1, r) if i == c else fetch(2, c)
         return word(e, code), [i & 0xFFFFFFFFFFFFFFFF, word(e, code)]
     words = [word(*fetch(o, operand_index(out, flat, sh))) for o, sh in enumerate(shapes)]
+    if name in RANDOM:
+        return philox_element(flat, *words), words
     return execute(name, words), words
+
+
+def philox_element(flat: int, step: int, seed: int, stream: int, threshold: int) -> int:
+    """Element `flat` of a philox kernel from its operand words (prims.philox, the spec)."""
+    from repops.reference.prims import philox4x32
+    word = int(philox4x32((flat & 0xFFFFFFFF, flat >> 32, step, 0), (seed, stream))[0])
+    return int(word >= threshold)
 
 
 def execute(name: str, operand_words: list[int]) -> int:
@@ -49,7 +58,7 @@ def judge(name: str, result: int, operand_words: list[int], claimed: dict, parti
     for p in parties:
         if word(claimed[p.name], out_code) != result:
             p.reason = (f"{name}({', '.join(f'{w:#010x}' for w in operand_words)}) = {result:#010x} "
-                        f"({'data movement' if name in INDEX_OPERAND else 'soft-float'}), it claimed {word(claimed[p.name], out_code):#010x}")
+                        f"({'data movement' if name in INDEX_OPERAND else 'Philox' if name in RANDOM else 'soft-float'}), it claimed {word(claimed[p.name], out_code):#010x}")
             losers.append(p)
     return losers, result
 

@@ -276,10 +276,11 @@ def write_program_job(directory, module: torch.nn.Module, data: dict, keys, step
     """A client's own model as a job: module.forward(*batch) returns the loss, the batch being
     data[k] for k in keys (batch_size / micro_batches rows each: a micro-batch). Exports the program, writes model.json,
     init.safetensors (its parameters and buffers as they are now), data.safetensors and
-    job.yaml; returns the job file, checked as every party will load it."""
+    job.yaml; returns the job file, checked as every party will load it. A model with active
+    dropout draws its masks keyed by `seed` (the job's, which also orders the batches)."""
     from . import program
     keys = _keys_in(data, keys)
-    prog, state = program.export(module, tuple(data[k][:batch_size // micro_batches] for k in keys))
+    prog, state = program.export(module, tuple(data[k][:batch_size // micro_batches] for k in keys), seed)
     return _write_program(directory, prog, state, data, dict(
         data=dict(batch_size=batch_size, seed=seed, keys=keys),
         optimizer=OptimizerSpec(**(optimizer or dict(lr=lr, weight_decay=weight_decay))), steps=steps,

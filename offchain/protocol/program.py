@@ -15,16 +15,58 @@ from .job import JobError
 NAMESPACES = ("aten", "repops")
 
 
-def export(module: torch.nn.Module, example_batch: tuple) -> tuple[bytes, dict]:
+DROPOUT_STEP = "dropout_step"  # the step counter a program with dropout keeps in its state
+
+
+class _Dropout(torch.nn.Module):
+    """A model whose forward draws dropout masks: each forward first counts itself in a state
+    counter (binary32, from 0), then runs under repops.dropout_key(seed, counter), so the
+    committed one-step graph reads the step as data and every step draws new masks, the
+    same on every device (repops/random.py). The seed and each call's stream are constants
+    of the program."""
+
+    def __init__(self, model: torch.nn.Module, seed: int):
+        super().__init__()
+        self.model, self.seed = model, seed
+        self.register_buffer(DROPOUT_STEP, torch.zeros((), dtype=torch.float32))
+
+    def forward(self, *batch):
+        from repops.random import dropout_key
+        step = getattr(self, DROPOUT_STEP)
+        step.add_(1.0)
+        with dropout_key(self.seed, step):
+            return self.model(*batch)
+
+
+def _needs_dropout_key(e: BaseException) -> bool:
+    from repops.random import NeedsDropoutKey
+    while e is not None:
+        if isinstance(e, NeedsDropoutKey):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def export(module: torch.nn.Module, example_batch: tuple, seed: int = 0) -> tuple[bytes, dict]:
     """The client's side: (program JSON, state: parameters and buffers by name). The module's
     forward(*batch) must return the loss; shapes are fixed to the example batch's. What the
-    step computes from constants alone is folded into the state (fold.py)."""
+    step computes from constants alone is folded into the state (fold.py). A model that
+    draws dropout in training is exported inside _Dropout keyed by `seed` (its state's names
+    then start with `model.`)."""
     from torch._export.serde import schema
     from torch._export.serde.serialize import _bytes_to_dataclass, _to_json_bytes, serialize
     from repops.mode import RepOpsFunctions
-    try:
+
+    def capture(m):
         with RepOpsFunctions():  # attention, pooling, RNNs, dropout as on every device, in the program itself
-            ep = torch.export.export(module, tuple(example_batch), strict=False)
+            return torch.export.export(m, tuple(example_batch), strict=False)
+    try:
+        try:
+            ep = capture(module)
+        except Exception as e:  # noqa: BLE001
+            if not _needs_dropout_key(e):
+                raise
+            ep = capture(_Dropout(module, seed))
     except Exception as e:  # noqa: BLE001 - torch.export's own errors say what in the model it cannot trace
         raise JobError(f"torch.export could not capture the model: {type(e).__name__}: {str(e)[:2000]}") from None
     if _writes_through_a_view(ep.graph):

@@ -198,7 +198,7 @@ NATIVE_TARGETS = ("aten.gelu.default", "aten.silu.default", "aten._softmax.defau
 @dataclasses.dataclass
 class KernelCheat(Honest):
     """Computes the first `op` of step `step` through the reference decomposition with one
-    element of one kernel's output changed (kernel `from_end` counted from the last;
+    element of one kernel's output changed, a mask's flipped (kernel `from_end` counted from the last;
     `after_commit`: changed after that kernel's output was committed, so the next kernel
     reads another value than its source holds). Consistent at every level, as a careful
     cheater would be: caught at level 5 (wrong primitive) or 4 (wrong operand)."""
@@ -219,6 +219,9 @@ class KernelCheat(Honest):
         target = self.kernel if self.kernel >= 0 else n_kernels - 1 - self.from_end  # n_kernels counts "result"
 
         def tamper(k, out):
+            if k == target and out.dtype == np.bool_ and out.size:  # a mask (philox): one element flipped
+                flat = out.reshape(-1)
+                flat[self.element % out.size] = not flat[self.element % out.size]
             if k == target and out.dtype.kind == "f" and out.size:
                 flat = out.reshape(-1)
                 nonzero = np.flatnonzero(flat[self.element % out.size:] != 0)  # a zero's change is absorbed
@@ -245,8 +248,9 @@ class KernelCheat(Honest):
             counter[0] += 1
         with observe(on_kernel), repops.deterministic("reference"):
             res = func(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
-        first = (lambda r: r if isinstance(r, torch.Tensor) else r[0])  # noqa: E731  (the op's first output)
-        _raw(first(out))[...] = first(res).detach().numpy()
+        tensors = (lambda r: [r] if isinstance(r, torch.Tensor) else [t for t in r if isinstance(t, torch.Tensor)])  # noqa: E731
+        for mine, theirs in zip(tensors(out), tensors(res)):  # every output (dropout's mask too)
+            _raw(mine)[...] = theirs.detach().numpy()
 
     def kernel_tamper(self, step, node, n_kernels):
         return self._hook(n_kernels) if (step, node) == (self.step, getattr(self, "_node", None)) and not self.after_commit else None

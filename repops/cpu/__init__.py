@@ -11,5 +11,5 @@ __all__ = ["fold", "matmul", "default_threads", "lib", "table"]
 
 def table() -> dict:
     """The CPU backend table (repops.backends): every entry equals the reference of its name."""
-    from . import elementwise, nn
-    return {**elementwise.table(), **nn.TABLE, "matmul": matmul, "fold": fold}
+    from . import elementwise, nn, random
+    return {**elementwise.table(), **nn.TABLE, **random.TABLE, "matmul": matmul, "fold": fold}

@@ -97,6 +97,8 @@ def lib() -> ctypes.CDLL:
         L.repops_adamw_f32.restype = None
         L.repops_embedding_backward_f32.argtypes = [vp, vp, vp, lg, lg, lg, i]
         L.repops_embedding_backward_f32.restype = i
+        L.repops_philox_keep.argtypes = [ctypes.c_uint] * 4 + [vp, lg, i]
+        L.repops_philox_keep.restype = None
         L.repops_mxcsr_get.restype = ctypes.c_uint
         L.repops_mxcsr_set.argtypes = [ctypes.c_uint]
         L.repops_mxcsr_ieee.restype = ctypes.c_uint

@@ -13,7 +13,7 @@ from ..errors import BackendError
 from .compile import compile_source
 from .kernels import KERNELS, NVRTC_OPTIONS, THREADS, TUNING, defines
 
-_SCALARS = {"int": np.int32, "long long": np.int64}
+_SCALARS = {"int": np.int32, "long long": np.int64, "unsigned": np.uint32}
 
 
 def _cupy():

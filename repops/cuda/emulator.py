@@ -30,7 +30,7 @@ CACHE = Path(os.environ.get("REPOPS_CACHE", Path(__file__).resolve().parents[2] 
 CXX = os.environ.get("REPOPS_CXX", "g++")
 FLAGS = ["-std=c++20", "-O2", "-pthread", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math",
          "-fno-math-errno", "-fno-strict-aliasing", "-w", "-x", "c++"]  # float4 loads alias floats, as CUDA allows
-_CTYPES = {"int": ctypes.c_int, "long long": ctypes.c_longlong, "float": ctypes.c_float}
+_CTYPES = {"int": ctypes.c_int, "long long": ctypes.c_longlong, "float": ctypes.c_float, "unsigned": ctypes.c_uint}
 
 
 def _launchers() -> str:

@@ -164,6 +164,21 @@ class Ops:
                            fill.view(np.uint32), sf, out.view(np.uint32), rows, n)
         return out
 
+    # -- random bits ------------------------------------------------------------------------------
+    def philox(self, step, seed, stream, threshold):
+        """Dropout's keep mask (prims.philox); its operands are single values (a device step
+        counter is read back: 4 bytes), else the spec's general broadcast runs on the host."""
+        from ..cpu.random import uniform_words
+        operands = [self.rt.download(a) if self.rt.is_device(a) else a for a in (step, seed, stream, threshold)]
+        shape = np.broadcast_shapes(*(np.shape(a) for a in operands))
+        words = uniform_words(operands)
+        if words is None:
+            return self.rt.upload(P.philox.reference(*operands))
+        out = self.xp.empty(shape, np.bool_)
+        if out.size:
+            self.rt.launch("philox_keep_u8", *self._grid(out.size), *words, out.view(np.uint8), out.size)
+        return out
+
     def embedding_backward(self, index, g, num_weights):
         index = self.contiguous(index, np.int64)
         g = self.contiguous(g)
@@ -322,5 +337,5 @@ class Ops:
         t.update({name: getattr(self, name) for name in (
             "matmul", "fold", "gather", "onehot", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
             "layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward", "attention", "attention_backward",
-            "adamw", "embedding_backward")})
+            "adamw", "embedding_backward", "philox")})
         return t

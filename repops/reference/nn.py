@@ -481,3 +481,30 @@ def avg_pool_backward(g, x, kernel, stride, padding, ceil_mode, count_include_pa
     grid = tuple(s + p + r for s, p, r in zip(S, padding, right))
     acc = _scatter_sum(((k, share) for k in np.ndindex(*kernel)), stride, [1] * len(kernel), x.shape[:2] + grid)
     return _unpad(acc, padding, S)
+
+
+# -- dropout (docs/NUMERICS.md §12) ------------------------------------------------------------------
+def dropout_constants(p: float) -> tuple[int, np.float32]:
+    """(threshold, scale) of dropout probability p in [0, 1): an element is kept when its
+    Philox word is >= threshold = floor(p * 2^32) (exact in binary64); kept elements are
+    multiplied by scale = div(1, RN(1 - p)), torch's `noise.div_(1 - p)` on a float32 mask.
+    Only IEEE +, -, /, no libm: the same on every host."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability has to be in [0, 1), got {p}")
+    return int(p * 4294967296.0), np.float32(1.0) / np.float32(1.0 - p)
+
+
+def _i32(word: int) -> np.ndarray:
+    return np.array(word & 0xFFFFFFFF, np.uint32).view(np.int32)
+
+
+def dropout(x, step, seed: int, stream: int, p: float):
+    """x [..] f32, step 0-d f32 (a step counter, an integer below 2^24) -> (y, m):
+    keep = philox(to_int32_trunc(step), seed, stream, threshold at x's shape);
+    m = select(keep, scale, +0); y = mul(x, m). m is what the backward multiplies by
+    (dx = mul(g, m)), as torch's native_dropout_backward multiplies by mask * scale."""
+    threshold, scale = dropout_constants(p)
+    keep = P.philox(P.to_int32_trunc(step), P.const(_i32(seed), (), np.int32), P.const(_i32(stream), (), np.int32),
+                    P.const(_i32(threshold), np.shape(x), np.int32))
+    m = P.select(keep, P.const(scale, ()), P.const(0.0, ()))
+    return P.mul(x, m), m

@@ -146,7 +146,9 @@ def _to_int32(rounder, name):
         with np.errstate(all="ignore"):
             r = rounder(np.asarray(a, dtype=F32)).astype(np.float64)
         r = np.nan_to_num(r, nan=0.0, posinf=2.0**31, neginf=-(2.0**31))
-        return _record(name, (a,), np.clip(r, -(2.0**31), 2.0**31 - 1).astype(np.int32))
+        # (np.asarray: a ufunc on a 0-d array returns a scalar, which a decomposition could
+        # only describe by its value, as a constant; an array is an output later kernels view)
+        return _record(name, (a,), np.asarray(np.clip(r, -(2.0**31), 2.0**31 - 1).astype(np.int32)))
     return conv
 
 
@@ -174,17 +176,17 @@ def ldexp(a, n):
 
 @overridable("eq")
 def eq(a, b):
-    return _record("eq", (a, b), np.asarray(a, F32) == np.asarray(b, F32))
+    return _record("eq", (a, b), np.asarray(np.asarray(a, F32) == np.asarray(b, F32)))
 
 
 @overridable("lt")
 def lt(a, b):
-    return _record("lt", (a, b), np.asarray(a, F32) < np.asarray(b, F32))
+    return _record("lt", (a, b), np.asarray(np.asarray(a, F32) < np.asarray(b, F32)))
 
 
 @overridable("le")
 def le(a, b):
-    return _record("le", (a, b), np.asarray(a, F32) <= np.asarray(b, F32))
+    return _record("le", (a, b), np.asarray(np.asarray(a, F32) <= np.asarray(b, F32)))
 
 
 @overridable("select")
@@ -280,6 +282,49 @@ def onehot(index, value, fill):
 
 
 MOVEMENT = {"gather": gather, "onehot": onehot}
+
+
+# -- counter-based random bits (docs/NUMERICS.md §12) ----------------------------------------------
+# Philox4x32-10 (Salmon et al., SC'11; Random123's constants): a pure function of a 128-bit
+# counter and a 64-bit key, so element i of a mask is computable alone, by any backend and by
+# the referee, with no generator state to carry.
+PHILOX_M = (0xD2511F53, 0xCD9E8D57)
+PHILOX_W = (0x9E3779B9, 0xBB67AE85)
+_U32 = np.uint64(0xFFFFFFFF)
+
+
+def philox4x32(counter, key, rounds: int = 10):
+    """counter: 4 arrays of uint32 words, key: 2 -> the 4 output words (numpy uint64 arrays
+    holding uint32 values). Round r: (hi0, lo0) = M0 * c0, (hi1, lo1) = M1 * c2 (64-bit
+    products); c = (hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0); then k += W (mod 2^32)."""
+    c = [np.asarray(w, np.uint64) & _U32 for w in counter]
+    k0, k1 = (np.asarray(w, np.uint64) & _U32 for w in key)
+    m0, m1 = np.uint64(PHILOX_M[0]), np.uint64(PHILOX_M[1])
+    for r in range(rounds):
+        if r:
+            k0, k1 = (k0 + np.uint64(PHILOX_W[0])) & _U32, (k1 + np.uint64(PHILOX_W[1])) & _U32
+        p0, p1 = m0 * c[0], m1 * c[2]
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ k0, p1 & _U32, (p0 >> np.uint64(32)) ^ c[3] ^ k1, p0 & _U32]
+    return c
+
+
+def _word(a):
+    """int32 operand elements as unsigned 32-bit words."""
+    return np.asarray(a).astype(np.int64).astype(np.uint64) & _U32
+
+
+@overridable("philox")
+def philox(step, seed, stream, threshold):
+    """step, seed, stream, threshold: int32 operands, broadcast together to the output's shape
+    (the threshold, a constant, carries it) -> bool: element i (flat, row-major) is
+    philox4x32_10(counter = (i mod 2^32, i div 2^32, step, 0), key = (seed, stream)) word 0
+    >= threshold, both as unsigned words. Keeps an element with probability 1 - t / 2^32."""
+    operands = (step, seed, stream, threshold)
+    shape = np.broadcast_shapes(*(np.shape(a) for a in operands))
+    s, k0, k1, t = (_word(np.broadcast_to(np.asarray(a), shape)).reshape(-1) for a in operands)
+    i = np.arange(s.size, dtype=np.uint64)
+    word = philox4x32((i & _U32, i >> np.uint64(32), s, np.zeros_like(i)), (k0, k1))[0]
+    return _record("philox", operands, (word >= t).reshape(shape))
 
 
 # name -> reference kernel; the same names as offchain.softfloat.float32.PRIMITIVES

@@ -3,15 +3,12 @@ two gloo processes, the on-chain game reaches the same decision, at the same pri
 against one that trained it in one process, and the honest one is paid."""
 import pytest
 
-from offchain.chain.verde import PHASE_DONE, Verde
 from offchain.dispute.context import Context
 from offchain.protocol.dataset import write_job
 from offchain.protocol.jobfile import load
 from offchain.trainer import Trainer
 from offchain.trainer import adversaries as A
 from small_job import FANOUT, STEPS, mlp_data
-
-PAY, STAKE = 3 * 10**18, 10**18
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +24,7 @@ def m2(tmp_path_factory):
 # the step's new nodes: the sum of two micro-batch gradients of the first parameter, its mean
 # over M (occurrence 0 of add and div is the loss's: it reaches no state)
 @pytest.mark.parametrize("op, occurrence", [("aten.add.Tensor", 1), ("aten.div.Tensor", 1)])
-def test_the_game_ends_at_the_same_primitive_whatever_the_honest_world_size(embedded, m2, op, occurrence):
+def test_the_game_ends_at_the_same_primitive_whatever_the_honest_world_size(settle_match, m2, op, occurrence):
     from offchain.protocol.trace import decode_structure
     job, ctx, one, two, d = m2
     node = [j for j, s in enumerate(ctx.graph.structures) if decode_structure(s)[0] == op][occurrence]
@@ -36,15 +33,8 @@ def test_the_game_ends_at_the_same_primitive_whatever_the_honest_world_size(embe
     cheat.train()
     decisions = []
     for honest in (one, two):
-        v = Verde.deploy(embedded)
-        client, hon, bad = embedded.accounts[1], embedded.accounts[2], embedded.accounts[3]
-        seats = [(hon, honest), (bad, cheat)]
-        jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, client)
-        m = v.open_match(jid, hon.address, bad.address)
-        v.play(m, seats, ctx, max_rounds=120)
-        assert v.match_state(m)["phase"] == PHASE_DONE
-        d = v.decision(m)
-        assert d["winner"] == hon.address and d["level"] == 5, d
-        assert v.owed(hon.address) == PAY + 2 * STAKE and v.owed(bad.address) == 0
-        decisions.append((d["level"], d["reason"], v.match_state(m)))  # (the step, the clocks' use)
+        r = settle_match(job, ctx, honest, cheat, max_rounds=120)
+        assert r.decision["winner"] == r.first and r.decision["level"] == 5, r.decision
+        assert r.paid_and_slashed(r.first, r.second)
+        decisions.append((r.decision["level"], r.decision["reason"], r.v.match_state(r.m)))  # (the step, the clocks' use)
     assert decisions[0] == decisions[1]

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import repops
-from offchain.chain.verde import PHASE_DONE, NotSettleableOnChain, Verde
+from offchain.chain.verde import NotSettleableOnChain, Verde
 from offchain.dispute.context import Context
 from offchain.dispute.party import InProcess, Party
 from offchain.dispute.referee import dispute
@@ -188,21 +188,14 @@ def test_a_cheater_at_the_labels_padding_loses(gpt2):
         assert v.winner == "honest" and v.losers == ["cheater"] and v.node == pad and v.level == 3, str(v)
 
 
-def test_the_labels_padding_cheater_loses_on_chain_and_the_honest_trainer_is_paid(embedded, gpt2):
+def test_the_labels_padding_cheater_loses_on_chain_and_the_honest_trainer_is_paid(settle_match, gpt2):
     job, ctx, honest, d = gpt2
     pad = _node(ctx, "aten.constant_pad_nd.default")
     bad = Trainer(job, d / "pad-cheat-chain", "cheater", behaviour=A.CorruptValue(step=2, node=pad, element=1))
     bad.train()
-    v = Verde.deploy(embedded)
-    client, hon, cheat = embedded.accounts[1], embedded.accounts[2], embedded.accounts[3]
-    seats = [(cheat, bad), (hon, honest)]
-    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, client)
-    m = v.open_match(jid, cheat.address, hon.address)
-    v.play(m, seats, ctx, max_rounds=160)
-    assert v.match_state(m)["phase"] == PHASE_DONE
-    decision = v.decision(m)
-    assert decision["winner"] == hon.address and decision["level"] == 3, decision
-    assert v.owed(hon.address) == PAY + 2 * STAKE and v.owed(cheat.address) == 0
+    r = settle_match(job, ctx, bad, honest)
+    assert r.decision["winner"] == r.second and r.decision["level"] == 3, r.decision
+    assert r.paid_and_slashed(r.second, r.first)
 
 
 def test_a_cheater_at_a_selects_backward_loses(tmp_path):

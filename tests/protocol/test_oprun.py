@@ -67,6 +67,22 @@ def test_the_decomposition_structure_does_not_depend_on_values():
     assert any(d[0] == 1 for node in structures[0] for _, ds in node for d in ds)  # constants are there
 
 
+def test_a_zero_d_operators_structure_does_not_depend_on_its_value():
+    """A numpy ufunc on a 0-d array returns a scalar, which a decomposition can only describe
+    by its value: the integer exponent inside a 0-d exp, a 0-d comparison and dropout's step
+    were CONST operands holding this step's values, so a later step's structure was not the
+    one the job committed (an honest trainer's Case 1 at level 3 on chain)."""
+    structures = []
+    for v in (0.75, 5.5):
+        x = torch.tensor(v)
+        rec = StepRecorder([x], [], chunk=8, keep=True)
+        with repops.dropout_key(3, x), repops.deterministic(trace=rec):
+            torch.exp(x), torch.lt(x, 2.0), torch.nn.functional.dropout(torch.ones(4) * x, 0.5)
+        structures.append(_structures([(n.structure(), [x if r.kind == 1 else rec.outputs[r.index][r.slot]
+                                                        for r in n.refs]) for n in rec.nodes]))
+    assert structures[0] == structures[1]
+
+
 # samples whose every tensor is an argument (no module weights or constants of their own)
 _OWN = sorted(n for n in SAMPLES if n not in ("multihead_attention", "lstm_bidirectional_proj", "gru_rnn",
                                               "batch_norm_eval"))

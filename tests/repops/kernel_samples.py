@@ -163,6 +163,19 @@ def _onehot(rng, v):
                                                                         v(3))]
 
 
+def _philox(rng, v):
+    """Single-value operands (what dropout passes: the compiled kernels' path; thresholds at
+    the ends, negative int32 words, a mask above 2^16 elements: several threads), and
+    per-element thresholds (the spec's general broadcast)."""
+    i32 = lambda w: np.array(w & 0xFFFFFFFF, np.uint32).view(np.int32)  # noqa: E731
+    cases = [(i32(s), i32(k), i32(c), P.const(i32(t), shape, np.int32))
+             for s, k, c, t, shape in ((1, 0, 0, 1 << 31, (7, 33)), (2 ** 24 - 1, -5, 3, 0, (1031,)),
+                                       (9, 0xDEADBEEF, 0xFFFFFFFF, 0xFFFFFFFF, (3, 4, 5)), (5, 7, 1, 0x40000000, (70000,)),
+                                       (0, 1, 2, 0x1999999A, (0, 3)))]
+    cases.append((i32(4), i32(11), i32(0), rng.integers(-2 ** 31, 2 ** 31, (6, 9)).astype(np.int32)))
+    return cases
+
+
 def _embedding_backward(rng, v):
     return [(rng.integers(0, 10, 23), v(23, 6), 10), (np.array([3, 3, 3], np.int64), v(3, 5), 4),
             (np.zeros(0, np.int64), v(0, 4), 3), (rng.integers(0, 300, 500), v(500, 70), 300)]
@@ -179,6 +192,6 @@ SAMPLES = {"embedding_backward": _embedding_backward,
     "softmax": _rows, "log_softmax": _rows, "softmax_backward": _rows2, "log_softmax_backward": _rows2,
     "layer_norm": _layer_norm, "layer_norm_backward": _layer_norm_backward, "rms_norm": _rms_norm,
     "rms_norm_backward": _rms_norm_backward, "attention": _attention, "attention_backward": _attention_backward,
-    "adamw": _adamw, "matmul": _matmul, "fold": _fold, "gather": _gather, "onehot": _onehot,
+    "adamw": _adamw, "matmul": _matmul, "fold": _fold, "gather": _gather, "onehot": _onehot, "philox": _philox,
 }
 MUTATES = {"adamw": (0, 2, 3, 4, 5)}  # argument positions a kernel may write in place: pass copies

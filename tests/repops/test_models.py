@@ -136,13 +136,17 @@ def test_float_indices_are_refused(index):
 
 
 # -- what stays out of scope: one clear error each ---------------------------------------------------------------
-def test_active_dropout_is_refused_by_name():
+def test_active_dropout_without_a_key_is_refused_naming_the_key():
+    """GPT-2's default config drops (0.1): without repops.dropout_key the error says how to
+    give one; with it, it trains (tests/repops/test_dropout.py); in eval it needs none."""
     import transformers as T
     model = T.GPT2LMHeadModel(T.GPT2Config(vocab_size=50, n_embd=16, n_layer=1, n_head=2, n_positions=16))
     ids = torch.randint(0, 50, (1, 6))
-    with pytest.raises(UnsupportedOpError, match="dropout.*set the dropout probabilities to 0"):
+    with pytest.raises(UnsupportedOpError, match=r"dropout.*repops\.dropout_key\(seed, step\)"):
         with repops.deterministic():
             model(input_ids=ids, labels=ids)
+    with repops.deterministic(), repops.dropout_key(1, 1):
+        model(input_ids=ids, labels=ids).loss.backward()
     model.eval()  # inactive dropout is the identity
     with repops.deterministic():
         model(input_ids=ids, labels=ids)
