@@ -1,8 +1,9 @@
 """Gas of the on-chain game (DisputeGame levels 1-2, OperatorGame levels 3-5): per move
 type, per full dispute (every level-2 case and levels 3, 4, 5 on the Llama-style job,
 each decided), the one-step execution of each primitive (Executor.exec), and the client's
-delivery remedy (challenge, answer with the largest state tensor's chunk, close), one run:
-python benchmarks/contracts_gas.py [--chain embedded|anvil] [--one-step-only | --delivery-only]
+delivery remedy (challenge, answer with the largest state tensor's chunk, close), and a
+dropout mask's dispute (a program job whose cheater flips one Philox mask element), one run:
+python benchmarks/contracts_gas.py [--chain embedded|anvil] [--one-step-only | --delivery-only | --dropout-only]
 Writes benchmarks/results/contracts_gas.{json,png}."""
 from __future__ import annotations
 
@@ -86,6 +87,36 @@ def delivery_gas(chain, job, ctx, honest) -> list[dict]:
             if what.split("(")[0] in ("settle", "challenge", "answer", "close")]
 
 
+def dropout_gas(chain, tmp: Path) -> dict:
+    """A small program job with nn.Dropout; the cheater flips one element of the Philox mask
+    at step 2: the whole dispute, decided at level 5 (resolveStep on the philox kernel)."""
+    import torch
+    from offchain.protocol.dataset import write_program_job
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.f = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.Dropout(0.25),
+                                         torch.nn.Linear(32, 5))
+
+        def forward(self, x, y):
+            return torch.nn.functional.cross_entropy(self.f(x), y)
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    data = {"x": torch.randn(32, 12, generator=g), "y": torch.randint(0, 5, (32,), generator=g)}
+    job = load(write_program_job(tmp / "dropout-job", Net(), data, ["x", "y"], steps=4, batch_size=8, seed=11,
+                                 fanout=2, chunk=64))
+    honest = Trainer(job, tmp / "dropout-h", "honest")
+    honest.train()
+    bad = Trainer(job, tmp / "dropout-bad", "cheater",
+                  behaviour=A.KernelCheat(step=2, op="repops.dropout.default", kernel=1, element=5))
+    bad.train()
+    log, game, phase, level = dispute(chain, job, Context(job), honest, bad)
+    step = max(g for w, g in log if w.startswith("resolveStep"))
+    return {"adversary": "mask flip (philox)", "level": level, "transactions": len(game), "game_gas": sum(game),
+            "max_tx_gas": max(game), "resolveStep": step, "decided": phase == PHASE_DONE}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--chain", default="embedded")
@@ -93,7 +124,16 @@ def main():
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "contracts_gas")
     ap.add_argument("--one-step-only", action="store_true", help="re-measure only the Executor table (into the JSON)")
     ap.add_argument("--delivery-only", action="store_true", help="re-measure only the delivery remedy (into the JSON)")
+    ap.add_argument("--dropout-only", action="store_true", help="re-measure only the dropout mask's dispute (into the JSON)")
     args = ap.parse_args()
+    if args.dropout_only:
+        with tempfile.TemporaryDirectory() as tmp, connect(args.chain) as chain:
+            row = dropout_gas(chain, Path(tmp))
+        res = json.loads(args.out.with_suffix(".json").read_text())
+        res["dropout"] = row
+        args.out.with_suffix(".json").write_text(json.dumps(res, indent=1))
+        print(json.dumps(row, indent=1))
+        return
     if args.delivery_only or args.one_step_only:
         with tempfile.TemporaryDirectory() as tmp, connect(args.chain) as chain:
             if args.delivery_only:
@@ -139,6 +179,7 @@ def main():
                              "max_tx_gas": max(game), "decided": phase == PHASE_DONE})
         steps_gas = one_step_gas(chain)
         deliv = delivery_gas(chain, job, ctx, honest)
+        drop = dropout_gas(chain, tmp)
     t = Table("move", "count", "gas median", "gas max")
     rows = []
     for what, gs in sorted(per_move.items()):
@@ -154,6 +195,10 @@ def main():
     for r in steps_gas:
         t.add_row(r["primitive"], str(r["opcode"]), f"{r['gas']:,}")
     con.print(t)
+    t = Table("dropout job (program)", "decided at level", "game transactions", "game gas", "largest tx", "resolveStep")
+    t.add_row(drop["adversary"], str(drop["level"]), str(drop["transactions"]), f"{drop['game_gas']:,}",
+              f"{drop['max_tx_gas']:,}", f"{drop['resolveStep']:,}")
+    con.print(t)
     t = Table("delivery remedy (held pay, one chunk on chain)", "gas")
     for r in deliv:
         t.add_row(r["move"], f"{r['gas']:,}")
@@ -161,7 +206,8 @@ def main():
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps({"chain": args.chain, "config": TEXT_LLAMA, "steps": args.steps,
                                                          "moves": rows, "disputes": disputes,
-                                                         "one_step": steps_gas, "delivery": deliv}, indent=1))
+                                                         "one_step": steps_gas, "delivery": deliv,
+                                                         "dropout": drop}, indent=1))
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
