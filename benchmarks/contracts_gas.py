@@ -90,22 +90,9 @@ def delivery_gas(chain, job, ctx, honest) -> list[dict]:
 def dropout_gas(chain, tmp: Path) -> dict:
     """A small program job with nn.Dropout; the cheater flips one element of the Philox mask
     at step 2: the whole dispute, decided at level 5 (resolveStep on the philox kernel)."""
-    import torch
-    from offchain.protocol.dataset import write_program_job
-
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.f = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.Dropout(0.25),
-                                         torch.nn.Linear(32, 5))
-
-        def forward(self, x, y):
-            return torch.nn.functional.cross_entropy(self.f(x), y)
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(1)
-    data = {"x": torch.randn(32, 12, generator=g), "y": torch.randint(0, 5, (32,), generator=g)}
-    job = load(write_program_job(tmp / "dropout-job", Net(), data, ["x", "y"], steps=4, batch_size=8, seed=11,
-                                 fanout=2, chunk=64))
+    sys.path.insert(0, str(ROOT / "tests" / "protocol"))
+    from small_job import write_dropout_job  # the job tests/protocol/test_dropout_job.py plays
+    job = load(write_dropout_job(tmp / "dropout-job"))
     honest = Trainer(job, tmp / "dropout-h", "honest")
     honest.train()
     bad = Trainer(job, tmp / "dropout-bad", "cheater",

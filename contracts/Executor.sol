@@ -8,9 +8,9 @@ import {Primitives} from "./lib/Primitives.sol";
 import {Tensors} from "./lib/Tensors.sol";
 
 /// @title The one-step executor (level 5, docs/PROTOCOL.md §7): one binary32 primitive of
-/// docs/NUMERICS.md with Float32.sol (or one element of a philox mask), and the rules around it that need no match state: a
-/// kernel tensor's dtype and shape, which operand element an output element reads, the proven
-/// operands' words.
+/// docs/NUMERICS.md with Float32.sol, or one element of a philox mask, and the rules around it
+/// that need no match state: a kernel tensor's dtype and shape, which operand element an output
+/// element reads, the proven operands' words.
 /// @dev Its own contract so that this code does not count against OperatorGame's size limit
 /// (EIP-170); view and pure, so calling it changes nothing.
 contract Executor {
@@ -45,18 +45,17 @@ contract Executor {
 
     function _primitive(uint256 opcode, uint256 flat, uint64[][] memory shapes, bytes32[] calldata operands,
                         Tensors.ElementProof[] calldata proofs) internal pure returns (uint256) {
-        if (proofs.length != shapes.length) revert WrongProofCount(proofs.length, shapes.length);
+        // (no local for opcode == PHILOX: the legacy pipeline of the forge tests runs out of stack)
+        if (proofs.length != shapes.length || (opcode == OneStep.PHILOX ? shapes.length != 4 : shapes.length > 3)) {
+            revert WrongProofCount(proofs.length, opcode == OneStep.PHILOX ? 4 : shapes.length);
+        }
         uint64[] memory out = OneStep.outputShape(opcode, shapes);
         uint256[4] memory w;
-        if (shapes.length > 4) revert WrongProofCount(proofs.length, 4);
         for (uint256 o; o < shapes.length; ++o) {
             _proven(operands, o, OneStep.operandIndex(out, flat, shapes[o]), proofs[o]);
             w[o] = OneStep.word(proofs[o]);
         }
-        if (opcode == OneStep.PHILOX) {
-            if (shapes.length != 4) revert WrongProofCount(proofs.length, 4);
-            return Philox.keep(flat, w[0], w[1], w[2], w[3]) ? 1 : 0;
-        }
+        if (opcode == OneStep.PHILOX) return Philox.keep(flat, w[0], w[1], w[2], w[3]) ? 1 : 0;
         return Primitives.exec(opcode, w[0], w[1], w[2]);
     }
 

@@ -252,16 +252,10 @@ def adamw_(param, grad, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay) -> 
 # graph draws a new mask every step, element index): docs/NUMERICS.md §12.
 @torch.library.custom_op("repops::dropout", mutates_args=())
 def _dropout(x: Tensor, step: Tensor, seed: int, stream: int, p: float) -> tuple[Tensor, Tensor]:
-    # outside repops.deterministic(): the spec's mask, torch's arithmetic
-    import numpy as np
-
+    # outside repops.deterministic(): the spec itself (numpy, on the host)
     from .reference import nn as N
-    from .reference import prims as P
-    threshold, scale = N.dropout_constants(p)
-    shape = tuple(x.shape)
-    keep = P.philox(np.int32(int(step)), N._i32(seed), N._i32(stream), np.broadcast_to(N._i32(threshold), shape))
-    m = torch.from_numpy(np.where(keep, np.float32(scale), np.float32(0.0))).to(x.device)
-    return x * m, m
+    host = lambda t: t.detach().cpu().numpy()  # noqa: E731
+    return tuple(torch.from_numpy(a).to(x.device) for a in N.dropout(host(x), host(step), seed, stream, p))
 
 
 @_dropout.register_fake

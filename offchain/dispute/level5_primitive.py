@@ -32,16 +32,10 @@ def evaluate(name: str, shapes: list, flat: int, fetch) -> tuple[int, list]:
             e, code = fetch(1, r) if i == c else fetch(2, c)
         return word(e, code), [i & 0xFFFFFFFFFFFFFFFF, word(e, code)]
     words = [word(*fetch(o, operand_index(out, flat, sh))) for o, sh in enumerate(shapes)]
-    if name in RANDOM:
-        return philox_element(flat, *words), words
+    if name in RANDOM:  # the element's own index is its counter (prims.philox_keep, the spec)
+        from repops.reference.prims import philox_keep
+        return int(philox_keep(flat, *words)), words
     return execute(name, words), words
-
-
-def philox_element(flat: int, step: int, seed: int, stream: int, threshold: int) -> int:
-    """Element `flat` of a philox kernel from its operand words (prims.philox, the spec)."""
-    from repops.reference.prims import philox4x32
-    word = int(philox4x32((flat & 0xFFFFFFFF, flat >> 32, step, 0), (seed, stream))[0])
-    return int(word >= threshold)
 
 
 def execute(name: str, operand_words: list[int]) -> int:

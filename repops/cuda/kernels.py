@@ -25,7 +25,7 @@ KERNELS = {
     "gather_u32": ("indexing.cu", (CU, CQ, CU, MU, Q, Q, Q, Q)),
     "onehot_u32": ("indexing.cu", (CQ, CU, Q, CU, Q, MU, Q, Q)),
     "embedding_backward_f32": ("indexing.cu", (CQ, CF, MF, Q, Q, Q)),
-    "philox_keep_u8": ("random.cu", (U, U, U, U, MB, Q)),
+    "philox_keep_u8": ("random.cu", (CI, U, U, U, MB, Q)),
     "rows_f32": ("nn.cu", (I, CF, CF, I, CB, CF, MF, Q, Q, Q)),
     "norm_f32": ("nn.cu", (I, CF, CF, I, CF, I, CF, CF, MF, MF, MF, MF, Q, Q)),
     "colsum_f32": ("nn.cu", (CF, CF, I, MF, I, MF, Q, Q)),

@@ -166,17 +166,19 @@ class Ops:
 
     # -- random bits ------------------------------------------------------------------------------
     def philox(self, step, seed, stream, threshold):
-        """Dropout's keep mask (prims.philox); its operands are single values (a device step
-        counter is read back: 4 bytes), else the spec's general broadcast runs on the host."""
-        from ..cpu.random import uniform_words
-        operands = [self.rt.download(a) if self.rt.is_device(a) else a for a in (step, seed, stream, threshold)]
-        shape = np.broadcast_shapes(*(np.shape(a) for a in operands))
-        words = uniform_words(operands)
-        if words is None:
-            return self.rt.upload(P.philox.reference(*operands))
-        out = self.xp.empty(shape, np.bool_)
+        """Dropout's keep mask (prims.philox). The step stays where it is (a device kernel's
+        0-d output: the kernel reads it, no copy back to the host); seed, stream and the
+        threshold are the decomposition's host constants, passed as words. Operands that vary
+        run the spec's general broadcast on the host."""
+        host = [self.rt.download(a) if self.rt.is_device(a) else a for a in (seed, stream, threshold)]
+        words = P.single_words(host)
+        if words is None or np.size(step) != 1:
+            return self.rt.upload(P.philox.reference(self.rt.download(step) if self.rt.is_device(step) else step,
+                                                     *host))
+        out = self.xp.empty(np.broadcast_shapes(np.shape(step), *(np.shape(a) for a in host)), np.bool_)
         if out.size:
-            self.rt.launch("philox_keep_u8", *self._grid(out.size), *words, out.view(np.uint8), out.size)
+            step = self._operand(step, (1,), np.int32)[0]
+            self.rt.launch("philox_keep_u8", *self._grid(out.size), step, *words, out.view(np.uint8), out.size)
         return out
 
     def embedding_backward(self, index, g, num_weights):

@@ -494,17 +494,14 @@ def dropout_constants(p: float) -> tuple[int, np.float32]:
     return int(p * 4294967296.0), np.float32(1.0) / np.float32(1.0 - p)
 
 
-def _i32(word: int) -> np.ndarray:
-    return np.array(word & 0xFFFFFFFF, np.uint32).view(np.int32)
-
-
 def dropout(x, step, seed: int, stream: int, p: float):
     """x [..] f32, step 0-d f32 (a step counter, an integer below 2^24) -> (y, m):
     keep = philox(to_int32_trunc(step), seed, stream, threshold at x's shape);
     m = select(keep, scale, +0); y = mul(x, m). m is what the backward multiplies by
     (dx = mul(g, m)), as torch's native_dropout_backward multiplies by mask * scale."""
     threshold, scale = dropout_constants(p)
-    keep = P.philox(P.to_int32_trunc(step), P.const(_i32(seed), (), np.int32), P.const(_i32(stream), (), np.int32),
-                    P.const(_i32(threshold), np.shape(x), np.int32))
+    i32 = P.int32_word
+    keep = P.philox(P.to_int32_trunc(step), P.const(i32(seed), (), np.int32), P.const(i32(stream), (), np.int32),
+                    P.const(i32(threshold), np.shape(x), np.int32))
     m = P.select(keep, P.const(scale, ()), P.const(0.0, ()))
     return P.mul(x, m), m

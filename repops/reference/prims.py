@@ -313,18 +313,41 @@ def _word(a):
     return np.asarray(a).astype(np.int64).astype(np.uint64) & _U32
 
 
+def int32_word(word: int) -> np.ndarray:
+    """A 32-bit word (any Python int: its low 32 bits) as a 0-d int32 operand."""
+    return np.array(word & 0xFFFFFFFF, np.uint32).view(np.int32)
+
+
+def single_words(operands):
+    """Each operand's one value as an unsigned word (a 0-d array, or one value broadcast), or
+    None when one varies or is empty: what lets a compiled philox kernel take words."""
+    words = []
+    for a in operands:
+        a = np.asarray(a)
+        if a.size == 0 or (a.size > 1 and any(a.strides)):
+            return None
+        words.append(int(a.flat[0]) & 0xFFFFFFFF)
+    return words
+
+
+def philox_keep(i, step, seed, stream, threshold):
+    """Whether philox keeps element i (an int or uint64 array) under these operand words:
+    word 0 of philox4x32_10(counter = (i mod 2^32, i div 2^32, step, 0), key = (seed,
+    stream)) >= threshold, unsigned. The one statement of the counter's layout (the kernels
+    and Philox.sol follow it; the referee calls it for one element)."""
+    i = np.asarray(i, np.uint64)
+    return philox4x32((i & _U32, i >> np.uint64(32), step, 0), (seed, stream))[0] >= _word(threshold)
+
+
 @overridable("philox")
 def philox(step, seed, stream, threshold):
     """step, seed, stream, threshold: int32 operands, broadcast together to the output's shape
     (the threshold, a constant, carries it) -> bool: element i (flat, row-major) is
-    philox4x32_10(counter = (i mod 2^32, i div 2^32, step, 0), key = (seed, stream)) word 0
-    >= threshold, both as unsigned words. Keeps an element with probability 1 - t / 2^32."""
+    philox_keep(i, ...). Keeps an element with probability 1 - t / 2^32."""
     operands = (step, seed, stream, threshold)
     shape = np.broadcast_shapes(*(np.shape(a) for a in operands))
-    s, k0, k1, t = (_word(np.broadcast_to(np.asarray(a), shape)).reshape(-1) for a in operands)
-    i = np.arange(s.size, dtype=np.uint64)
-    word = philox4x32((i & _U32, i >> np.uint64(32), s, np.zeros_like(i)), (k0, k1))[0]
-    return _record("philox", operands, (word >= t).reshape(shape))
+    i = np.arange(int(np.prod(shape)), dtype=np.uint64).reshape(shape)
+    return _record("philox", operands, np.asarray(philox_keep(i, *(_word(a) for a in operands[:3]), threshold)))
 
 
 # name -> reference kernel; the same names as offchain.softfloat.float32.PRIMITIVES

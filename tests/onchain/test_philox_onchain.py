@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import repops
+from offchain.chain.verde import _proof_tuple
 from offchain.dispute import level5_primitive as L5
 from offchain.dispute.oprun import OpRun, operand_shape
 from offchain.protocol.tensors import Committed, canonical
@@ -44,8 +45,7 @@ def test_executor_settles_a_mask_element_as_the_spec(executor, seed, step, p, sh
 
         def fetch(o, idx):
             proof = Committed(canonical(kern.arrays[o]), CHUNK).element_proof(idx)
-            proofs.append((proof.code, list(proof.shape), proof.chunk, proof.index, bytes(proof.chunk_bytes),
-                           [bytes(x) for x in proof.siblings]))
+            proofs.append(_proof_tuple(proof))
             return proof.element(), proof.code
         want, words = L5.evaluate("philox", shapes, flat, fetch)
         assert want == int(kern.out_array.reshape(-1)[flat])
@@ -53,8 +53,8 @@ def test_executor_settles_a_mask_element_as_the_spec(executor, seed, step, p, sh
         assert got == want, (flat, words)
     # a proof of another element of the threshold is not the one the output element reads
     bad = list(proofs)
-    other = Committed(canonical(kern.arrays[3]), CHUNK).element_proof((flat + 1) % n)
-    bad[3] = (other.code, list(other.shape), other.chunk, other.index, bytes(other.chunk_bytes),
-              [bytes(x) for x in other.siblings])
+    bad[3] = _proof_tuple(Committed(canonical(kern.arrays[3]), CHUNK).element_proof((flat + 1) % n))
     with pytest.raises(Exception, match="OperandNotProven|revert"):
         executor.functions.truth(kern.structure(), flat, kern.operands, bad).call()
+    with pytest.raises(Exception, match="WrongProofCount|revert"):  # every one of the four words is proven
+        executor.functions.truth(kern.structure(), flat, kern.operands, proofs[:3]).call()

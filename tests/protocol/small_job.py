@@ -1,7 +1,8 @@
-"""The small MLP job the protocol and on-chain tests play on (one definition)."""
+"""The small jobs the protocol and on-chain tests (and benchmarks/contracts_gas.py) play on
+(one definition each): the MLP job, and a program job whose model drops."""
 import torch
 
-from offchain.protocol.dataset import write_job
+from offchain.protocol.dataset import write_job, write_program_job
 
 STEPS, FANOUT = 6, 3
 
@@ -15,3 +16,22 @@ def mlp_data(n=64, d=16, classes=10, seed=0):
 def write_small_job(directory):
     return write_job(directory, "mlp", {"d_in": 16, "d_hidden": 32, "n_classes": 10}, mlp_data(), steps=STEPS,
                      batch_size=8, fanout=FANOUT, chunk=64)
+
+
+class DropoutNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.f = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.Dropout(0.25),
+                                     torch.nn.Linear(32, 5))
+
+    def forward(self, x, y):
+        return torch.nn.functional.cross_entropy(self.f(x), y)
+
+
+def write_dropout_job(directory):
+    """A program job with nn.Dropout: 4 steps of 8 rows, its masks keyed by seed 11."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    data = {"x": torch.randn(32, 12, generator=g), "y": torch.randint(0, 5, (32,), generator=g)}
+    return write_program_job(directory, DropoutNet(), data, ["x", "y"], steps=4, batch_size=8, seed=11, fanout=2,
+                             chunk=64)

@@ -5,7 +5,6 @@ it trains with the same bits on any thread count, and a trainer that flips one m
 loses at level 5, off chain and on chain, where the honest trainer is paid."""
 import pytest
 import torch
-import torch.nn.functional as F
 
 from offchain.dispute.context import Context
 from offchain.dispute.party import InProcess, Party
@@ -16,28 +15,15 @@ from offchain.protocol.jobfile import load
 from offchain.protocol.trace import decode_structure
 from offchain.trainer import Trainer
 from offchain.trainer import adversaries as A
+from small_job import DropoutNet, write_dropout_job
 
 DROPOUT = "repops.dropout.default"
-
-
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.f = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.Dropout(0.25),
-                                     torch.nn.Linear(32, 5))
-
-    def forward(self, x, y):
-        return F.cross_entropy(self.f(x), y)
 
 
 @pytest.fixture(scope="module")
 def dropout_job(tmp_path_factory):
     d = tmp_path_factory.mktemp("dropout")
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(1)
-    data = {"x": torch.randn(32, 12, generator=g), "y": torch.randint(0, 5, (32,), generator=g)}
-    job = load(write_program_job(d / "job", Net(), data, ["x", "y"], steps=4, batch_size=8, seed=11, fanout=2,
-                                 chunk=64))
+    job = load(write_dropout_job(d / "job"))
     ctx = Context(job)
     honest = Trainer(job, d / "honest", "honest")
     honest.train()
@@ -67,8 +53,7 @@ def test_the_program_counts_its_steps_and_draws_a_new_mask_each_one(dropout_job)
 
 
 def test_a_model_without_active_dropout_exports_as_before():
-    m = Net().eval()
-    _, state = program.export(m.train(False), (torch.randn(8, 12), torch.zeros(8, dtype=torch.long)))
+    _, state = program.export(DropoutNet().eval(), (torch.randn(8, 12), torch.zeros(8, dtype=torch.long)))
     assert program.DROPOUT_STEP not in state and "f.0.weight" in state
 
 

@@ -167,7 +167,7 @@ def _philox(rng, v):
     """Single-value operands (what dropout passes: the compiled kernels' path; thresholds at
     the ends, negative int32 words, a mask above 2^16 elements: several threads), and
     per-element thresholds (the spec's general broadcast)."""
-    i32 = lambda w: np.array(w & 0xFFFFFFFF, np.uint32).view(np.int32)  # noqa: E731
+    i32 = P.int32_word
     cases = [(i32(s), i32(k), i32(c), P.const(i32(t), shape, np.int32))
              for s, k, c, t, shape in ((1, 0, 0, 1 << 31, (7, 33)), (2 ** 24 - 1, -5, 3, 0, (1031,)),
                                        (9, 0xDEADBEEF, 0xFFFFFFFF, 0xFFFFFFFF, (3, 4, 5)), (5, 7, 1, 0x40000000, (70000,)),
