@@ -1,9 +1,10 @@
 """Gas of the on-chain game (DisputeGame levels 1-2, OperatorGame levels 3-5): per move
 type, per full dispute (every level-2 case and levels 3, 4, 5 on the Llama-style job,
 each decided), the one-step execution of each primitive (Executor.exec), and the client's
-delivery remedy (challenge, answer with the largest state tensor's chunk, close), and a
-dropout mask's dispute (a program job whose cheater flips one Philox mask element), one run:
-python benchmarks/contracts_gas.py [--chain embedded|anvil] [--one-step-only | --delivery-only | --dropout-only]
+delivery remedy (challenge, answer with the largest state tensor's chunk, close), and the
+disputes of two small program jobs (a cheater flips one Philox mask element; one miscounts
+an integer computed from the batch), one run:
+python benchmarks/contracts_gas.py [--chain embedded|anvil] [--one-step-only | --delivery-only | --programs-only]
 Writes benchmarks/results/contracts_gas.{json,png}."""
 from __future__ import annotations
 
@@ -87,20 +88,29 @@ def delivery_gas(chain, job, ctx, honest) -> list[dict]:
             if what.split("(")[0] in ("settle", "challenge", "answer", "close")]
 
 
-def dropout_gas(chain, tmp: Path) -> dict:
-    """A small program job with nn.Dropout; the cheater flips one element of the Philox mask
-    at step 2: the whole dispute, decided at level 5 (resolveStep on the philox kernel)."""
+# program jobs of tests/protocol/small_job.py: name -> (its writer, the cheat, what the cheat is)
+PROGRAM_DISPUTES = {
+    "dropout": ("write_dropout_job", dict(step=2, op="repops.dropout.default", kernel=1, element=5),
+                "mask flip (philox)"),
+    "integers": ("write_integer_job", dict(step=2, op="aten.sum.dim_IntList", from_end=2, element=1),
+                 "miscount (add.i64)"),
+}
+
+
+def program_gas(chain, tmp: Path, name: str) -> dict:
+    """One small program job (the one its tests play) against a KernelCheat: the whole dispute,
+    decided at level 5 (resolveStep on the cheated kernel)."""
     sys.path.insert(0, str(ROOT / "tests" / "protocol"))
-    from small_job import write_dropout_job  # the job tests/protocol/test_dropout_job.py plays
-    job = load(write_dropout_job(tmp / "dropout-job"))
-    honest = Trainer(job, tmp / "dropout-h", "honest")
+    import small_job
+    writer, cheat, what = PROGRAM_DISPUTES[name]
+    job = load(getattr(small_job, writer)(tmp / f"{name}-job"))
+    honest = Trainer(job, tmp / f"{name}-h", "honest")
     honest.train()
-    bad = Trainer(job, tmp / "dropout-bad", "cheater",
-                  behaviour=A.KernelCheat(step=2, op="repops.dropout.default", kernel=1, element=5))
+    bad = Trainer(job, tmp / f"{name}-bad", "cheater", behaviour=A.KernelCheat(**cheat))
     bad.train()
     log, game, phase, level = dispute(chain, job, Context(job), honest, bad)
     step = max(g for w, g in log if w.startswith("resolveStep"))
-    return {"adversary": "mask flip (philox)", "level": level, "transactions": len(game), "game_gas": sum(game),
+    return {"adversary": what, "level": level, "transactions": len(game), "game_gas": sum(game),
             "max_tx_gas": max(game), "resolveStep": step, "decided": phase == PHASE_DONE}
 
 
@@ -111,15 +121,16 @@ def main():
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "contracts_gas")
     ap.add_argument("--one-step-only", action="store_true", help="re-measure only the Executor table (into the JSON)")
     ap.add_argument("--delivery-only", action="store_true", help="re-measure only the delivery remedy (into the JSON)")
-    ap.add_argument("--dropout-only", action="store_true", help="re-measure only the dropout mask's dispute (into the JSON)")
+    ap.add_argument("--programs-only", action="store_true",
+                    help="re-measure only the program jobs' disputes (dropout, integers; into the JSON)")
     args = ap.parse_args()
-    if args.dropout_only:
+    if args.programs_only:
         with tempfile.TemporaryDirectory() as tmp, connect(args.chain) as chain:
-            row = dropout_gas(chain, Path(tmp))
+            rows = {name: program_gas(chain, Path(tmp), name) for name in PROGRAM_DISPUTES}
         res = json.loads(args.out.with_suffix(".json").read_text())
-        res["dropout"] = row
+        res.update(rows)
         args.out.with_suffix(".json").write_text(json.dumps(res, indent=1))
-        print(json.dumps(row, indent=1))
+        print(json.dumps(rows, indent=1))
         return
     if args.delivery_only or args.one_step_only:
         with tempfile.TemporaryDirectory() as tmp, connect(args.chain) as chain:
@@ -166,7 +177,7 @@ def main():
                              "max_tx_gas": max(game), "decided": phase == PHASE_DONE})
         steps_gas = one_step_gas(chain)
         deliv = delivery_gas(chain, job, ctx, honest)
-        drop = dropout_gas(chain, tmp)
+        programs = {name: program_gas(chain, tmp, name) for name in PROGRAM_DISPUTES}
     t = Table("move", "count", "gas median", "gas max")
     rows = []
     for what, gs in sorted(per_move.items()):
@@ -182,9 +193,10 @@ def main():
     for r in steps_gas:
         t.add_row(r["primitive"], str(r["opcode"]), f"{r['gas']:,}")
     con.print(t)
-    t = Table("dropout job (program)", "decided at level", "game transactions", "game gas", "largest tx", "resolveStep")
-    t.add_row(drop["adversary"], str(drop["level"]), str(drop["transactions"]), f"{drop['game_gas']:,}",
-              f"{drop['max_tx_gas']:,}", f"{drop['resolveStep']:,}")
+    t = Table("program job", "adversary", "decided at level", "game transactions", "game gas", "largest tx", "resolveStep")
+    for name, r in programs.items():
+        t.add_row(name, r["adversary"], str(r["level"]), str(r["transactions"]), f"{r['game_gas']:,}",
+                  f"{r['max_tx_gas']:,}", f"{r['resolveStep']:,}")
     con.print(t)
     t = Table("delivery remedy (held pay, one chunk on chain)", "gas")
     for r in deliv:
@@ -194,7 +206,7 @@ def main():
     args.out.with_suffix(".json").write_text(json.dumps({"chain": args.chain, "config": TEXT_LLAMA, "steps": args.steps,
                                                          "moves": rows, "disputes": disputes,
                                                          "one_step": steps_gas, "delivery": deliv,
-                                                         "dropout": drop}, indent=1))
+                                                         **programs}, indent=1))
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {Integers} from "./lib/Integers.sol";
 import {Kernels} from "./lib/Kernels.sol";
 import {OneStep} from "./lib/OneStep.sol";
 import {Philox} from "./lib/Philox.sol";
@@ -17,7 +18,12 @@ contract Executor {
     error WrongProofCount(uint256 got, uint256 want);
     error OperandNotProven(uint256 operand, uint256 index);
 
+    /// @notice One primitive, or one integer kernel (opcode >= OneStep.INT), on operand words.
     function exec(uint256 opcode, uint256 a, uint256 b, uint256 c) external pure returns (uint256) {
+        if (opcode >= OneStep.INT) {
+            (uint256 op, uint256 code) = OneStep.integer(opcode);
+            return Integers.exec(op, code, a, b, c);
+        }
         return Primitives.exec(opcode, a, b, c);
     }
 
@@ -39,7 +45,7 @@ contract Executor {
                    Tensors.ElementProof[] calldata proofs) external pure returns (uint256) {
         uint256 opcode = OneStep.opcodeOf(Kernels.name(structure));
         uint64[][] memory shapes = Kernels.shapes(structure);
-        if (opcode == OneStep.GATHER || opcode == OneStep.ONEHOT) return _indexMove(opcode, flat, shapes, operands, proofs);
+        if (OneStep.isGather(opcode) || opcode == OneStep.ONEHOT) return _indexMove(opcode, flat, shapes, operands, proofs);
         return _primitive(opcode, flat, shapes, operands, proofs);
     }
 
@@ -53,9 +59,10 @@ contract Executor {
         uint256[4] memory w;
         for (uint256 o; o < shapes.length; ++o) {
             _proven(operands, o, OneStep.operandIndex(out, flat, shapes[o]), proofs[o]);
-            w[o] = OneStep.word(proofs[o]);
+            w[o] = opcode >= OneStep.INT ? Tensors.word(proofs[o]) : OneStep.word(proofs[o]);
         }
         if (opcode == OneStep.PHILOX) return Philox.keep(flat, w[0], w[1], w[2], w[3]) ? 1 : 0;
+        if (opcode >= OneStep.INT) return Integers.exec((opcode - OneStep.INT) / 8, opcode % 8, w[0], w[1], w[2]);
         return Primitives.exec(opcode, w[0], w[1], w[2]);
     }
 
@@ -71,7 +78,7 @@ contract Executor {
     function _indexMove(uint256 opcode, uint256 f, uint64[][] memory shapes, bytes32[] calldata operands,
                         Tensors.ElementProof[] calldata proofs) internal pure returns (uint256) {
         if (proofs.length != 2) revert WrongProofCount(proofs.length, 2);
-        if (opcode == OneStep.GATHER) {
+        if (opcode != OneStep.ONEHOT) {
             (uint256 mm, uint256 n, uint256 dd) = (shapes[1][1], shapes[0][1], shapes[0][2]);
             (uint256 r, uint256 j, uint256 d) = (f / (mm * dd), (f / dd) % mm, f % dd);
             _proven(operands, 1, r * mm + j, proofs[0]);

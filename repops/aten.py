@@ -61,15 +61,19 @@ def full(shape, v):
     return P.const(v, shape)
 
 
+def registrar(table: dict):
+    """A decorator factory filing a definition under each op it names, in `table`."""
+    def register(*ops):
+        def deco(fn):
+            for op in ops:
+                table[op] = fn
+            return fn
+        return deco
+    return register
+
+
 REGISTRY: dict = {}
-
-
-def register(*ops):
-    def deco(fn):
-        for op in ops:
-            REGISTRY[op] = fn
-        return fn
-    return deco
+register = registrar(REGISTRY)
 
 
 def _inplace(self, result):

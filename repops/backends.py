@@ -7,9 +7,15 @@ from __future__ import annotations
 from .errors import BackendError
 
 
+def _native_integers(table: dict) -> dict:
+    """Integer ops run torch's own exact kernels (repops.integer.run's override)."""
+    from .integer import native
+    return {**table, "integer": native}
+
+
 def _cpu() -> dict:
     from . import cpu
-    return cpu.table()
+    return _native_integers(cpu.table())
 
 
 def checked(rt) -> dict:
@@ -17,7 +23,7 @@ def checked(rt) -> dict:
     a device that computes other bits is refused before it computes anything."""
     from .cuda.ops import Ops
     from .cuda.selfcheck import selfcheck
-    table = Ops(rt).table()
+    table = _native_integers(Ops(rt).table())
     if not getattr(rt, "selfchecked", False):
         selfcheck(rt, table)
         rt.selfchecked = True

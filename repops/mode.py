@@ -15,6 +15,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import aten as A
+from . import integer as I
 from .errors import DeviceError, UnsupportedOpError
 
 
@@ -254,7 +255,9 @@ class RepOpsMode(TorchDispatchMode):
             impl is not None or exact)  # profiler marks compute nothing; composites decompose
         if traced and hasattr(self.trace, "before"):
             self.trace.before(func, args, kwargs)  # inputs as they are BEFORE an in-place op runs
-        if exact and func not in A.EXACT:
+        if exact and device == "cpu" and (func not in A.EXACT or I.applies(func, args, kwargs)):
+            out = I.run(func, args, kwargs)  # integers and booleans: exact (native, or the kernels of a dispute)
+        elif exact and func not in A.EXACT:
             out = func(*args, **kwargs)  # integers and booleans: exact, and torch's own semantics
         elif impl is not None and device == "meta":
             out = _row_major(func, func(*args, **kwargs))  # shapes only, no values: the graph of a step (Verde)

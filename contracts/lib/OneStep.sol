@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {Integers} from "./Integers.sol";
 import {Primitives} from "./Primitives.sol";
 import {Tensors} from "./Tensors.sol";
 
@@ -17,6 +18,11 @@ library OneStep {
     uint256 internal constant ONEHOT = 101;
     uint256 internal constant PHILOX = 102;
     uint256 internal constant RESULT = 200;
+    /// @dev An integer kernel `op.dtype` (Integers.sol) is INT + 8 * op + its dtype code.
+    uint256 internal constant INT = 1000;
+
+    /// @dev The integer kernels' ops in opcode order (offchain/softfloat/integers.py OPS).
+    bytes internal constant INT_NAMES = "\x03add\x03sub\x03mul\x09div_floor\x09div_trunc\x09rem_floor\x09rem_trunc\x03and\x02or\x03xor\x03not\x03neg\x03abs\x03min\x03max\x02eq\x02lt\x02le\x06select\x04copy\x06to_i64\x06to_i32\x07to_bool\x06to_f32\x06gather";
 
     /// @dev The primitive names in opcode order, each after its length byte.
     bytes internal constant NAMES = "\x03add\x03sub\x03mul\x03fma\x03div\x04sqrt\x03neg\x03abs\x03min\x03max\x02eq\x02lt\x02le\x06select\x04rint\x05floor\x05trunc\x05ldexp\x0afrom_int32\x0eto_int32_trunc\x0cto_int32_rne\x04copy";
@@ -24,9 +30,39 @@ library OneStep {
     /// @dev The primitive's opcode (offchain/softfloat.py PRIMITIVES), or GATHER/ONEHOT/PHILOX/RESULT.
     function opcodeOf(bytes memory name) internal pure returns (uint256) {
         bytes32 h = keccak256(name);
-        bytes memory names = NAMES;
+        uint256 i = _indexOf(NAMES, 22, h);
+        if (i < 22) return i;
+        if (h == keccak256("gather")) return GATHER;
+        if (h == keccak256("onehot")) return ONEHOT;
+        if (h == keccak256("philox")) return PHILOX;
+        if (h == keccak256("result")) return RESULT;
+        uint256 opcode = _integerOpcode(name);
+        if (opcode == 0) revert UnknownKernel(name);
+        return opcode;
+    }
+
+    /// @dev `op.dtype` (dtype i64, bool or i32) -> INT + 8 * op + the dtype's code, else 0.
+    function _integerOpcode(bytes memory name) private pure returns (uint256) {
+        uint256 dot = name.length;
+        while (dot > 0 && name[dot - 1] != ".") --dot;
+        if (dot < 2) return 0;
+        bytes32 hop;
+        bytes32 hdt;
+        assembly ("memory-safe") {
+            hop := keccak256(add(name, 32), sub(dot, 1))
+            hdt := keccak256(add(add(name, 32), dot), sub(mload(name), dot))
+        }
+        uint256 code = hdt == keccak256("i64") ? 2 : hdt == keccak256("bool") ? 3 : hdt == keccak256("i32") ? 4 : 0;
+        if (code == 0) return 0;
+        uint256 i = _indexOf(INT_NAMES, 25, hop);
+        return i < 25 ? INT + 8 * i + code : 0;
+    }
+
+    /// @dev The index of the name hashing to h in `names` (count names, each after its length
+    /// byte), or count.
+    function _indexOf(bytes memory names, uint256 count, bytes32 h) private pure returns (uint256 i) {
         uint256 p;
-        for (uint256 i; i < 22; ++i) {
+        for (; i < count; ++i) {
             uint256 len = uint8(names[p]);
             bytes32 hi;
             // (memory-safe, but so marked the optimizer inlines more into Executor: +3 KB)
@@ -36,14 +72,23 @@ library OneStep {
             if (hi == h) return i;
             p += 1 + len;
         }
-        if (h == keccak256("gather")) return GATHER;
-        if (h == keccak256("onehot")) return ONEHOT;
-        if (h == keccak256("philox")) return PHILOX;
-        if (h == keccak256("result")) return RESULT;
-        revert UnknownKernel(name);
+    }
+
+    /// @dev An integer kernel's (op index, dtype code).
+    function integer(uint256 opcode) internal pure returns (uint256 op, uint256 code) {
+        return ((opcode - INT) / 8, opcode % 8);
+    }
+
+    function isGather(uint256 opcode) internal pure returns (bool) {
+        return opcode == GATHER || (opcode >= INT && (opcode - INT) / 8 == Integers.GATHER);
     }
 
     function arity(uint256 opcode) internal pure returns (uint256) {
+        if (opcode >= INT) {
+            (uint256 op,) = integer(opcode);
+            if (op == Integers.SELECT || op == Integers.GATHER) return 3;
+            return (op >= 10 && op <= 12) || (op >= 19 && op <= Integers.TO_F32) ? 1 : 2;
+        }
         if (opcode == 3 || opcode == 13 || opcode == GATHER || opcode == ONEHOT) return 3;
         if (opcode <= 4 || (opcode >= 8 && opcode <= 12) || opcode == 17) return 2;
         return 1;
@@ -51,6 +96,11 @@ library OneStep {
 
     /// @dev dtype codes (1 float32, 2 int64, 3 bool, 4 int32), as kernels.operand_code.
     function operandCode(uint256 opcode, uint256 i) internal pure returns (uint8) {
+        if (opcode >= INT) {
+            (uint256 op, uint256 code) = integer(opcode);
+            if (op == Integers.SELECT && i == 0) return 3;
+            return op == Integers.GATHER && i == 1 ? 2 : uint8(code);
+        }
         if (opcode == PHILOX) return 4;
         if (opcode == 13 && i == 0) return 3;
         if ((opcode == GATHER && i == 1) || (opcode == ONEHOT && i == 0)) return 2;
@@ -59,6 +109,10 @@ library OneStep {
     }
 
     function resultCode(uint256 opcode) internal pure returns (uint8) {
+        if (opcode >= INT) {
+            (uint256 op, uint256 code) = integer(opcode);
+            return uint8(Integers.resultCode(op, code));
+        }
         if ((opcode >= 10 && opcode <= 12) || opcode == PHILOX) return 3;
         if (opcode == 19 || opcode == 20) return 4;
         return 1;
@@ -67,7 +121,7 @@ library OneStep {
     /// @dev gather: data [R, N, D], index [R, M] -> [R, M, D]; onehot: index [R], fill [N] ->
     /// [R, N]; a primitive and philox: their operands broadcast (numpy's rule).
     function outputShape(uint256 opcode, uint64[][] memory shapes) internal pure returns (uint64[] memory out) {
-        if (opcode == GATHER) {
+        if (isGather(opcode)) {
             out = new uint64[](3);
             (out[0], out[1], out[2]) = (shapes[0][0], shapes[1][1], shapes[0][2]);
             return out;

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..protocol.tensors import CODES, DTYPES
 from ..softfloat import float32 as sf
+from ..softfloat import integers as si
 
 F32, I32, BOOL, I64 = (DTYPES[np.dtype(t)] for t in ("<f4", "<i4", bool, "<i8"))
 # data movement by an integer index (repops.reference.prims.MOVEMENT): operand -> its role
@@ -20,7 +21,9 @@ RANDOM = {"philox"}
 
 
 def operand_code(name: str, i: int) -> int:
-    """The dtype code of operand i of a primitive (the soft-float's word encoding)."""
+    """The dtype code of operand i of a kernel (the soft-float's word encoding)."""
+    if si.split(name):
+        return si.CODES[si.operand_dtype(*si.split(name), i)]
     if name in RANDOM:
         return I32
     if (name, i) == ("select", 0):
@@ -31,16 +34,24 @@ def operand_code(name: str, i: int) -> int:
 
 
 def result_code(name: str) -> int:
+    if si.split(name):
+        return si.CODES[si.result_dtype(*si.split(name))]
     return BOOL if name in ("eq", "lt", "le") or name in RANDOM else I32 if name in ("to_int32_trunc", "to_int32_rne") else F32
 
 
 def word(element: bytes, code: int) -> int:
-    """An element's bytes (little-endian) as the primitive table's uint32 word."""
-    v = int.from_bytes(element, "little", signed=CODES[code].kind == "i")
-    if CODES[code].kind == "i":  # int32/int64 exponents: clamp as the reference does, then two's complement
-        v = max(-400, min(400, v)) if CODES[code].itemsize == 8 else v
-        return v & 0xFFFFFFFF
-    return v
+    """An element's bytes (little-endian) as an unsigned word: what the chain compares
+    (Tensors.word) and the integer kernels read."""
+    return int.from_bytes(element, "little")
+
+
+def primitive_word(element: bytes, code: int) -> int:
+    """An operand element as the binary32 primitive table's uint32 word: an int64 (an
+    exponent) clamped to [-400, 400] as the reference does, then two's complement."""
+    if CODES[code].kind == "i":
+        v = int.from_bytes(element, "little", signed=True)
+        return (max(-400, min(400, v)) if CODES[code].itemsize == 8 else v) & 0xFFFFFFFF
+    return word(element, code)
 
 
 def operand_index(out_shape: tuple, flat: int, op_shape: tuple) -> int:
@@ -53,7 +64,7 @@ def operand_index(out_shape: tuple, flat: int, op_shape: tuple) -> int:
 def output_shape(name: str, shapes: list) -> tuple:
     """gather: data [R, N, D], index [R, M] -> [R, M, D]; onehot: index [R], fill [N] ->
     [R, N]; a primitive and philox: their operands broadcast."""
-    if name == "gather":
+    if name == "gather" or (si.split(name) or ("",))[0] == "gather":
         return (shapes[0][0], shapes[1][1], shapes[0][2])
     if name == "onehot":
         return (shapes[0][0], shapes[2][0])

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..softfloat import float32 as sf
-from .kernels import INDEX_OPERAND, RANDOM, operand_index, output_shape, result_code, word
+from ..softfloat import integers as si
+from .kernels import INDEX_OPERAND, RANDOM, operand_index, output_shape, primitive_word, result_code, word
 from .level4_elements import ElementFound
 from .party import Lost, Party
 
@@ -18,9 +19,9 @@ LEVEL = 5
 def evaluate(name: str, shapes: list, flat: int, fetch) -> tuple[int, list]:
     """Output element `flat` of a kernel from its operand elements; fetch(operand, index)
     -> (element bytes, dtype code) proves one. -> (the result's word, the words read)."""
-    out = output_shape(name, shapes)
-    if name in INDEX_OPERAND:
-        if name == "gather":
+    out, ints = output_shape(name, shapes), si.split(name)
+    if name in INDEX_OPERAND or (ints and ints[0] == "gather"):
+        if name != "onehot":
             (r, m, d), (_, n, dd) = np.unravel_index(flat, out), shapes[0]
             e, _ = fetch(1, int(r) * shapes[1][1] + int(m))
             i = int.from_bytes(e, "little", signed=True)
@@ -31,7 +32,10 @@ def evaluate(name: str, shapes: list, flat: int, fetch) -> tuple[int, list]:
             i = int.from_bytes(e, "little", signed=True)
             e, code = fetch(1, r) if i == c else fetch(2, c)
         return word(e, code), [i & 0xFFFFFFFFFFFFFFFF, word(e, code)]
-    words = [word(*fetch(o, operand_index(out, flat, sh))) for o, sh in enumerate(shapes)]
+    if ints:  # an integer kernel: raw words, exact integers (softfloat/integers.py)
+        words = [word(*fetch(o, operand_index(out, flat, sh))) for o, sh in enumerate(shapes)]
+        return si.apply(name, words), words
+    words = [primitive_word(*fetch(o, operand_index(out, flat, sh))) for o, sh in enumerate(shapes)]
     if name in RANDOM:  # the element's own index is its counter (prims.philox_keep, the spec)
         from repops.reference.prims import philox_keep
         return int(philox_keep(flat, *words)), words
@@ -45,6 +49,12 @@ def execute(name: str, operand_words: list[int]) -> int:
     return sf.apply(opcode, *operand_words[:arity])
 
 
+def _how(name: str) -> str:
+    if name in INDEX_OPERAND or name.startswith("gather."):
+        return "data movement"
+    return "Philox" if name in RANDOM else "exact integers" if si.split(name) else "soft-float"
+
+
 def judge(name: str, result: int, operand_words: list[int], claimed: dict, parties: tuple[Party, Party],
           out_code: int):
     """-> the losers: those whose output element is not the referee's result."""
@@ -52,7 +62,7 @@ def judge(name: str, result: int, operand_words: list[int], claimed: dict, parti
     for p in parties:
         if word(claimed[p.name], out_code) != result:
             p.reason = (f"{name}({', '.join(f'{w:#010x}' for w in operand_words)}) = {result:#010x} "
-                        f"({'data movement' if name in INDEX_OPERAND else 'Philox' if name in RANDOM else 'soft-float'}), it claimed {word(claimed[p.name], out_code):#010x}")
+                        f"({_how(name)}), it claimed {word(claimed[p.name], out_code):#010x}")
             losers.append(p)
     return losers, result
 

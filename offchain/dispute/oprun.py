@@ -156,8 +156,7 @@ def _constant_pad(args, src, result=None):
     axis, lo, hi = padded[0]
     shape = list(x.shape)
     shape[axis] += lo + hi
-    dtype = np.dtype(str(x.dtype).removeprefix("torch.")) if x.dtype != torch.bool else np.dtype(np.bool_)
-    return cat(axis, shape, [(lo, 1, x.shape[axis], _whole(x, src))], np.asarray(value).astype(dtype)[()])
+    return cat(axis, shape, [(lo, 1, x.shape[axis], _whole(x, src))], np.asarray(value).astype(_np_dtype(x))[()])
 
 
 def _copy_of_input(args, src, result=None):
@@ -175,6 +174,40 @@ def _copy_into(args, src, result=None):
     strides = [0] * (len(shape) - source.dim()) + [s if d != 1 else 0
                                                     for d, s in zip(source.shape, row_major(source.shape))]
     return view(src(source), 0, shape, strides)
+
+
+def _fill_from(args, src, result=None):
+    """fill.Tensor(dst, value): the 0-d value at every position (a VIEW with strides 0)."""
+    dst, value = args[0], args[1]
+    if value.dtype != dst.dtype:
+        return None
+    return view(src(value), 0, dst.shape, [0] * dst.dim())
+
+
+def _slice_scatter(args, src, result=None):
+    """slice_scatter(x, v, dim, start, end, step): v's slices at start, start + step, ...
+    along dim, x's elsewhere (a CAT whose second piece is all of x)."""
+    x, v = args[0], args[1]
+    dim, start, end, step = (list(args[2:]) + [0, None, None, 1][len(args) - 2:])[:4]
+    dim %= x.dim()
+    first = range(x.shape[dim])[slice(start, end, step)]
+    if v.dtype != x.dtype or not len(first):
+        return None
+    return cat(dim, list(x.shape), [(first.start, step, len(first), _whole(v, src)), (0, 1, x.shape[dim], _whole(x, src))],
+               np.zeros((), _np_dtype(x)).reshape(())[()])
+
+
+def _select_scatter(args, src, result=None):
+    x, v, dim, index = args[:4]
+    dim %= x.dim()
+    if v.dtype != x.dtype:
+        return None
+    return cat(dim, list(x.shape), [(index % x.shape[dim], 1, 1, _whole(v, src, dim)), (0, 1, x.shape[dim], _whole(x, src))],
+               np.zeros((), _np_dtype(x)).reshape(())[()])
+
+
+def _np_dtype(t):
+    return np.dtype(np.bool_) if t.dtype == torch.bool else np.dtype(str(t.dtype).removeprefix("torch."))
 
 
 def _filled(args, src, result=None):
@@ -204,6 +237,9 @@ RESULT_RULES = {
     "aten.ones_like.default": _creation(0, 1.0), "aten.full_like.default": _creation(0, value_arg=1),
     "aten.new_zeros.default": _creation(1, 0.0), "aten.new_ones.default": _creation(1, 1.0),
     "aten.new_full.default": _creation(1, value_arg=2),
+    # functional writes (a program functionalised at export: T5's label shift)
+    "aten.copy.default": _copy_into, "aten.fill.Tensor": _fill_from, "aten.fill.Scalar": _filled,
+    "aten.slice_scatter.default": _slice_scatter, "aten.select_scatter.default": _select_scatter,
     # RepOps zeroes what torch leaves uninitialised (repops.aten.EMPTY)
     **{f"aten.{n}": _creation(0, 0.0) for n in ("empty_like.default", "empty.memory_format", "new_empty.default",
                                                 "new_empty_strided.default", "empty_strided.default")},

@@ -177,7 +177,8 @@ def _check_calls(graph, where: str) -> None:
 def load(data: bytes, state: dict, device="cpu", where: str = "model.program") -> torch.nn.Module:
     """The program as a trainable module on `device` (its parameters and buffers are
     `state`'s tensors); .loss(*batch) is its forward. torch.export writes the exporting
-    device into every tensor it creates (arange(..., device=cpu)): those become `device`."""
+    device into every tensor it creates (arange(..., device=cpu)) and every move (.to(cpu)):
+    those become `device`."""
     from torch._export.serde import schema
     from torch._export.serde.serialize import ExportedProgramDeserializer, _bytes_to_dataclass
 
@@ -207,9 +208,10 @@ def load(data: bytes, state: dict, device="cpu", where: str = "model.program") -
     except Exception as e:  # noqa: BLE001
         raise JobError(f"{where}: torch cannot rebuild the program: {type(e).__name__}: {str(e)[:300]}") from None
     _check_calls(ep.graph, where)
-    for node in ep.graph.nodes:
-        if isinstance(node.kwargs.get("device"), torch.device):
-            node.kwargs = {**node.kwargs, "device": torch.device(device)}
+    here = torch.device(device)
+    for node in ep.graph.nodes:  # positional too: aten.to.device(x, device(cpu), dtype) (an HF mask's .to)
+        node.args = tuple(here if isinstance(a, torch.device) else a for a in node.args)
+        node.kwargs = {k: here if isinstance(v, torch.device) else v for k, v in node.kwargs.items()}
     module = ep.module()
     module.loss = lambda *batch: module(*batch)
     return module

@@ -198,7 +198,7 @@ NATIVE_TARGETS = ("aten.gelu.default", "aten.silu.default", "aten._softmax.defau
 @dataclasses.dataclass
 class KernelCheat(Honest):
     """Computes the first `op` of step `step` through the reference decomposition with one
-    element of one kernel's output changed, a mask's flipped (kernel `from_end` counted from the last;
+    element of one kernel's output changed (an integer's by 1), a mask's flipped (kernel `from_end` counted from the last;
     `after_commit`: changed after that kernel's output was committed, so the next kernel
     reads another value than its source holds). Consistent at every level, as a careful
     cheater would be: caught at level 5 (wrong primitive) or 4 (wrong operand)."""
@@ -222,6 +222,8 @@ class KernelCheat(Honest):
             if k == target and out.dtype == np.bool_ and out.size:  # a mask (philox): one element flipped
                 flat = out.reshape(-1)
                 flat[self.element % out.size] = not flat[self.element % out.size]
+            if k == target and out.dtype.kind == "i" and out.size:  # an integer kernel: one element + 1
+                out.reshape(-1)[self.element % out.size] += 1
             if k == target and out.dtype.kind == "f" and out.size:
                 flat = out.reshape(-1)
                 nonzero = np.flatnonzero(flat[self.element % out.size:] != 0)  # a zero's change is absorbed

@@ -1,5 +1,6 @@
 """The small jobs the protocol and on-chain tests (and benchmarks/contracts_gas.py) play on
-(one definition each): the MLP job, and a program job whose model drops."""
+(one definition each): the MLP job, a program job whose model drops, and one that computes
+integers from its batch."""
 import torch
 
 from offchain.protocol.dataset import write_job, write_program_job
@@ -35,3 +36,29 @@ def write_dropout_job(directory):
     data = {"x": torch.randn(32, 12, generator=g), "y": torch.randint(0, 5, (32,), generator=g)}
     return write_program_job(directory, DropoutNet(), data, ["x", "y"], steps=4, batch_size=8, seed=11, fanout=2,
                              chunk=64)
+
+
+class TokenBag(torch.nn.Module):
+    """What models do with token ids in forward: a padding mask (ids != 0), its count per row,
+    a float cast of it, and labels from the ids (a rule, % classes): integers from the batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.fc = torch.nn.Embedding(20, 8), torch.nn.Linear(8, 3)
+
+    def forward(self, ids):
+        mask = ids != 0
+        count = mask.sum(1, keepdim=True)
+        h = (self.emb(ids) * mask[..., None].float()).sum(1) / count.float()
+        return torch.nn.functional.cross_entropy(self.fc(h), (ids[:, 0] + ids[:, -1]) % 3)
+
+
+def write_integer_job(directory):
+    """A program job computing integers from its batch: 4 steps of 6 rows of 7 token ids
+    (0 pads; every row has a token)."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(0, 20, (24, 7), generator=g)
+    ids[:, 0] = torch.randint(1, 20, (24,), generator=g)
+    ids[::3, -2:] = 0
+    return write_program_job(directory, TokenBag(), {"ids": ids}, ["ids"], steps=4, batch_size=6, fanout=2, chunk=16)

@@ -1,8 +1,7 @@
 """Models we did not write as program jobs (tests/repops/model_zoo.py): export folds what a
 step computes from constants alone (positions, causal and packed-sequence masks, rotary
 tables, a no_grad block over them) into init, so every node of their step can be settled on
-chain; folding keeps the step's bits; integers computed from the batch are refused at post,
-naming the node; a cheater at an integer data move (the labels' padding) or at a select's
+chain; folding keeps the step's bits; a cheater at an integer data move (the labels' padding) or at a select's
 backward loses, off chain and on chain."""
 import sys
 from pathlib import Path
@@ -12,7 +11,6 @@ import pytest
 import torch
 
 import repops
-from offchain.chain.verde import NotSettleableOnChain, Verde
 from offchain.dispute.context import Context
 from offchain.dispute.party import InProcess, Party
 from offchain.dispute.referee import dispute
@@ -26,7 +24,6 @@ from offchain.trainer import adversaries as A
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repops"))
 from model_zoo import MODELS  # noqa: E402
 
-PAY, STAKE = 3 * 10**18, 10**18
 
 
 class WithLoss(torch.nn.Module):
@@ -133,22 +130,11 @@ def test_a_folded_constant_repeated_per_row_or_head_is_stored_once(tmp_path):
     assert len({(v.dtype, tuple(v.shape), v.numpy().tobytes()) for v in folded.values()}) == len(folded)
 
 
-def test_an_integer_computed_from_the_batch_is_refused_at_post_naming_its_node(embedded, tmp_path):
-    module, (b0, b1) = zoo("hf-distilbert")
-    module.loss_fn = lambda m, ids, labels: m(input_ids=ids, labels=(ids[:, 0] + labels) % 2).loss
-    data = {"ids": torch.cat([b0[0], b1[0]]), "labels": torch.cat([b0[1], b1[1]])}
-    job = load(write_program_job(tmp_path / "j", module, data, ["ids", "labels"], steps=2, batch_size=2))
-    ctx = Context(job)
-    assert ctx.kernel_graph.unsettled
-    j, op = ctx.kernel_graph.unsettled[0]
-    with pytest.raises(NotSettleableOnChain, match=rf"node {j} \({op}\).*integers computed from the batch"):
-        Verde.deploy(embedded).post(job, ctx, PAY, STAKE, client=embedded.accounts[1])
-
-
 def test_a_program_writing_through_a_view_is_functionalised_and_trains_as_traced(tmp_path):
     """T5 given only labels shifts them right into new_zeros(...)[..., 1:] in forward: the
     export is functionalised (slice_scatter, select_scatter), so the trace can name every
-    producer; the shift computes integers from the batch, which post refuses (ship them)."""
+    producer; the shift's writes are described from what they mean (CAT, VIEW) and its
+    masked fill by integer kernels, so every node settles on chain."""
     model, make, loss = MODELS["hf-t5"]()
     ids = torch.cat([make(0)[0], make(1)[0]])
     job = load(write_program_job(tmp_path / "t5", WithLoss(model, loss), {"ids": ids}, ["ids"], steps=2,
@@ -157,7 +143,7 @@ def test_a_program_writing_through_a_view_is_functionalised_and_trains_as_traced
     ops = {decode_structure(s)[0] for s in ctx.graph.structures}
     assert {"aten.slice_scatter.default", "aten.select_scatter.default"} <= ops
     assert [n.structure() for n in Trainer(job, tmp_path / "t", "t").step_trace(0).nodes] == ctx.graph.structures
-    assert {op for _, op in ctx.kernel_graph.unsettled} >= {"aten.slice_scatter.default"}
+    assert ctx.kernel_graph.unsettled == []
 
 
 @pytest.fixture(scope="module")

@@ -176,6 +176,18 @@ def _philox(rng, v):
     return cases
 
 
+def _integer(rng, v):
+    """repops.integer.run: every compiled backend runs torch's integers natively, the reference
+    the integer kernels (tests/repops/test_integers.py holds those to torch on every op)."""
+    import torch
+    aten = torch.ops.aten
+    a = torch.from_numpy(rng.integers(-2 ** 62, 2 ** 62, (4, 5)))
+    m = torch.from_numpy(rng.random((4, 5)) < 0.5)
+    return [(aten.add.Tensor, (a, a[:1]), {}), (aten.remainder.Scalar, (a, -3), {}), (aten.eq.Scalar, (a, 0), {}),
+            (aten.masked_fill.Scalar, (a, m, -100), {}), (aten._to_copy.default, (m,), {"dtype": torch.float32}),
+            (aten.sum.dim_IntList, (m, [1]), {})]
+
+
 def _embedding_backward(rng, v):
     return [(rng.integers(0, 10, 23), v(23, 6), 10), (np.array([3, 3, 3], np.int64), v(3, 5), 4),
             (np.zeros(0, np.int64), v(0, 4), 3), (rng.integers(0, 300, 500), v(500, 70), 300)]
@@ -193,5 +205,6 @@ SAMPLES = {"embedding_backward": _embedding_backward,
     "layer_norm": _layer_norm, "layer_norm_backward": _layer_norm_backward, "rms_norm": _rms_norm,
     "rms_norm_backward": _rms_norm_backward, "attention": _attention, "attention_backward": _attention_backward,
     "adamw": _adamw, "matmul": _matmul, "fold": _fold, "gather": _gather, "onehot": _onehot, "philox": _philox,
+    "integer": _integer,
 }
 MUTATES = {"adamw": (0, 2, 3, 4, 5)}  # argument positions a kernel may write in place: pass copies

@@ -135,3 +135,36 @@ SAMPLES.update({
     "embedding_padding_idx": (lambda w, i: F.embedding(i, w, padding_idx=2),
                               lambda: (_x(6, 3), torch.tensor([[2, 1, 2], [5, 0, 1]]))),
 })
+
+
+# -- integer and bool ops (docs/NUMERICS.md §13): name -> (function, inputs); torch's own result is
+# the spec's, bit for bit and dtype for dtype ---------------------------------------------------------------
+_BIG = torch.tensor([[3, -7, 2 ** 62 + 5, 0], [2 ** 63 - 1, 9, -2 ** 63, -1]])
+_DIV = torch.tensor([2, -3, 5, -1])
+_MASK = torch.tensor([[True, False, True, True], [False, False, True, False]])
+_IDS = torch.tensor([[5, 0, 17, 3, 0], [1, 1, 0, 9, 4]])
+
+INTEGER_SAMPLES = {
+    "add_sub_mul_wrap": (lambda a, b: (a + b) * 3 - torch.sub(a, b, alpha=2), lambda: (_BIG, _DIV)),
+    "rsub_neg_abs": (lambda a: (5 - a) + (-a).abs(), lambda: (_BIG,)),
+    "floor_trunc_division": (lambda a, b: torch.stack([a // b, torch.div(a, b, rounding_mode="trunc"), a % b,
+                                                       torch.fmod(a, b)]), lambda: (_BIG, _DIV)),
+    "bitwise": (lambda a, b: (a & b) | (a ^ 6) | ~b, lambda: (_BIG, _DIV)),
+    "compare": (lambda a, b: torch.stack([a == b, a != 0, a < b, a <= b, a > 1, a >= b]), lambda: (_BIG, _DIV)),
+    "min_max_clamp": (lambda a, b: torch.minimum(a, b) + torch.maximum(a, b) + a.clamp(-5, 5), lambda: (_BIG, _DIV)),
+    "where_masked_fill": (lambda a, m: torch.where(m, a, -1) + a.masked_fill(~m, -100), lambda: (_BIG, _MASK)),
+    "bool_logic": (lambda m, a: torch.stack([m & (a > 0), m | ~m, m ^ (a < 0), torch.logical_and(m, a),
+                                             torch.logical_not(a), m + m, m * m]), lambda: (_MASK, _BIG)),
+    "casts": (lambda a, m: torch.cat([a.int().long(), m.long(), a.bool().long(), (a.int() + 1).long()]),
+              lambda: (_BIG, _MASK)),
+    "cast_to_float32": (lambda a, m: torch.cat([a.float(), m.float(), a.int().float()]), lambda: (_BIG, _MASK)),
+    "int32_arithmetic": (lambda a, b: a.int() * b.int() + 7, lambda: (_BIG, _DIV)),
+    "sum_any_all": (lambda a, m: torch.cat([a.sum(0), m.sum(1), a.sum().reshape(1), m.any(0), m.all(1),
+                                            m.any().reshape(1), m.sum(0, keepdim=True)[0]]), lambda: (_BIG, _MASK)),
+    "index_by_two_tensors": (lambda m: m[torch.arange(2)[:, None, None], torch.arange(4)[None, None, :]],
+                             lambda: (_MASK,)),
+    "index_negative": (lambda a: a[:, torch.tensor([3, -1, 0, -4])], lambda: (_BIG,)),
+    "label_rule": (lambda ids: (ids[:, 0] + 3) % 2, lambda: (_IDS,)),
+    "padding_mask_positions": (lambda ids: (ids != 0).long() * (torch.arange(5) + 1), lambda: (_IDS,)),
+    "in_place": (lambda a, m: a.clone().add_(1).masked_fill_(m, 0).bitwise_not_(), lambda: (_BIG, _MASK)),
+}

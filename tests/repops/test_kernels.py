@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import repops.aten  # noqa: F401  (imports every reference module, so OVERRIDABLE is complete)
+import repops.integer  # noqa: F401  (its override point, "integer")
 from repops.reference import prims as P
 
 from kernel_samples import MUTATES, SAMPLES, backend_table as _table, flavours

@@ -1,0 +1,273 @@
+"""Integer and boolean aten ops as compositions of the integer kernels
+(repops/reference/integers.py, docs/NUMERICS.md §13): what a dispute decomposes them into.
+
+Training runs them natively (`integer` below is overridden by every compiled backend's table:
+torch's integers are exact, so native is the same bits everywhere); the reference backend and
+a dispute's decomposition (prims.observe) run these definitions, which the tests hold to
+torch's own results bit for bit. An op with no definition here, or on a dtype other than
+int64/int32/bool, runs natively: its node is then not settleable on chain (`verde post` says
+which)."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .aten import registrar
+from .reference import integers as I
+from .reference import prims as P
+
+aten = torch.ops.aten
+DT = {torch.int64: "i64", torch.int32: "i32", torch.bool: "bool"}
+REGISTRY: dict = {}
+register = registrar(REGISTRY)
+
+
+def K(op: str, dt: str):
+    return I.KERNELS[f"{op}.{dt}"]
+
+
+def operand(v, dt: str):
+    """A tensor (cast by a to_<dt> kernel when its dtype differs) or a Python number (a
+    constant) as an operand of dtype dt."""
+    if isinstance(v, torch.Tensor):
+        a = v.detach().numpy()
+        return a if DT[v.dtype] == dt else K(f"to_{dt}", DT[v.dtype])(a)
+    return I.const(v, dt)
+
+
+def result(a) -> torch.Tensor:
+    """A kernel's output (or a view of one) as the op's result: the same memory, so a
+    decomposition describes the result as that kernel's output."""
+    return torch.from_numpy(np.asarray(a))
+
+
+def _common(a, b) -> str:
+    """torch's promotion of two operands (a tensor and a tensor or a number)."""
+    return DT[torch.result_type(a, b)]
+
+
+def _inplace(self: torch.Tensor, out):
+    """An in-place op: self now holds `out`, and the decomposition's last kernel is a copy
+    whose output IS self (prims.wrote's rule for integers)."""
+    mine, dt = self.detach().numpy(), DT[self.dtype]
+    if I.dtype_name(out) != dt:  # torch casts an in-place result to self's dtype
+        out = K(f"to_{dt}", I.dtype_name(out))(out)
+    mine[...] = out
+    P._record(f"copy.{dt}", (out,), mine)
+    return self
+
+
+def _both(fn, *inplace_ops):
+    """fn as the op, and `result into self` for its in-place variants."""
+    def inplace(self, *args, **kwargs):
+        out = fn(self, *args, **kwargs)
+        return _inplace(self, out.numpy())
+    register(*inplace_ops)(inplace)
+    return fn
+
+
+def _binary(op: str, reflected=False):
+    def impl(a, b, alpha=1):
+        dt = _common(a, b)
+        x, y = operand(a, dt), operand(b, dt)
+        if reflected:
+            x, y = y, x
+        if alpha != 1:
+            y = K("mul", dt)(y, I.const(alpha, dt))
+        return result(K(op, dt)(x, y))
+    return impl
+
+
+for _name, _op in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("remainder", "rem_floor"),
+                   ("fmod", "rem_trunc"), ("bitwise_and", "and"), ("bitwise_or", "or"), ("bitwise_xor", "xor")):
+    _ov = getattr(aten, _name)
+    _both(register(_ov.Tensor, _ov.Scalar)(_binary(_op)), getattr(aten, _name + "_").Tensor,
+          getattr(aten, _name + "_").Scalar)
+register(aten.rsub.Tensor, aten.rsub.Scalar)(_binary("sub", reflected=True))
+register(aten.floor_divide.default, aten.floor_divide.Scalar)(_binary("div_floor"))
+register(aten.minimum.default)(_binary("min"))
+register(aten.maximum.default)(_binary("max"))
+
+
+@register(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def div_mode(a, b, rounding_mode=None):
+    if rounding_mode not in ("floor", "trunc"):  # true division makes floats: never reaches here
+        raise ValueError(f"integer division with rounding_mode={rounding_mode!r}")
+    return _binary("div_floor" if rounding_mode == "floor" else "div_trunc")(a, b)
+
+
+def _unary(op):
+    return lambda a: result(K(op, DT[a.dtype])(a.detach().numpy()))
+
+
+register(aten.neg.default)(_unary("neg"))
+register(aten.abs.default)(_unary("abs"))
+_both(register(aten.bitwise_not.default)(_unary("not")), aten.bitwise_not_.default)
+
+
+@register(aten.logical_not.default)
+def logical_not(a):
+    return result(K("not", "bool")(operand(a, "bool")))
+
+
+def _logical(op):
+    return lambda a, b: result(K(op, "bool")(operand(a, "bool"), operand(b, "bool")))
+
+
+register(aten.logical_and.default)(_logical("and"))
+register(aten.logical_or.default)(_logical("or"))
+register(aten.logical_xor.default)(_logical("xor"))
+
+
+def _compare(op, swap=False, negate=False):
+    def cmp(a, b):
+        dt = _common(a, b)
+        x, y = operand(a, dt), operand(b, dt)
+        r = K(op, dt)(y, x) if swap else K(op, dt)(x, y)
+        return result(K("not", "bool")(r) if negate else r)
+    return cmp
+
+
+register(aten.eq.Tensor, aten.eq.Scalar)(_compare("eq"))
+register(aten.ne.Tensor, aten.ne.Scalar)(_compare("eq", negate=True))
+register(aten.lt.Tensor, aten.lt.Scalar)(_compare("lt"))
+register(aten.le.Tensor, aten.le.Scalar)(_compare("le"))
+register(aten.gt.Tensor, aten.gt.Scalar)(_compare("lt", swap=True))
+register(aten.ge.Tensor, aten.ge.Scalar)(_compare("le", swap=True))
+
+
+@register(aten.clamp.default, aten.clamp.Tensor)
+def clamp(a, lo=None, hi=None):
+    """max(x, lo) then min(., hi), as torch.clamp."""
+    dt = DT[aten.clamp.default(a.to("meta"), *(v.to("meta") if isinstance(v, torch.Tensor) else v
+                                              for v in (lo, hi))).dtype]
+    x = operand(a, dt)
+    x = K("max", dt)(x, operand(lo, dt)) if lo is not None else x
+    x = K("min", dt)(x, operand(hi, dt)) if hi is not None else x
+    return result(x)
+
+
+register(aten.clamp_min.default)(lambda a, lo: clamp(a, lo, None))
+register(aten.clamp_max.default)(lambda a, hi: clamp(a, None, hi))
+
+
+@register(aten.where.self)
+def where(cond, a, b):
+    dt = _common(a, b)
+    return result(K("select", dt)(operand(cond, "bool"), operand(a, dt), operand(b, dt)))
+
+
+@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def masked_fill(a, mask, value):
+    dt = DT[a.dtype]
+    return result(K("select", dt)(operand(mask, "bool"), operand(value, dt), a.detach().numpy()))
+
+
+register(aten.masked_fill_.Scalar, aten.masked_fill_.Tensor)(
+    lambda a, mask, value: _inplace(a, masked_fill(a, mask, value).numpy()))
+
+
+@register(aten._to_copy.default)
+def to_copy(a, dtype=None, **_):
+    src, dst = DT[a.dtype], {torch.float32: "f32", **DT}[dtype or a.dtype]
+    x = a.detach().numpy()
+    return result(K("copy" if dst == src else f"to_{dst}", src)(x))
+
+
+def _reduce(op: str, x: np.ndarray, dt: str, dims, keepdim: bool, empty: int):
+    """Fold `op` over dims, each dim in increasing index order (integer arithmetic is exact:
+    any order gives these bits; this one is the spec's kernel sequence)."""
+    dims = sorted({d % max(x.ndim, 1) for d in (range(x.ndim) if dims is None or dims == [] else
+                                                 ([dims] if isinstance(dims, int) else dims))}, reverse=True)
+    acc, folded = x, False
+    for d in dims if x.ndim else []:
+        n = acc.shape[d]
+        if n == 0:
+            shape = acc.shape[:d] + acc.shape[d + 1:]
+            acc, folded = K("copy", dt)(I.const(empty, dt, shape)), True
+            continue
+        at = lambda i: acc[(slice(None),) * d + (i,)]  # noqa: E731
+        out = at(0)
+        for i in range(1, n):
+            out = K(op, dt)(out, at(i))
+            folded = True
+        acc = out
+    if not folded:  # nothing to fold (one element per output): a copy, so the result is a kernel output
+        acc = K("copy", dt)(acc)
+    if keepdim:
+        acc = acc.reshape([1 if d in dims else s for d, s in enumerate(x.shape)])
+    return acc
+
+
+@register(aten.sum.default, aten.sum.dim_IntList)
+def sum_(a, dims=None, keepdim=False, dtype=None):
+    dt = DT[dtype or (torch.int64 if a.dtype in DT else a.dtype)]
+    return result(_reduce("add", operand(a, dt), dt, dims, keepdim, 0))
+
+
+def _any_all(op, empty):
+    def impl(a, dims=None, keepdim=False):
+        return result(_reduce(op, operand(a, "bool"), "bool", dims, keepdim, empty))
+    return impl
+
+
+register(aten.any.default, aten.any.dim, aten.any.dims)(_any_all("or", 0))
+register(aten.all.default, aten.all.dim, aten.all.dims)(_any_all("and", 1))
+
+
+@register(aten.index.Tensor)
+def index(a, indices):
+    """x[i0, i1, ...] over consecutive dims p..p+k-1 (torch wraps negative indices): one
+    flat index by integer kernels, then the gather kernel of x's dtype."""
+    used = [i for i, t in enumerate(indices) if t is not None]
+    p, k = used[0], len(used)
+    x, dt = a.detach().numpy(), DT[a.dtype]
+    sizes = x.shape[p:p + k]
+    flat = None
+    for size, i in zip(sizes, used):
+        ix = operand(indices[i], "i64")
+        ix = K("select", "i64")(K("lt", "i64")(ix, I.const(0, "i64")), K("add", "i64")(ix, I.const(size, "i64")), ix)
+        flat = ix if flat is None else K("add", "i64")(K("mul", "i64")(flat, I.const(size, "i64")), ix)
+    lead, n = int(np.prod(x.shape[:p])), int(np.prod(sizes))
+    data = x.reshape(lead, n, -1) if x.flags.c_contiguous else K("copy", dt)(x).reshape(lead, n, -1)
+    idx = np.broadcast_to(flat.reshape(1, -1), (lead, flat.size))
+    out = I.KERNELS[f"gather.{dt}"](data, idx, I.const(0, dt))
+    return result(out.reshape(x.shape[:p] + flat.shape + x.shape[p + k:]))
+
+
+def _indexable(args) -> bool:
+    """index.Tensor: integer index tensors over consecutive dims (a bool mask makes a shape
+    that depends on values: native)."""
+    used = [i for i, t in enumerate(args[1]) if t is not None]
+    return bool(used) and used == list(range(used[0], used[-1] + 1)) and \
+        all(args[1][i].dtype in (torch.int64, torch.int32) for i in used)
+
+
+def applies(func, args, kwargs) -> bool:
+    """Does a definition here compute this call? Its tensors all int64/int32/bool (a cast to
+    float32 too), on the CPU."""
+    if func not in REGISTRY:
+        return False
+    flat = [*args, *kwargs.values()]
+    flat += [v for a in flat if isinstance(a, (list, tuple)) for v in a]
+    tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+    if not tensors or any(t.dtype not in DT or t.device.type != "cpu" for t in tensors):
+        return False
+    if func is aten._to_copy.default:
+        return kwargs.get("dtype") in (None, torch.float32, *DT) and kwargs.get("device") in (None, torch.device("cpu"))
+    if func is aten.sum.default or func is aten.sum.dim_IntList:
+        return kwargs.get("dtype") in (None, *DT)
+    return func is not aten.index.Tensor or _indexable(args)
+
+
+@P.overridable("integer")
+def run(func, args, kwargs):
+    """An integral aten op: its definition here when there is one, else torch's own (exact)."""
+    if applies(func, args, kwargs):
+        return REGISTRY[func](*args, **kwargs)
+    return func(*args, **kwargs)
+
+
+def native(func, args, kwargs):
+    """What every compiled backend runs for integers: torch's exact kernels."""
+    return func(*args, **kwargs)

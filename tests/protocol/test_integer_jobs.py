@@ -1,0 +1,111 @@
+"""Integers computed from the batch in a job (docs/NUMERICS.md §13, PROTOCOL.md §7): a
+program that derives masks, counts and labels from its token ids decomposes them into
+integer kernels, so every node settles on chain; a trainer that changes one element of an
+integer kernel loses at level 5, off chain (both seat orders) and on chain, where the honest
+trainer is paid; Hugging Face models given their attention mask and masked labels, and T5
+shifting its own labels, are jobs whose every node settles; an integer op with no kernels
+(cumsum) is still refused at post, naming its node."""
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from offchain.chain.verde import NotSettleableOnChain, Verde
+from offchain.dispute.context import Context
+from offchain.dispute.party import InProcess, Party
+from offchain.dispute.referee import dispute
+from offchain.protocol.dataset import write_program_job
+from offchain.protocol.jobfile import load
+from offchain.protocol.trace import decode_structure
+from offchain.trainer import Trainer
+from offchain.trainer import adversaries as A
+from small_job import write_integer_job
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repops"))
+from model_zoo import MODELS  # noqa: E402
+from test_folding import WithLoss  # noqa: E402
+
+COUNT = "aten.sum.dim_IntList"
+PAY, STAKE = 3 * 10**18, 10**18
+
+
+@pytest.fixture(scope="module")
+def integer_job(tmp_path_factory):
+    d = tmp_path_factory.mktemp("integers")
+    job = load(write_integer_job(d / "job"))
+    honest = Trainer(job, d / "honest", "honest")
+    honest.train()
+    return job, Context(job), honest, d
+
+
+def test_a_job_computing_integers_from_its_batch_is_its_trace_and_settles_on_chain(integer_job):
+    job, ctx, honest, _ = integer_job
+    ops = {decode_structure(s)[0] for s in ctx.graph.structures}
+    assert {"aten.ne.Scalar", COUNT, "aten.remainder.Scalar", "aten._to_copy.default"} <= ops
+    assert [n.structure() for n in honest.step_trace(2).nodes] == ctx.graph.structures
+    assert ctx.kernel_graph.unsettled == []
+
+
+def _node(ctx):
+    return next(j for j, s in enumerate(ctx.graph.structures) if decode_structure(s)[0] == COUNT)
+
+
+def _count_cheater(job, d, name, step):
+    """Adds 1 to one row's token count (the last add.i64 of the sum) and computes on from it."""
+    bad = Trainer(job, d / name, "cheater", behaviour=A.KernelCheat(step=step, op=COUNT, from_end=2, element=1))
+    bad.train()
+    return bad
+
+
+def test_a_trainer_that_miscounts_loses_at_the_integer_kernel(integer_job):
+    job, ctx, honest, d = integer_job
+    bad = _count_cheater(job, d, "miscount", 2)
+    assert bad.final_claim() != honest.final_claim()
+    for first, second in ((honest, bad), (bad, honest)):
+        v = dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (first, second)))
+        assert v.winner == "honest" and v.losers == ["cheater"] and v.node == _node(ctx) and v.level == 5, str(v)
+        assert "exact integers" in v.reason and "add.i64" in v.reason, v.reason
+
+
+def test_the_miscounter_loses_on_chain_and_the_honest_trainer_is_paid(settle_match, integer_job):
+    job, ctx, honest, d = integer_job
+    r = settle_match(job, ctx, _count_cheater(job, d, "miscount-chain", 1), honest)
+    assert r.decision["winner"] == r.second and r.decision["level"] == 5, r.decision
+    assert r.paid_and_slashed(r.second, r.first)
+
+
+@pytest.mark.parametrize("name", ["hf-llama-sdpa", "hf-gpt2", "hf-t5"])
+def test_a_hugging_face_model_given_its_attention_mask_is_a_job_whose_every_node_settles(name, tmp_path):
+    """As users write it: the padding mask in the batch (which the program moves to the
+    device it runs on: the graph on meta, training on CPU or CUDA), labels masked to -100
+    where it is 0 (T5 shifts them right into its decoder inputs itself)."""
+    model, make, _ = MODELS[name]()
+    ids = torch.cat([make(0)[0], make(1)[0]])
+    mask = torch.ones_like(ids)
+    mask[:, -3:] = 0
+    mask[0, -1] = 1
+    module = WithLoss(model, lambda m, ids, mask: m(input_ids=ids, attention_mask=mask,
+                                                       labels=ids.masked_fill(mask == 0, -100)).loss)
+    job = load(write_program_job(tmp_path / "job", module, {"ids": ids, "mask": mask}, ["ids", "mask"], steps=2,
+                                 batch_size=2))
+    ctx = Context(job)
+    assert [n.structure() for n in Trainer(job, tmp_path / "t", "t").step_trace(1).nodes] == ctx.graph.structures
+    assert ctx.kernel_graph.unsettled == []
+
+
+def test_an_integer_op_without_kernels_is_refused_at_post_naming_its_node(embedded, tmp_path):
+    class Positions(torch.nn.Module):  # RoBERTa's positions: a cumsum over the padding mask
+        def __init__(self):
+            super().__init__()
+            self.emb, self.pos = torch.nn.Embedding(20, 4), torch.nn.Embedding(9, 4)
+
+        def forward(self, ids):
+            return (self.emb(ids) + self.pos(torch.cumsum(ids != 0, 1) * (ids != 0))).square().mean()
+    ids = torch.randint(0, 20, (4, 8), generator=torch.Generator().manual_seed(0))
+    job = load(write_program_job(tmp_path / "j", Positions(), {"ids": ids}, ["ids"], steps=2, batch_size=2))
+    ctx = Context(job)
+    j, op = ctx.kernel_graph.unsettled[0]
+    assert op == "aten.cumsum.default"
+    with pytest.raises(NotSettleableOnChain, match=rf"node {j} \(aten.cumsum.default\).*integers computed from"):
+        Verde.deploy(embedded).post(job, ctx, PAY, STAKE, client=embedded.accounts[1])
