@@ -215,6 +215,53 @@ register(aten.any.default, aten.any.dim, aten.any.dims)(_any_all("or", 0))
 register(aten.all.default, aten.all.dim, aten.all.dims)(_any_all("and", 1))
 
 
+def _shifted(y: np.ndarray, axis: int, by: int, dt: str) -> np.ndarray:
+    """y moved `by` positions up along axis, 0 below: one copy kernel whose operand is laid
+    out by pieces (prims.placement; the decomposition describes it as a CAT)."""
+    n = y.shape[axis]
+    operand = np.zeros(y.shape, y.dtype)
+    head = y[(slice(None),) * axis + (slice(0, n - by),)]
+    operand[(slice(None),) * axis + (slice(by, n),)] = head
+    P._PLACED[id(operand)] = (axis, I.DTYPES[dt].type(0), [(by, 1, head)])
+    try:
+        return K("copy", dt)(operand)
+    finally:
+        del P._PLACED[id(operand)]
+
+
+@register(aten.cumsum.default)
+def cumsum(a, dim, dtype=None):
+    """Hillis-Steele: y += y shifted by 1, 2, 4, ... along dim (ceil(log2 n) rounds of a
+    shifted copy and an add; exact, so these are torch's bits)."""
+    dt = DT[dtype or torch.int64]
+    y = operand(a, dt)
+    axis = dim % max(y.ndim, 1)
+    if y.ndim == 0 or y.shape[axis] <= 1:  # nothing to add: a copy, so the result is a kernel output
+        return result(K("copy", dt)(y))
+    by = 1
+    while y.ndim and by < y.shape[axis]:
+        y = K("add", dt)(y, _shifted(y, axis, by, dt))
+        by *= 2
+    return result(y)
+
+
+@register(aten.gather.default)
+def gather(a, dim, index, sparse_grad=False):
+    """torch.gather of integer or bool data (RoBERTa's token types at its positions):
+    aten.gather's float layout (repops/aten.py) with the gather kernel of the data's dtype."""
+    x, dt = a.detach().numpy(), DT[a.dtype]
+    dim %= x.ndim
+    i = operand(index, "i64")
+    lead = tuple(slice(0, n) for n in i.shape)
+    xs = np.moveaxis(x[lead[:dim] + (slice(None),) + lead[dim + 1:]], dim, -1)
+    im = np.moveaxis(i, dim, -1)
+    rows = int(np.prod(im.shape[:-1]))
+    data = K("copy", dt)(xs).reshape(rows, xs.shape[-1], 1)
+    idx = (im if im.flags.c_contiguous else K("copy", "i64")(im)).reshape(rows, im.shape[-1])
+    out = I.KERNELS[f"gather.{dt}"](data, idx, I.const(0, dt))
+    return result(np.moveaxis(out.reshape(im.shape), -1, dim))
+
+
 @register(aten.index.Tensor)
 def index(a, indices):
     """x[i0, i1, ...] over consecutive dims p..p+k-1 (torch wraps negative indices): one
@@ -255,7 +302,7 @@ def applies(func, args, kwargs) -> bool:
         return False
     if func is aten._to_copy.default:
         return kwargs.get("dtype") in (None, torch.float32, *DT) and kwargs.get("device") in (None, torch.device("cpu"))
-    if func is aten.sum.default or func is aten.sum.dim_IntList:
+    if func in (aten.sum.default, aten.sum.dim_IntList, aten.cumsum.default):
         return kwargs.get("dtype") in (None, *DT)
     return func is not aten.index.Tensor or _indexable(args)
 

@@ -49,7 +49,7 @@ def zoo(name):
     classifier's labels, T5's decoder inputs (its labels shifted right)."""
     model, make, loss = MODELS[name]()
     batches = [make(0), make(1)]
-    if name in ("hf-bert", "hf-distilbert"):
+    if name in ("hf-bert", "hf-distilbert", "hf-roberta"):
         loss, batches = _labelled, [(ids, ids[:, 0] % 2) for ids, in batches]
     if name == "hf-t5":
         loss, batches = _seq2seq, [(ids, torch.nn.functional.pad(ids[:, :-1], (1, 0)), ids) for ids, in batches]

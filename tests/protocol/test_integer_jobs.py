@@ -2,9 +2,9 @@
 program that derives masks, counts and labels from its token ids decomposes them into
 integer kernels, so every node settles on chain; a trainer that changes one element of an
 integer kernel loses at level 5, off chain (both seat orders) and on chain, where the honest
-trainer is paid; Hugging Face models given their attention mask and masked labels, and T5
-shifting its own labels, are jobs whose every node settles; an integer op with no kernels
-(cumsum) is still refused at post, naming its node."""
+trainer is paid; Hugging Face models given their attention mask, with labels computed in
+forward (T5 shifting its own), are jobs whose every node settles; an integer op with no kernels
+(argmax) is still refused at post, naming its node."""
 import sys
 from pathlib import Path
 
@@ -75,18 +75,26 @@ def test_the_miscounter_loses_on_chain_and_the_honest_trainer_is_paid(settle_mat
     assert r.paid_and_slashed(r.second, r.first)
 
 
-@pytest.mark.parametrize("name", ["hf-llama-sdpa", "hf-gpt2", "hf-t5"])
+def _labels(name):
+    """A classifier's label by a rule on the ids; a language model's labels masked to -100
+    where the mask is 0 (T5 shifts them right into its decoder inputs itself)."""
+    if name in ("hf-bert", "hf-roberta"):
+        return lambda ids, mask: (ids[:, 0] + ids[:, 1]) % 2
+    return lambda ids, mask: ids.masked_fill(mask == 0, -100)
+
+
+@pytest.mark.parametrize("name", ["hf-llama-sdpa", "hf-gpt2", "hf-t5", "hf-bert", "hf-roberta"])
 def test_a_hugging_face_model_given_its_attention_mask_is_a_job_whose_every_node_settles(name, tmp_path):
     """As users write it: the padding mask in the batch (which the program moves to the
-    device it runs on: the graph on meta, training on CPU or CUDA), labels masked to -100
-    where it is 0 (T5 shifts them right into its decoder inputs itself)."""
+    device it runs on: the graph on meta, training on CPU or CUDA) and labels computed in
+    forward."""
     model, make, _ = MODELS[name]()
     ids = torch.cat([make(0)[0], make(1)[0]])
     mask = torch.ones_like(ids)
     mask[:, -3:] = 0
     mask[0, -1] = 1
-    module = WithLoss(model, lambda m, ids, mask: m(input_ids=ids, attention_mask=mask,
-                                                       labels=ids.masked_fill(mask == 0, -100)).loss)
+    label = _labels(name)
+    module = WithLoss(model, lambda m, ids, mask: m(input_ids=ids, attention_mask=mask, labels=label(ids, mask)).loss)
     job = load(write_program_job(tmp_path / "job", module, {"ids": ids, "mask": mask}, ["ids", "mask"], steps=2,
                                  batch_size=2))
     ctx = Context(job)
@@ -95,17 +103,17 @@ def test_a_hugging_face_model_given_its_attention_mask_is_a_job_whose_every_node
 
 
 def test_an_integer_op_without_kernels_is_refused_at_post_naming_its_node(embedded, tmp_path):
-    class Positions(torch.nn.Module):  # RoBERTa's positions: a cumsum over the padding mask
+    class Loudest(torch.nn.Module):  # the label: where the largest token id is (argmax)
         def __init__(self):
             super().__init__()
-            self.emb, self.pos = torch.nn.Embedding(20, 4), torch.nn.Embedding(9, 4)
+            self.emb, self.fc = torch.nn.Embedding(20, 4), torch.nn.Linear(4, 8)
 
         def forward(self, ids):
-            return (self.emb(ids) + self.pos(torch.cumsum(ids != 0, 1) * (ids != 0))).square().mean()
+            return torch.nn.functional.cross_entropy(self.fc(self.emb(ids).mean(1)), ids.argmax(1))
     ids = torch.randint(0, 20, (4, 8), generator=torch.Generator().manual_seed(0))
-    job = load(write_program_job(tmp_path / "j", Positions(), {"ids": ids}, ["ids"], steps=2, batch_size=2))
+    job = load(write_program_job(tmp_path / "j", Loudest(), {"ids": ids}, ["ids"], steps=2, batch_size=2))
     ctx = Context(job)
     j, op = ctx.kernel_graph.unsettled[0]
-    assert op == "aten.cumsum.default"
-    with pytest.raises(NotSettleableOnChain, match=rf"node {j} \(aten.cumsum.default\).*integers computed from"):
+    assert op == "aten.argmax.default"
+    with pytest.raises(NotSettleableOnChain, match=rf"node {j} \(aten.argmax.default\).*integers computed from"):
         Verde.deploy(embedded).post(job, ctx, PAY, STAKE, client=embedded.accounts[1])

@@ -131,6 +131,10 @@ MODELS = {
         vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
         max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
         attn_implementation="eager")), loss=_classify),
+    "hf-roberta": _hf("RobertaForSequenceClassification", ("RobertaConfig", dict(
+        vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=1,
+        attn_implementation="eager")), loss=_classify),
     "hf-distilbert": _hf("DistilBertForSequenceClassification", ("DistilBertConfig", dict(
         vocab_size=100, dim=32, n_layers=2, n_heads=4, hidden_dim=64, max_position_embeddings=64, dropout=0.0,
         attention_dropout=0.0, seq_classif_dropout=0.0, attn_implementation="sdpa")), loss=_classify),

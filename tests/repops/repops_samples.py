@@ -166,5 +166,12 @@ INTEGER_SAMPLES = {
     "index_negative": (lambda a: a[:, torch.tensor([3, -1, 0, -4])], lambda: (_BIG,)),
     "label_rule": (lambda ids: (ids[:, 0] + 3) % 2, lambda: (_IDS,)),
     "padding_mask_positions": (lambda ids: (ids != 0).long() * (torch.arange(5) + 1), lambda: (_IDS,)),
+    "cumsum_positions": (lambda ids: torch.cat([torch.cumsum(ids != 0, 1) * (ids != 0), torch.cumsum(ids, 0),
+                                                torch.cumsum(ids.int(), 1)]), lambda: (_IDS,)),
+    "cumsum_wraps_and_one_long": (lambda a: torch.cat([torch.cumsum(a, 1), torch.cumsum(a[:, :1], 1)], 1),
+                                  lambda: (_BIG,)),
+    "gather_along_dims": (lambda a, m: torch.cat([torch.gather(a, 1, torch.tensor([[3, 0], [1, 1]])),
+                                                  torch.gather(m, 0, torch.tensor([[1, 0, 0, 1]])).long().expand(2, -1)],
+                                                 1), lambda: (_BIG, _MASK)),
     "in_place": (lambda a, m: a.clone().add_(1).masked_fill_(m, 0).bitwise_not_(), lambda: (_BIG, _MASK)),
 }
