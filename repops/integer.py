@@ -119,11 +119,22 @@ register(aten.logical_or.default)(_logical("or"))
 register(aten.logical_xor.default)(_logical("xor"))
 
 
+_FLOAT_COMPARE = {"eq": P.eq, "lt": P.lt, "le": P.le}
+
+
 def _compare(op, swap=False, negate=False):
+    """Integers compare exactly; against a Python float torch compares in binary32: to_f32
+    of the tensor, then the binary32 comparison primitive."""
     def cmp(a, b):
-        dt = _common(a, b)
-        x, y = operand(a, dt), operand(b, dt)
-        r = K(op, dt)(y, x) if swap else K(op, dt)(x, y)
+        promoted = torch.result_type(a, b)
+        if promoted == torch.float32:
+            x, y = (K("to_f32", DT[v.dtype])(v.detach().numpy()) if isinstance(v, torch.Tensor) else
+                    np.asarray(v, np.float32) for v in (a, b))
+            f = _FLOAT_COMPARE[op]
+        else:
+            dt = DT[promoted]
+            x, y, f = operand(a, dt), operand(b, dt), K(op, dt)
+        r = f(y, x) if swap else f(x, y)
         return result(K("not", "bool")(r) if negate else r)
     return cmp
 

@@ -151,6 +151,8 @@ INTEGER_SAMPLES = {
                                                        torch.fmod(a, b)]), lambda: (_BIG, _DIV)),
     "bitwise": (lambda a, b: (a & b) | (a ^ 6) | ~b, lambda: (_BIG, _DIV)),
     "compare": (lambda a, b: torch.stack([a == b, a != 0, a < b, a <= b, a > 1, a >= b]), lambda: (_BIG, _DIV)),
+    "compare_with_a_float": (lambda a, m: torch.cat([a > 0.5, a == float(2 ** 62), a != 3.0, m < 0.5, a <= -7.5,
+                                                     a.int() >= 2.5, a + 2 ** 24 == 16777216.0]), lambda: (_BIG, _MASK)),
     "min_max_clamp": (lambda a, b: torch.minimum(a, b) + torch.maximum(a, b) + a.clamp(-5, 5), lambda: (_BIG, _DIV)),
     "where_masked_fill": (lambda a, m: torch.where(m, a, -1) + a.masked_fill(~m, -100), lambda: (_BIG, _MASK)),
     "bool_logic": (lambda m, a: torch.stack([m & (a > 0), m | ~m, m ^ (a < 0), torch.logical_and(m, a),
