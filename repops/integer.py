@@ -168,14 +168,13 @@ def where(cond, a, b):
     return result(K("select", dt)(operand(cond, "bool"), operand(a, dt), operand(b, dt)))
 
 
-@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
 def masked_fill(a, mask, value):
     dt = DT[a.dtype]
     return result(K("select", dt)(operand(mask, "bool"), operand(value, dt), a.detach().numpy()))
 
 
-register(aten.masked_fill_.Scalar, aten.masked_fill_.Tensor)(
-    lambda a, mask, value: _inplace(a, masked_fill(a, mask, value).numpy()))
+_both(register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)(masked_fill), aten.masked_fill_.Scalar,
+      aten.masked_fill_.Tensor)
 
 
 @register(aten._to_copy.default)

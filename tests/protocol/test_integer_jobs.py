@@ -1,7 +1,8 @@
 """Integers computed from the batch in a job (docs/NUMERICS.md §13, PROTOCOL.md §7): a
 program that derives masks, counts and labels from its token ids decomposes them into
 integer kernels, so every node settles on chain; a trainer that changes one element of an
-integer kernel loses at level 5, off chain (both seat orders) and on chain, where the honest
+integer kernel loses at level 5 (at level 4 when it changes it after committing it), off
+chain (both seat orders) and on chain, where the honest
 trainer is paid; Hugging Face models given their attention mask, with labels computed in
 forward (T5 shifting its own), are jobs whose every node settles; an integer op with no kernels
 (argmax) is still refused at post, naming its node."""
@@ -51,21 +52,26 @@ def _node(ctx):
     return next(j for j, s in enumerate(ctx.graph.structures) if decode_structure(s)[0] == COUNT)
 
 
-def _count_cheater(job, d, name, step):
-    """Adds 1 to one row's token count (the last add.i64 of the sum) and computes on from it."""
-    bad = Trainer(job, d / name, "cheater", behaviour=A.KernelCheat(step=step, op=COUNT, from_end=2, element=1))
+def _count_cheater(job, d, name, step, after_commit=False):
+    """Adds 1 to one row's partial token count (an add.i64 of the sum: the last, or after
+    committing the one before it, so that the last reads another value than it holds) and
+    computes on from it."""
+    bad = Trainer(job, d / name, "cheater", behaviour=A.KernelCheat(
+        step=step, op=COUNT, from_end=3 if after_commit else 2, element=1, after_commit=after_commit))
     bad.train()
     return bad
 
 
-def test_a_trainer_that_miscounts_loses_at_the_integer_kernel(integer_job):
+@pytest.mark.parametrize("after_commit", [False, True])
+def test_a_trainer_that_miscounts_loses_at_the_integer_kernel(integer_job, after_commit):
     job, ctx, honest, d = integer_job
-    bad = _count_cheater(job, d, "miscount", 2)
+    bad = _count_cheater(job, d, f"miscount-{after_commit}", 2, after_commit)
     assert bad.final_claim() != honest.final_claim()
     for first, second in ((honest, bad), (bad, honest)):
         v = dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (first, second)))
-        assert v.winner == "honest" and v.losers == ["cheater"] and v.node == _node(ctx) and v.level == 5, str(v)
-        assert "exact integers" in v.reason and "add.i64" in v.reason, v.reason
+        assert v.winner == "honest" and v.losers == ["cheater"] and v.node == _node(ctx), str(v)
+        assert v.level == (4 if after_commit else 5), str(v)
+        assert after_commit or ("exact integers" in v.reason and "add.i64" in v.reason), v.reason
 
 
 def test_the_miscounter_loses_on_chain_and_the_honest_trainer_is_paid(settle_match, integer_job):
