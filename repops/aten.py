@@ -624,20 +624,31 @@ def safe_softmax(a, dim, dtype=None):
     return tt(P.select(P.eq(m, np.float32(-np.inf)), P.const(0.0, x.shape), N.softmax(x, dim)))
 
 
-@register(aten.gather.default)
-def gather(a, dim, index, sparse_grad=False):
-    """torch.gather of float data: out[..., j, ...] = x[..., index[..., j, ...], ...] along dim,
-    by the gather kernel (rows = every other index position)."""
-    x = np_(a, "gather")
-    dim = dim % x.ndim
-    i = _indices(index, x.shape[dim], "gather")
+def take_along(x, dim, i, copy, gather, fill):
+    """torch.gather's element rule, out[..., j, ...] = x[..., i[..., j, ...], ...] along dim, as
+    one gather kernel: dim moved last, rows = every other index position; x's part and, when
+    moving the dim left it strided, i by copy kernels (`copy`: of x's dtype), so every
+    operand is a kernel output or a view (a reshape that copies would leave an operand no
+    descriptor names)."""
+    from .reference.integers import KERNELS
+    dim %= x.ndim
     lead = tuple(slice(0, n) for n in i.shape)
     xs = np.moveaxis(x[lead[:dim] + (slice(None),) + lead[dim + 1:]], dim, -1)
     im = np.moveaxis(i, dim, -1)
     rows = int(np.prod(im.shape[:-1]))
-    data = P.copy(xs).reshape(rows, xs.shape[-1], 1)  # an exact copy: one kernel, a view for the gather
-    out = P.gather(data, im.reshape(rows, im.shape[-1]), P.const(0.0, ()))
-    return tt(np.moveaxis(out.reshape(im.shape), -1, dim))
+    data = copy(xs).reshape(rows, xs.shape[-1], 1)
+    if not im.flags.c_contiguous and P.xp_of(im) is np:  # (on a device no decomposition is observed)
+        im = KERNELS["copy.i64"](im)
+    idx = im.reshape(rows, im.shape[-1])
+    return np.moveaxis(gather(data, idx, fill).reshape(im.shape), -1, dim)
+
+
+@register(aten.gather.default)
+def gather(a, dim, index, sparse_grad=False):
+    """torch.gather of float data, by the gather kernel (take_along)."""
+    x = np_(a, "gather")
+    i = _indices(index, x.shape[dim % x.ndim], "gather")
+    return _result(take_along(x, dim, i, P.copy, P.gather, P.const(0.0, ())))
 
 
 def _conv_args(op, stride, padding, dilation, transposed, output_padding, nd):

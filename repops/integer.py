@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .aten import registrar
+from .aten import registrar, take_along
 from .reference import integers as I
 from .reference import prims as P
 
@@ -53,7 +53,7 @@ def _inplace(self: torch.Tensor, out):
     if I.dtype_name(out) != dt:  # torch casts an in-place result to self's dtype
         out = K(f"to_{dt}", I.dtype_name(out))(out)
     mine[...] = out
-    P._record(f"copy.{dt}", (out,), mine)
+    P.wrote(mine, out, f"copy.{dt}")
     return self
 
 
@@ -225,20 +225,6 @@ register(aten.any.default, aten.any.dim, aten.any.dims)(_any_all("or", 0))
 register(aten.all.default, aten.all.dim, aten.all.dims)(_any_all("and", 1))
 
 
-def _shifted(y: np.ndarray, axis: int, by: int, dt: str) -> np.ndarray:
-    """y moved `by` positions up along axis, 0 below: one copy kernel whose operand is laid
-    out by pieces (prims.placement; the decomposition describes it as a CAT)."""
-    n = y.shape[axis]
-    operand = np.zeros(y.shape, y.dtype)
-    head = y[(slice(None),) * axis + (slice(0, n - by),)]
-    operand[(slice(None),) * axis + (slice(by, n),)] = head
-    P._PLACED[id(operand)] = (axis, I.DTYPES[dt].type(0), [(by, 1, head)])
-    try:
-        return K("copy", dt)(operand)
-    finally:
-        del P._PLACED[id(operand)]
-
-
 @register(aten.cumsum.default)
 def cumsum(a, dim, dtype=None):
     """Hillis-Steele: y += y shifted by 1, 2, 4, ... along dim (ceil(log2 n) rounds of a
@@ -248,28 +234,21 @@ def cumsum(a, dim, dtype=None):
     axis = dim % max(y.ndim, 1)
     if y.ndim == 0 or y.shape[axis] <= 1:  # nothing to add: a copy, so the result is a kernel output
         return result(K("copy", dt)(y))
-    by = 1
-    while y.ndim and by < y.shape[axis]:
-        y = K("add", dt)(y, _shifted(y, axis, by, dt))
+    by, n = 1, y.shape[axis]
+    while by < n:  # y shifted `by` up along the axis, 0 below: one placed copy (a CAT operand)
+        head = y[(slice(None),) * axis + (slice(0, n - by),)]
+        y = K("add", dt)(y, P.place(y.shape, axis, [(by, 1, head)], I.DTYPES[dt].type(0), K("copy", dt)))
         by *= 2
     return result(y)
 
 
 @register(aten.gather.default)
 def gather(a, dim, index, sparse_grad=False):
-    """torch.gather of integer or bool data (RoBERTa's token types at its positions):
-    aten.gather's float layout (repops/aten.py) with the gather kernel of the data's dtype."""
-    x, dt = a.detach().numpy(), DT[a.dtype]
-    dim %= x.ndim
-    i = operand(index, "i64")
-    lead = tuple(slice(0, n) for n in i.shape)
-    xs = np.moveaxis(x[lead[:dim] + (slice(None),) + lead[dim + 1:]], dim, -1)
-    im = np.moveaxis(i, dim, -1)
-    rows = int(np.prod(im.shape[:-1]))
-    data = K("copy", dt)(xs).reshape(rows, xs.shape[-1], 1)
-    idx = (im if im.flags.c_contiguous else K("copy", "i64")(im)).reshape(rows, im.shape[-1])
-    out = I.KERNELS[f"gather.{dt}"](data, idx, I.const(0, dt))
-    return result(np.moveaxis(out.reshape(im.shape), -1, dim))
+    """torch.gather of integer or bool data (RoBERTa's token types at its positions): aten's
+    layout (take_along) with the copy and gather kernels of the data's dtype."""
+    dt = DT[a.dtype]
+    return result(take_along(a.detach().numpy(), dim, operand(index, "i64"), K("copy", dt),
+                             I.KERNELS[f"gather.{dt}"], I.const(0, dt)))
 
 
 @register(aten.index.Tensor)

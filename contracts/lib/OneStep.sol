@@ -83,12 +83,8 @@ library OneStep {
         return opcode == GATHER || (opcode >= INT && (opcode - INT) / 8 == Integers.GATHER);
     }
 
+    /// @dev A binary32 primitive's (or an index move's) operand count.
     function arity(uint256 opcode) internal pure returns (uint256) {
-        if (opcode >= INT) {
-            (uint256 op,) = integer(opcode);
-            if (op == Integers.SELECT || op == Integers.GATHER) return 3;
-            return (op >= 10 && op <= 12) || (op >= 19 && op <= Integers.TO_F32) ? 1 : 2;
-        }
         if (opcode == 3 || opcode == 13 || opcode == GATHER || opcode == ONEHOT) return 3;
         if (opcode <= 4 || (opcode >= 8 && opcode <= 12) || opcode == 17) return 2;
         return 1;

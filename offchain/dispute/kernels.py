@@ -11,8 +11,9 @@ from ..softfloat import float32 as sf
 from ..softfloat import integers as si
 
 F32, I32, BOOL, I64 = (DTYPES[np.dtype(t)] for t in ("<f4", "<i4", bool, "<i8"))
-# data movement by an integer index (repops.reference.prims.MOVEMENT): operand -> its role
-INDEX_OPERAND = {"gather": 1, "onehot": 0}
+# data movement by an integer index (repops.reference.prims.MOVEMENT, and gather of integer data):
+# kernel -> the index operand
+INDEX_OPERAND = {"gather": 1, "onehot": 0, **{f"gather.{dt}": 1 for dt in si.DTYPES}}
 
 
 # counter-based random bits (repops.reference.prims.philox): int32 words in, bool out, and
@@ -22,8 +23,8 @@ RANDOM = {"philox"}
 
 def operand_code(name: str, i: int) -> int:
     """The dtype code of operand i of a kernel (the soft-float's word encoding)."""
-    if si.split(name):
-        return si.CODES[si.operand_dtype(*si.split(name), i)]
+    if ints := si.split(name):
+        return si.CODES[si.operand_dtype(*ints, i)]
     if name in RANDOM:
         return I32
     if (name, i) == ("select", 0):
@@ -34,8 +35,8 @@ def operand_code(name: str, i: int) -> int:
 
 
 def result_code(name: str) -> int:
-    if si.split(name):
-        return si.CODES[si.result_dtype(*si.split(name))]
+    if ints := si.split(name):
+        return si.CODES[si.result_dtype(*ints)]
     return BOOL if name in ("eq", "lt", "le") or name in RANDOM else I32 if name in ("to_int32_trunc", "to_int32_rne") else F32
 
 
@@ -64,7 +65,7 @@ def operand_index(out_shape: tuple, flat: int, op_shape: tuple) -> int:
 def output_shape(name: str, shapes: list) -> tuple:
     """gather: data [R, N, D], index [R, M] -> [R, M, D]; onehot: index [R], fill [N] ->
     [R, N]; a primitive and philox: their operands broadcast."""
-    if name == "gather" or (si.split(name) or ("",))[0] == "gather":
+    if name in INDEX_OPERAND and name != "onehot":  # a gather
         return (shapes[0][0], shapes[1][1], shapes[0][2])
     if name == "onehot":
         return (shapes[0][0], shapes[2][0])

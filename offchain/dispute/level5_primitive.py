@@ -19,9 +19,9 @@ LEVEL = 5
 def evaluate(name: str, shapes: list, flat: int, fetch) -> tuple[int, list]:
     """Output element `flat` of a kernel from its operand elements; fetch(operand, index)
     -> (element bytes, dtype code) proves one. -> (the result's word, the words read)."""
-    out, ints = output_shape(name, shapes), si.split(name)
-    if name in INDEX_OPERAND or (ints and ints[0] == "gather"):
-        if name != "onehot":
+    out = output_shape(name, shapes)
+    if name in INDEX_OPERAND:
+        if name != "onehot":  # a gather
             (r, m, d), (_, n, dd) = np.unravel_index(flat, out), shapes[0]
             e, _ = fetch(1, int(r) * shapes[1][1] + int(m))
             i = int.from_bytes(e, "little", signed=True)
@@ -32,7 +32,7 @@ def evaluate(name: str, shapes: list, flat: int, fetch) -> tuple[int, list]:
             i = int.from_bytes(e, "little", signed=True)
             e, code = fetch(1, r) if i == c else fetch(2, c)
         return word(e, code), [i & 0xFFFFFFFFFFFFFFFF, word(e, code)]
-    if ints:  # an integer kernel: raw words, exact integers (softfloat/integers.py)
+    if si.split(name):  # an integer kernel: raw words, exact integers (softfloat/integers.py)
         words = [word(*fetch(o, operand_index(out, flat, sh))) for o, sh in enumerate(shapes)]
         return si.apply(name, words), words
     words = [primitive_word(*fetch(o, operand_index(out, flat, sh))) for o, sh in enumerate(shapes)]
@@ -50,7 +50,7 @@ def execute(name: str, operand_words: list[int]) -> int:
 
 
 def _how(name: str) -> str:
-    if name in INDEX_OPERAND or name.startswith("gather."):
+    if name in INDEX_OPERAND:
         return "data movement"
     return "Philox" if name in RANDOM else "exact integers" if si.split(name) else "soft-float"
 

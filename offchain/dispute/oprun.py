@@ -194,7 +194,7 @@ def _slice_scatter(args, src, result=None):
     if v.dtype != x.dtype or not len(first):
         return None
     return cat(dim, list(x.shape), [(first.start, step, len(first), _whole(v, src)), (0, 1, x.shape[dim], _whole(x, src))],
-               np.zeros((), _np_dtype(x)).reshape(())[()])
+               _np_dtype(x).type(0))
 
 
 def _select_scatter(args, src, result=None):
@@ -203,7 +203,7 @@ def _select_scatter(args, src, result=None):
     if v.dtype != x.dtype:
         return None
     return cat(dim, list(x.shape), [(index % x.shape[dim], 1, 1, _whole(v, src, dim)), (0, 1, x.shape[dim], _whole(x, src))],
-               np.zeros((), _np_dtype(x)).reshape(())[()])
+               _np_dtype(x).type(0))
 
 
 def _np_dtype(t):

@@ -4,34 +4,30 @@ order; the numpy reference is repops/reference/integers.py, tested against this)
 Words are the elements' little-endian bytes as unsigned integers (kernels.word)."""
 from __future__ import annotations
 
+import numpy as np
+
+from repops.reference import integers as reference
+
+from ..protocol.tensors import DTYPES as DTYPE_CODES
 from . import float32 as sf
 
-# opcode order, shared with Integers.sol / OneStep.INT_NAMES
-OPS = ("add", "sub", "mul", "div_floor", "div_trunc", "rem_floor", "rem_trunc", "and", "or", "xor", "not", "neg",
-       "abs", "min", "max", "eq", "lt", "le", "select", "copy", "to_i64", "to_i32", "to_bool", "to_f32", "gather")
-CODES = {"i64": 2, "bool": 3, "i32": 4, "f32": 1}   # protocol dtype codes (offchain.protocol.tensors)
+# the names, arities and dtypes are the reference's (one statement); opcode order = OPS order,
+# shared with Integers.sol / OneStep.INT_NAMES. Only the arithmetic below is restated.
+OPS = (*reference.OPS, "gather")
+DTYPES = tuple(reference.DTYPES)
+CODES = {n: DTYPE_CODES[d] for n, d in (*reference.DTYPES.items(), ("f32", np.dtype("<f4")))}  # the protocol's
 WIDTH = {"i64": 64, "i32": 32}
-_ARITY = {"not": 1, "neg": 1, "abs": 1, "copy": 1, "to_i64": 1, "to_i32": 1, "to_bool": 1, "to_f32": 1,
-          "select": 3, "gather": 3}
-_CASTS = {"to_i64": "i64", "to_i32": "i32", "to_bool": "bool", "to_f32": "f32"}
+operand_dtype, result_dtype = reference.operand_dtype, reference.result_dtype
 
 
 def split(name: str) -> tuple[str, str] | None:
     """'add.i64' -> ('add', 'i64'); None when `name` is not an integer kernel."""
     op, _, dt = name.rpartition(".")
-    return (op, dt) if op in OPS and dt in ("i64", "i32", "bool") else None
+    return (op, dt) if op in OPS and dt in DTYPES else None
 
 
 def arity(op: str) -> int:
-    return _ARITY.get(op, 2)
-
-
-def operand_dtype(op: str, dt: str, i: int) -> str:
-    return "bool" if (op, i) == ("select", 0) else "i64" if (op, i) == ("gather", 1) else dt
-
-
-def result_dtype(op: str, dt: str) -> str:
-    return "bool" if op in ("eq", "lt", "le") else _CASTS.get(op, dt)
+    return 3 if op == "gather" else reference.OPS[op][0]
 
 
 def value(word: int, dt: str) -> int:
@@ -66,7 +62,7 @@ _EXACT = {
     "neg": lambda a: -a, "abs": abs, "min": min, "max": max,
     "eq": lambda a, b: int(a == b), "lt": lambda a, b: int(a < b), "le": lambda a, b: int(a <= b),
     "select": lambda c, a, b: a if c else b, "copy": lambda a: a,
-    **{c: (lambda a: a) for c in _CASTS},
+    **{c: (lambda a: a) for c in reference.CASTS},
 }
 
 

@@ -27,7 +27,7 @@ def dtype_name(a) -> str | None:
 
 
 def _wide(x):
-    return np.asarray(x).astype(_I64)
+    return np.asarray(x).astype(_I64, order="C")  # (C order: a kernel's output is row-major, as prims' are)
 
 
 def _divisor(b):
@@ -106,7 +106,7 @@ def kernel(op: str, dt: str):
         else:
             with np.errstate(all="ignore"):
                 out = _wrap(np.asarray(f(*values)), rdt)
-        return P._record(name, tuple(operands), np.asarray(out))
+        return P.record(name, tuple(operands), np.asarray(out))
     run.__name__ = name.replace(".", "_")
     return run
 
@@ -115,13 +115,7 @@ def gather(dt: str):
     """gather.<dt>: prims.gather's data movement (data [R, N, D], index [R, M] i64, fill 0-d)
     on integer or bool data."""
     def run(data, index, fill):
-        data, fill = np.asarray(data), np.asarray(fill)
-        r, n, _ = data.shape
-        i = np.asarray(index, np.int64)
-        ok = (i >= 0) & (i < n)
-        picked = data[np.arange(r)[:, None], np.where(ok, i, 0)]
-        return P._record(f"gather.{dt}", (data, index, fill), np.asarray(np.where(ok[..., None], picked, fill),
-                                                                         DTYPES[dt]))
+        return P.record(f"gather.{dt}", (data, index, fill), P.picked(np.asarray(data), index, fill, DTYPES[dt]))
     return run
 
 

@@ -52,7 +52,7 @@ def tape():
         yield rec
 
 
-def _record(name, args, out):
+def record(name, args, out):
     cb = _TAPE.get()
     if cb is not None:
         cb(name, args, out)
@@ -107,7 +107,7 @@ def _map(f, name):
     def prim(*args):
         xs = tuple(np.asarray(a, dtype=F32) for a in args)
         with np.errstate(all="ignore"):
-            return _record(name, xs, canon(f(*xs)))
+            return record(name, xs, canon(f(*xs)))
     prim.__name__ = name
     return prim
 
@@ -148,7 +148,7 @@ def _to_int32(rounder, name):
         r = np.nan_to_num(r, nan=0.0, posinf=2.0**31, neginf=-(2.0**31))
         # (np.asarray: a ufunc on a 0-d array returns a scalar, which a decomposition could
         # only describe by its value, as a constant; an array is an output later kernels view)
-        return _record(name, (a,), np.asarray(np.clip(r, -(2.0**31), 2.0**31 - 1).astype(np.int32)))
+        return record(name, (a,), np.asarray(np.clip(r, -(2.0**31), 2.0**31 - 1).astype(np.int32)))
     return conv
 
 
@@ -171,32 +171,32 @@ trunc = _map(np.trunc, "trunc")
 def ldexp(a, n):
     with np.errstate(all="ignore"):
         out = canon(np.ldexp(np.asarray(a, F32), np.clip(np.asarray(n, np.int64), -400, 400).astype(np.int32)))
-    return _record("ldexp", (a, n), out)
+    return record("ldexp", (a, n), out)
 
 
 @overridable("eq")
 def eq(a, b):
-    return _record("eq", (a, b), np.asarray(np.asarray(a, F32) == np.asarray(b, F32)))
+    return record("eq", (a, b), np.asarray(np.asarray(a, F32) == np.asarray(b, F32)))
 
 
 @overridable("lt")
 def lt(a, b):
-    return _record("lt", (a, b), np.asarray(np.asarray(a, F32) < np.asarray(b, F32)))
+    return record("lt", (a, b), np.asarray(np.asarray(a, F32) < np.asarray(b, F32)))
 
 
 @overridable("le")
 def le(a, b):
-    return _record("le", (a, b), np.asarray(np.asarray(a, F32) <= np.asarray(b, F32)))
+    return record("le", (a, b), np.asarray(np.asarray(a, F32) <= np.asarray(b, F32)))
 
 
 @overridable("select")
 def select(cond, a, b):
-    return _record("select", (cond, a, b), canon(np.where(np.asarray(cond, bool), np.asarray(a, F32), np.asarray(b, F32))))
+    return record("select", (cond, a, b), canon(np.where(np.asarray(cond, bool), np.asarray(a, F32), np.asarray(b, F32))))
 
 
 @overridable("from_int32")
 def from_int32(i):
-    return _record("from_int32", (i,), np.asarray(i, np.int32).astype(F32))
+    return record("from_int32", (i,), np.asarray(i, np.int32).astype(F32))
 
 
 to_int32_trunc = _to_int32(np.trunc, "to_int32_trunc")
@@ -205,7 +205,7 @@ to_int32_rne = _to_int32(np.rint, "to_int32_rne")
 
 @overridable("copy")
 def copy(a):
-    return _record("copy", (a,), np.array(a, dtype=F32, copy=True, order="C"))
+    return record("copy", (a,), np.array(a, dtype=F32, copy=True, order="C"))
 
 
 _PLACED: dict = {}  # id(operand of a place() copy) -> (axis, background, [(start, step, piece)])
@@ -216,22 +216,23 @@ def placement(operand):
     return _PLACED.get(id(operand))
 
 
-def place(shape, axis: int, pieces, background=0.0):
+def place(shape, axis: int, pieces, background=0.0, kernel=None):
     """One copy kernel whose operand has `shape` and holds `background` everywhere but along
     `axis`, where piece (start, step, array) fills positions start, start + step, ... (the
     piece has the operand's shape but along axis; where pieces overlap the first one counts,
     as in a CAT descriptor). Padding, strided scatter and
     concatenation as data movement a referee can follow: the operand is described by the
-    pieces' sources (docs/PROTOCOL.md, CAT), never materialised by the caller."""
+    pieces' sources (docs/PROTOCOL.md, CAT), never materialised by the caller. kernel: the
+    copy of another dtype (an integer one: the pieces' dtype, background a numpy scalar of it)."""
     xp = xp_of(pieces[0][2])
-    operand = xp.full(tuple(shape), background, F32)
+    operand = xp.full(tuple(shape), background, F32 if kernel is None else pieces[0][2].dtype)
     for start, step, a in reversed(pieces):  # the first piece written last: it counts
         at = [slice(None)] * len(shape)
         at[axis] = slice(start, start + step * (a.shape[axis] - 1) + 1, step)
         operand[tuple(at)] = a
     _PLACED[id(operand)] = (axis, background, pieces)
     try:
-        return copy(operand)
+        return (kernel or copy)(operand)
     finally:
         del _PLACED[id(operand)]
 
@@ -246,12 +247,12 @@ def pad(x, pads: dict, value=0.0):
     return x
 
 
-def wrote(dst, src):
+def wrote(dst, src, name="copy"):
     """An in-place op's tensor `dst` (its memory, as an array) now holds `src`: the copy
-    kernel whose output IS dst, so a decomposition says where the mutated tensor's values
-    come from (the op's result is then this kernel's output, never the pre-op input).
-    Nothing runs: the caller already wrote the values."""
-    return _record("copy", (src,), dst)
+    kernel (`name`: copy.i64 for an integer tensor) whose output IS dst, so a decomposition
+    says where the mutated tensor's values come from (the op's result is then this kernel's
+    output, never the pre-op input). Nothing runs: the caller already wrote the values."""
+    return record(name, (src,), dst)
 
 
 # -- data movement that depends on integer data (docs/NUMERICS.md §10) ---------------------------
@@ -262,12 +263,18 @@ def wrote(dst, src):
 def gather(data, index, fill):
     """data [R, N, D] f32, index [R, M] int64, fill 0-d f32 -> [R, M, D]:
     out[r, m, d] = data[r, I, d] if 0 <= I < N else fill, I = index[r, m]."""
+    return record("gather", (data, index, fill), picked(data, index, fill, F32))
+
+
+def picked(data, index, fill, dtype):
+    """gather's movement on data of any dtype: out[r, m, d] = data[r, I, d] if 0 <= I < N
+    else fill, I = index[r, m] (the integer kernels' gather.<dtype> too)."""
     xp = xp_of(data)
     r, n, _ = data.shape
     i = xp.asarray(index, np.int64)
     ok = (i >= 0) & (i < n)
-    picked = data[xp.arange(r)[:, None], xp.where(ok, i, 0)]
-    return _record("gather", (data, index, fill), xp.where(ok[..., None], picked, xp.asarray(fill, F32)).astype(F32))
+    rows = data[xp.arange(r)[:, None], xp.where(ok, i, 0)]
+    return xp.where(ok[..., None], rows, xp.asarray(fill, dtype)).astype(dtype)
 
 
 @overridable("onehot")
@@ -277,7 +284,7 @@ def onehot(index, value, fill):
     xp = xp_of(index)
     i = xp.asarray(index, np.int64)
     hit = xp.arange(fill.shape[0])[None, :] == i[:, None]
-    return _record("onehot", (index, value, fill), xp.where(hit, xp.asarray(value, F32)[:, None],
+    return record("onehot", (index, value, fill), xp.where(hit, xp.asarray(value, F32)[:, None],
                                                             xp.asarray(fill, F32)[None, :]).astype(F32))
 
 
@@ -347,7 +354,7 @@ def philox(step, seed, stream, threshold):
     operands = (step, seed, stream, threshold)
     shape = np.broadcast_shapes(*(np.shape(a) for a in operands))
     i = np.arange(int(np.prod(shape)), dtype=np.uint64).reshape(shape)
-    return _record("philox", operands, np.asarray(philox_keep(i, *(_word(a) for a in operands[:3]), threshold)))
+    return record("philox", operands, np.asarray(philox_keep(i, *(_word(a) for a in operands[:3]), threshold)))
 
 
 # name -> reference kernel; the same names as offchain.softfloat.float32.PRIMITIVES

@@ -5,11 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from offchain.dispute.context import Context
-from offchain.protocol.jobfile import load
-from offchain.trainer import Trainer
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))
+from playing import trained  # noqa: E402
 from small_job import write_small_job  # noqa: E402  (the protocol tests' job)
 
 
@@ -17,7 +14,4 @@ from small_job import write_small_job  # noqa: E402  (the protocol tests' job)
 def setup(tmp_path_factory):
     """-> (job, its referee context, the honest trainer, a directory for more trainers)."""
     d = tmp_path_factory.mktemp("onchain")
-    job = load(write_small_job(d / "job"))
-    honest = Trainer(job, d / "honest", "honest")
-    honest.train()
-    return job, Context(job), honest, d
+    return (*trained(write_small_job(d / "job"), d), d)

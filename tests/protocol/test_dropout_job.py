@@ -7,14 +7,13 @@ import pytest
 import torch
 
 from offchain.dispute.context import Context
-from offchain.dispute.party import InProcess, Party
-from offchain.dispute.referee import dispute
 from offchain.protocol import program
 from offchain.protocol.dataset import initial_state, write_program_job
 from offchain.protocol.jobfile import load
 from offchain.protocol.trace import decode_structure
 from offchain.trainer import Trainer
 from offchain.trainer import adversaries as A
+from playing import off_chain, trained
 from small_job import DropoutNet, write_dropout_job
 
 DROPOUT = "repops.dropout.default"
@@ -23,11 +22,7 @@ DROPOUT = "repops.dropout.default"
 @pytest.fixture(scope="module")
 def dropout_job(tmp_path_factory):
     d = tmp_path_factory.mktemp("dropout")
-    job = load(write_dropout_job(d / "job"))
-    ctx = Context(job)
-    honest = Trainer(job, d / "honest", "honest")
-    honest.train()
-    return job, ctx, honest, d
+    return (*trained(write_dropout_job(d / "job"), d), d)
 
 
 def test_a_dropout_job_is_its_trace_settles_everywhere_and_trains_the_same_bits_on_any_thread_count(
@@ -74,7 +69,7 @@ def test_a_trainer_that_flips_a_mask_element_loses_at_the_philox_step(dropout_jo
     bad = _mask_cheater(job, d, "flip", 2)
     assert bad.final_claim() != honest.final_claim()
     for first, second in ((honest, bad), (bad, honest)):
-        v = dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (first, second)))
+        v = off_chain(ctx, first, second)
         assert v.winner == "honest" and v.losers == ["cheater"] and v.node == _node(ctx) and v.level == 5, str(v)
         assert "Philox" in v.reason, v.reason
 

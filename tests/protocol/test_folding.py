@@ -12,8 +12,6 @@ import torch
 
 import repops
 from offchain.dispute.context import Context
-from offchain.dispute.party import InProcess, Party
-from offchain.dispute.referee import dispute
 from offchain.protocol import program
 from offchain.protocol.dataset import batch as batch_of, write_program_job
 from offchain.protocol.jobfile import load
@@ -23,6 +21,7 @@ from offchain.trainer import adversaries as A
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repops"))
 from model_zoo import MODELS  # noqa: E402
+from playing import off_chain  # noqa: E402
 
 
 
@@ -170,7 +169,7 @@ def test_a_cheater_at_the_labels_padding_loses(gpt2):
     bad = Trainer(job, d / "pad-cheat", "cheater", behaviour=A.CorruptValue(step=1, node=pad, element=element))
     assert bad.train() != honest.final_claim()
     for first, second in ((honest, bad), (bad, honest)):
-        v = dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (first, second)))
+        v = off_chain(ctx, first, second)
         assert v.winner == "honest" and v.losers == ["cheater"] and v.node == pad and v.level == 3, str(v)
 
 
@@ -198,5 +197,5 @@ def test_a_cheater_at_a_selects_backward_loses(tmp_path):
     bad = Trainer(job, tmp_path / "cheater", "cheater", behaviour=A.CorruptValue(step=1, node=node, element=element,
                                                                                    ulps=1 << 12))
     bad.train()
-    v = dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (bad, honest)))
+    v = off_chain(ctx, bad, honest)
     assert v.winner == "honest" and v.losers == ["cheater"] and v.node == node and v.level == 3, str(v)

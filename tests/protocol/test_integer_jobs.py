@@ -14,13 +14,12 @@ import torch
 
 from offchain.chain.verde import NotSettleableOnChain, Verde
 from offchain.dispute.context import Context
-from offchain.dispute.party import InProcess, Party
-from offchain.dispute.referee import dispute
 from offchain.protocol.dataset import write_program_job
 from offchain.protocol.jobfile import load
 from offchain.protocol.trace import decode_structure
 from offchain.trainer import Trainer
 from offchain.trainer import adversaries as A
+from playing import off_chain, trained
 from small_job import write_integer_job
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repops"))
@@ -34,10 +33,7 @@ PAY, STAKE = 3 * 10**18, 10**18
 @pytest.fixture(scope="module")
 def integer_job(tmp_path_factory):
     d = tmp_path_factory.mktemp("integers")
-    job = load(write_integer_job(d / "job"))
-    honest = Trainer(job, d / "honest", "honest")
-    honest.train()
-    return job, Context(job), honest, d
+    return (*trained(write_integer_job(d / "job"), d), d)
 
 
 def test_a_job_computing_integers_from_its_batch_is_its_trace_and_settles_on_chain(integer_job):
@@ -68,7 +64,7 @@ def test_a_trainer_that_miscounts_loses_at_the_integer_kernel(integer_job, after
     bad = _count_cheater(job, d, f"miscount-{after_commit}", 2, after_commit)
     assert bad.final_claim() != honest.final_claim()
     for first, second in ((honest, bad), (bad, honest)):
-        v = dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (first, second)))
+        v = off_chain(ctx, first, second)
         assert v.winner == "honest" and v.losers == ["cheater"] and v.node == _node(ctx), str(v)
         assert v.level == (4 if after_commit else 5), str(v)
         assert after_commit or ("exact integers" in v.reason and "add.i64" in v.reason), v.reason

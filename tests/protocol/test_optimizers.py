@@ -11,14 +11,13 @@ import torch
 
 import repops
 from offchain.dispute.context import Context
-from offchain.dispute.party import InProcess, Party
-from offchain.dispute.referee import dispute
 from offchain.protocol.dataset import batch, initial_state, optimizer, write_job
 from offchain.protocol.job import JobError, parse
 from offchain.protocol.jobfile import load
 from offchain.protocol.trace import decode_structure
 from offchain.trainer import Trainer
 from offchain.trainer import adversaries as A
+from playing import off_chain
 from small_job import mlp_data
 
 CONFIGS = {
@@ -110,7 +109,7 @@ def test_a_cheater_at_a_clipping_or_sgd_node_loses(op, occurrence, tmp_path):
     bad = Trainer(job, tmp_path / "cheater", "cheater", behaviour=A.CorruptValue(step=1, node=node, ulps=1 << 12))
     bad.train()
     for first, second in ((honest, bad), (bad, honest)):
-        v = dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (first, second)))
+        v = off_chain(ctx, first, second)
         assert v.winner == "honest" and v.losers == ["cheater"] and v.node == node and v.level == 5, str(v)
 
 
@@ -174,7 +173,7 @@ def test_a_cheater_at_the_schedules_cosine_loses(tmp_path):
     honest.train()
     bad = Trainer(job, tmp_path / "cheater", "cheater", behaviour=A.CorruptValue(step=2, node=node, ulps=1 << 12))
     bad.train()
-    v = dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (bad, honest)))
+    v = off_chain(ctx, bad, honest)
     assert v.winner == "honest" and v.losers == ["cheater"] and v.node == node and v.level == 5, str(v)
 
 

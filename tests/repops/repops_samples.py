@@ -116,6 +116,7 @@ SAMPLES.update({
     "reciprocal": (lambda a: torch.reciprocal(a), lambda: (_x(4, 6, lo=0.5),)),
     "vector_norm": (lambda a: torch.linalg.vector_norm(a, dim=-1) + a.norm(), lambda: (_x(4, 6),)),
     "gather": (lambda a, i: torch.gather(a, 1, i), lambda: (_x(4, 6), _i(4, 3, hi=6))),
+    "gather_leading_dim": (lambda a, i: torch.gather(a, 0, i), lambda: (_x(5, 3, 2), _i(4, 2, 2, hi=5))),
     "index_select_index": (lambda a, i: a.index_select(0, i) * a[i][:, :1],
                            lambda: (_x(6, 4), torch.tensor([5, 0, 0, 3]))),
     "index_put_accumulate": (lambda a, v, i: a.index_put((i,), v, accumulate=True),
