@@ -106,7 +106,7 @@ def dispatch_counts(step) -> tuple[int, int]:
     fused kernels remove (a reference numpy step, if any ran, counts as a kernel call)."""
     from repops import backends, mode
     from repops.reference import prims as P
-    counts, record = [0, 0], P._record
+    counts, record = [0, 0], P.record
     orig_get, orig_dispatch = backends.get, mode.RepOpsMode.__torch_dispatch__
 
     def counting_table(name):
@@ -117,11 +117,11 @@ def dispatch_counts(step) -> tuple[int, int]:
         counts[0] += 1
         return orig_dispatch(self, func, types, args, kwargs)
     backends.get, mode.RepOpsMode.__torch_dispatch__ = counting_table, dispatch
-    P._record = lambda *a: counts.__setitem__(1, counts[1] + 1) or record(*a)
+    P.record = lambda *a: counts.__setitem__(1, counts[1] + 1) or record(*a)
     try:
         step()
     finally:
-        backends.get, mode.RepOpsMode.__torch_dispatch__, P._record = orig_get, orig_dispatch, record
+        backends.get, mode.RepOpsMode.__torch_dispatch__, P.record = orig_get, orig_dispatch, record
     return counts[0], counts[1]
 
 
