@@ -425,7 +425,8 @@ def embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_fr
 def _result(a):
     """An array as an op's result: a kernel's output stays itself, a strided view becomes a
     copy kernel's output (so the result is described as a kernel output, never materialised)."""
-    return tt(a if a.flags.c_contiguous and a.flags.writeable else P.copy(a))
+    own = a.flags.c_contiguous and getattr(a.flags, "writeable", True)  # (CuPy has no read-only views)
+    return tt(a if own else P.copy(a))
 
 
 @register(aten.flip.default)
@@ -561,9 +562,10 @@ def scatter_add(a, dim, index, src):
     x = np_(a, "scatter_add")
     dim %= x.ndim
     idx = _indices(index, x.shape[dim], "scatter_add")
-    coords = list(np.indices(idx.shape))
+    xp = P.xp_of(idx)
+    coords = list(xp.indices(idx.shape))
     coords[dim] = idx
-    target = np.ravel_multi_index(tuple(coords), x.shape).reshape(-1)
+    target = xp.ravel_multi_index(tuple(coords), x.shape).reshape(-1)
     s = np_(src, "scatter_add")[tuple(slice(0, n) for n in idx.shape)]
     add = N.embedding_backward(target, P.copy(s).reshape(-1, 1), x.size).reshape(x.shape)
     return _result(P.add(x, add))
@@ -688,7 +690,7 @@ def native_batch_norm(x, weight, bias, running_mean, running_var, training, mome
     b = None if bias is None else np_(bias, op)
     if not training:
         y = N.batch_norm_frozen(xa, w, b, np_(running_mean, op), np_(running_var, op), eps)
-        return tt(y), tt(P.const(0.0, (0,)).copy()), tt(P.const(0.0, (0,)).copy())
+        return tt(y), x.new_empty(0), x.new_empty(0)  # no statistics saved, on x's device
     y, mean, invstd, var = N.batch_norm(xa, w, b, eps)
     count = xa.size // xa.shape[1]
     if running_mean is not None:

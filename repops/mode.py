@@ -166,7 +166,30 @@ def _functions() -> dict:
             table[f] = _max_pool(nd)
     for kind in ("lstm", "gru", "rnn_tanh", "rnn_relu"):
         table[getattr(VF, kind)] = recurrent(kind)
+    for f in (F.batch_norm, F.instance_norm, VF.batch_norm, aten.batch_norm.default, VF.instance_norm,
+              aten.instance_norm.default):
+        table[f] = _without_cudnn(f)
     return table
+
+
+def _without_cudnn(norm):
+    """Batch and instance norm run aten.cudnn_batch_norm on CUDA tensors when cuDNN is enabled
+    (F.* read torch.backends.cudnn.enabled; torch.* and aten take it as their 9th argument).
+    Without it every device runs aten.native_batch_norm, the op RepOps defines."""
+    def run(*args, **kwargs):
+        if norm in (F.batch_norm, F.instance_norm):
+            was = torch.backends.cudnn.enabled
+            torch.backends.cudnn.enabled = False
+            try:
+                return norm(*args, **kwargs)
+            finally:
+                torch.backends.cudnn.enabled = was
+        if len(args) > 8:
+            args = (*args[:8], False, *args[9:])
+        else:
+            kwargs["cudnn_enabled"] = False
+        return norm(*args, **kwargs)
+    return run
 
 
 def _per_tensor(func, args, kwargs):

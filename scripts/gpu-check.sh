@@ -4,15 +4,22 @@
 # this uses them as they are (no venv) with the repository on PYTHONPATH.
 #   bash scripts/gpu-check.sh [--sweep]   # results also copied to $OUT when it is set
 # 1. the self-check (our NVRTC path, canaries vs the CPU reference), the PTX check;
-# 2. every gpu test (every op GPU vs CPU bitwise on normal, subnormal and signed-zero data,
-#    20 AdamW steps of both models with the CPU's hash, subnormal activations, a device
-#    built with -ftz=true refused);
+# 2. every gpu test (every kernel and every op GPU vs CPU bitwise on normal, subnormal and
+#    signed-zero data, 20 AdamW steps of both models with the CPU's hash, subnormal
+#    activations, a device built with -ftz=true refused, the model zoo's ops and bits and
+#    every dropout path as on the CPU, a micro-batched job's root);
 # 3. benchmarks/repops_cuda.py, which records the test counts in repops_cuda.json.
 # Exits non-zero if any test failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 tmp="$(mktemp -d)"
+# pydantic is not on the lent GPU machines: scripts/gpu-wheels.sh puts its wheels in .whl/,
+# carried with the run and installed for this run only (after the machine's own packages)
+if [ -d .whl ]; then
+    python -m pip install -q --no-index --no-deps --no-compile --target "$tmp/site" .whl/*.whl || exit 1
+    export PYTHONPATH="$PYTHONPATH:$tmp/site"
+fi
 python - <<'PY' || exit 1
 import cupy, torch
 from repops.backends import get
@@ -23,9 +30,12 @@ from repops.cuda.device import device
 from repops.cuda.compile import nvrtc
 print(f"self-check passed on {device().gpu} (sm_{device().arch}), NVRTC {nvrtc().version} at {nvrtc().path}")
 PY
-python -m pytest -q -m gpu tests/cuda -p no:cacheprovider -o addopts="" \
-    --junitxml="$tmp/gpu.xml" 2>&1 | tail -30
+# xdist when the machine has it: each worker holds its own CUDA context on the one GPU
+workers=$(python -c "import xdist" 2>/dev/null && echo "-n ${GPU_CHECK_WORKERS:-8}")
+python -m pytest -q -m gpu tests/cuda tests/repops/test_kernels.py -p no:cacheprovider -o addopts="" $workers \
+    -rfE --junitxml="$tmp/gpu.xml" 2>&1 | tee "$tmp/gpu.log" | tail -60
 rc=${PIPESTATUS[0]}
+if [ -n "${OUT:-}" ]; then cp "$tmp/gpu.log" "$tmp/gpu.xml" "$OUT"/; fi
 python benchmarks/repops_cuda.py --sizes 1024 2048 4096 8192 --gpu-tests "$tmp/gpu.xml" "$@" || rc=1
 if [ -n "${OUT:-}" ]; then cp benchmarks/results/repops_cuda.json benchmarks/results/repops_cuda.png "$OUT"/; fi
 exit "$rc"

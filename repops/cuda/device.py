@@ -10,7 +10,8 @@ import functools
 import numpy as np
 
 from ..errors import BackendError
-from .compile import compile_source
+from ..reference.prims import moved
+from .compile import NOT_IEEE, compile_source
 from .kernels import KERNELS, NVRTC_OPTIONS, THREADS, TUNING, defines
 
 _SCALARS = {"int": np.int32, "long long": np.int64, "unsigned": np.uint32}
@@ -35,10 +36,13 @@ def _cupy():
 class Device:
     elementwise_threads = THREADS
 
-    def __init__(self, options=NVRTC_OPTIONS, tuning=None):
+    def __init__(self, options=NVRTC_OPTIONS, tuning=None, target="ptx"):
         """options: NVRTC's; the numerics contract's unless a test compiles a bad device on
         purpose (the self-check must refuse it). tuning: the matmul tile shape (bits never
-        depend on it; the benchmark's sweep tries others)."""
+        depend on it; the benchmark's sweep tries others). target: "ptx", checked for
+        flush-to-zero and approximate instructions and compiled by the driver (the PTX states
+        each instruction's numerics), or "cubin" from NVRTC, whose machine code flushed
+        subnormals on the H100 after FTZ compiles in the same process (docs/NUMERICS.md §9)."""
         cupy = _cupy()
         self.xp = cupy
         dev = cupy.cuda.Device()
@@ -48,17 +52,17 @@ class Device:
         self.gpu = cupy.cuda.runtime.getDeviceProperties(dev.id)["name"].decode()
         self._modules = {}
         for src in sorted({s for s, _ in KERNELS.values()}):
-            cubin = compile_source(src, self.arch, "cubin", (*options, *defines(self.tuning)))
-            self._modules[src] = cupy.RawModule(path=str(cubin))  # loaded, not compiled: no -ftz=true
+            built = compile_source(src, self.arch, target, (*options, *defines(self.tuning)))
+            if target == "ptx" and self.name == "cuda" and (bad := NOT_IEEE.search(built.read_text())):
+                raise BackendError(f"{built}: NVRTC wrote {bad.group()!r} with the numerics options "
+                                   f"({' '.join(options)}); RepOps refuses to load it")
+            self._modules[src] = cupy.RawModule(path=str(built))  # loaded, not compiled: no -ftz=true
         self._fns = {name: self._modules[src].get_function(name) for name, (src, _) in KERNELS.items()}
         self.max_blocks = 32 * dev.attributes["MultiProcessorCount"]  # fills the GPU; grid-stride beyond
 
     def upload(self, host):
-        """Host bytes into device memory: a memcpy of a 1-d byte array (never cupy.asarray of
-        a value: a 0-d array goes through `fill`, which turns -0.0 into +0.0)."""
-        host = np.asarray(host, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
-        raw = host.reshape(-1).view(np.uint8)
-        return self.xp.asarray(raw).view(host.dtype).reshape(host.shape)
+        """Host bytes into device memory (prims.moved: never cupy.asarray of a value)."""
+        return moved(self.xp, host)
 
     def is_device(self, x) -> bool:
         return isinstance(x, self.xp.ndarray)

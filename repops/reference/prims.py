@@ -216,6 +216,26 @@ def placement(operand):
     return _PLACED.get(id(operand))
 
 
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def moved(xp, host):
+    """Host data as an array of xp, moved as bytes: CuPy moves a 0-d value by `fill`, a
+    memset when it equals 0, so -0.0 would arrive as +0.0 (docs/NUMERICS.md §9)."""
+    host = np.asarray(host, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
+    return xp.asarray(host.reshape(-1).view(np.uint8)).view(host.dtype).reshape(host.shape)
+
+
+def filled(xp, shape, value, dtype=F32):
+    """A new array of xp with every element `value`, written as its unsigned word: CuPy fills
+    a value equal to 0 by memset, so xp.full(shape, -0.0) would hold +0.0."""
+    dtype = np.dtype(dtype)
+    out = xp.empty(tuple(shape), dtype)
+    word = np.asarray(value, dtype).reshape(1).view(_UNSIGNED[dtype.itemsize])[0]
+    out.view(_UNSIGNED[dtype.itemsize]).fill(word)
+    return out
+
+
 def place(shape, axis: int, pieces, background=0.0, kernel=None):
     """One copy kernel whose operand has `shape` and holds `background` everywhere but along
     `axis`, where piece (start, step, array) fills positions start, start + step, ... (the
@@ -224,12 +244,13 @@ def place(shape, axis: int, pieces, background=0.0, kernel=None):
     concatenation as data movement a referee can follow: the operand is described by the
     pieces' sources (docs/PROTOCOL.md, CAT), never materialised by the caller. kernel: the
     copy of another dtype (an integer one: the pieces' dtype, background a numpy scalar of it)."""
-    xp = xp_of(pieces[0][2])
-    operand = xp.full(tuple(shape), background, F32 if kernel is None else pieces[0][2].dtype)
+    device = [p for _, _, p in pieces if xp_of(p) is not np]
+    xp = xp_of(device[0]) if device else np
+    operand = filled(xp, shape, background, F32 if kernel is None else pieces[0][2].dtype)
     for start, step, a in reversed(pieces):  # the first piece written last: it counts
         at = [slice(None)] * len(shape)
         at[axis] = slice(start, start + step * (a.shape[axis] - 1) + 1, step)
-        operand[tuple(at)] = a
+        operand[tuple(at)] = a if xp_of(a) is xp else moved(xp, a)  # a host piece (a constant)
     _PLACED[id(operand)] = (axis, background, pieces)
     try:
         return (kernel or copy)(operand)

@@ -109,7 +109,7 @@ def test_batched_and_broadcast_matmul(emu):
 
 
 # -- through torch: every RepOps op of the sample table, and training -----------------------------------
-from repops_samples import SAMPLES, VARIANTS  # noqa: E402  (tests/repops: see conftest.py)
+from repops_samples import SAMPLES, VARIANTS, on_device  # noqa: E402  (tests/repops: see conftest.py)
 
 
 def _torch_run(name, where, variant="plain"):
@@ -120,6 +120,7 @@ def _torch_run(name, where, variant="plain"):
     inputs = [VARIANTS[variant](x, i) if variant in VARIANTS else x for i, x in enumerate(make())]
     if where == "cuda":
         _table("cuda")
+        on_device("cuda")
         inputs = [x.cuda() for x in inputs]
     out, grads = run(fn, inputs, {"cuda": "cpu"}.get(where, where))
     return out.cpu(), [g.cpu() for g in grads]

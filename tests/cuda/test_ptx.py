@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
+from repops.cuda.compile import NOT_IEEE as BAD
 from repops.cuda.kernels import NVRTC_OPTIONS, sources
 
-BAD = re.compile(r"\.ftz\b|\.approx\b|\bdiv\.full\b")
 FMA = re.compile(r"\bfma\.rn\.f32\b")
 # the probe: every __fmaf_rn becomes a rounded multiply and a rounded add (never contracted),
 # so any fma left in the PTX is one the compiler made up

@@ -20,15 +20,54 @@ def test_a_device_that_flushes_subnormals_is_refused():
 
 @pytest.mark.gpu
 def test_a_gpu_build_with_ftz_is_refused():
-    """The real compile path with -ftz=true on purpose (what CuPy's RawModule(code=) does)."""
+    """A real flush-to-zero build: PTX compiled with -ftz=true (its instructions say .ftz),
+    compiled for the GPU by the driver."""
     from repops.cuda.device import Device
     from repops.cuda.kernels import NVRTC_OPTIONS
     try:
-        rt = Device(options=(*NVRTC_OPTIONS, "-ftz=true"))
+        bad = Device(options=(*NVRTC_OPTIONS, "-ftz=true"))
     except BackendError as e:
         pytest.skip(str(e))
-    with pytest.raises(BackendError, match="self-check failed"):
-        checked(rt)
+    with pytest.raises(BackendError, match="self-check failed on .*subnormal"):
+        checked(bad)
+
+
+_FTZ_FIRST = """
+import numpy as np, cupy
+from repops.backends import checked
+from repops.cuda.compile import headers, nvrtc
+from repops.cuda.device import Device
+from repops.cuda.kernels import NVRTC_OPTIONS, SOURCES, TUNING, defines
+from repops.cuda.nvrtc import NVRTC
+arch = cupy.cuda.Device().compute_capability
+# before RepOps compiles anything: CuPy's own kernels (-ftz=true), and a flush-to-zero cubin
+# of RepOps' source compiled and loaded in this process
+assert (cupy.arange(4, dtype=cupy.float32) * 2).get().tolist() == [0, 2, 4, 6]
+blob = NVRTC(nvrtc().path).compile((SOURCES / "primitives.cu").read_text(), "primitives.cu", headers(),
+                                   [*NVRTC_OPTIONS, "-ftz=true", *defines(TUNING), f"-arch=sm_{arch}", "-std=c++17"],
+                                   "cubin")
+open("ftz.cubin", "wb").write(blob)
+cupy.RawModule(path="ftz.cubin").get_function("prim_map_f32")
+checked(Device())
+print("passed")
+"""
+
+
+@pytest.mark.gpu
+def test_ftz_compiles_earlier_in_the_process_do_not_reach_repops_kernels(tmp_path):
+    """On the H100, in a process where CUDA was up and a first compile asked for -ftz=true,
+    a later compile with the numerics options gave FTZ machine code (FADD.FTZ) too: NVRTC's
+    options did not reach it. RepOps compiles each source in a process of its own. A fresh
+    process and an empty kernel cache, so RepOps really compiles after the FTZ ones."""
+    import os
+    import subprocess
+    import sys
+    from kernel_samples import backend_table
+    backend_table("cuda")  # skips without a device
+    env = dict(os.environ, REPOPS_CACHE=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", _FTZ_FIRST], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.split() == ["passed"], r.stdout + r.stderr
 
 
 def test_the_emulator_has_cupys_value_transfer_trap():

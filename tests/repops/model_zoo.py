@@ -92,8 +92,8 @@ class Encoder(nn.Module):
 
     def forward(self, x):
         T = x.shape[1]
-        h, _ = self.mha(x, x, x, attn_mask=torch.ones(T, T, dtype=torch.bool).triu(1))
-        h = self.enc(h, mask=nn.Transformer.generate_square_subsequent_mask(T), is_causal=True)
+        h, _ = self.mha(x, x, x, attn_mask=torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1))
+        h = self.enc(h, mask=nn.Transformer.generate_square_subsequent_mask(T, device=x.device), is_causal=True)
         return self.fc(h + F.scaled_dot_product_attention(h, h, h, is_causal=True))
 
 

@@ -1,5 +1,7 @@
 """One sample table drives the RepOps op tests: name -> (function of tensors, input maker).
 Each function is ordinary PyTorch; under repops.deterministic() it runs RepOps kernels."""
+import copy
+
 import torch
 import torch.nn.functional as F
 
@@ -92,6 +94,19 @@ _RNN = _module(torch.nn.RNN, 4, 3, nonlinearity="relu")
 _MHA = _module(torch.nn.MultiheadAttention, 8, 2, batch_first=True)
 _MEAN, _VAR = torch.tensor([-1.0, 0.0, 1.0]), torch.tensor([0.5, 1.25, 2.0])
 _CAUSAL = torch.ones(5, 5, dtype=torch.bool).triu(1)
+_ON: dict = {}  # (id of a module or tensor above, device) -> its copy there
+
+
+def on_device(device):
+    """Copies of the modules and tensors above on `device`, made before RepOps runs (a copy
+    between devices is the caller's; RepOps never makes one)."""
+    for obj in (_LSTM, _GRU, _RNN, _MHA, _MEAN, _VAR, _CAUSAL):
+        _ON.setdefault((id(obj), torch.device(device).type), copy.deepcopy(obj).to(device))
+
+
+def _at(obj, x):
+    """A sample's module or tensor where x is (the copy on_device made, off the CPU)."""
+    return obj if x.device.type == "cpu" else _ON[(id(obj), x.device.type)]
 
 SAMPLES.update({
     "conv2d_groups_stride": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=2),
@@ -102,7 +117,7 @@ SAMPLES.update({
                lambda: (_x(2, 2, 3, 4, 4), _x(3, 2, 2, 3, 3, seed=1), _x(3, seed=2))),
     "batch_norm_train": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
                          lambda: (_x(4, 3, 5, 5), _x(3, seed=1), _x(3, seed=2))),
-    "batch_norm_eval": (lambda x, w, b: F.batch_norm(x, _MEAN, _VAR, w, b),
+    "batch_norm_eval": (lambda x, w, b: F.batch_norm(x, _at(_MEAN, x), _at(_VAR, x), w, b),
                         lambda: (_x(4, 3, 6), _x(3, seed=1), _x(3, seed=2))),
     "group_norm": (lambda x, w, b: F.group_norm(x, 2, w, b), lambda: (_x(3, 4, 5, 2), _x(4, seed=1), _x(4, seed=2))),
     "max_pool2d_ceil": (lambda x: F.max_pool2d(x, 3, 2, padding=1, ceil_mode=True), lambda: (_x(2, 3, 8, 7),)),
@@ -129,10 +144,10 @@ SAMPLES.update({
                     lambda: (_x(2, 2, 5, 4), _x(2, 2, 5, 4, seed=1), _x(2, 2, 5, 4, seed=2))),
     "sdpa_float_mask": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.3),
                         lambda: (_x(2, 5, 4), _x(2, 6, 4, seed=1), _x(2, 6, 4, seed=2), _x(5, 6, seed=3))),
-    "multihead_attention": (lambda x: _MHA(x, x, x, attn_mask=_CAUSAL, need_weights=False)[0],
+    "multihead_attention": (lambda x: _at(_MHA, x)(x, x, x, attn_mask=_at(_CAUSAL, x), need_weights=False)[0],
                             lambda: (_x(2, 5, 8),)),
-    "lstm_bidirectional_proj": (lambda x: _LSTM(x)[0], lambda: (_x(2, 4, 4),)),
-    "gru_rnn": (lambda x: _RNN(_GRU(x)[0][..., :4])[0], lambda: (_x(3, 2, 4),)),
+    "lstm_bidirectional_proj": (lambda x: _at(_LSTM, x)(x)[0], lambda: (_x(2, 4, 4),)),
+    "gru_rnn": (lambda x: _at(_RNN, x)(_at(_GRU, x)(x)[0][..., :4])[0], lambda: (_x(3, 2, 4),)),
     "embedding_padding_idx": (lambda w, i: F.embedding(i, w, padding_idx=2),
                               lambda: (_x(6, 3), torch.tensor([[2, 1, 2], [5, 0, 1]]))),
 })

@@ -117,9 +117,10 @@ class WithEverything(torch.nn.Module):
         return F.cross_entropy(F.dropout(a, 0.05).flatten(0, 1), y.flatten())
 
 
-def _train(model, backend, steps=2):
+def _train(model, backend, steps=2, device="cpu"):
     g = torch.Generator().manual_seed(3)
-    x, y = torch.randn(2, 6, 16, generator=g), torch.randint(0, 3, (2, 6), generator=g)
+    x, y = torch.randn(2, 6, 16, generator=g).to(device), torch.randint(0, 3, (2, 6), generator=g).to(device)
+    model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     losses = []
     for t in range(1, steps + 1):

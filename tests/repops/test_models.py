@@ -16,11 +16,11 @@ from repops.optim import AdamW
 from model_zoo import MODELS
 
 
-def train(name, backend="cpu", threads=1, steps=2, native=False):
+def train(name, backend="cpu", threads=1, steps=2, native=False, device="cpu"):
     model, batch, loss = MODELS[name]()
-    model.train()
+    model.to(device).train()
     opt = AdamW(model.parameters(), lr=1e-2)
-    batches = [batch(s) for s in range(steps)]  # random data is drawn outside RepOps
+    batches = [[a.to(device) for a in batch(s)] for s in range(steps)]  # random data is drawn outside RepOps
     losses = []
     with num_threads(threads), contextlib.nullcontext() if native else repops.deterministic(backend):
         for args in batches:
@@ -33,8 +33,8 @@ def train(name, backend="cpu", threads=1, steps=2, native=False):
             losses.append(step_loss.detach())
     if native:
         return step_loss.detach()
-    return losses, torch.cat([t.detach().reshape(-1).float() for t in model.state_dict().values()
-                              if t.is_floating_point()])
+    return [l.cpu() for l in losses], torch.cat([t.detach().cpu().reshape(-1).float()
+                                                 for t in model.state_dict().values() if t.is_floating_point()])
 
 
 def bits(t):
