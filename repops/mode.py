@@ -173,22 +173,22 @@ def _functions() -> dict:
 
 
 def _without_cudnn(norm):
-    """Batch and instance norm run aten.cudnn_batch_norm on CUDA tensors when cuDNN is enabled
-    (F.* read torch.backends.cudnn.enabled; torch.* and aten take it as their 9th argument).
-    Without it every device runs aten.native_batch_norm, the op RepOps defines."""
+    """Batch and instance norm run aten.cudnn_batch_norm on CUDA tensors when cuDNN is enabled.
+    F.* pass torch.backends.cudnn.enabled as the 9th argument of torch.* and aten, and on the
+    H100 (torch 2.11) an aten.batch_norm with that argument False still chose cuDNN while the
+    flag was set: both off, every device runs aten.native_batch_norm, the op RepOps defines."""
     def run(*args, **kwargs):
-        if norm in (F.batch_norm, F.instance_norm):
-            was = torch.backends.cudnn.enabled
-            torch.backends.cudnn.enabled = False
-            try:
-                return norm(*args, **kwargs)
-            finally:
-                torch.backends.cudnn.enabled = was
-        if len(args) > 8:
-            args = (*args[:8], False, *args[9:])
-        else:
-            kwargs["cudnn_enabled"] = False
-        return norm(*args, **kwargs)
+        if norm not in (F.batch_norm, F.instance_norm):
+            if len(args) > 8:
+                args = (*args[:8], False, *args[9:])
+            else:
+                kwargs["cudnn_enabled"] = False
+        was = torch.backends.cudnn.enabled
+        torch.backends.cudnn.enabled = False
+        try:
+            return norm(*args, **kwargs)
+        finally:
+            torch.backends.cudnn.enabled = was
     return run
 
 

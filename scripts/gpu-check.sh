@@ -7,19 +7,21 @@
 # 2. every gpu test (every kernel and every op GPU vs CPU bitwise on normal, subnormal and
 #    signed-zero data, 20 AdamW steps of both models with the CPU's hash, subnormal
 #    activations, a device built with -ftz=true refused, the model zoo's ops and bits and
-#    every dropout path as on the CPU, a micro-batched job's root);
+#    every dropout path as on the CPU, a micro-batched job's root, the example jobs' claims);
 # 3. benchmarks/repops_cuda.py, which records the test counts in repops_cuda.json.
 # Exits non-zero if any test failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 tmp="$(mktemp -d)"
-# pydantic is not on the lent GPU machines: scripts/gpu-wheels.sh puts its wheels in .whl/,
-# carried with the run and installed for this run only (after the machine's own packages)
+# pydantic is not on the lent GPU machines: scripts/gpu-wheels.sh puts its wheels (and the
+# example jobs) in .whl/, carried with the run; installed for this run only, after the
+# machine's own packages
 if [ -d .whl ]; then
     python -m pip install -q --no-index --no-deps --no-compile --target "$tmp/site" .whl/*.whl || exit 1
     export PYTHONPATH="$PYTHONPATH:$tmp/site"
 fi
+if [ -d .whl/jobs ]; then export VERDE_EXAMPLE_JOBS="$PWD/.whl/jobs"; fi  # built by gpu-wheels.sh
 python - <<'PY' || exit 1
 import cupy, torch
 from repops.backends import get
