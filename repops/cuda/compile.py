@@ -48,7 +48,7 @@ def headers() -> dict[str, str]:
     return {p.name: p.read_text() for p in header_files()}
 
 
-def compile_source(src: Path | str, arch: str, target: str = "cubin", options=NVRTC_OPTIONS,
+def compile_source(src: Path | str, arch: str, target: str = "ptx", options=NVRTC_OPTIONS,
                    prelude: str = "") -> Path:
     """Compile one kernel source (a file under repops/cuda/kernels, or its name) for compute
     capability `arch` ("90") into `target` ("cubin" or "ptx"); -> the cached file's path.
@@ -60,16 +60,16 @@ def compile_source(src: Path | str, arch: str, target: str = "cubin", options=NV
     text = prelude + src.read_text()
     arch_flag = f"-arch={'sm' if target == 'cubin' else 'compute'}_{arch}"
     opts = [*options, arch_flag, "-std=c++17"]
-    nv = nvrtc()
+    nv, hdrs = nvrtc(), headers()
     # "own-process": no file from a compile that shared its process with others (docs/NUMERICS.md §9)
     key = hashlib.sha256("\0".join([text, *opts, nv.version, "own-process",
-                                    *(f"{k}\0{v}" for k, v in headers().items())]).encode())
+                                    *(f"{k}\0{v}" for k, v in hdrs.items())]).encode())
     out = CACHE / f"{src.stem}-sm{arch}-{key.hexdigest()[:16]}.{target}"
     if out.exists():
         return out
     CACHE.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".tmp{os.getpid()}")
-    job = {"library": nv.path, "source": text, "name": src.name, "headers": headers(), "options": opts, "target": target}
+    job = {"library": nv.path, "source": text, "name": src.name, "headers": hdrs, "options": opts, "target": target}
     r = subprocess.run([sys.executable, str(Path(__file__).with_name("nvrtc.py")), str(tmp)], input=json.dumps(job),
                        capture_output=True, text=True)
     if r.returncode != 0:

@@ -97,7 +97,6 @@ class NVRTC:
             L.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
-
 def main() -> int:
     job = json.load(sys.stdin)
     try:

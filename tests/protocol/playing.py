@@ -18,3 +18,23 @@ def trained(job_file, d):
 def off_chain(ctx, first, second):
     """The off-chain referee's verdict on trainers `first` (seat 0) and `second`."""
     return dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (first, second)))
+
+
+def honest_wins_off_chain(ctx, honest, bad) -> list:
+    """The off-chain referee's verdicts with the cheater in seat 1, then in seat 0: each must
+    make the honest trainer the winner and the cheater the only loser. -> both verdicts."""
+    verdicts = []
+    for first, second in ((honest, bad), (bad, honest)):
+        v = off_chain(ctx, first, second)
+        assert v.winner == honest.name and v.losers == [bad.name], str(v)
+        verdicts.append(v)
+    return verdicts
+
+
+def honest_paid_on_chain(settle_match, job, ctx, bad, honest, level: int):
+    """The match on chain, the cheater in seat 0: the honest trainer wins at `level` and
+    withdraws the payment and both stakes, the cheater nothing. -> the settled match."""
+    r = settle_match(job, ctx, bad, honest)
+    assert r.decision["winner"] == r.second and r.decision["level"] == level, r.decision
+    assert r.paid_and_slashed(r.second, r.first)
+    return r

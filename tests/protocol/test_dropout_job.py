@@ -13,7 +13,7 @@ from offchain.protocol.jobfile import load
 from offchain.protocol.trace import decode_structure
 from offchain.trainer import Trainer
 from offchain.trainer import adversaries as A
-from playing import off_chain, trained
+from playing import honest_paid_on_chain, honest_wins_off_chain, trained
 from small_job import DropoutNet, write_dropout_job
 
 DROPOUT = "repops.dropout.default"
@@ -68,17 +68,14 @@ def test_a_trainer_that_flips_a_mask_element_loses_at_the_philox_step(dropout_jo
     job, ctx, honest, d = dropout_job
     bad = _mask_cheater(job, d, "flip", 2)
     assert bad.final_claim() != honest.final_claim()
-    for first, second in ((honest, bad), (bad, honest)):
-        v = off_chain(ctx, first, second)
-        assert v.winner == "honest" and v.losers == ["cheater"] and v.node == _node(ctx) and v.level == 5, str(v)
+    for v in honest_wins_off_chain(ctx, honest, bad):
+        assert v.node == _node(ctx) and v.level == 5, str(v)
         assert "Philox" in v.reason, v.reason
 
 
 def test_the_mask_flipper_loses_on_chain_and_the_honest_trainer_is_paid(settle_match, dropout_job):
     job, ctx, honest, d = dropout_job
-    r = settle_match(job, ctx, _mask_cheater(job, d, "flip-chain", 3), honest)
-    assert r.decision["winner"] == r.second and r.decision["level"] == 5, r.decision
-    assert r.paid_and_slashed(r.second, r.first)
+    honest_paid_on_chain(settle_match, job, ctx, _mask_cheater(job, d, "flip-chain", 3), honest, level=5)
 
 
 def test_hugging_face_gpt2_with_its_dropouts_is_a_job_whose_every_node_settles(tmp_path):

@@ -15,8 +15,6 @@ import yaml
 import repops
 from offchain.chain.verde import Verde
 from offchain.dispute.context import Context
-from offchain.dispute.party import InProcess, Party
-from offchain.dispute.referee import dispute
 from offchain.protocol.dataset import write_inference_job, write_program_job
 from offchain.protocol.job import JobError
 from offchain.protocol.jobfile import load
@@ -26,6 +24,7 @@ from offchain.trainer import adversaries as A
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repops"))
 from model_zoo import MODELS  # noqa: E402
+from playing import honest_wins_off_chain, off_chain  # noqa: E402
 
 PAY, STAKE = 3 * 10**18, 10**18
 
@@ -111,16 +110,15 @@ def test_a_cheater_at_one_batchs_outputs_loses_at_that_batch_and_the_primitive(c
     bad = Trainer(job, d / "cheater", "cheater", behaviour=A.CorruptValue(step=1, node=head, element=4, ulps=1 << 10))
     bad.train()
     assert not torch.equal(_outputs(bad), _outputs(honest))
-    for first, second in ((honest, bad), (bad, honest)):
-        v = dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (first, second)))
-        assert (v.winner, v.losers, v.level, v.step, v.node) == ("honest", ["cheater"], 5, 1, head), str(v)
+    for v in honest_wins_off_chain(ctx, honest, bad):
+        assert (v.level, v.step, v.node) == (5, 1, head), str(v)
 
 
 def test_a_trainer_that_skips_a_batch_loses(classify):
     job, ctx, honest, _, _, d = classify
     lazy = Trainer(job, d / "lazy", "lazy", behaviour=A.Lazy(start=2))
     lazy.train()
-    v = dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (lazy, honest)))
+    v = off_chain(ctx, lazy, honest)
     assert v.winner == "honest" and v.losers == ["lazy"] and v.step == 2, str(v)
 
 

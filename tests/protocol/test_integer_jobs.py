@@ -19,7 +19,7 @@ from offchain.protocol.jobfile import load
 from offchain.protocol.trace import decode_structure
 from offchain.trainer import Trainer
 from offchain.trainer import adversaries as A
-from playing import off_chain, trained
+from playing import honest_paid_on_chain, honest_wins_off_chain, trained
 from small_job import write_integer_job
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repops"))
@@ -63,18 +63,14 @@ def test_a_trainer_that_miscounts_loses_at_the_integer_kernel(integer_job, after
     job, ctx, honest, d = integer_job
     bad = _count_cheater(job, d, f"miscount-{after_commit}", 2, after_commit)
     assert bad.final_claim() != honest.final_claim()
-    for first, second in ((honest, bad), (bad, honest)):
-        v = off_chain(ctx, first, second)
-        assert v.winner == "honest" and v.losers == ["cheater"] and v.node == _node(ctx), str(v)
-        assert v.level == (4 if after_commit else 5), str(v)
+    for v in honest_wins_off_chain(ctx, honest, bad):
+        assert v.node == _node(ctx) and v.level == (4 if after_commit else 5), str(v)
         assert after_commit or ("exact integers" in v.reason and "add.i64" in v.reason), v.reason
 
 
 def test_the_miscounter_loses_on_chain_and_the_honest_trainer_is_paid(settle_match, integer_job):
     job, ctx, honest, d = integer_job
-    r = settle_match(job, ctx, _count_cheater(job, d, "miscount-chain", 1), honest)
-    assert r.decision["winner"] == r.second and r.decision["level"] == 5, r.decision
-    assert r.paid_and_slashed(r.second, r.first)
+    honest_paid_on_chain(settle_match, job, ctx, _count_cheater(job, d, "miscount-chain", 1), honest, level=5)
 
 
 def _labels(name):

@@ -11,13 +11,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from offchain.dispute.context import Context
-from offchain.dispute.party import InProcess, Party
-from offchain.dispute.referee import dispute
 from offchain.protocol.dataset import write_program_job
 from offchain.protocol.job import JobError, sha256_file
 from offchain.protocol.jobfile import load
 from offchain.trainer import Trainer
 from offchain.trainer import adversaries as A
+from playing import honest_wins_off_chain
 
 
 class TinyCNN(nn.Module):
@@ -75,9 +74,8 @@ def test_a_cheater_on_a_convolution_loses_at_the_primitive(program_job, tmp_path
     honest.train()
     bad = Trainer(program_job, tmp_path / "cheater", "cheater", behaviour=A.CorruptValue(step=1, node=conv, element=5, ulps=1 << 12))
     bad.train()
-    for first, second in ((honest, bad), (bad, honest)):
-        v = dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (first, second)))
-        assert v.winner == "honest" and v.losers == ["cheater"] and v.level == 5 and v.node == conv, str(v)
+    for v in honest_wins_off_chain(ctx, honest, bad):
+        assert v.level == 5 and v.node == conv, str(v)
 
 
 def _rewrite(job_file, field, mutate):
