@@ -8,7 +8,8 @@ import {Nodes} from "./lib/Nodes.sol";
 import {JobRegistry} from "./JobRegistry.sol";
 
 interface IOperatorGame {
-    function start(uint256 id, address[2] calldata party, uint256 job, uint256 node, uint64[2] calldata left) external;
+    function start(uint256 id, address[2] calldata party, uint256 job, uint256 node, uint64[2] calldata left,
+                   uint96[2] calldata faults) external;
 }
 
 /// @title The dispute game on chain (docs/PROTOCOL.md §7), the same levels as the off-chain
@@ -19,6 +20,10 @@ interface IOperatorGame {
 /// the step's batch), with chess clocks and timeouts; a decided match goes to the registry
 /// (JobRegistry.decide). Case 3 goes on in OperatorGame (levels 3-5), which hands the
 /// decision back (decideOperator); meanwhile the match waits here in phase Operator.
+/// A fault claim (docs/PROTOCOL.md §6) opens like any claim, into H(0x0A || u32 step) and a
+/// trace whose last node is a fault node, ZERO after it: its party shows that node (showFault)
+/// when its trace has nothing at the first differing node, or when the other claim has the
+/// same trace; the other agreed with a trace that faults and went on, and loses.
 /// @dev Party 0 and party 1 move in the same rounds: each posts its answer, the round
 /// closes when both have. Only the two parties move; every move is checked against the
 /// phase, the party's clock and what it said before.
@@ -39,6 +44,7 @@ contract DisputeGame {
         Node, // reveal the first differing node
         InputSource, // prove the source of the first differing input (Case 2)
         Operator, // Case 3: levels 3-5, played in OperatorGame
+        FaultNode, // same trace, one a fault claim: its party shows the node where the step faults
         Done
     }
 
@@ -96,8 +102,14 @@ contract DisputeGame {
     error OtherClaimsWrong(uint256 id);
     /// @notice The node passed as the other party's is not what it posted this round.
     error OtherNodeWrong(uint256 id);
+    /// @notice Only a party with nothing at the first differing node (or whose fault claim
+    /// shares the other's trace) shows a fault.
+    error NotYourFault(uint256 id);
+    /// @notice The node is not a fault node of the party's trace before the disputed one.
+    error FaultNotShown(uint256 id);
 
     uint256 internal constant DRAW = 2; // a decision's winner when both parties lose
+    uint256 internal constant VOID = 3; // ... when the job cannot be settled on chain there
     JobRegistry public registry;
     IOperatorGame public operators;
     address internal immutable deployer;
@@ -265,6 +277,15 @@ contract DisputeGame {
         m.stateBefore = s0; // both openings hash to the same agreed claim
         if (!m.round.both()) return;
         emit Opened(id, m.stateRoot, m.traceRoot);
+        if (m.traceRoot[0] == m.traceRoot[1]) {
+            bytes32 faulted = sha256(abi.encodePacked(bytes1(0x0a), uint32(m.nary.lo)));
+            if (m.stateRoot[0] == faulted || m.stateRoot[1] == faulted) { // a fault claim; the other has its trace
+                m.pick = m.stateRoot[0] == faulted ? 0 : 1;
+                m.phase = Phase.FaultNode;
+                m.round.clock.await_(uint8(1 << m.pick));
+                return;
+            }
+        }
         m.overState = m.traceRoot[0] == m.traceRoot[1]; // same trace: a checkpoint tensor differs
         m.phase = Phase.Tops;
         _nextRound(id, m);
@@ -393,6 +414,28 @@ contract DisputeGame {
         _compareNodes(id, m, a, b, structure);
     }
 
+    /// @notice Show the node where your run of the disputed step faults (a fault node, proven in
+    /// your trace at `index`): in phase Node when your trace has nothing (ZERO) at the first
+    /// differing node (the fault node comes before it), in phase FaultNode when your fault claim
+    /// shares its trace with the other's claim. The other agreed with a trace that faults there
+    /// and went on (or claims a state after it): it loses.
+    function showFault(uint256 id, uint256 index, bytes calldata enc, bytes32[] calldata proof) external {
+        Match storage m = matches[id];
+        uint256 i = m.round.seat(id, msg.sender);
+        (, uint256 n,,) = registry.anchor(m.job, JobRegistry.Root.None);
+        uint256 before = n;
+        if (m.phase == Phase.Node) {
+            if ((i == 0 ? m.desc.a : m.desc.b) != bytes32(0)) revert NotYourFault(id);
+            before = m.desc.index;
+        } else if (m.phase != Phase.FaultNode || i != m.pick) {
+            revert NotYourFault(id);
+        }
+        if (index >= before || Nodes.fault(enc) == 0 || !Merkle.verify(m.traceRoot[i], n, index, Merkle.leaf(enc), proof)) {
+            revert FaultNotShown(id);
+        }
+        _decide(id, m, i, 2, "it agreed with a trace that faults, and went on from there");
+    }
+
     function _checkNode(Match storage m, uint256 i, bytes calldata enc, bytes calldata structure, bytes32[] calldata proof)
         internal
         view
@@ -431,7 +474,7 @@ contract DisputeGame {
         m.phase = Phase.Operator;
         emit OperatorDisputed(id, m.nary.lo, m.desc.index);
         m.round.clock.await_(0);
-        operators.start(id, m.round.party, m.job, m.desc.index, m.round.clock.remaining());
+        operators.start(id, m.round.party, m.job, m.desc.index, m.round.clock.remaining(), [Nodes.fault(a), Nodes.fault(b)]);
     }
 
     /// @notice Case 2: prove the source of the disputed input (the producing node's
@@ -496,13 +539,18 @@ contract DisputeGame {
         _decide(id, m, p == 3 ? DRAW : 1 - p, uint8(m.phase == Phase.Steps ? 1 : 2), "its clock ran out");
     }
 
-    /// @dev winner: the seat that won, or DRAW (both ran out at the same instant: both are out).
+    /// @dev winner: the seat that won, DRAW (both ran out at the same instant: both are out) or
+    /// VOID (the job has a node the chain cannot settle: both are out, their stakes returned).
     function _decide(uint256 id, Match storage m, uint256 winner, uint8 level, string memory reason) internal {
         m.phase = Phase.Done;
         (address a, address b) = (m.round.party[0], m.round.party[1]);
         if (winner == DRAW) {
             emit MatchDrawn(id, a, b, level);
             return registry.draw(m.job, a, b);
+        }
+        if (winner == VOID) {
+            emit MatchDrawn(id, a, b, level);
+            return registry.unsettleable(m.job, a, b);
         }
         (address w, address l) = winner == 0 ? (a, b) : (b, a);
         emit MatchDecided(id, w, l, level, reason);

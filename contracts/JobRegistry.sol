@@ -16,6 +16,10 @@ import {Tensors} from "./lib/Tensors.sol";
 /// nobody delivers refunds the client its payment and the pot. No fee. docs/PROTOCOL.md §6.
 /// Terms have floors fixed at deployment (clock, commit and reveal windows): an honest
 /// trainer cannot be timed out by a client's terms the contract accepted.
+/// A run whose step s faults (bad data or program: docs/NUMERICS.md §14) ends in a fault claim,
+/// revealed with its step (`revealFault`) and disputed like any claim; accepted, it returns the
+/// accepted trainers' stakes and pays them for the s steps done (payment · s / steps, and the
+/// pot), the rest of the payment back to the client; there is no model to deliver.
 /// Delivery (a deployment with a delivery window): an accepted trainer's stake and share are
 /// held for the window after settlement; the client may challenge it to put one chunk of the
 /// accepted state on chain (proven against the accepted claim) before a deadline, or the held
@@ -96,6 +100,8 @@ contract JobRegistry {
     event DisputeRequired(uint256 indexed id, address indexed a, address indexed b);
     event Decided(uint256 indexed id, address indexed winner, address indexed loser);
     event Drawn(uint256 indexed id, address indexed a, address indexed b);
+    event Unsettleable(uint256 indexed id, address indexed a, address indexed b);
+    event FaultAccepted(uint256 indexed id, uint256 step, uint256 paid, uint256 refunded);
     event Forfeited(uint256 indexed id, address indexed trainer, uint256 stake, string why);
     event Settled(uint256 indexed id, bytes32 accepted, uint256 paidTrainers);
     event Held(uint256 indexed id, address indexed trainer, uint256 amount, uint256 until);
@@ -153,6 +159,8 @@ contract JobRegistry {
     mapping(uint256 => mapping(address => Seat)) public seats;
     mapping(uint256 => mapping(address => bool)) public approved;
     mapping(uint256 => mapping(address => Hold)) public holds;
+    /// @notice A trainer's revealed fault claim: the step that faulted, plus one (0: a result claim).
+    mapping(uint256 => mapping(address => uint32)) public faultAt;
     uint256 private locked = 1;
 
     constructor(
@@ -308,6 +316,20 @@ contract JobRegistry {
 
     /// @notice Reveal after the commit deadline (so nobody can copy a revealed claim in time).
     function reveal(uint256 id, bytes32 claim, bytes32 salt) external {
+        _reveal(id, claim, salt);
+    }
+
+    /// @notice Reveal a fault claim: step `step` of the run faults, and `traceRoot` is that
+    /// step's trace up to its faulting node (the claim is sha256(0x06 || sha256(0x0A || u32 step)
+    /// || traceRoot), docs/PROTOCOL.md §6). Settled like any claim; accepted, it pays for `step`
+    /// steps.
+    function revealFault(uint256 id, uint32 step, bytes32 traceRoot, bytes32 salt) external {
+        if (step >= _open(id).terms.steps) revert BadTerms("fault step");
+        _reveal(id, sha256(abi.encodePacked(bytes1(0x06), sha256(abi.encodePacked(bytes1(0x0a), step)), traceRoot)), salt);
+        faultAt[id][msg.sender] = step + 1;
+    }
+
+    function _reveal(uint256 id, bytes32 claim, bytes32 salt) internal {
         Job storage j = _open(id);
         Seat storage s = seats[id][msg.sender];
         if (!s.joined) revert NotATrainer(msg.sender);
@@ -378,12 +400,19 @@ contract JobRegistry {
             emit Settled(id, bytes32(0), 0);
             return;
         }
+        uint256 faulted = _faultOf(id, ts);
+        if (faulted != 0) { // the run faults at step faulted - 1: paid for the steps before it
+            uint256 paid = j.payment * (faulted - 1) / j.terms.steps;
+            _credit(j.client, j.payment - paid);
+            emit FaultAccepted(id, faulted - 1, paid, j.payment - paid);
+            total = paid + j.pot;
+        }
         uint256 share = total / live;
         uint256 rest = total - share * live;
         for (uint256 i; i < ts.length; ++i) {
             if (seats[id][ts[i]].out) continue;
             uint256 amount = j.terms.stake + share + (ts[i] == firstT ? rest : 0);
-            if (deliveryWindow == 0) {
+            if (deliveryWindow == 0 || faulted != 0) { // a fault has no model to deliver
                 _credit(ts[i], amount);
             } else {
                 holds[id][ts[i]].amount = uint128(amount);
@@ -391,6 +420,14 @@ contract JobRegistry {
             }
         }
         emit Settled(id, first, live);
+    }
+
+    /// @dev The accepted claim's fault step plus one, or 0: any live seat that revealed it with
+    /// revealFault (the claim names its step, so they all agree; one may have used `reveal`).
+    function _faultOf(uint256 id, address[] storage ts) internal view returns (uint256 f) {
+        for (uint256 i; i < ts.length; ++i) {
+            if (!seats[id][ts[i]].out && faultAt[id][ts[i]] > f) f = faultAt[id][ts[i]];
+        }
     }
 
     function _windowEnd(Job storage j) internal view returns (uint256) {
@@ -487,6 +524,19 @@ contract JobRegistry {
         _forfeit(id, j, a, "drew a match");
         _forfeit(id, j, b, "drew a match");
         emit Drawn(id, a, b);
+        j.status = Status.Open;
+    }
+
+    /// @notice The requested match reached a node of the job the chain cannot settle (a job posted
+    /// straight to the registry: `Verde.post` and every honest agent refuse one): nobody can be
+    /// shown wrong, so both are out and get their stakes back, never a loss for either.
+    function unsettleable(uint256 id, address a, address b) external {
+        Job storage j = _ending(id, a, b);
+        seats[id][a].out = true;
+        seats[id][b].out = true;
+        _credit(a, j.terms.stake);
+        _credit(b, j.terms.stake);
+        emit Unsettleable(id, a, b);
         j.status = Status.Open;
     }
 

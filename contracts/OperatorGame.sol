@@ -31,6 +31,13 @@ interface IDisputeGame {
 /// - Level 5 (Case 3): the output element's operands are proven, the primitive is executed
 ///   (Executor: Float32.sol) or the index move replayed (gather/onehot); the party whose
 ///   element differs loses.
+/// - A fault node (level 2) says where its decomposition faults: kernel k, a `fault.bool` whose
+///   output commitment is FAULT(e) = sha256(0x0E || u64 e), ZERO after it. When that kernel is
+///   the disputed one, level 5 checks the fault at element e (the smaller e if both fault there);
+///   a party with nothing (ZERO) at the disputed kernel shows its faulting kernel before it
+///   (showFault): the other agreed with a decomposition that faults there and went on.
+/// - A kernel the job commits with a descriptor the chain cannot follow (MAT), or a node of no
+///   kernels (more than 65,535), ends the match void: both out, stakes returned (nobody is wrong).
 /// @dev The same round structure as DisputeGame: both parties post, the round closes when
 /// both have; chess clocks carry over from level 2.
 contract OperatorGame {
@@ -75,6 +82,7 @@ contract OperatorGame {
         uint64 flat;
         uint8 code;
         uint64[2] word; // each party's element there (at most 8 bytes)
+        uint96[2] fault; // each party's node: (kernel + 1) << 64 | element where it faults, 0: no fault
     }
 
     /// @dev The other party's kernel k as its KernelPosted event holds it.
@@ -116,6 +124,11 @@ contract OperatorGame {
     error NotTheNode();
     /// @notice The nodes passed as the other party's are not what it posted this round.
     error OtherChildrenWrong(uint256 id);
+    /// @notice Only a fault node's party with nothing at the disputed kernel (before which it
+    /// faults) shows its faulting kernel.
+    error NotYourFault(uint256 id);
+    /// @notice The kernel is not the party's faulting kernel, proven in its tree.
+    error FaultNotShown(uint256 id);
 
     IDisputeGame public immutable game;
     Executor public immutable executor;
@@ -146,10 +159,12 @@ contract OperatorGame {
     }
 
     // -- hand-over from level 2 -------------------------------------------------------------------
-    function start(uint256 id, address[2] calldata party, uint256 job, uint256 node, uint64[2] calldata left) external {
+    function start(uint256 id, address[2] calldata party, uint256 job, uint256 node, uint64[2] calldata left,
+                   uint96[2] calldata faults) external {
         if (msg.sender != address(game)) revert NotTheGame(msg.sender);
         Match storage m = matches[id];
         m.round.party = party;
+        if (faults[0] | faults[1] != 0) m.fault = faults;
         m.job = uint64(job);
         m.node = uint64(node);
         m.phase = Phase.Tops;
@@ -182,6 +197,7 @@ contract OperatorGame {
         (bytes32 kernelRoot, uint256 graphNodes,) = _anchor(m, JobRegistry.Root.Kernel);
         bytes32 lf = Merkle.leaf(abi.encodePacked(uint32(count), structRoot));
         if (!Merkle.verify(kernelRoot, graphNodes, m.node, lf, proof)) revert NotInTheJob(m.node);
+        if (count == 0) return _decide(id, m, VOID, 3, "the job's node has more kernels than the chain can follow");
         (m.count, m.structRoot) = (uint32(count), structRoot);
         m.top[i] = top;
         if (!m.round.both()) return;
@@ -258,6 +274,9 @@ contract OperatorGame {
         if (!Merkle.verify(m.structRoot, m.count, m.kernel, Merkle.leaf(k.structure), structProof)) {
             return _decide(id, m, 1 - i, 3, "its kernel is not the job's decomposition there (Case 1)");
         }
+        if (!Kernels.settleable(k.structure)) {
+            return _decide(id, m, VOID, 3, "the job's kernel there moves data the chain cannot follow (MAT)");
+        }
         if (m.kernel == m.count - 1 && !_outputsMatch(id, i, node, k.operands)) {
             return _decide(id, m, 1 - i, 3, "its decomposition's outputs are not the node outputs it committed");
         }
@@ -273,6 +292,31 @@ contract OperatorGame {
         if (i == 0) _pickTensor(id, m, k, o);
         else _pickTensor(id, m, o, k);
         m.round.next();
+    }
+
+    /// @notice Show the kernel where your node's decomposition faults (its fault.bool with output
+    /// FAULT(e), as your level-2 node says, proven in your kernel tree) when your tree has nothing
+    /// (ZERO) at the disputed kernel, or the trees agree: the other agreed with a decomposition
+    /// that faults there and went on. It loses.
+    function showFault(uint256 id, bytes calldata enc, bytes32[] calldata proof) external {
+        Match storage m = matches[id];
+        if (m.phase != Phase.Kernel) revert WrongPhase(id, m.phase);
+        uint256 i = m.round.seat(id, msg.sender);
+        uint256 f = m.fault[i];
+        if (f == 0 || f >> 64 > m.kernel || (!m.sameTops && (i == 0 ? m.desc.a : m.desc.b) != bytes32(0))) {
+            revert NotYourFault(id);
+        }
+        uint256 k = (f >> 64) - 1;
+        if (Merkle.top(m.count, k, Merkle.leaf(enc), proof) != m.top[i]) revert FaultNotShown(id);
+        Kernels.Kernel memory kern = Kernels.parse(enc);
+        if (!_faults(kern, uint64(f))) revert FaultNotShown(id);
+        _decide(id, m, i, 3, "it agreed with a decomposition that faults, and went on from there");
+    }
+
+    /// @dev Is kernel `kern` a fault.bool faulting at `element` (its output FAULT(e))?
+    function _faults(Kernels.Kernel memory kern, uint64 element) internal pure returns (bool) {
+        return keccak256(kern.name) == keccak256("fault.bool")
+            && kern.output == sha256(abi.encodePacked(bytes1(0x0e), element));
     }
 
     /// @dev Is enc party i's kernel k (its leaf, or in its tree when the tops agreed)?
@@ -302,7 +346,8 @@ contract OperatorGame {
     }
 
     /// @dev Both revealed kernel k (same structure): the first differing operand, else the
-    /// output (whose operands, all agreed, level 5 reads).
+    /// output (whose operands, all agreed, level 5 reads), or, when a party's node faults at this
+    /// kernel, the element it names (level 5 checks the fault there; each says 1 if it faults).
     function _pickTensor(uint256 id, Match storage m, Kernels.Kernel memory a, Kernels.Kernel memory b) internal {
         int256 operand = -1;
         for (uint256 o; o < a.operands.length; ++o) {
@@ -315,6 +360,21 @@ contract OperatorGame {
         if (operand < 0) {
             (m.desc.a, m.desc.b) = (a.output, b.output);
             m.operandsHash = keccak256(abi.encodePacked(a.operands));
+            uint256 at = type(uint256).max;
+            bool[2] memory says;
+            for (uint256 p; p < 2; ++p) {
+                uint96 f = m.fault[p];
+                if (f >> 64 == m.kernel + 1 && _faults(p == 0 ? a : b, uint64(f)) && uint64(f) <= at) {
+                    if (uint64(f) < at) says[0] = says[1] = false;
+                    (at, says[p]) = (uint64(f), true);
+                }
+            }
+            if (at != type(uint256).max) { // no chunk to open: the fault names its element
+                (m.flat, m.word) = (uint64(at), [uint64(says[0] ? 1 : 0), says[1] ? 1 : 0]);
+                m.phase = Phase.Step;
+                emit ElementFound(id, at, m.word[0], m.word[1]);
+                return;
+            }
         }
         (uint8 code, uint64[] memory shape) = executor.tensorType(a.structure, operand);
         m.operand = int32(operand);
@@ -475,6 +535,8 @@ contract OperatorGame {
         if (p == 2) revert NobodyTimedOut(id);
         _decide(id, m, p == 3 ? 2 : 1 - p, m.phase <= Phase.Kernel && !m.overChunks ? 3 : 4, "its clock ran out"); // 2: a draw
     }
+
+    uint256 internal constant VOID = 3; // DisputeGame's: both out, stakes returned
 
     function _decide(uint256 id, Match storage m, uint256 winner, uint8 level, string memory reason) internal {
         m.phase = Phase.Done;

@@ -11,8 +11,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from . import faults
 from . import ops as _ops  # noqa: F401  (defines torch.ops.repops.*)
 from .errors import DTypeError, UnsupportedOpError
+from .reference import integers as I
 from .reference import linalg as RL
 from .reference import math as M
 from .reference import nn as N
@@ -303,18 +305,17 @@ def log_softmax_backward(grad, y, dim, input_dtype=None):
 
 def _indices(t, n: int, op: str, ignore=None):
     """An index tensor as int64 (a view when it already is one, so a decomposition sees a
-    view of the op's input); an index outside [0, n) that is not `ignore` is an error."""
+    view of the op's input); an index outside [0, n) that is not `ignore` is a fault (rule
+    `index`, repops/faults.py)."""
     if t.is_floating_point() or t.dtype == torch.bool:
         raise IndexError(f"{op}: indices must be an integer tensor, got {t.dtype} (a float index would be "
                          "truncated; convert it with .long() where that is meant)")
-    i = arr(t).astype(np.int64, copy=False)
-    bad = (i < 0) | (i >= n)
-    if ignore is not None:
-        if 0 <= ignore < n:
-            raise UnsupportedOpError(f"{op}: ignore_index={ignore} is a class; RepOps needs it outside [0, {n})")
-        bad &= i != ignore
-    if i.size and bool(bad.any()):
-        raise IndexError(f"{op}: an index is outside [0, {n})" + (" and is not ignore_index" if ignore is not None else ""))
+    i = arr(t)
+    if i.dtype != np.int64:  # (an int32 index: a cast kernel, so the decomposition names it)
+        i = I.KERNELS[f"to_i64.{I.dtype_name(i)}"](i) if P.xp_of(i) is np and I.dtype_name(i) else i.astype(np.int64)
+    if ignore is not None and 0 <= ignore < n:
+        raise UnsupportedOpError(f"{op}: ignore_index={ignore} is a class; RepOps needs it outside [0, {n})")
+    faults.index_in_range(i, n, op, ignore)
     return i
 
 

@@ -25,3 +25,22 @@ class DeviceError(RepOpsError):
 class DistributedError(RepOpsError):
     """A data-parallel run that cannot give the single-process bits: ranks that disagree on
     the job or the build, a world size that does not divide the micro-batches, a rank lost."""
+
+
+class Fault(RepOpsError):
+    """An input the spec defines no result for (docs/NUMERICS.md §14): torch raises on it too.
+    Not a refusal: every honest party on every device meets the same fault at the same element,
+    so in a Verde job it ends the run with a fault claim (docs/PROTOCOL.md §6). `rule` names the
+    check, `element` the first offending element (row-major) of the checked tensor."""
+
+    def __init__(self, message: str, rule: str = "", element: int | None = None):
+        super().__init__(message)
+        self.rule, self.element = rule, element
+
+
+class IndexFault(Fault, IndexError):
+    """An index outside its range (torch: IndexError)."""
+
+
+class DivisionFault(Fault, ZeroDivisionError):
+    """An integer division or remainder by zero (torch: RuntimeError 'ZeroDivisionError')."""

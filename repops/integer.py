@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .aten import registrar, take_along
+from . import faults
+from .aten import arr, registrar, take_along
 from .reference import integers as I
 from .reference import prims as P
 
@@ -66,6 +67,9 @@ def _both(fn, *inplace_ops):
     return fn
 
 
+DIVISIONS = ("div_floor", "div_trunc", "rem_floor", "rem_trunc")
+
+
 def _binary(op: str, reflected=False):
     def impl(a, b, alpha=1):
         dt = _common(a, b)
@@ -74,6 +78,8 @@ def _binary(op: str, reflected=False):
             x, y = y, x
         if alpha != 1:
             y = K("mul", dt)(y, I.const(alpha, dt))
+        if op in DIVISIONS and dt != "bool":
+            faults.divisor_nonzero(y, dt, op)
         return result(K(op, dt)(x, y))
     return impl
 
@@ -301,9 +307,51 @@ def run(func, args, kwargs):
     """An integral aten op: its definition here when there is one, else torch's own (exact)."""
     if applies(func, args, kwargs):
         return REGISTRY[func](*args, **kwargs)
-    return func(*args, **kwargs)
+    return native(func, args, kwargs)
 
 
 def native(func, args, kwargs):
-    """What every compiled backend runs for integers: torch's exact kernels."""
+    """What every compiled backend runs for integers: torch's exact kernels, but for division
+    and remainder, where torch has no portable answer (_division)."""
+    if func in _DIVISION_OPS:
+        return _division(func, args, kwargs)
     return func(*args, **kwargs)
+
+
+_DIVISION_OPS = {getattr(getattr(aten, name), overload)
+                 for name in ("div", "div_") for overload in ("Tensor_mode", "Scalar_mode")} | \
+    {getattr(getattr(aten, name), overload) for name in ("remainder", "remainder_", "fmod", "fmod_")
+     for overload in ("Tensor", "Scalar")} | \
+    {aten.floor_divide.default, aten.floor_divide.Scalar, aten.floor_divide_.Tensor, aten.floor_divide_.Scalar,
+     aten.remainder.Scalar_Tensor}
+
+
+def _division(func, args, kwargs):
+    """torch's integer division and remainder with the spec's answers where torch has none
+    (NUMERICS.md §13-14): a zero divisor is a DivisionFault (torch raises on the CPU and returns
+    garbage on CUDA), INT_MIN / -1 wraps to INT_MIN and its remainder is 0 (torch's CPU
+    truncating division dies of SIGFPE there). The divisor torch sees is never 0 or -1."""
+    a, b, *rest = args
+    dtype = torch.result_type(a, b)
+    if dtype not in (torch.int64, torch.int32):
+        return func(*args, **kwargs)
+    device = next(t.device for t in (a, b) if isinstance(t, torch.Tensor))
+    if device.type == "meta":
+        return func(*args, **kwargs)
+    ta, tb = (t if isinstance(t, torch.Tensor) else torch.tensor(t, dtype=dtype, device=device) for t in (a, b))
+    tb = tb.to(dtype)
+    faults.divisor_nonzero(arr(tb), DT[dtype], str(func), kernels=False)
+    minus = tb == -1
+    name = func._schema.name.split("::")[1].rstrip("_")
+    out = _TENSOR_FORM[name](ta, torch.where(minus, torch.ones_like(tb), tb), *rest, **kwargs)
+    if name in ("div", "floor_divide"):
+        out = torch.where(minus, torch.neg(ta.to(dtype)), out)  # x / -1 = -x, wrapping at INT_MIN
+    else:
+        out = torch.where(minus, torch.zeros_like(out), out)
+    if func._schema.name.endswith("_"):
+        return args[0].copy_(out)
+    return out
+
+
+_TENSOR_FORM = {"div": aten.div.Tensor_mode, "floor_divide": aten.floor_divide.default, "remainder": aten.remainder.Tensor,
+                "fmod": aten.fmod.Tensor}

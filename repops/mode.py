@@ -281,7 +281,7 @@ class RepOpsMode(TorchDispatchMode):
         if exact and device == "cpu" and (func not in A.EXACT or I.applies(func, args, kwargs)):
             out = I.run(func, args, kwargs)  # integers and booleans: exact (native, or the kernels of a dispute)
         elif exact and func not in A.EXACT:
-            out = func(*args, **kwargs)  # integers and booleans: exact, and torch's own semantics
+            out = I.native(func, args, kwargs)  # integers and booleans: exact, and torch's own semantics
         elif impl is not None and device == "meta":
             out = _row_major(func, func(*args, **kwargs))  # shapes only, no values: the graph of a step (Verde)
         elif impl is not None and device == "cuda":

@@ -4,7 +4,8 @@ pragma solidity ^0.8.24;
 import {Float32} from "./Float32.sol";
 
 /// @title The integer kernels of docs/NUMERICS.md §13 on one element: exact integers, the
-/// result wrapped into its dtype (two's complement; bool: != 0; f32: nearest-even).
+/// result wrapped into its dtype (two's complement; bool: != 0; f32: nearest-even). `fault` is
+/// a copy: its element is what a fault claim says is true (docs/NUMERICS.md §14).
 /// @dev Opcodes and words as offchain/softfloat/integers.py: op index in OPS, dtype codes
 /// 2 int64, 3 bool, 4 int32 (and 1 float32 for to_f32's result); words are the elements'
 /// little-endian bytes as unsigned integers.
@@ -15,7 +16,8 @@ library Integers {
     uint256 internal constant SELECT = 18;
     uint256 internal constant TO_I64 = 20;
     uint256 internal constant TO_F32 = 23;
-    uint256 internal constant GATHER = 24;
+    uint256 internal constant FAULT = 24; // a copy whose first nonzero element is where the step faults
+    uint256 internal constant GATHER = 25;
 
     /// @dev A word of dtype `code` as its value (bool: any nonzero byte is true).
     function value(uint256 w, uint256 code) internal pure returns (int256) {
@@ -80,8 +82,8 @@ library Integers {
                 r = (op == 15 ? x == y : op == 16 ? x < y : x <= y) ? int256(1) : int256(0);
             } else if (op == SELECT) {
                 r = x != 0 ? y : value(c, code);
-            } else if (op <= TO_F32) {
-                r = x; // copy and the casts: the value, wrapped into the result dtype by pack
+            } else if (op <= FAULT) {
+                r = x; // copy, the casts and fault: the value, wrapped into the result dtype by pack
             } else {
                 revert UnknownIntegerKernel(op);
             }

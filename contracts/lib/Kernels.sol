@@ -9,7 +9,7 @@ pragma solidity ^0.8.24;
 ///                  0x01 CONST u8 dtype || u8 ndim || u64 dims || one element's bytes
 ///                  0x03 CAT u8 axis || CONST background || u16 #pieces || per piece: u64 start,
 ///                       u64 step, u64 width || VIEW or CONST
-///      (0x02 MAT is refused here: a job whose decomposition has one cannot be posted on chain.)
+///      0x02 MAT: parsed (its size is 1), never followed: `settleable` says a job's kernel has one.
 library Kernels {
     error NotAKernel();
     error BadDescriptor(uint256 at);
@@ -17,6 +17,7 @@ library Kernels {
 
     uint8 internal constant VIEW = 0;
     uint8 internal constant CONST = 1;
+    uint8 internal constant MAT = 2; // parsed so that a job committing one is seen (settleable): never followed
     uint8 internal constant CAT = 3;
 
     struct Kernel {
@@ -69,6 +70,7 @@ library Kernels {
     function descriptorSize(bytes memory b, uint256 o) internal pure returns (uint256) {
         uint256 kind = _u(b, o, 1);
         if (kind == VIEW) return 12 + 16 * _u(b, o + 11, 1);
+        if (kind == MAT) return 1;
         if (kind == CONST) return 3 + 8 * _u(b, o + 2, 1) + itemSize(_u(b, o + 1, 1));
         if (kind == CAT) {
             uint256 p = o + 2 + descriptorSize(b, o + 2);
@@ -108,6 +110,31 @@ library Kernels {
             mstore(st, w) // shorten: the tail past w was allocated, never used
         }
         k.structure = st;
+    }
+
+    /// @dev Can the chain follow every operand of a structure (no MAT descriptor, at any depth)?
+    function settleable(bytes memory s) internal pure returns (bool) {
+        uint256 p = 5 + _u(s, 1, 4);
+        uint256 n = _u(s, p, 2);
+        p += 2;
+        for (uint256 i; i < n; ++i) {
+            if (!_followable(s, p)) return false;
+            p += descriptorSize(s, p);
+        }
+        return true;
+    }
+
+    function _followable(bytes memory b, uint256 o) private pure returns (bool) {
+        uint256 kind = _u(b, o, 1);
+        if (kind != CAT) return kind != MAT;
+        uint256 p = o + 2 + descriptorSize(b, o + 2);
+        uint256 n = _u(b, p, 2);
+        p += 2;
+        for (uint256 i; i < n; ++i) {
+            if (!_followable(b, p + 24)) return false;
+            p += 24 + descriptorSize(b, p + 24);
+        }
+        return true;
     }
 
     /// @dev Descriptor o of a structure.

@@ -3,6 +3,8 @@ pragma solidity ^0.8.24;
 
 /// @title Reading the node and structure encodings of docs/PROTOCOL.md §4
 /// @dev node      = 0x04 || H(structure) || u16 #in || in commitments || u16 #out || out commitments
+///      fault node= 0x0D || H(structure) || u16 #in || in commitments || u32 kernel || u64 element
+///                  (the node's decomposition faults there: it has no outputs)
 ///      structure = 0x05 || u32 len op || op || u32 len attrs || attrs || u16 #refs || refs (7 bytes:
 ///                  u8 kind, u32 index, u16 slot)
 library Nodes {
@@ -31,12 +33,25 @@ library Nodes {
         }
     }
 
-    /// @dev Checks the tag and the exact length; returns (#inputs, offset of #outputs).
+    /// @dev Checks the tag and the exact length; returns (#inputs, offset of #outputs, or of
+    /// the fault's kernel in a fault node).
     function _shape(bytes memory node) private pure returns (uint256 nin, uint256 outAt) {
-        if (node.length < 37 || node[0] != 0x04) revert NotANode();
+        if (node.length < 37) revert NotANode();
         nin = _u16(node, 33);
         outAt = 35 + 32 * nin;
-        if (node.length < outAt + 2 || node.length != outAt + 2 + 32 * _u16(node, outAt)) revert NotANode();
+        if (node[0] == 0x0D) {
+            if (node.length != outAt + 12) revert NotANode();
+        } else if (node[0] != 0x04 || node.length < outAt + 2 || node.length != outAt + 2 + 32 * _u16(node, outAt)) {
+            revert NotANode();
+        }
+    }
+
+    /// @dev A fault node's (kernel, element) packed as (kernel + 1) << 64 | element; 0 for a node
+    /// with outputs.
+    function fault(bytes memory node) internal pure returns (uint96) {
+        (, uint256 at) = _shape(node);
+        if (node[0] != 0x0D) return 0;
+        return uint96((_u32(node, at) + 1) << 64 | uint256(_word(node, at + 4)) >> 192);
     }
 
     function structureHash(bytes memory node) internal pure returns (bytes32) {
@@ -56,14 +71,14 @@ library Nodes {
 
     function output(bytes memory node, uint256 slot) internal pure returns (bytes32) {
         (, uint256 outAt) = _shape(node);
-        uint256 nout = _u16(node, outAt);
+        uint256 nout = node[0] == 0x0D ? 0 : _u16(node, outAt);
         if (slot >= nout) revert NoSuchOutput(slot, nout);
         return _word(node, outAt + 2 + 32 * slot);
     }
 
     function outputCount(bytes memory node) internal pure returns (uint256) {
         (, uint256 outAt) = _shape(node);
-        return _u16(node, outAt);
+        return node[0] == 0x0D ? 0 : _u16(node, outAt);
     }
 
     /// @dev keccak256 of the node's input commitments, packed (= abi.encodePacked of the list:
@@ -75,9 +90,11 @@ library Nodes {
         }
     }
 
-    /// @dev keccak256 of the node's output commitments, packed.
+    /// @dev keccak256 of the node's output commitments, packed (0 for a fault node: it has none,
+    /// and no list hashes to 0).
     function outputsHash(bytes memory node) internal pure returns (bytes32 h) {
         (, uint256 outAt) = _shape(node);
+        if (node[0] == 0x0D) return 0;
         uint256 nout = _u16(node, outAt);
         assembly ("memory-safe") {
             h := keccak256(add(add(node, 34), outAt), mul(32, nout))

@@ -22,7 +22,7 @@ library OneStep {
     uint256 internal constant INT = 1000;
 
     /// @dev The integer kernels' ops in opcode order (offchain/softfloat/integers.py OPS).
-    bytes internal constant INT_NAMES = "\x03add\x03sub\x03mul\x09div_floor\x09div_trunc\x09rem_floor\x09rem_trunc\x03and\x02or\x03xor\x03not\x03neg\x03abs\x03min\x03max\x02eq\x02lt\x02le\x06select\x04copy\x06to_i64\x06to_i32\x07to_bool\x06to_f32\x06gather";
+    bytes internal constant INT_NAMES = "\x03add\x03sub\x03mul\x09div_floor\x09div_trunc\x09rem_floor\x09rem_trunc\x03and\x02or\x03xor\x03not\x03neg\x03abs\x03min\x03max\x02eq\x02lt\x02le\x06select\x04copy\x06to_i64\x06to_i32\x07to_bool\x06to_f32\x05fault\x06gather";
 
     /// @dev The primitive names in opcode order, each after its length byte.
     bytes internal constant NAMES = "\x03add\x03sub\x03mul\x03fma\x03div\x04sqrt\x03neg\x03abs\x03min\x03max\x02eq\x02lt\x02le\x06select\x04rint\x05floor\x05trunc\x05ldexp\x0afrom_int32\x0eto_int32_trunc\x0cto_int32_rne\x04copy";
@@ -54,8 +54,8 @@ library OneStep {
         }
         uint256 code = hdt == keccak256("i64") ? 2 : hdt == keccak256("bool") ? 3 : hdt == keccak256("i32") ? 4 : 0;
         if (code == 0) return 0;
-        uint256 i = _indexOf(INT_NAMES, 25, hop);
-        return i < 25 ? INT + 8 * i + code : 0;
+        uint256 i = _indexOf(INT_NAMES, 26, hop);
+        return i < 26 ? INT + 8 * i + code : 0;
     }
 
     /// @dev The index of the name hashing to h in `names` (count names, each after its length

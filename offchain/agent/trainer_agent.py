@@ -153,7 +153,8 @@ class TrainerAgent:
                            f"{terms[STAKE] / 1e18} ETH will be forfeited unless that agent state is put back "
                            "before the reveal deadline")
             if mine is not None and terms[COMMIT_BY] <= now < terms[REVEAL_BY] and self._acts("reveal"):
-                self._send("reveal", reg.reveal(self.jid, *mine))
+                T = self.job.spec.steps  # (a fault claim reveals its step and trace: revealFault)
+                self._send("reveal", self.v.reveal_call(self.jid, *mine, self.trainer.open_claim(T), T))
                 return False
             if now >= terms[REVEAL_BY] and self._acts("settle"):
                 self._try("settle", reg.settle(self.jid))

@@ -160,8 +160,20 @@ class Verde:
         self.chain.transact(self.registry.functions.commit(job_id, sealed), sender=account)
         return salt
 
-    def reveal(self, job_id: int, claim: bytes, salt: bytes, account):
-        return self.chain.transact(self.registry.functions.reveal(job_id, claim, salt), sender=account)
+    def reveal(self, job_id: int, claim: bytes, salt: bytes, account, opened: tuple | None = None, steps: int = 0):
+        """Reveal a sealed claim; a fault claim (docs/PROTOCOL.md §6) with revealFault, its step
+        and trace root read off its opening `opened` = (S, R) of point `steps` (the trainer's
+        open_claim(T)), so the registry can settle it as a fault."""
+        return self.chain.transact(self.reveal_call(job_id, claim, salt, opened, steps), sender=account)
+
+    def reveal_call(self, job_id: int, claim: bytes, salt: bytes, opened: tuple | None = None, steps: int = 0):
+        from ..protocol.claims import fault_state, step_claim
+        r = self.registry.functions
+        if opened is not None and step_claim(*opened) == claim:
+            step = next((s for s in range(steps) if fault_state(s) == opened[0]), None)
+            if step is not None:
+                return r.revealFault(job_id, step, opened[1], salt)
+        return r.reveal(job_id, claim, salt)
 
     def settle(self, job_id: int):
         return self.chain.transact(self.registry.functions.settle(job_id))
@@ -180,7 +192,7 @@ class Verde:
         salts = {a.address: self.join_and_commit(jid, job.job_id, t.final_claim(), stake, a) for a, t in seats}
         self.chain.advance(1300)
         for a, t in seats:
-            self.reveal(jid, t.final_claim(), salts[a.address], a)
+            self.reveal(jid, t.final_claim(), salts[a.address], a, t.open_claim(t.steps), t.steps)
         self.chain.advance(600)
         return jid, self.settle(jid)
 
@@ -285,6 +297,9 @@ class Verde:
                 node, _ = self._tree_of(match_id, ep, ctx, s)
                 h, i = self._descent(match_id)
                 send(g.postChildren(match_id, *self._below(self.game, match_id, account, st["waiting"], node, h, i)))
+            elif phase == PHASE_FAULT_NODE or (phase == PHASE_NODE and ep.trace_node(s, 0, self._descent(match_id)[1])
+                                                == bytes(32)):  # its run faulted before: show where
+                send(g.showFault(match_id, *ep.fault_node(s)))
             elif phase == PHASE_NODE:
                 _, j = self._descent(match_id)
                 enc, _ = ep.node(s, j)
@@ -340,6 +355,8 @@ class Verde:
                     (lambda h, i: ep.kernel_node(s, j, h, i)))
             send(g.postChildren(match_id, *self._below(self.operators, match_id, account, st["waiting"], node, height,
                                                        index)))
+        elif phase == OP_KERNEL and ep.kernel_node(s, j, 0, k) == bytes(32):  # its node faulted before k: show where
+            send(g.showFault(match_id, *ep.fault_kernel(s, j)[1:]))
         elif phase == OP_KERNEL:
             other, other_proof = self._theirs(self.operators.events.KernelPosted, ("kernel", "proof"), match_id,
                                               account, st["waiting"], (b"", []))
@@ -473,9 +490,9 @@ DESCENT_SPAN = 3  # Bisection.SPAN: the levels one descent move goes down
 JOB_OPEN, JOB_DISPUTED, JOB_SETTLED = 1, 2, 3  # JobRegistry.Status
 (OP_NONE, OP_TOPS, OP_DESCENT, OP_KERNEL, OP_TENSOR_TOP, OP_CHUNK, OP_SOURCE, OP_STEP, OP_DONE) = range(9)
 (PHASE_STEPS, PHASE_OPEN, PHASE_STATE_LEAF, PHASE_STATE_SOURCE, PHASE_TOPS, PHASE_DESCENT, PHASE_NODE,
- PHASE_INPUT_SOURCE, PHASE_OPERATOR, PHASE_DONE) = range(1, 11)
+ PHASE_INPUT_SOURCE, PHASE_OPERATOR, PHASE_FAULT_NODE, PHASE_DONE) = range(1, 12)
 PHASE_NAMES = ("none", "level 1: step bisection", "level 2: opening the step", "level 2: state leaf",
                "level 2: state source", "level 2: trace tops", "level 2: descent over nodes", "level 2: the node",
-               "level 2: input source", "levels 3-5 (OperatorGame)", "done")
+               "level 2: input source", "levels 3-5 (OperatorGame)", "level 2: showing the fault", "done")
 OP_PHASE_NAMES = ("none", "level 3: kernel tops", "levels 3-4: descent", "level 3: the kernel",
                   "level 4: tensor tops", "level 4: the chunk", "level 4: operand source", "level 5: one step", "done")

@@ -9,7 +9,13 @@ Both parties open their claim C_{s+1} into (S, R) (it must hash to what they sai
   Case 1: its structure is not the graph's;
   Case 2: an input commitment is not its source's (the producing node's output, the
           state before the step, or the step's batch);
-  Case 3: same inputs, different outputs: level 3 on that operator.
+  Case 3: same inputs, different outputs (or a fault where the other has outputs): level 3
+          on that operator.
+A fault claim (docs/PROTOCOL.md §6) opens into the fault state of step s and a trace whose
+last node faults, ZERO after it. Two rules only it needs: a party whose trace is ZERO at the
+first differing node, or whose fault claim shares its trace with the other's claim, shows its
+fault node (proven in its trace, before that node): the other party agreed with a trace that
+faults there and went on, and loses; a party that cannot show one loses.
 Starts from level 1's StepFound; hands level 3 a NodeFound.
 """
 from __future__ import annotations
@@ -17,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..protocol import merkle
-from ..protocol.claims import step_claim
+from ..protocol.claims import fault_state, step_claim
 from ..protocol.dataset import state_tree
-from ..protocol.trace import DATA, NODE_OUT, STATE, DecodeError, decode_node, decode_structure
+from ..protocol.trace import DATA, FAULT_NODE, NODE_OUT, STATE, DecodeError, decode_node, decode_structure
 from .engine import descend
 from .level1_steps import StepFound
 from .party import Lost, Party
@@ -34,7 +40,7 @@ class NodeFound:
     node: int
     structure: bytes
     inputs: list          # agreed input commitments
-    outputs: dict         # party name -> its output commitments
+    outputs: dict         # party name -> its output commitments, or (kernel, element) of its fault
     roots: dict           # party name -> its trace root R
 
 
@@ -73,6 +79,25 @@ def _node(p: Party, s: int, j: int, R: bytes, n: int) -> tuple[bytes, list, list
         raise Lost(p, LEVEL, f"node {j} is malformed: {e}") from None
 
 
+def _fault_shown(x: Party, other: Party, s: int, R: bytes, n: int, before: int) -> list[Party]:
+    """x shows the node where its run of step s faults, proven in its trace R at an index
+    before `before`: then the other agreed with a trace that faults there and went on (it
+    loses); else x loses."""
+    got = x.ask(LEVEL, "fault_node", s)
+    try:
+        i, enc, proof = got
+        i, enc, proof = int(i), bytes(enc), [x.hash32(LEVEL, p, "proof") for p in proof]
+        ok = (0 <= i < before and enc[:1] == FAULT_NODE and merkle.verify(R, n, i, merkle.leaf_hash(enc), proof)
+              and isinstance(decode_node(enc)[2], tuple))
+    except (TypeError, ValueError, DecodeError):
+        ok = False
+    if not ok:
+        x.reason = f"its trace of step {s} has no node where it faults before node {before}, as its claim says"
+        return [x]
+    other.reason = f"it agreed with a trace of step {s} that faults at node {i}, and went on from there"
+    return [other]
+
+
 def play(ctx, a: Party, b: Party, found: StepFound) -> list[Party] | NodeFound:
     """-> the losers (a list), or the Case 3 operator dispute to go on with."""
     s, claims = found.step, found.claims
@@ -91,12 +116,15 @@ def play(ctx, a: Party, b: Party, found: StepFound) -> list[Party] | NodeFound:
         return before if before is not None else _state_leaves(a, s, S0, n_state)
 
     if Ra == Rb:
+        for x, S, other in ((a, Sa, b), (b, Sb, a)):
+            if S == fault_state(s):  # a fault claim: the same trace with a state after it is no claim
+                return _fault_shown(x, other, s, Ra, n, n)
         la, lb = _state_leaves(a, p, Sa, n_state), _state_leaves(b, p, Sb, n_state)
         i = next(k for k in range(n_state) if la[k] != lb[k])
         ref = ctx.graph.state_refs[i]
         if ref.kind == NODE_OUT:
             _, _, outs = _node(a, s, ref.index, Ra, n)
-            if ref.slot >= len(outs):
+            if not isinstance(outs, list) or ref.slot >= len(outs):
                 raise Lost(a, LEVEL, f"node {ref.index} has no output slot {ref.slot}")
             truth = outs[ref.slot]
         else:
@@ -109,6 +137,9 @@ def play(ctx, a: Party, b: Party, found: StepFound) -> list[Party] | NodeFound:
     j, leaves = descend(LEVEL, a, b, n, (Ra, Rb), "trace_node", s)
     if j >= n:  # past the graph's last node: only padding (ZERO) may be there
         return [x for x, leaf in zip((a, b), leaves) if leaf != merkle.ZERO]
+    for x, leaf, other, R in ((a, leaves[0], b, Ra), (b, leaves[1], a, Rb)):
+        if leaf == merkle.ZERO:  # no node there: its run faulted before (the other agreed with that node)
+            return _fault_shown(x, other, s, R, n, j)
     expected = ctx.graph.structures[j]
     _, _, refs = decode_structure(expected)
     decoded = {}
@@ -132,7 +163,7 @@ def play(ctx, a: Party, b: Party, found: StepFound) -> list[Party] | NodeFound:
             continue
         if ref.kind == NODE_OUT:
             _, _, outs = _node(a, s, ref.index, Ra, n)  # nodes before j are the same in both traces
-            truth = outs[ref.slot] if ref.slot < len(outs) else None
+            truth = outs[ref.slot] if isinstance(outs, list) and ref.slot < len(outs) else None
         elif ref.kind == STATE:
             truth = state_before()[ref.index]
         elif ref.kind == DATA:

@@ -9,7 +9,12 @@ Merkle descent finds the first differing kernel k. Then, as at level 2:
   agreed kernel's output, proven here);
 - Case 3, same operands, different outputs: handed to level 4 (then level 5).
 The last leaf ("result") has the op's outputs as operands: they must be the node outputs
-each party committed at level 2 and views of agreed kernel outputs. Starts from level 2's
+each party committed at level 2 and views of agreed kernel outputs.
+A fault node (level 2) says where its decomposition faults: kernel k (a `fault.bool`) whose
+output commitment is FAULT(e), ZERO after it. At the first differing kernel, a party whose
+leaf is ZERO shows its faulting kernel before it (the other agreed with it and went on, and
+loses); a party whose faulting kernel it is hands level 5 element e (the smaller e when both
+fault there), where the referee checks the rule in one step. Starts from level 2's
 NodeFound; hands level 4 a TensorDisputed."""
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ from ..protocol import merkle
 from ..protocol.tensors import commit
 from .engine import descend
 from .level2_nodes import NodeFound
-from .oprun import CAT, MAT, RESULT, VIEW, OpRun, decode_kernel, pieces
+from .oprun import CAT, FAULT_KERNEL, MAT, RESULT, VIEW, OpRun, decode_kernel, fault_output, pieces
 from .party import Lost, Party
 
 LEVEL = 3
@@ -27,8 +32,8 @@ LEVEL = 3
 
 @dataclass
 class TensorDisputed:
-    """Kernel k of node j at step s, and which of its tensors differs: ("operand", o) or
-    ("output",)."""
+    """Kernel k of node j at step s, and which of its tensors differs: ("operand", o),
+    ("output",), or ("fault", element, {party name: 1 if it says the kernel faults there})."""
     step: int
     node: int
     kernel: int
@@ -82,6 +87,32 @@ def _read_sources(descriptor: bytes) -> set[int]:
     return set()
 
 
+def _fault(case: NodeFound, p: Party):
+    """(kernel, element) where party p's node faults, or None."""
+    out = case.outputs[p.name]
+    return out if isinstance(out, tuple) else None
+
+
+def _fault_kernel_shown(x: Party, other: Party, case: NodeFound, root: bytes, n: int, before: int) -> list[Party]:
+    """x's tree holds nothing at the disputed kernel: x shows its faulting kernel (where its
+    node says, before `before`, with output FAULT(e)), proven in its tree; then the other agreed
+    with a decomposition that faults there and went on, and loses. Else x loses."""
+    where = _fault(case, x)
+    try:
+        k, enc, proof = x.ask(LEVEL, "fault_kernel", case.step, case.node)
+        k, enc, proof = int(k), bytes(enc), [x.hash32(LEVEL, p, "proof") for p in proof]
+        kern = decode_kernel(enc)
+        ok = (where is not None and k == where[0] < before and kern[0] == FAULT_KERNEL
+              and kern[3] == fault_output(where[1]) and merkle.verify(root, n, k, merkle.leaf_hash(enc), proof))
+    except (TypeError, ValueError, IndexError, KeyError, UnicodeDecodeError):
+        ok = False
+    if not ok:
+        x.reason = f"its decomposition of node {case.node} has no faulting kernel before kernel {before}, as its node says"
+        return [x]
+    other.reason = f"it agreed with a decomposition of node {case.node} that faults at kernel {k}, and went on from there"
+    return [other]
+
+
 def play(ctx, a: Party, b: Party, case: NodeFound) -> list[Party] | TensorDisputed:
     s, j, chunk = case.step, case.node, ctx.job.spec.chunk
     counts = []
@@ -105,13 +136,19 @@ def play(ctx, a: Party, b: Party, case: NodeFound) -> list[Party] | TensorDisput
         roots.append(merkle.seal(n, top))
     if roots[0] == roots[1]:
         # the same decomposition: only the result (the op's outputs as committed at level 2)
-        # can differ; it is the last leaf
+        # can differ; it is the last leaf (a fault node has none: it shows its fault instead)
+        for x, other, root in ((a, b, roots[0]), (b, a, roots[1])):
+            if _fault(case, x) is not None:
+                return _fault_kernel_shown(x, other, case, root, n, n)
         k = n - 1
         ka, kb = (_proven_kernel(p, case, k, r, n) for p, r in zip((a, b), roots))
     else:
         k, leaves = descend(LEVEL, a, b, n, tuple(roots), "kernel_node", s, j)
         if k >= n:
             return [p for p, leaf in zip((a, b), leaves) if leaf != merkle.ZERO]
+        for x, leaf, other, root in ((a, leaves[0], b, roots[0]), (b, leaves[1], a, roots[1])):
+            if leaf == merkle.ZERO:
+                return _fault_kernel_shown(x, other, case, root, n, k)
         ka, kb = _kernel(a, case, k, leaves[0]), _kernel(b, case, k, leaves[1])
     # the result pseudo-kernel must carry the outputs committed at level 2
     for p, kk in ((a, ka), (b, kb)):
@@ -148,5 +185,13 @@ def play(ctx, a: Party, b: Party, case: NodeFound) -> list[Party] | TensorDisput
             else:
                 raise Lost(a, LEVEL, f"operand {o} of kernel {k} reads kernel {src - m}, not an earlier one")
         return TensorDisputed(s, j, k, ("operand", o), (ca, cb), name, descs, ka[2], sources)
+    # a fault where the party's node says, at a fault kernel: level 5 checks the rule at the
+    # smaller element (the other says the kernel does not fault there: a value, or a later fault)
+    faulting = {p.name: f[1] for p, kk in ((a, ka), (b, kb))
+                if (f := _fault(case, p)) is not None and f[0] == k and name == FAULT_KERNEL and kk[3] == fault_output(f[1])}
+    if faulting:
+        flat = min(faulting.values())
+        return TensorDisputed(s, j, k, ("fault", flat, {p.name: int(faulting.get(p.name) == flat) for p in (a, b)}),
+                              (ka[3], kb[3]), name, descs, ka[2], {})
     # Case 3: the primitive itself
     return TensorDisputed(s, j, k, ("output",), (ka[3], kb[3]), name, descs, ka[2], {})

@@ -99,6 +99,9 @@ def play(ctx, a: Party, b: Party, t: TensorDisputed) -> list[Party] | ElementFou
     # Case 3: the output element goes to level 5 with the operands' shapes
     shapes = [opened_shape(a, t.operands[o], (s, j, k, ("operand", o))) if d[0] == MAT else operand_shape(d)
               for o, d in enumerate(t.descriptors)]
+    if t.which[0] == "fault":  # the element is named by the fault itself: no chunk to open
+        _, flat, says = t.which
+        return ElementFound((s, j, k), t.name, shapes, flat, {p: bytes([w]) for p, w in says.items()}, t.operands)
     expected = header(result_code(t.name), output_shape(t.name, shapes))
     flat, elems = first_difference(a, b, t.commitments, where, chunk, expected)
     return ElementFound((s, j, k), t.name, shapes, flat, elems, t.operands)

@@ -40,8 +40,15 @@ from ..protocol.tensors import CODES, DTYPES, canonical, commit
 from ..protocol.trace import EMPTY, decode_structure, output_tensors
 
 VIEW, CONST, MAT, CAT = 0, 1, 2, 3
-KERNEL, STRUCTURE = b"\x08", b"\x09"
+KERNEL, STRUCTURE, FAULT_OUTPUT = b"\x08", b"\x09", b"\x0e"
 RESULT = "result"
+FAULT_KERNEL = "fault.bool"  # repops.faults: where a step can fault
+
+
+def fault_output(element: int) -> bytes:
+    """The output commitment of the faulting kernel in a fault claim's decomposition: the
+    kernel faults at `element` (docs/PROTOCOL.md §7). Never a tensor commitment (tag 0x03)."""
+    return merkle.sha256(FAULT_OUTPUT, element.to_bytes(8, "big"))
 
 
 def aten_op(name: str):
@@ -342,7 +349,10 @@ class OpRun:
         self.attrs, self.chunk = attrs, chunk
 
     def kernels(self, keep: int | None = None, commit_all: bool = True, tamper=None, tamper_after=None) -> list[Kernel]:
-        """The decomposition's kernels and the result pseudo-kernel. keep: index of a kernel
+        """The decomposition's kernels and the result pseudo-kernel, computed on past a fault
+        (repops.faults.noted: the structure never depends on values); `self.fault` is then
+        (kernel, element, rule) of the first `fault` kernel with a true element, else None.
+        keep: index of a kernel
         whose operand and output arrays are kept (levels 4-5). tamper(k, output array) and
         tamper_after (the same, once kernel k is committed): a dishonest party's hooks
         (offchain.adversaries), never used by an honest one."""
@@ -368,10 +378,14 @@ class OpRun:
             src.add(res if res.flags.c_contiguous else np.ascontiguousarray(res))
             if tamper_after is not None:
                 tamper_after(k, result)
+        from repops import faults
         from repops.reference.prims import observe
         args, kwargs = decode(self.attrs, inputs)
-        with observe(seen), repops.deterministic("reference"):
+        found = []  # the first fault: (kernel, element, rule)
+        with observe(seen), repops.deterministic("reference"), faults.noted(
+                lambda rule, e: found or found.append((len(out) - 1, e, rule))):
             result = self.func(*args, **kwargs)
+        self.fault = found[0] if found else None
         produced = output_tensors(self.func, args, kwargs, result)  # the node's output slots
         results = [r for r in produced if r is not None]
         arrays = [r.detach().numpy() for r in results]

@@ -52,7 +52,7 @@ def decode(v):
 
 ALLOWED = {"claim_at", "open_claim", "state_leaves", "trace_node", "node", "node_structure", "op_inputs",
            "kernel_count", "kernel_node", "kernel", "kernel_proof", "tensor_root", "tensor_node", "element",
-           "final_claim"}
+           "final_claim", "fault_node", "fault_kernel"}
 
 
 class PipeEndpoint:

@@ -19,7 +19,7 @@ from .encoding import string, u8, u16, u32, value
 from .tensors import commit
 
 NODE_OUT, STATE, DATA = 0, 1, 2
-STRUCTURE, NODE = b"\x05", b"\x04"
+STRUCTURE, NODE, FAULT_NODE = b"\x05", b"\x04", b"\x0d"
 EMPTY = bytes(32)  # the commitment slot of a missing (None) output
 
 
@@ -44,6 +44,7 @@ class Node:
     refs: tuple
     inputs: tuple = ()   # tensor commitments, one per ref
     outputs: tuple = ()  # tensor commitments, one per output slot
+    fault: tuple | None = None  # (kernel, element): the node faults there instead (no outputs)
 
     def structure(self) -> bytes:
         """What the graph commitment fixes: op, attributes, wiring (no values)."""
@@ -51,8 +52,12 @@ class Node:
                 b"".join(r.encode() for r in self.refs))
 
     def encode(self) -> bytes:
-        return (NODE + merkle.sha256(self.structure()) + u16(len(self.inputs)) + b"".join(self.inputs) +
-                u16(len(self.outputs)) + b"".join(self.outputs))
+        """A node that faults (docs/PROTOCOL.md §4) has its own tag and, where outputs would be,
+        the kernel of its decomposition and the element where it faults."""
+        head = merkle.sha256(self.structure()) + u16(len(self.inputs)) + b"".join(self.inputs)
+        if self.fault is not None:
+            return FAULT_NODE + head + u32(self.fault[0]) + self.fault[1].to_bytes(8, "big")
+        return NODE + head + u16(len(self.outputs)) + b"".join(self.outputs)
 
     def leaf(self) -> bytes:
         return merkle.leaf_hash(self.encode())
@@ -168,17 +173,33 @@ class StepRecorder:
         ins = _tensors(args) + _tensors(kwargs)
         refs = tuple(self._lookup(t, op) for t in ins)
         self._pending = (func, refs, tuple(self.commitment(t) for t in ins) if self.values else ())
+        self._call = (args, kwargs)
+
+    @staticmethod
+    def _attrs(args, kwargs) -> bytes:
+        ins = _tensors(args) + _tensors(kwargs)
+        slots = {id(t): i for i, t in reversed(list(enumerate(ins)))}
+        return value([list(args), kwargs], lambda t: slots[id(t)])
+
+    def faulted(self) -> tuple[Node, list]:
+        """After an op raised a repops Fault: that op as a node (outputs and fault left to the
+        caller, who decomposes it to find where) and its input tensors, as they were when it
+        started (the spec checks before it writes)."""
+        pending = getattr(self, "_pending", None)
+        if pending is None:
+            raise TraceError("no op was being recorded when the fault was raised")
+        func, refs, in_commits = pending
+        args, kwargs = self._call
+        return Node(str(func), self._attrs(args, kwargs), refs, in_commits), _tensors(args) + _tensors(kwargs)
 
     def __call__(self, func, args, kwargs, out):
         op = str(func)
-        ins = _tensors(args) + _tensors(kwargs)
-        slots = {id(t): i for i, t in reversed(list(enumerate(ins)))}
         pending = getattr(self, "_pending", None)
         if pending is None or pending[0] is not func:
             raise TraceError(f"{op}: the recorder was not called before the op (use repops.deterministic(trace=...))")
         self._pending = None
         _, refs, in_commits = pending
-        attrs = value([list(args), kwargs], lambda t: slots[id(t)])
+        attrs = self._attrs(args, kwargs)
         produced = output_tensors(func, args, kwargs, out)
         index = len(self.nodes)
         for m in _mutated(func, args, kwargs):
@@ -207,15 +228,20 @@ class DecodeError(ValueError):
     """Bytes that are not a well-formed node or structure encoding."""
 
 
-def decode_node(enc: bytes) -> tuple[bytes, list[bytes], list[bytes]]:
-    """node encoding -> (structure hash, input commitments, output commitments)."""
+def decode_node(enc: bytes) -> tuple[bytes, list[bytes], list[bytes] | tuple[int, int]]:
+    """node encoding -> (structure hash, input commitments, output commitments), or for a node
+    that faults (tag 0x0D) its (kernel, element) tuple in place of the output list."""
     try:
-        if enc[:1] != NODE:
+        if enc[:1] not in (NODE, FAULT_NODE):
             raise DecodeError("not a node encoding (tag)")
         sh = enc[1:33]
         nin = int.from_bytes(enc[33:35], "big")
         ins = [enc[35 + 32 * i: 67 + 32 * i] for i in range(nin)]
         o = 35 + 32 * nin
+        if enc[:1] == FAULT_NODE:
+            if len(enc) != o + 12 or len(sh) != 32:
+                raise DecodeError("fault node encoding has the wrong length")
+            return sh, ins, (int.from_bytes(enc[o:o + 4], "big"), int.from_bytes(enc[o + 4:o + 12], "big"))
         nout = int.from_bytes(enc[o:o + 2], "big")
         outs = [enc[o + 2 + 32 * i: o + 34 + 32 * i] for i in range(nout)]
         if len(enc) != o + 2 + 32 * nout or len(sh) != 32:

@@ -61,7 +61,7 @@ _EXACT = {
     "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b, "not": lambda a: ~a,
     "neg": lambda a: -a, "abs": abs, "min": min, "max": max,
     "eq": lambda a, b: int(a == b), "lt": lambda a, b: int(a < b), "le": lambda a, b: int(a <= b),
-    "select": lambda c, a, b: a if c else b, "copy": lambda a: a,
+    "select": lambda c, a, b: a if c else b, "copy": lambda a: a, "fault": lambda a: a,
     **{c: (lambda a: a) for c in reference.CASTS},
 }
 

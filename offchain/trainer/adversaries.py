@@ -33,6 +33,24 @@ class Honest:
         """The loss the step differentiates (an honest trainer: the model's)."""
         return loss
 
+    def faults(self):
+        """What a fault in its steps does (an honest trainer: ends the run with a fault claim)."""
+        import contextlib
+        return contextlib.nullcontext()
+
+    def fault_where(self, run, found):
+        """(kernel, element, rule) its fault claim names, given its decomposition `run` of the
+        node and the fault that decomposition found (honestly: that one; None: no claim)."""
+        return found
+
+    def fault_leaves(self, leaves: list, kernels: bool) -> list:
+        """The leaves of its fault trace (kernels False) or of its faulting node's kernel tree."""
+        return leaves
+
+    def operator_kernels(self, run, kernels: list) -> list:
+        """The kernels it commits for a node it decomposed (`run`, an OpRun)."""
+        return kernels
+
     def after_record(self, step, index, func, args, kwargs, out):
         """May change `out` after it was recorded; returns the tensor it changed, if any."""
         return None
@@ -495,10 +513,109 @@ class Garbler(CorruptValue):
         return True
 
 
+class FaultIgnorer(Honest):
+    """Trains through a step that faults (an index out of range reads the gather's fill, x / 0 is
+    0: what the kernels compute when a fault is not raised) and claims the result: a result
+    claim against a fault claim, decided at level 5 by the fault rule in one step."""
+    name = "fault-ignorer"
+    level = 5
+
+    def faults(self):
+        from repops.faults import noted
+        return noted(lambda rule, element: None)
+
+
+@dataclasses.dataclass
+class FalseFault(Honest):
+    """Claims that step `step` faults at its first `op` node (its first fault kernel, element
+    0) where nothing faults: the referee checks the rule at that element and finds it false."""
+    step: int = 1
+    op: str = "aten.nll_loss_forward.default"
+    name = "false-fault"
+    level = 5
+
+    def before_record(self, step, index, func, args, kwargs, out):
+        if step == self.step and str(func) == self.op:
+            from repops.errors import IndexFault
+            raise IndexFault(f"made up by {self.name}", "index", 0)
+
+    def fault_where(self, run, found):
+        from offchain.dispute.oprun import FAULT_KERNEL
+        return found or (next(i for i, k in enumerate(run.kernels()) if k.name == FAULT_KERNEL), 0, "index")
+
+
+@dataclasses.dataclass
+class FaultStepLiar(Honest):
+    """Computes the fault honestly but claims it at a later step (`later` steps on: paid for
+    more steps), with the honest trace: the same trace as the honest fault claim, another state
+    root; the honest party shows its fault node and the liar loses at level 2."""
+    later: int = 1
+    name = "fault-step-liar"
+    level = 2
+
+    def _lie(self, trainer):
+        from offchain.protocol.claims import fault_state
+        f = trainer.faulted()
+        return fault_state(f.step + self.later), f.tree.root
+
+    def tamper(self, method, args, result):
+        t = getattr(self, "_trainer", None)
+        if t is None or t.fault_step is None:
+            return result
+        from offchain.protocol.claims import step_claim
+        if method == "open_claim" and args[0] > t.fault_step:
+            return self._lie(t)
+        if method == "claim_at":
+            lie = step_claim(*self._lie(t))
+            return [lie if p > t.fault_step else c for p, c in zip(args[0], result)]
+        return result
+
+    def final_claim(self, trainer, claim):
+        self._trainer = trainer
+        if trainer.fault_step is None:
+            return claim
+        from offchain.protocol.claims import step_claim
+        return step_claim(*self._lie(trainer))
+
+
+class FaultTrailer(Honest):
+    """Agrees with the honest fault trace up to its fault node, then puts a node where a run
+    that faulted has none (ZERO): the honest party shows its fault node (before the first
+    difference) and the trailer loses at level 2."""
+    name = "fault-trailer"
+    level = 2
+
+    def silent(self, method):
+        return method == "node"  # (it has no node for the leaf it made up)
+
+    def fault_leaves(self, leaves, kernels):
+        if kernels:
+            return leaves
+        i = max(i for i, leaf in enumerate(leaves) if leaf != bytes(32))  # the fault node's leaf
+        return leaves[:i + 1] + [b"\x5a" * 32] + leaves[i + 2:] if i + 1 < len(leaves) else leaves
+
+
+class FaultKernelCopier(FaultIgnorer):
+    """Trains through the fault (a result claim) and commits, in the faulting node's kernel tree,
+    the honest faulting kernel (output FAULT(e)) followed by the kernels that compute on: the
+    first difference is after the fault kernel, where the honest tree has ZERO; the honest
+    party shows its faulting kernel and the copier loses at level 3."""
+    name = "fault-kernel-copier"
+    level = 3
+
+    def operator_kernels(self, run, kernels):
+        if run.fault is None:
+            return kernels
+        from offchain.dispute.oprun import fault_output
+        k, e, _ = run.fault
+        return kernels[:k] + [dataclasses.replace(kernels[k], output=fault_output(e))] + kernels[k + 1:]
+
+
 BEHAVIOURS = {cls.name: cls for cls in (Honest, Lazy, StopsEarly, PoisonedData, WrongHyperParameter, CorruptValue, KernelCheat,
                                         NativeKernel, TamperedInput, ExtraOp, InconsistentOpening, BadMerkleProof,
                                         ForgedCheckpoint, LyingDecomposition, Silent, Copier, InPlaceResultLiar,
-                                        ReChunked, NeverCommits, NeverReveals, Sacrifice, Withholder, Colluder, Garbler)}
+                                        ReChunked, NeverCommits, NeverReveals, Sacrifice, Withholder, Colluder, Garbler,
+                                        FaultIgnorer, FalseFault, FaultStepLiar, FaultTrailer, FaultKernelCopier)}
 
 
 def from_spec(spec: str) -> Honest:

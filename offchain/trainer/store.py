@@ -27,8 +27,8 @@ def _atomic(path: Path, write) -> None:
 
 
 class CheckpointStore:
-    """dir/ckpt-<step>.safetensors (the state after that many steps) and dir/claims.json
-    (every step claim known so far, hex)."""
+    """dir/ckpt-<step>.safetensors (the state after that many steps), dir/claims.json
+    (every step claim known so far, hex) and dir/fault.json (the step the run faulted at)."""
 
     def __init__(self, directory, clean: bool = True):
         """clean: remove what a crash mid-write left (not by a second reader of a store
@@ -70,6 +70,14 @@ class CheckpointStore:
         if not p.exists():
             return {}
         return {int(k): bytes.fromhex(v) for k, v in json.loads(p.read_text()).items()}
+
+    def fault_step(self) -> int | None:
+        """The step at which the run faulted (fault.json), or None."""
+        p = self.dir / "fault.json"
+        return json.loads(p.read_text())["step"] if p.exists() else None
+
+    def save_fault(self, step: int) -> None:
+        _atomic(self.dir / "fault.json", lambda p: p.write_text(json.dumps({"step": step})))
 
     def save_claims(self, claims: dict[int, bytes]) -> None:
         text = json.dumps({str(k): v.hex() for k, v in sorted(claims.items())}, indent=0)

@@ -6,6 +6,8 @@ when asked: every answer it computes also leaves a checkpoint behind, so each la
 re-executes less (the paper's multi-level checkpoints)."""
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,7 @@ from ..protocol.dataset import TrainingState, batch, dataset, initial_state, sta
 from ..protocol.job import Job
 from ..protocol.tensors import commit
 from ..protocol.trace import StepRecorder
+from .fault import FaultedStep
 from .store import CheckpointStore
 
 
@@ -31,13 +34,14 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 @dataclass
 class StepTrace:
-    """Everything level 2 and below ask about one step, from one traced re-execution."""
+    """Everything level 2 and below ask about one step, from one traced re-execution (of a
+    step that faults: its nodes up to the fault node, and no state after it)."""
     step: int
     nodes: list
     outputs: list             # per node, its output tensors (values)
     tree: merkle.Tree         # over node leaves
-    state_after: list         # state tensor commitments at the end
-    state_refs: list          # where each end-of-step state tensor was produced (trace.Ref)
+    state_after: list | None  # state tensor commitments at the end
+    state_refs: list | None   # where each end-of-step state tensor was produced (trace.Ref)
     data: list                # the batch tensors
     state_tensors: list       # the state tensors at the start (values)
 
@@ -62,6 +66,8 @@ class Trainer:
         self.spec = self.behaviour.spec(job.spec)
         self._data = dataset(job)
         self.claims = self.store.claims()
+        self.fault_step = self.store.fault_step()  # the step that faults (docs/NUMERICS.md §14), once found
+        self._faulted: FaultedStep | None = None
         self.opened: dict[int, tuple[bytes, bytes]] = {}
         self.reexecuted = 0       # steps run again to answer queries
         self.losses: dict[int, float] = {}
@@ -116,8 +122,12 @@ class Trainer:
                 recorder.touched(touched)  # what it reads next is what it commits
         if recorder is not None:
             hook.before = recorder.before
-        with repops.deterministic(self.backend, trace=hook):
-            loss = step.run(st, b, self.job.spec.m, lambda loss: self.behaviour.loss(s, loss))
+        with repops.deterministic(self.backend, trace=hook), self.behaviour.faults():
+            try:
+                loss = step.run(st, b, self.job.spec.m, lambda loss: self.behaviour.loss(s, loss))
+            except repops.Fault as e:
+                e.step = s  # (which step of a re-execution faulted)
+                raise
         return float(loss.detach().cpu()) if loss is not None else float("nan")  # (inference: no loss)
 
     def _traced(self, st: TrainingState, s: int, keep=False) -> StepRecorder:
@@ -147,6 +157,8 @@ class Trainer:
         from tqdm import tqdm
         from ..dispute.engine import points
         T = self.steps
+        if self.fault_step is not None:  # a restart after the run faulted: nothing more to train
+            return self.final_claim()
         marks = set(points(0, T, self.job.spec.fanout)) | {T}
         start, saved = self.store.load_nearest(T)
         st = self._fresh_state()
@@ -159,16 +171,51 @@ class Trainer:
             return self._train_distributed(start, marks, losses)
         for s in tqdm(range(start, self.behaviour.last_step(T)), desc=f"{self.name} training", disable=not self.progress,
                       initial=start, total=T):
-            if s + 1 in marks:
-                rec = self._traced(st, s)
-                self._claim_after(st, s + 1, rec)
-                self.store.save(s + 1, st.state_dict())
-                self.store.save_claims(self.claims)
-                losses.write_text(json.dumps(self.losses))
-            else:
-                self.losses[s] = self._run(st, s)
+            try:
+                if s + 1 in marks:
+                    rec = self._traced(st, s)
+                    self._claim_after(st, s + 1, rec)
+                    self.store.save(s + 1, st.state_dict())
+                    self.store.save_claims(self.claims)
+                    losses.write_text(json.dumps(self.losses))
+                else:
+                    self.losses[s] = self._run(st, s)
+            except repops.Fault as e:
+                self._found_fault(s, e)
+                break
         losses.write_text(json.dumps(self.losses))
         return self.final_claim()
+
+    # -- a step that faults -------------------------------------------------------------------------
+    def _found_fault(self, s: int, error) -> None:
+        """Step s faulted: the run ends there, with the fault claim at every later point."""
+        import logging
+        logging.getLogger("verde.trainer").warning(
+            "%s: step %d faults (%s): the run ends with a fault claim (docs/PROTOCOL.md §6)", self.name, s, error)
+        self.fault_step = s
+        self.store.save_fault(s)
+        self.claims = {p: c for p, c in self.claims.items() if p <= s}
+        self.store.save_claims(self.claims)
+
+    def _after_fault(self, p: int) -> bool:
+        return self.fault_step is not None and p > self.fault_step
+
+    def faulted(self) -> FaultedStep:
+        """The faulting step's trace and fault node (built once, by a traced re-run)."""
+        if self._faulted is None:
+            self.step_trace(self.fault_step)
+        return self._faulted
+
+    @functools.cached_property
+    def _graph_nodes(self) -> int:
+        from ..protocol.step import graph_of
+        return len(graph_of(self.job).structures)
+
+    def fault_node(self, s: int) -> tuple[int, bytes, list[bytes]]:
+        """(index, encoding, proof in R^f) of the node where step s faults."""
+        if s != self.fault_step:
+            raise ValueError(f"step {s} does not fault in this run")
+        return self.faulted().fault_node()
 
     def _train_distributed(self, start: int, marks: set, losses: Path) -> bytes:
         """Every step on N processes, keeping the checkpoints before and after each mark;
@@ -222,27 +269,35 @@ class Trainer:
         return count
 
     def final_claim(self) -> bytes:
-        return self.behaviour.final_claim(self, self.claims.get(self.steps))
+        claim = self.faulted().claim if self.fault_step is not None else self.claims.get(self.steps)
+        return self.behaviour.final_claim(self, claim)
 
     # -- level 1 ------------------------------------------------------------------------------------
     def claim_at(self, ps: list[int]) -> list[bytes]:
         """C_p for each p; unknown ones by re-execution from the nearest checkpoint."""
         for p in sorted(set(ps)):
-            if p == 0:
+            if p == 0 or self._after_fault(p):
                 continue
             if p not in self.claims or p not in self.opened:
-                st = self._state_at(p - 1)
-                rec = self._traced(st, p - 1)
+                try:
+                    st = self._state_at(p - 1)
+                    rec = self._traced(st, p - 1)
+                except repops.Fault as e:  # the run faults before p: every later claim is the fault claim
+                    self._found_fault(e.step, e)
+                    continue
                 self.reexecuted += 1
                 self._claim_after(st, p, rec)
                 self.store.save(p, st.state_dict())
                 self.store.save_claims(self.claims)
-        return [self.initial_claim() if p == 0 else self.claims[p] for p in ps]
+        return [self.initial_claim() if p == 0 else self.faulted().claim if self._after_fault(p) else self.claims[p]
+                for p in ps]
 
     def open_claim(self, p: int) -> tuple[bytes, bytes]:
-        """(S_p, R_p) with H(0x06 || S_p || R_p) == C_p."""
+        """(S_p, R_p) with H(0x06 || S_p || R_p) == C_p (after a fault: the fault state and R^f)."""
         if p == 0:
             return state_tree(self._leaves(self._fresh_state(), 0)).root, merkle.ZERO
+        if self._after_fault(p):
+            return self.faulted().opened
         if p not in self.opened:
             self.claims.pop(p, None)
             self.claim_at([p])
@@ -254,10 +309,18 @@ class Trainer:
             return self._trace_cache
         st = self._state_at(s)
         start = [t.detach().clone() for t in st.tensors()]
-        rec = self._traced(st, s, keep=True)
+        rec = StepRecorder(st.tensors(), list(self._batch(s)), chunk=self.chunk, keep=True)
         self.reexecuted += 1
-        tr = StepTrace(s, rec.nodes, rec.outputs, merkle.Tree(tuple(n.leaf() for n in rec.nodes)),
-                       self._leaves(st, s + 1, rec), [rec.where(t) for t in st.tensors()], list(rec.data), start)
+        try:
+            self.losses[s] = self._run(st, s, rec)
+        except repops.Fault as e:
+            if self.fault_step != s:
+                self._found_fault(s, e)
+            f = self._faulted = FaultedStep.of(s, rec, self.chunk, self._graph_nodes, e, self.behaviour)
+            tr = StepTrace(s, f.nodes, f.outputs, f.tree, None, None, list(rec.data), start)
+        else:
+            tr = StepTrace(s, rec.nodes, rec.outputs, merkle.Tree(tuple(n.leaf() for n in rec.nodes)),
+                           self._leaves(st, s + 1, rec), [rec.where(t) for t in st.tensors()], list(rec.data), start)
         self._trace_cache = tr
         self._ops = {}
         return tr
@@ -315,6 +378,14 @@ class Trainer:
     def kernel_proof(self, s: int, j: int, k: int) -> list[bytes]:
         return self._op(s, j).tree.proof(k)
 
+    def fault_kernel(self, s: int, j: int) -> tuple[int, bytes, list[bytes]]:
+        """(index, encoding, proof) of the kernel where node j of step s faults."""
+        op = self._op(s, j)
+        if op.fault is None:
+            raise ValueError(f"node {j} of step {s} does not fault in this run")
+        k = op.fault[0]
+        return k, op.kernels[k].encode(), op.tree.proof(k)
+
     def tensor_root(self, s: int, j: int, k: int, which) -> tuple[bytes, bytes]:
         """(header, chunk tree root) of a kernel's operand/output or a source tensor."""
         from ..protocol.tensors import header
@@ -333,7 +404,7 @@ class OperatorAnswers:
     """Levels 3-5 for one node: the operator re-run in decomposed form on its inputs."""
 
     def __init__(self, trainer: "Trainer", s: int, j: int):
-        from ..dispute.oprun import OpRun
+        from ..dispute.oprun import OpRun, fault_output
         tr = trainer.step_trace(s)
         self.inputs = [trainer.node_input(s, j, i) for i in range(len(tr.nodes[j].refs))]
         self.chunk = trainer.behaviour.op_chunk(trainer.chunk)
@@ -343,7 +414,15 @@ class OperatorAnswers:
         self.tamper_after = trainer.behaviour.kernel_tamper_after(s, j, len(self.kernels))
         if self.tamper is not None or self.tamper_after is not None:
             self.kernels = self.run.kernels(tamper=self.tamper, tamper_after=self.tamper_after)
-        self.tree = merkle.Tree(tuple(k.leaf() for k in self.kernels))
+        self.kernels = trainer.behaviour.operator_kernels(self.run, self.kernels)
+        self.fault = tr.nodes[j].fault  # a fault node: (kernel, element) where its decomposition faults
+        leaves = [k.leaf() for k in self.kernels]
+        if self.fault is not None:  # up to the faulting kernel, whose output is FAULT(e); ZERO after
+            k, e = self.fault
+            self.kernels = self.kernels[:k] + [dataclasses.replace(self.kernels[k], output=fault_output(e))]
+            leaves = trainer.behaviour.fault_leaves([x.leaf() for x in self.kernels] + [merkle.ZERO] * (len(leaves) - k - 1),
+                                                    kernels=True)
+        self.tree = merkle.Tree(tuple(leaves))
         self._kept: dict[int, object] = {}       # kernel -> its operand and output arrays
         self._tensors: dict[tuple, object] = {}  # (kernel, which) -> Committed (hashed once)
 

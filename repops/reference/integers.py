@@ -7,8 +7,9 @@ Integers.sol). A kernel's name is `<op>.<dtype>`, dtype one of i64, i32, bool: i
 dtype (select's condition is bool; gather's index is i64). Every kernel computes the exact
 integer result of its operands' values and wraps it into the result dtype: two's complement
 for i64/i32, `!= 0` for bool. So bool add is or, bool mul is and, as in torch.
-Division and remainder by 0 give 0 (torch raises instead, so no step holds one);
-INT_MIN / -1 wraps to INT_MIN, its remainder is 0.
+Division and remainder by 0 give 0 (the step faults before: repops/faults.py, so no step
+reads one); INT_MIN / -1 wraps to INT_MIN, its remainder is 0. `fault.<dt>` is a copy whose
+first nonzero element is where the step faults (docs/NUMERICS.md §14).
 """
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ OPS = {
     "eq": (2, np.equal), "lt": (2, np.less), "le": (2, np.less_equal),
     "select": (3, lambda c, a, b: np.where(c != 0, a, b)), "copy": (1, lambda a: a),
     "to_i64": (1, lambda a: a), "to_i32": (1, lambda a: a), "to_bool": (1, lambda a: a),
-    "to_f32": (1, lambda a: a),
+    "to_f32": (1, lambda a: a), "fault": (1, lambda a: a),
 }
 COMPARE = {"eq", "lt", "le"}
 CASTS = {"to_i64": "i64", "to_i32": "i32", "to_bool": "bool", "to_f32": "f32"}

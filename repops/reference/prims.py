@@ -52,6 +52,11 @@ def tape():
         yield rec
 
 
+def observing() -> bool:
+    """Is a decomposition observing the kernels (observe / tape)?"""
+    return _TAPE.get() is not None
+
+
 def record(name, args, out):
     cb = _TAPE.get()
     if cb is not None:

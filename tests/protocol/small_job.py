@@ -62,3 +62,26 @@ def write_integer_job(directory):
     ids[:, 0] = torch.randint(1, 20, (24,), generator=g)
     ids[::3, -2:] = 0
     return write_program_job(directory, TokenBag(), {"ids": ids}, ["ids"], steps=4, batch_size=6, fanout=2, chunk=16)
+
+
+
+class Classifier(torch.nn.Module):
+    def __init__(self, d_in=16, classes=10):
+        super().__init__()
+        self.f = torch.nn.Sequential(torch.nn.Linear(d_in, 32), torch.nn.GELU(), torch.nn.Linear(32, classes))
+
+    def forward(self, x, y):
+        return torch.nn.functional.cross_entropy(self.f(x), y)
+
+
+def write_fault_job(directory, step: int = 3):
+    """A program job (an MLP classifier) whose data holds an out-of-range label (10, of classes
+    0..9) in one row of step `step`'s batch and of no earlier one: the run faults at that step
+    (rule `index` of nll_loss), and every honest trainer ends with the same fault claim."""
+    from offchain.protocol.schedule import batch_rows
+    torch.manual_seed(0)
+    data = mlp_data()
+    before = {r for s in range(step) for r in batch_rows(64, 8, 0, s)}
+    data["y"][next(r for r in batch_rows(64, 8, 0, step) if r not in before)] = 10
+    return write_program_job(directory, Classifier(), data, ["x", "y"], steps=STEPS, batch_size=8, fanout=FANOUT,
+                             chunk=64)

@@ -1,0 +1,91 @@
+"""Faults (docs/NUMERICS.md §14): the inputs the spec defines no result for, each a rule that
+kernels a referee can re-execute decide. The rule's check is a bool tensor `bad` computed by
+the integer kernels, then the kernel `fault.bool` (a copy of `bad`); the step faults at the
+first true element (row-major) of the first `fault.bool` kernel that has one. torch raises on
+these inputs too; RepOps raises a Fault that names the rule and the element, and a Verde job
+ends with a fault claim that points at exactly that kernel and element (docs/PROTOCOL.md §6).
+
+Where a decomposition observes the kernels (prims.observe: a dispute, the referee) the check
+IS those kernels; elsewhere (training, on any backend or device) it is the same comparisons
+done directly, on the array's own device. tests/repops/test_faults.py holds the two to each
+other."""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+import numpy as np
+
+from .errors import DivisionFault, IndexFault
+from .reference import integers as I
+from .reference import prims as P
+
+_NOTE: contextvars.ContextVar = contextvars.ContextVar("repops_fault_note", default=None)
+
+
+@contextlib.contextmanager
+def noted(callback):
+    """Inside, a fault does not raise: callback(rule, element) is called for each `fault`
+    kernel with a true element, and the op computes on (every kernel has a value for every
+    input: gather reads its fill, x / 0 = 0). What a decomposition needs: the whole kernel
+    sequence, whose structure never depends on values, and where it first faults."""
+    token = _NOTE.set(callback)
+    try:
+        yield
+    finally:
+        _NOTE.reset(token)
+
+
+def _first(flags) -> int | None:
+    """The first true element of a bool array (numpy or device), or None."""
+    if not flags.size:
+        return None
+    if P.xp_of(flags) is np:
+        hit = np.flatnonzero(np.asarray(flags).reshape(-1))
+        return int(hit[0]) if hit.size else None
+    return int(flags.reshape(-1).argmax()) if bool(flags.any()) else None
+
+
+def _check(flags, rule: str, exc, describe):
+    e = _first(flags)
+    if e is None:
+        return
+    note = _NOTE.get()
+    if note is not None:
+        note(rule, e)
+        return
+    raise exc(describe(e), rule, e)
+
+
+def index_in_range(i, n: int, op: str, ignore: int | None = None) -> None:
+    """Rule `index`: every element of the int64 index array i lies in [0, n), or equals
+    `ignore` (nll_loss's ignore_index, itself outside [0, n)). Kernels:
+    bad = or(lt(i, 0), le(n, i)) [and(bad, not(eq(i, ignore)))], then fault(bad)."""
+    if P.observing():
+        K = I.KERNELS
+        bad = K["or.bool"](K["lt.i64"](i, I.const(0, "i64")), K["le.i64"](I.const(n, "i64"), i))
+        if ignore is not None:
+            bad = K["and.bool"](bad, K["not.bool"](K["eq.i64"](i, I.const(ignore, "i64"))))
+        flags = K["fault.bool"](bad)
+    else:  # the same comparisons, where the array lives
+        flags = (i < 0) | (i >= n)
+        if ignore is not None:
+            flags &= i != ignore
+
+    def describe(e):
+        v = int(i.reshape(-1)[e])
+        return (f"{op}: index {v} (element {e} of the index tensor) is outside [0, {n})" +
+                ("" if ignore is None else f" and is not ignore_index {ignore}"))
+    _check(flags, "index", IndexFault, describe)
+
+
+def divisor_nonzero(b, dt: str, op: str, kernels: bool | None = None) -> None:
+    """Rule `division`: no element of the divisor (an operand of dtype dt: i64, i32) is 0.
+    Kernels: fault(eq(b, 0)). kernels False: the direct check even when observed (torch's own
+    division, which a decomposition never is)."""
+    if P.observing() if kernels is None else kernels:
+        flags = I.KERNELS["fault.bool"](I.KERNELS[f"eq.{dt}"](b, I.const(0, dt)))
+    else:
+        flags = b == 0
+    _check(flags, "division", DivisionFault,
+           lambda e: f"{op}: integer division by zero (element {e} of the divisor)")
