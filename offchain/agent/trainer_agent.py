@@ -15,7 +15,8 @@ from repops.errors import RepOpsError
 
 from ..chain.errors import ChainError, ChainUnavailable, TransactionReverted
 from ..chain.verde import (CLOCK, COMMIT_BY, COMMITMENT_NAMES, JOIN_BY, OP_PHASE_NAMES, PHASE_DONE, PHASE_NAMES,
-                           PHASE_OPERATOR, REVEAL_BY, SETTLED_AT, STAKE, Verde, commitments)
+                           PHASE_OPERATOR, REVEAL_BY, SETTLED_AT, STAKE, NotSettleableOnChain, Verde,
+                           check_settleable, commitments)
 from ..chain.verde import JOB_DISPUTED as DISPUTED, JOB_OPEN as OPEN, JOB_SETTLED as SETTLED
 from ..protocol.claims import seal
 from ..protocol.job import JobError
@@ -236,6 +237,11 @@ class TrainerAgent:
         if restricted and not self.v.chain.call(self.v.registry.functions.approved(self.jid, self.me.address)):
             raise TermsRefused(f"job {self.jid} takes only the trainers its client named, and {self.me.address} "
                                "is not one of them", "ask the client to name this address (verde post --only)")
+        try:
+            check_settleable(self.ctx)
+        except NotSettleableOnChain as e:
+            raise TermsRefused(f"job {self.jid} cannot be settled on chain, so this agent did not join: {e.problem}",
+                               f"the client must change the job and post it again: {e.fix}") from None
         why = self.policy.refusals(terms, now, self.train_s)
         if why:
             raise TermsRefused(f"job {self.jid}'s terms could cost an honest trainer its stake, so this agent did not "

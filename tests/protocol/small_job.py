@@ -1,6 +1,6 @@
 """The small jobs the protocol and on-chain tests (and benchmarks/contracts_gas.py) play on
-(one definition each): the MLP job, a program job whose model drops, and one that computes
-integers from its batch."""
+(one definition each): the MLP job, a program job whose model drops, one that computes
+integers from its batch, and one whose labels no on-chain kernel computes (argmax)."""
 import torch
 
 from offchain.protocol.dataset import write_job, write_program_job
@@ -62,3 +62,21 @@ def write_integer_job(directory):
     ids[:, 0] = torch.randint(1, 20, (24,), generator=g)
     ids[::3, -2:] = 0
     return write_program_job(directory, TokenBag(), {"ids": ids}, ["ids"], steps=4, batch_size=6, fanout=2, chunk=16)
+
+
+class Loudest(torch.nn.Module):
+    """The label: where the largest token id is (argmax, an integer op with no kernels)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.fc = torch.nn.Embedding(20, 4), torch.nn.Linear(4, 8)
+
+    def forward(self, ids):
+        return torch.nn.functional.cross_entropy(self.fc(self.emb(ids).mean(1)), ids.argmax(1))
+
+
+def write_argmax_job(directory):
+    """A program job whose step has a node the chain cannot settle (aten.argmax)."""
+    torch.manual_seed(0)
+    ids = torch.randint(0, 20, (4, 8), generator=torch.Generator().manual_seed(0))
+    return write_program_job(directory, Loudest(), {"ids": ids}, ["ids"], steps=2, batch_size=2)
