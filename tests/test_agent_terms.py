@@ -2,8 +2,8 @@
 client who posts other commitments under the same spec hash (here a wrong kernel root,
 which would make an honest trainer lose a level-3 dispute) gets no trainer; an agent
 without a job id finds the right job, and keeps its choice across a restart. A job the chain
-cannot settle, posted straight to the registry (past `verde post`'s check), gets no trainer
-either: the agent says why and what the client must change."""
+cannot settle, or whose data makes a later step fail, posted straight to the registry (past
+`verde post`'s checks), gets no trainer either: the agent says why and what the client must change."""
 import sys
 from pathlib import Path
 
@@ -17,7 +17,8 @@ from offchain.dispute.context import Context
 from offchain.protocol.jobfile import load
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "protocol"))
-from small_job import write_argmax_job, write_small_job  # noqa: E402
+from small_job import (classifier_data, first_read_at, write_argmax_job, write_classifier_job,  # noqa: E402
+                       write_small_job)
 
 STAKE = 10**18
 
@@ -54,10 +55,18 @@ def test_agent_refuses_a_job_whose_commitments_are_not_its_job_files(setup, arti
         assert find_job(v, job, ctx) is None  # and an agent looking for its job does not pick it
 
 
+def _bad_label_job(directory):
+    data = classifier_data()
+    data["y"][first_read_at(3)] = 9
+    return write_classifier_job(directory, data)
+
+
 @pytest.mark.parametrize("write,says", [
     (write_argmax_job, r"(?s)cannot be settled on chain, so this agent did not join: node \d+ \(aten.argmax.default\)"
-                       r".*Fix: the client must change the job and post it again: ship integers")],
-    ids=["argmax"])
+                       r".*Fix: the client must change the job and post it again: ship integers"),
+    (_bad_label_job, rf"(?s)data makes a step fail, so this agent did not join: data tensor `y` row {first_read_at(3)} "
+                     r"holds 9, outside \[0, 5\).*step 3 reads it.*Fix: the client must correct that row")],
+    ids=["argmax", "bad-label"])
 def test_agent_refuses_a_job_posted_past_the_client_side_checks(artifacts, tmp_path, write, says):
     """Issue #42: JobRegistry takes any terms; an agent whose other checks (meta step, batch 0)
     pass would have staked, then lost its stake on chain (the unsettleable node) or never

@@ -18,6 +18,7 @@ from ..chain.verde import (CLOCK, COMMIT_BY, COMMITMENT_NAMES, JOIN_BY, OP_PHASE
                            PHASE_OPERATOR, REVEAL_BY, SETTLED_AT, STAKE, NotSettleableOnChain, Verde,
                            check_settleable, commitments)
 from ..chain.verde import JOB_DISPUTED as DISPUTED, JOB_OPEN as OPEN, JOB_SETTLED as SETTLED
+from ..protocol import datacheck
 from ..protocol.claims import seal
 from ..protocol.job import JobError
 from .policy import Policy, TermsRefused
@@ -242,6 +243,11 @@ class TrainerAgent:
         except NotSettleableOnChain as e:
             raise TermsRefused(f"job {self.jid} cannot be settled on chain, so this agent did not join: {e.problem}",
                                f"the client must change the job and post it again: {e.fix}") from None
+        try:
+            datacheck.check(self.job)
+        except datacheck.DataOutOfRange as e:
+            raise TermsRefused(f"job {self.jid}'s data makes a step fail, so this agent did not join: {e}",
+                               "the client must correct that row of the data file and post the job again") from None
         why = self.policy.refusals(terms, now, self.train_s)
         if why:
             raise TermsRefused(f"job {self.jid}'s terms could cost an honest trainer its stake, so this agent did not "

@@ -123,8 +123,12 @@ class Verde:
     def post(self, job, ctx, payment: int, stake: int, max_trainers: int = 3, join_s: int = 600,
              commit_s: int = 1200, reveal_s: int = 1800, clock_s: int = 3600, client=None,
              only: list[str] | None = None) -> int:
-        """Post a job: its commitments come from the job alone (the referee's context).
+        """Post a job: its commitments come from the job alone (the referee's context). Refused
+        first, as every agent would refuse it: data holding an index a later step cannot use
+        (datacheck), a node the chain cannot settle (check_settleable).
         only: the addresses that may join (JobRegistry.postFor), or None for anyone."""
+        from ..protocol import datacheck
+        datacheck.check(job)
         check_settleable(ctx)
         now = self.chain.now()
         terms = (*commitments(job, ctx), max_trainers, stake, now + join_s, now + commit_s, now + reveal_s, clock_s)

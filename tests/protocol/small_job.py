@@ -1,9 +1,11 @@
 """The small jobs the protocol and on-chain tests (and benchmarks/contracts_gas.py) play on
 (one definition each): the MLP job, a program job whose model drops, one that computes
-integers from its batch, and one whose labels no on-chain kernel computes (argmax)."""
+integers from its batch, one whose labels no on-chain kernel computes (argmax), and a program
+classifier whose data the tests make bad at a chosen row."""
 import torch
 
 from offchain.protocol.dataset import write_job, write_program_job
+from offchain.protocol.schedule import batch_rows
 
 STEPS, FANOUT = 6, 3
 
@@ -80,3 +82,36 @@ def write_argmax_job(directory):
     torch.manual_seed(0)
     ids = torch.randint(0, 20, (4, 8), generator=torch.Generator().manual_seed(0))
     return write_program_job(directory, Loudest(), {"ids": ids}, ["ids"], steps=2, batch_size=2)
+
+
+class Classifier(torch.nn.Module):
+    def __init__(self, classes: int = 5):
+        super().__init__()
+        self.f = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, classes))
+
+    def forward(self, x, y):
+        return torch.nn.functional.cross_entropy(self.f(x), y)
+
+
+CLASSIFIER = dict(rows=32, batch_size=4, steps=6, classes=5)
+
+
+def classifier_data(seed: int = 3) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    n, c = CLASSIFIER["rows"], CLASSIFIER["classes"]
+    return {"x": torch.randn(n, 6, generator=g), "y": torch.randint(0, c, (n,), generator=g)}
+
+
+def write_classifier_job(directory, data: dict):
+    """A program MLP with cross_entropy over 5 classes on `data` (classifier_data, maybe made
+    bad): 6 steps of 4 rows, seed 0."""
+    torch.manual_seed(0)
+    return write_program_job(directory, Classifier(CLASSIFIER["classes"]), data, ["x", "y"],
+                             steps=CLASSIFIER["steps"], batch_size=CLASSIFIER["batch_size"], fanout=2, chunk=64)
+
+
+def first_read_at(step: int, rows: int = CLASSIFIER["rows"], batch_size: int = CLASSIFIER["batch_size"],
+                  seed: int = 0) -> int:
+    """A row that step `step` reads and no earlier step does (one past batch 0's rows)."""
+    earlier = {r for t in range(step) for r in batch_rows(rows, batch_size, seed, t)}
+    return next(r for r in batch_rows(rows, batch_size, seed, step) if r not in earlier and r >= batch_size)
