@@ -88,23 +88,28 @@ class Run:
                     done.add(a.name)
             if len(done) == len(self.agents):
                 return
-            j = self.v.status(self.jid)
-            if self.challenge and not self.challenged and j[2] == SETTLED:
-                self.challenged = True
-                for a in self.agents:
-                    if self.v.hold(self.jid, a.me.address).amount:
-                        self.v.challenge(self.jid, a.me.address, self.rng.randrange(j[4][STATE_COUNT]), 0, self.client)
-                continue
-            if self.chain.w3.eth.block_number == before:  # nobody moved: time passes
-                terms, now = j[4], self.chain.now()
-                times = [terms[COMMIT_BY], terms[REVEAL_BY]]
-                if j[2] == SETTLED:  # the delivery window's end, open challenges' deadlines
-                    times += [j[SETTLED_AT] + self.v.delivery().window_s] + [
-                        self.v.hold(self.jid, a.me.address).due for a in self.agents]
-                nxt = sorted(t for t in times if t > now)
-                self.chain.advance((nxt[0] - now + 1) if nxt else terms[CLOCK] + 1)
+            self.idle(before)
         raise AssertionError(f"job {self.jid} not finished after {max_rounds} rounds: status "
                              f"{self.v.status(self.jid)[2]}")
+
+    def idle(self, before: int):
+        """The end of a round: the client challenges once the job settles; when the round sent
+        no transaction (none since block `before`), the clock moves to the next deadline."""
+        j = self.v.status(self.jid)
+        if self.challenge and not self.challenged and j[2] == SETTLED:
+            self.challenged = True
+            for a in self.agents:
+                if self.v.hold(self.jid, a.me.address).amount:
+                    self.v.challenge(self.jid, a.me.address, self.rng.randrange(j[4][STATE_COUNT]), 0, self.client)
+            return
+        if self.chain.w3.eth.block_number == before:  # nobody moved: time passes
+            terms, now = j[4], self.chain.now()
+            times = [terms[COMMIT_BY], terms[REVEAL_BY]]
+            if j[2] == SETTLED:  # the delivery window's end, open challenges' deadlines
+                times += [j[SETTLED_AT] + self.v.delivery().window_s] + [
+                    self.v.hold(self.jid, a.me.address).due for a in self.agents]
+            nxt = sorted(t for t in times if t > now)
+            self.chain.advance((nxt[0] - now + 1) if nxt else terms[CLOCK] + 1)
 
     def check(self):
         """The invariants: settled, honest paid stake + share, nothing left anywhere."""
@@ -187,6 +192,65 @@ def test_a_trainer_that_withholds_the_result_pays_the_client_and_the_honest_one_
     answered = run.v.registry.events.DeliveryAnswered().get_logs(from_block=run.v.from_block)
     assert [e["args"]["trainer"] for e in answered] == [honest]
     assert not (tmp_path / "1-withholder" / "published").exists() and (tmp_path / "0-honest" / "published").exists()
+
+
+def test_an_agent_whose_ticks_raise_keeps_going_and_wins_its_match(world, tmp_path, monkeypatch, caplog):
+    """Issue #42: an exception in a tick (a bug in a move, a prover that raises, a revert it
+    cannot decode) used to end `verde agent`, and its stake was then lost by timeout. Here
+    the honest agent's own loop (`run`) meets one before joining, one after its reveal and
+    three in its dispute (all the same): each distinct one is logged with its traceback and,
+    once it has staked, the stake at risk said; the tick is retried, and the agent still wins
+    its match and is paid everything. The other party and the clock move while `run` waits."""
+    import itertools
+    import logging
+    import time
+    import types
+
+    from offchain.agent import trainer_agent
+    run = Run(world, tmp_path, [H(), A.CorruptValue(step=3, node=10)], random.Random(11))
+    honest, cheater = run.agents
+    real, ticks, raised, failing = honest.tick, itertools.count(), [], [False]
+
+    def flaky():
+        k, status = next(ticks), run.v.status(run.jid)[2]
+        failing[0] = True
+        seat = run.chain.call(run.v.registry.functions.seats(run.jid, honest.me.address))
+        if k == 0:
+            raised.append("before joining")
+            raise RuntimeError("a bug before joining")
+        if status == 1 and seat[3] != bytes(32) and "revealed" not in raised:  # after its own move
+            raised.append("revealed")
+            real()
+            raise ValueError("cannot decode a revert")
+        if status == 2 and raised.count("dispute") < 3:
+            raised.append("dispute")
+            raise KeyError("a bug in a move")
+        failing[0] = False
+        return real()
+    honest.tick = flaky
+    cheater_done, last = [False], [run.chain.w3.eth.block_number]
+
+    def others_move(_seconds):  # run's wait: the cheater ticks; the clock passes if nobody moved
+        if not cheater_done[0]:
+            cheater_done[0] = cheater.tick()
+        if not failing[0]:  # a retry comes within seconds: no deadline passes meanwhile
+            run.idle(last[0])
+        last[0] = run.chain.w3.eth.block_number
+    monkeypatch.setattr(trainer_agent, "time", types.SimpleNamespace(time=time.time, sleep=others_move))
+    with caplog.at_level(logging.INFO, logger="verde.agent"):
+        honest.run(poll_s=0.01, max_s=600)
+    assert raised == ["before joining", "revealed", "dispute", "dispute", "dispute"], raised
+    while not cheater_done[0]:
+        cheater_done[0] = cheater.tick()
+    got = run.check()
+    assert got[honest.me.address] == PAY + 2 * STAKE, got
+    assert run.v.decision(1)["winner"] == honest.me.address
+    failed = [r for r in caplog.records if r.getMessage().startswith(f"{honest.name}: the tick failed:")]
+    assert [r.exc_info[0] for r in failed] == [RuntimeError, ValueError, KeyError], caplog.text  # with tracebacks
+    risks = [r.getMessage() for r in caplog.records if "A STAKE MAY BE AT RISK" in r.getMessage()]
+    assert len(risks) == 2 and "ValueError" in risks[0] and "KeyError" in risks[1], caplog.text  # not before joining
+    assert [r.getMessage().split(": ")[1] for r in caplog.records if "failed again" in r.getMessage()] == [
+        "the tick failed again (2 in a row)", "the tick failed again (3 in a row)"], caplog.text
 
 
 def test_an_agent_training_on_two_processes_wins_its_dispute_and_is_paid(world, tmp_path):

@@ -1,12 +1,15 @@
 """A trainer agent stakes only on the job its job file implies. A dishonest (or mistaken)
 client who posts other commitments under the same spec hash (here a wrong kernel root,
 which would make an honest trainer lose a level-3 dispute) gets no trainer; an agent
-without a job id finds the right job, and keeps its choice across a restart."""
+without a job id finds the right job, and keeps its choice across a restart. A job the chain
+cannot settle, or whose data makes a later step fail, posted straight to the registry (past
+`verde post`'s checks), gets no trainer either: the agent says why and what the client must change."""
 import sys
 from pathlib import Path
 
 import pytest
 
+from offchain.agent.policy import TermsRefused
 from offchain.agent.trainer_agent import JobMismatch, TrainerAgent, find_job
 from offchain.chain import connect
 from offchain.chain.verde import COMMITMENT_NAMES, Verde, commitments
@@ -14,7 +17,8 @@ from offchain.dispute.context import Context
 from offchain.protocol.jobfile import load
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "protocol"))
-from small_job import write_small_job  # noqa: E402
+from small_job import (classifier_data, first_read_at, write_argmax_job, write_classifier_job,  # noqa: E402
+                       write_small_job)
 
 STAKE = 10**18
 
@@ -49,6 +53,34 @@ def test_agent_refuses_a_job_whose_commitments_are_not_its_job_files(setup, arti
         assert not chain.call(v.registry.functions.seats(1, me.address))[0]
         assert chain.w3.eth.get_balance(me.address) == before  # nothing staked, nothing spent
         assert find_job(v, job, ctx) is None  # and an agent looking for its job does not pick it
+
+
+def _bad_label_job(directory):
+    data = classifier_data()
+    data["y"][first_read_at(3)] = 9
+    return write_classifier_job(directory, data)
+
+
+@pytest.mark.parametrize("write,says", [
+    (write_argmax_job, r"(?s)cannot be settled on chain, so this agent did not join: node \d+ \(aten.argmax.default\)"
+                       r".*Fix: the client must change the job and post it again: ship integers"),
+    (_bad_label_job, rf"(?s)data makes a step fail, so this agent did not join: data tensor `y` row {first_read_at(3)} "
+                     r"holds 9, outside \[0, 5\).*step 3 reads it.*Fix: the client must correct that row")],
+    ids=["argmax", "bad-label"])
+def test_agent_refuses_a_job_posted_past_the_client_side_checks(artifacts, tmp_path, write, says):
+    """Issue #42: JobRegistry takes any terms; an agent whose other checks (meta step, batch 0)
+    pass would have staked, then lost its stake on chain (the unsettleable node) or never
+    finished (the bad row). `run` ends before joining, nothing spent."""
+    job = load(write(tmp_path / "job"))
+    with connect("embedded", artifacts) as chain:
+        v = Verde.deploy(chain)
+        _post(v, chain, commitments(job, Context(job)))
+        me = chain.accounts[2]
+        before = chain.w3.eth.get_balance(me.address)
+        with pytest.raises(TermsRefused, match=says):
+            TrainerAgent(v, me, job, 1, tmp_path / "a").run(poll_s=0, max_s=300)
+        assert not chain.call(v.registry.functions.seats(1, me.address))[0]
+        assert chain.w3.eth.get_balance(me.address) == before
 
 
 def test_agent_without_a_job_id_finds_the_right_job_and_keeps_it(setup, artifacts, tmp_path):

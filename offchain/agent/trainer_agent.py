@@ -11,12 +11,16 @@ import random
 import time
 from pathlib import Path
 
+from repops.errors import RepOpsError
 
 from ..chain.errors import ChainError, ChainUnavailable, TransactionReverted
 from ..chain.verde import (CLOCK, COMMIT_BY, COMMITMENT_NAMES, JOIN_BY, OP_PHASE_NAMES, PHASE_DONE, PHASE_NAMES,
-                           PHASE_OPERATOR, REVEAL_BY, SETTLED_AT, STAKE, Verde, commitments)
+                           PHASE_OPERATOR, REVEAL_BY, SETTLED_AT, STAKE, NotSettleableOnChain, Verde,
+                           check_settleable, commitments)
 from ..chain.verde import JOB_DISPUTED as DISPUTED, JOB_OPEN as OPEN, JOB_SETTLED as SETTLED
+from ..protocol import datacheck
 from ..protocol.claims import seal
+from ..protocol.job import JobError
 from .policy import Policy, TermsRefused
 from .state import AgentState
 
@@ -34,6 +38,12 @@ class NodeGone(ChainError):
 
 class JobMismatch(ChainError):
     """The job on chain is not the job file this agent was given: staking on it could only lose."""
+
+
+# decisions not to stake, raised by the checks before joining (the job file, the terms, the
+# funds, a device that cannot compute the job): they end an agent that has not joined
+REFUSALS = (JobMismatch, TermsRefused, CannotAffordStake, JobError, RepOpsError)
+RETRY_MAX_S = 5.0  # the longest wait between retries of a failing tick
 
 
 def find_job(v: Verde, job, ctx) -> int | None:
@@ -229,6 +239,16 @@ class TrainerAgent:
         if restricted and not self.v.chain.call(self.v.registry.functions.approved(self.jid, self.me.address)):
             raise TermsRefused(f"job {self.jid} takes only the trainers its client named, and {self.me.address} "
                                "is not one of them", "ask the client to name this address (verde post --only)")
+        try:
+            check_settleable(self.ctx)
+        except NotSettleableOnChain as e:
+            raise TermsRefused(f"job {self.jid} cannot be settled on chain, so this agent did not join: {e.problem}",
+                               f"the client must change the job and post it again: {e.fix}") from None
+        try:
+            datacheck.check(self.job)
+        except datacheck.DataOutOfRange as e:
+            raise TermsRefused(f"job {self.jid}'s data makes a step fail, so this agent did not join: {e}",
+                               "the client must correct that row of the data file and post the job again") from None
         why = self.policy.refusals(terms, now, self.train_s)
         if why:
             raise TermsRefused(f"job {self.jid}'s terms could cost an honest trainer its stake, so this agent did not "
@@ -330,9 +350,13 @@ class TrainerAgent:
         """Tick until done. A node that goes away (restarted, network down) is waited for,
         up to `offline_s`: nothing is lost meanwhile (the chain keeps the seat and the
         clocks, this agent its checkpoints and salt), and the next tick carries on. While
-        it waits it says what for, every `heartbeat_s`."""
-        t0, down_since, beat = time.time(), None, time.time()
+        it waits it says what for, every `heartbeat_s`. Any other exception in a tick is
+        logged and the tick retried (`_failed`): an agent that stopped mid-job would lose its
+        stake by timeout. Only a decision not to stake (`REFUSALS`, before joining), a node
+        gone for good (NodeGone), KeyboardInterrupt and SystemExit end it."""
+        t0, down_since, beat, failures = time.time(), None, time.time(), 0
         while True:
+            wait = poll_s
             try:
                 if down_since is not None:
                     self._check_deployment()
@@ -344,6 +368,7 @@ class TrainerAgent:
                 if down_since is not None:
                     log.info("%s: the node is back after %.0f s; carrying on", self.name, time.time() - down_since)
                     down_since = None
+                failures = 0
             except (ChainUnavailable, OSError) as e:
                 if down_since is None:
                     down_since = time.time()
@@ -353,10 +378,55 @@ class TrainerAgent:
                     raise NodeGone(f"the node did not answer for {offline_s:.0f} s",
                                    "restart it (with its state: anvil --state FILE), then restart this agent; "
                                    "its checkpoints and salt are kept") from None
+                wait = min(2.0, 4 * poll_s)
+            except NodeGone:
+                raise
+            except Exception as e:
+                failures += 1
+                wait = self._failed(e, failures, poll_s)
             if max_s is not None and time.time() - t0 > max_s:
                 raise TimeoutError(f"{self.name}: job {self.jid} not finished after {max_s} s")
-            time.sleep(poll_s if down_since is None else min(2.0, 4 * poll_s))
+            time.sleep(wait)
         log.info("%s: job %d done", self.name, self.jid)
+
+    def _failed(self, e: Exception, failures: int, poll_s: float) -> float:
+        """A tick raised `e`, the `failures`-th time in a row. Before joining, a decision not
+        to stake ends the agent (re-raised). Anything else is logged, with its traceback the
+        first time each distinct error occurs, and retried: the chain keeps the seat and the
+        clocks, so a later tick may succeed (a prover or a node that failed once, a bug the
+        operator fixes and restarts for). -> seconds to wait before the next try (doubling up
+        to RETRY_MAX_S, far inside any dispute clock)."""
+        joined = self._joined()
+        if isinstance(e, REFUSALS) and not joined:
+            raise e
+        wait = min(RETRY_MAX_S, poll_s * 2 ** failures)
+        what = type(e).__name__ + (f": {str(e).splitlines()[0][:300]}" if str(e) else "")
+        frame = e.__traceback__
+        while frame is not None and frame.tb_next is not None:
+            frame = frame.tb_next
+        key = f"failed-{what}-{frame.tb_frame.f_code.co_filename}:{frame.tb_lineno}" if frame else f"failed-{what}"
+        if key in self._said:
+            log.warning("%s: the tick failed again (%d in a row): %s; retrying in %.1f s", self.name, failures, what,
+                        wait)
+            return wait
+        self._said.add(key)
+        log.error("%s: the tick failed: %s; retrying in %.1f s", self.name, what, wait, exc_info=e)
+        if joined:
+            log.error("%s: A STAKE MAY BE AT RISK in job %s: the agent keeps retrying after %s, but if this keeps "
+                      "failing past a deadline or its dispute clock, its stake is lost; look at the traceback above, "
+                      "fix the cause and restart the agent (its checkpoints and salt are kept)", self.name, self.jid,
+                      what)
+        return wait
+
+    def _joined(self) -> bool:
+        """Whether this agent has staked in its job; when the chain cannot say, it has (the safe
+        side: retry rather than stop)."""
+        if self.jid is None:
+            return False
+        try:
+            return bool(self._seat()[0])
+        except Exception:
+            return True
 
     def _check_deployment(self):
         """After an outage: a node that came back without its state (a restarted Anvil with

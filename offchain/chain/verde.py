@@ -123,15 +123,13 @@ class Verde:
     def post(self, job, ctx, payment: int, stake: int, max_trainers: int = 3, join_s: int = 600,
              commit_s: int = 1200, reveal_s: int = 1800, clock_s: int = 3600, client=None,
              only: list[str] | None = None) -> int:
-        """Post a job: its commitments come from the job alone (the referee's context).
+        """Post a job: its commitments come from the job alone (the referee's context). Refused
+        first, as every agent would refuse it: data holding an index a later step cannot use
+        (datacheck), a node the chain cannot settle (check_settleable).
         only: the addresses that may join (JobRegistry.postFor), or None for anyone."""
-        if ctx.kernel_graph.unsettled:
-            j, op = ctx.kernel_graph.unsettled[0]
-            raise NotSettleableOnChain(
-                f"node {j} ({op}) of the job's step computes what the on-chain referee cannot check: integers "
-                f"computed from the batch or the weights, or data moved in a way no descriptor names (a MAT "
-                f"operand, docs/PROTOCOL.md §7)", "ship integers derived from the data (labels, masks) as "
-                f"tensors of the data file instead of computing them in forward, or settle this job off chain")
+        from ..protocol import datacheck
+        datacheck.check(job)
+        check_settleable(ctx)
         now = self.chain.now()
         terms = (*commitments(job, ctx), max_trainers, stake, now + join_s, now + commit_s, now + reveal_s, clock_s)
         self._check_floors(join_s, commit_s, reveal_s, clock_s)
@@ -477,6 +475,21 @@ def commitments(job, ctx) -> tuple:
     return (job.job_id, ctx.graph.root, ctx.initial_claim, ctx.data_tree.root, ctx.state_map.root,
             ctx.kernel_graph.root, len(ctx.graph.structures), len(ctx.graph.state_refs), spec.steps, spec.fanout,
             spec.chunk)
+
+
+def check_settleable(ctx) -> None:
+    """Raise NotSettleableOnChain naming the first node of the job's step whose kernels the
+    on-chain referee cannot place (a MAT operand, or more than 65,535 kernels): a dispute that
+    reaches it is lost on chain by whoever first posts its kernel, honest or not. JobRegistry
+    cannot see it, so the client checks before posting and every trainer before staking."""
+    if ctx.kernel_graph.unsettled:
+        j, op = ctx.kernel_graph.unsettled[0]
+        raise NotSettleableOnChain(
+            f"node {j} ({op}) of the job's step computes what the on-chain referee cannot check: integers "
+            f"computed from the batch or the weights, data moved in a way no descriptor names (a MAT operand, "
+            f"docs/PROTOCOL.md §7), or a fold too large for one node", "ship integers derived from the data "
+            f"(labels, masks) as tensors of the data file instead of computing them in forward, split a fold "
+            f"over more than 65,535 elements (a smaller batch), or settle this job off chain")
 
 
 def _proof_tuple(p) -> tuple:

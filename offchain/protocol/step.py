@@ -55,12 +55,19 @@ class Graph:
         return self.tree.root
 
 
-def graph_of(job: Job) -> Graph:
-    """One step on meta tensors under repops.deterministic(): the graph, no arithmetic."""
+def meta_trace(job: Job, recorder: type = StepRecorder, data: dict | None = None):
+    """One step on meta tensors under repops.deterministic(), traced by a `recorder` (a
+    StepRecorder class): shapes and wiring, no arithmetic. -> (the recorder, the state)."""
     model = dataset.build_model(job, "meta")
     st = dataset.state_of(job, model)
-    b = tuple(t.to("meta") for t in dataset.batch(job, 0))
-    rec = StepRecorder(st.tensors(), list(b), chunk=job.spec.chunk, values=False)
+    b = tuple(t.to("meta") for t in dataset.batch(job, 0, data))
+    rec = recorder(st.tensors(), list(b), chunk=job.spec.chunk, values=False)
     with repops.deterministic(trace=rec):
         run(st, b, job.spec.m)
+    return rec, st
+
+
+def graph_of(job: Job) -> Graph:
+    """The graph of a step, from one step on meta tensors."""
+    rec, st = meta_trace(job)
     return Graph([n.structure() for n in rec.nodes], [rec.where(t) for t in st.tensors()])

@@ -1,9 +1,11 @@
 """The small jobs the protocol and on-chain tests (and benchmarks/contracts_gas.py) play on
-(one definition each): the MLP job, a program job whose model drops, and one that computes
-integers from its batch."""
+(one definition each): the MLP job, a program job whose model drops, one that computes
+integers from its batch, one whose labels no on-chain kernel computes (argmax), and a program
+classifier whose data the tests make bad at a chosen row."""
 import torch
 
 from offchain.protocol.dataset import write_job, write_program_job
+from offchain.protocol.schedule import batch_rows
 
 STEPS, FANOUT = 6, 3
 
@@ -64,24 +66,61 @@ def write_integer_job(directory):
     return write_program_job(directory, TokenBag(), {"ids": ids}, ["ids"], steps=4, batch_size=6, fanout=2, chunk=16)
 
 
+class Loudest(torch.nn.Module):
+    """The label: where the largest token id is (argmax, an integer op with no kernels)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.fc = torch.nn.Embedding(20, 4), torch.nn.Linear(4, 8)
+
+    def forward(self, ids):
+        return torch.nn.functional.cross_entropy(self.fc(self.emb(ids).mean(1)), ids.argmax(1))
+
+
+def write_argmax_job(directory):
+    """A program job whose step has a node the chain cannot settle (aten.argmax)."""
+    torch.manual_seed(0)
+    ids = torch.randint(0, 20, (4, 8), generator=torch.Generator().manual_seed(0))
+    return write_program_job(directory, Loudest(), {"ids": ids}, ["ids"], steps=2, batch_size=2)
+
 
 class Classifier(torch.nn.Module):
-    def __init__(self, d_in=16, classes=10):
+    def __init__(self, classes: int = 5):
         super().__init__()
-        self.f = torch.nn.Sequential(torch.nn.Linear(d_in, 32), torch.nn.GELU(), torch.nn.Linear(32, classes))
+        self.f = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, classes))
 
     def forward(self, x, y):
         return torch.nn.functional.cross_entropy(self.f(x), y)
 
 
-def write_fault_job(directory, step: int = 3):
-    """A program job (an MLP classifier) whose data holds an out-of-range label (10, of classes
-    0..9) in one row of step `step`'s batch and of no earlier one: the run faults at that step
-    (rule `index` of nll_loss), and every honest trainer ends with the same fault claim."""
-    from offchain.protocol.schedule import batch_rows
+CLASSIFIER = dict(rows=32, batch_size=4, steps=6, classes=5)
+
+
+def classifier_data(seed: int = 3) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    n, c = CLASSIFIER["rows"], CLASSIFIER["classes"]
+    return {"x": torch.randn(n, 6, generator=g), "y": torch.randint(0, c, (n,), generator=g)}
+
+
+def write_classifier_job(directory, data: dict):
+    """A program MLP with cross_entropy over 5 classes on `data` (classifier_data, maybe made
+    bad): 6 steps of 4 rows, seed 0."""
     torch.manual_seed(0)
-    data = mlp_data()
-    before = {r for s in range(step) for r in batch_rows(64, 8, 0, s)}
-    data["y"][next(r for r in batch_rows(64, 8, 0, step) if r not in before)] = 10
-    return write_program_job(directory, Classifier(), data, ["x", "y"], steps=STEPS, batch_size=8, fanout=FANOUT,
-                             chunk=64)
+    return write_program_job(directory, Classifier(CLASSIFIER["classes"]), data, ["x", "y"],
+                             steps=CLASSIFIER["steps"], batch_size=CLASSIFIER["batch_size"], fanout=2, chunk=64)
+
+
+def first_read_at(step: int, rows: int = CLASSIFIER["rows"], batch_size: int = CLASSIFIER["batch_size"],
+                  seed: int = 0) -> int:
+    """A row that step `step` reads and no earlier step does (one past batch 0's rows)."""
+    earlier = {r for t in range(step) for r in batch_rows(rows, batch_size, seed, t)}
+    return next(r for r in batch_rows(rows, batch_size, seed, step) if r not in earlier and r >= batch_size)
+
+
+def write_fault_job(directory, step: int = 3):
+    """The classifier job whose data holds an out-of-range label (5, of classes 0..4) in a row
+    that step `step` reads first: the run faults at that step (rule `index` of nll_loss), and
+    every honest trainer ends with the same fault claim."""
+    data = classifier_data()
+    data["y"][first_read_at(step)] = CLASSIFIER["classes"]
+    return write_classifier_job(directory, data)
