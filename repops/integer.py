@@ -330,7 +330,8 @@ def _division(func, args, kwargs):
     """torch's integer division and remainder with the spec's answers where torch has none
     (NUMERICS.md §13-14): a zero divisor is a DivisionFault (torch raises on the CPU and returns
     garbage on CUDA), INT_MIN / -1 wraps to INT_MIN and its remainder is 0 (torch's CPU
-    truncating division dies of SIGFPE there). The divisor torch sees is never 0 or -1."""
+    truncating division dies of SIGFPE there). The divisor torch sees is never 0 or -1; past a
+    fault that is noted (repops.faults.noted), x / 0 = x % 0 = 0 as the kernels say."""
     a, b, *rest = args
     dtype = torch.result_type(a, b)
     if dtype not in (torch.int64, torch.int32):
@@ -341,13 +342,14 @@ def _division(func, args, kwargs):
     ta, tb = (t if isinstance(t, torch.Tensor) else torch.tensor(t, dtype=dtype, device=device) for t in (a, b))
     tb = tb.to(dtype)
     faults.divisor_nonzero(arr(tb), DT[dtype], str(func), kernels=False)
-    minus = tb == -1
+    minus, zero = tb == -1, tb == 0  # (a zero divisor reaches here only past a noted fault: x / 0 = 0)
     name = func._schema.name.split("::")[1].rstrip("_")
-    out = _TENSOR_FORM[name](ta, torch.where(minus, torch.ones_like(tb), tb), *rest, **kwargs)
+    out = _TENSOR_FORM[name](ta, torch.where(minus | zero, torch.ones_like(tb), tb), *rest, **kwargs)
     if name in ("div", "floor_divide"):
         out = torch.where(minus, torch.neg(ta.to(dtype)), out)  # x / -1 = -x, wrapping at INT_MIN
     else:
         out = torch.where(minus, torch.zeros_like(out), out)
+    out = torch.where(zero, torch.zeros_like(out), out)
     if func._schema.name.endswith("_"):
         return args[0].copy_(out)
     return out

@@ -20,7 +20,7 @@ from offchain.dispute.context import Context
 from offchain.protocol.jobfile import load
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "protocol"))
-from small_job import FANOUT, mlp_data, write_small_job  # noqa: E402
+from small_job import FANOUT, mlp_data, write_division_fault_job, write_small_job  # noqa: E402
 
 from offchain.protocol.dataset import write_job  # noqa: E402
 
@@ -138,6 +138,41 @@ def test_honest_agent_killed_during_training_and_mid_dispute_still_wins(tmp_path
         for what in ("JobPosted", "Committed", "StepFound", "NodeFound", "KernelFound", "ElementFound",
                      f"match {m} decided at level 5", "Settled"):
             assert what in out, (what, out)
+
+
+def test_a_faulting_job_pays_the_honest_agents_for_the_steps_done(tmp_path, artifacts):
+    """Issue #42: step 3 of 6 cannot be computed (a division by zero in forward, from a row of
+    the data). Both honest agents end their run with the fault claim and reveal it, a cheater
+    that trains through the fault reveals a result; it loses its match at level 5 on chain, and
+    each honest agent withdraws its stake and half of the cheater's stake and of the pay for
+    the 3 steps done; the client gets back the pay for the 3 steps not done."""
+    with AnvilProcess() as node:
+        chain = Chain(Web3(Web3.HTTPProvider(node.url)), _mnemonic_accounts(), "anvil", artifacts)
+        job_file = write_division_fault_job(tmp_path / "job")
+        job = load(job_file)
+        v = Verde.deploy(chain)
+        dep = tmp_path / "deployment.json"
+        dep.write_text(json.dumps(v.addresses()))
+        client, honest, bad = chain.accounts[1], chain.accounts[2:4], chain.accounts[4]
+        v.post(job, Context(job), PAY, STAKE, max_trainers=3, client=client)
+        before = [chain.w3.eth.get_balance(a.address) for a in honest]
+        with _Agents(node, dep, job_file, tmp_path) as agents:
+            procs = [agents.start(a, f"honest-{i}") for i, a in enumerate(honest)]
+            agents.start(bad, "cheater", "fault-ignorer")
+            m = _deadlines(chain, v, (*honest, bad))
+            for p, log in procs:
+                assert p.wait(timeout=300) == 0, log.read_text()[-3000:]
+            text = procs[0][1].read_text()
+        assert "step 3 faults" in text and "fault claim was accepted" in text, text[-3000:]
+        decided = v.decision(m)
+        assert decided["loser"] == bad.address and decided["winner"] in {a.address for a in honest}
+        assert decided["level"] == 5
+        (ev,) = v.registry.events.FaultAccepted().get_logs(from_block=0)
+        assert (ev["args"]["step"], ev["args"]["paid"], ev["args"]["refunded"]) == (3, PAY // 2, PAY // 2)
+        for a, b in zip(honest, before):  # withdrawn: its stake, half the cheater's, half the pay for 3 of 6 steps
+            assert v.owed(a.address) == 0
+            assert chain.w3.eth.get_balance(a.address) - b > (STAKE + PAY // 2) // 2 - 10**16  # (less gas)
+        assert v.owed(client.address) == PAY // 2 and v.owed(bad.address) == 0
 
 
 def test_agents_reconnect_after_the_node_restarts(tmp_path, artifacts):

@@ -311,6 +311,67 @@ contract JobRegistryTest is Test {
         _balanced();
     }
 
+    function _faultClaim(uint32 step, bytes32 trace) internal pure returns (bytes32) {
+        return sha256(abi.encodePacked(bytes1(0x06), sha256(abi.encodePacked(bytes1(0x0a), step)), trace));
+    }
+
+    /// @dev Issue #42: A and B's runs fault at step 10 of 40 (A reveals it as a fault, B with a
+    /// plain reveal of the same claim); C's result loses its match. Accepted, the fault returns
+    /// A's and B's stakes and pays them C's stake and the pay for 10 steps; the client gets the
+    /// pay for the other 30 back; nothing is held (a registry with a delivery window).
+    function test_an_accepted_fault_claim_pays_for_the_steps_done_and_refunds_the_rest() public {
+        reg = new JobRegistry(GAME, 600, 100, 100, 500, 100);
+        bytes32 f = _faultClaim(10, "trace");
+        uint256 id = _post(3);
+        _enter(id, A, f);
+        _enter(id, B, f);
+        _enter(id, C, "result");
+        vm.warp(1250);
+        vm.prank(A);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.BadTerms.selector, "fault step"));
+        reg.revealFault(id, 40, "trace", bytes32(uint256(uint160(A))));
+        vm.prank(A);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.SealMismatch.selector, A));
+        reg.revealFault(id, 11, "trace", bytes32(uint256(uint160(A)))); // another step is another claim
+        vm.prank(A);
+        reg.revealFault(id, 10, "trace", bytes32(uint256(uint160(A))));
+        assertEq(reg.faultAt(id, A), 11, "the step, plus one");
+        _reveal(id, B, f);
+        _reveal(id, C, "result");
+        vm.warp(1300);
+        reg.settle(id);
+        vm.prank(GAME);
+        reg.decide(id, A, C);
+        reg.settle(id);
+        uint256 paid = PAY * 10 / 40;
+        assertEq(reg.owed(A), STAKE + (STAKE + paid) / 2, "A: its stake, half of C's and of the pay for 10 steps");
+        assertEq(reg.owed(B), STAKE + (STAKE + paid) / 2, "B too (it revealed the same claim)");
+        assertEq(reg.owed(CLIENT), PAY - paid, "the client: the pay for the 30 steps not done");
+        assertEq(reg.owed(C), 0, "the loser");
+        (uint128 held,,,,) = reg.holds(id, A);
+        assertEq(held, 0, "a fault has no model to deliver: nothing held");
+        _balanced();
+    }
+
+    /// @dev A match that reaches a node the chain cannot settle: both out, both stakes back, no
+    /// loss for either; the job goes on without them (A alone is accepted).
+    function test_an_unsettleable_match_returns_both_stakes() public {
+        uint256 id = _threeSettled([B, C, A], [bytes32("wrong-1"), "wrong-2", "honest"]);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.OnlyGame.selector, address(this)));
+        reg.unsettleable(id, B, C);
+        vm.prank(GAME);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.NotRequested.selector, A, B));
+        reg.unsettleable(id, A, B);
+        vm.prank(GAME);
+        reg.unsettleable(id, C, B);
+        assertEq(reg.owed(B), STAKE, "B's stake back");
+        assertEq(reg.owed(C), STAKE, "C's stake back");
+        reg.settle(id);
+        assertEq(uint256(reg.job(id).status), uint256(JobRegistry.Status.Settled), "A alone is left");
+        assertEq(reg.owed(A), STAKE + PAY, "A: its stake and the payment (no pot)");
+        _balanced();
+    }
+
     function test_settle_cannot_be_replayed_while_a_match_is_asked_for() public {
         uint256 id = _post(2);
         _enter(id, A, "honest");
@@ -369,14 +430,29 @@ contract RegistryHandler {
         vm.deal(a, 1 ether);
         vm.prank(a);
         try reg.join{value: 1 ether}(job) {} catch {}
-        bytes32 s = reg.sealOf(bytes32(uint256(7)), a, bytes32(1 + claim % 2), "s");
+        bytes32 s = reg.sealOf(bytes32(uint256(7)), a, _claim(claim), "s");
         vm.prank(a);
         try reg.commit(job, s) {} catch {}
     }
 
+    /// @dev Two results, or a fault at step 3 of the 10 (revealed with revealFault).
+    function _claim(uint256 c) internal pure returns (bytes32) {
+        if (c % 3 < 2) return bytes32(1 + c % 3);
+        return sha256(abi.encodePacked(bytes1(0x06), sha256(abi.encodePacked(bytes1(0x0a), uint32(3))), bytes32("t")));
+    }
+
     function reveal(uint256 who, uint256 claim) external {
         vm.prank(actors[who % 3]);
-        try reg.reveal(job, bytes32(1 + claim % 2), "s") {} catch {}
+        if (claim % 3 < 2) {
+            try reg.reveal(job, _claim(claim), "s") {} catch {}
+        } else {
+            try reg.revealFault(job, 3, "t", "s") {} catch {}
+        }
+    }
+
+    function unsettleable(uint256 a, uint256 b) external {
+        vm.prank(GAME);
+        try reg.unsettleable(job, actors[a % 3], actors[b % 3]) {} catch {}
     }
 
     function wait(uint256 dt) external {

@@ -3,6 +3,7 @@ pragma solidity ^0.8.24;
 
 import {Test} from "./Cheats.sol";
 import {Merkle} from "../lib/Merkle.sol";
+import {Nodes} from "../lib/Nodes.sol";
 import {Tensors} from "../lib/Tensors.sol";
 
 /// @dev The wire format on chain against tests/vectors/protocol.json (made by the Python side).
@@ -82,6 +83,28 @@ contract ProtocolVectorsTest is Test {
         bytes32 s = vm.parseJsonBytes32(json, ".claims[0].state_root");
         bytes32 r = vm.parseJsonBytes32(json, ".claims[0].trace_root");
         assertEq(uint256(sha256(abi.encodePacked(bytes1(0x06), s, r))), uint256(vm.parseJsonBytes32(json, ".claims[0].claim")), "claim");
+    }
+
+    /// @dev The fault node (0x0D) reads as the node it is, with no outputs and its fault packed as
+    /// OperatorGame keeps it; the fault claim and a faulting kernel's output as the games hash them.
+    function test_fault_vectors() public view {
+        bytes memory enc = vm.parseJsonBytes(json, ".faults[0].encoding");
+        bytes memory plain = vm.parseJsonBytes(json, ".nodes[0].encoding");
+        assertEq(uint256(Nodes.fault(enc)), vm.parseJsonUint(json, ".faults[0].packed"), "packed fault");
+        assertEq(uint256(Nodes.fault(plain)), 0, "a node with outputs does not fault");
+        assertEq(uint256(Nodes.structureHash(enc)), uint256(Nodes.structureHash(plain)), "structure hash");
+        assertEq(uint256(Nodes.inputsHash(enc)), uint256(Nodes.inputsHash(plain)), "inputs");
+        assertEq(Nodes.outputCount(enc), 0, "no outputs");
+        assertEq(uint256(Nodes.outputsHash(enc)), 0, "outputs hash no list has");
+        assertEq(uint256(Merkle.leaf(enc)), uint256(vm.parseJsonBytes32(json, ".faults[0].leaf")), "leaf");
+        uint32 step = uint32(vm.parseJsonUint(json, ".faults[0].step"));
+        bytes32 fs = sha256(abi.encodePacked(bytes1(0x0a), step));
+        assertEq(uint256(fs), uint256(vm.parseJsonBytes32(json, ".faults[0].fault_state")), "fault state");
+        bytes32 claim = sha256(abi.encodePacked(bytes1(0x06), fs, vm.parseJsonBytes32(json, ".faults[0].trace_root")));
+        assertEq(uint256(claim), uint256(vm.parseJsonBytes32(json, ".faults[0].claim")), "fault claim");
+        uint64 e = uint64(vm.parseJsonUint(json, ".faults[0].element"));
+        assertEq(uint256(sha256(abi.encodePacked(bytes1(0x0e), e))), uint256(vm.parseJsonBytes32(json, ".faults[0].kernel_output")),
+                 "FAULT(e)");
     }
 
     /// forge-config: default.fuzz.runs = 300

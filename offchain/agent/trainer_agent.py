@@ -174,11 +174,15 @@ class TrainerAgent:
             return False
         if (status == SETTLED and not out and bytes(j[3]) == bytes(claim) and "published" not in self._said
                 and self._acts("publish")):
-            from ..protocol.delivery import publish
-            entry = publish(self.trainer, self.publish)
             self._said.add("published")
-            log.info("%s: its result was accepted; published it for the client at %s (verde fetch %d)", self.name,
-                     entry, self.jid)
+            if self.trainer.fault_step is not None:  # a fault has no model to deliver
+                log.info("%s: its fault claim was accepted (step %d cannot be computed: %s); paid for the steps "
+                         "before it, nothing to publish", self.name, self.trainer.fault_step, self.trainer.faulted().rule)
+            else:
+                from ..protocol.delivery import publish
+                entry = publish(self.trainer, self.publish)
+                log.info("%s: its result was accepted; published it for the client at %s (verde fetch %d)", self.name,
+                         entry, self.jid)
         if status == SETTLED and self._held(j, now):
             return False
         owed = self.v.owed(self.me.address)

@@ -12,7 +12,7 @@ from eth_utils import event_abi_to_log_topic, function_abi_to_4byte_selector
 # which level each game move belongs to; postChildren is level 2 in DisputeGame and 3
 # (kernel descent) or 4 (chunk descent) in OperatorGame, by the phase it was sent in
 LEVEL_OF = {"open": 1, "postClaims": 1, "timeout": None, "openStep": 2, "postTop": 2, "postNode": 2,
-            "resolveInput": 2, "postStateLeaf": 2, "resolveState": 2, "postKernelTop": 3, "postKernel": 3,
+            "resolveInput": 2, "postStateLeaf": 2, "resolveState": 2, "postKernelTop": 3, "postKernel": 3, "showFault": None,
             "postTensorTop": 4, "postChunk": 4, "resolveOperand": 4, "resolveStep": 5}
 
 

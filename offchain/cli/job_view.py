@@ -42,6 +42,8 @@ def view(v, jid: int) -> dict:
         by_name.setdefault(name, []).append(args)
     forfeits = {a["trainer"]: a["why"] for a in by_name.get("Forfeited", ())}
     ended = {a["id"]: a for a in by_name.get("MatchDecided", []) + by_name.get("MatchDrawn", [])}
+    void = {frozenset((a["a"], a["b"])) for a in by_name.get("Unsettleable", ())}
+    fault = next(iter(by_name.get("FaultAccepted", ())), None)
     seats = []
     for t in j[5]:
         _, out, sealed, claim = v.chain.call(v.registry.functions.seats(jid, t))
@@ -64,6 +66,9 @@ def view(v, jid: int) -> dict:
         if end is not None and "winner" in end:
             entry.update(result="decided", level=end["level"], winner=end["winner"], loser=end["loser"],
                          reason=end["reason"])
+        elif end is not None and frozenset(parties) in void:
+            entry.update(result="void: it reached a node the chain cannot settle (both out, stakes returned)",
+                         level=end["level"])
         elif end is not None:
             entry.update(result="drawn (both out of time)", level=end["level"])
         else:
@@ -85,6 +90,8 @@ def view(v, jid: int) -> dict:
             "delivery_hold_until": _when(j[SETTLED_AT] + window, now) if status == "settled" and window else None,
             "requested_match": requested, "matches": matches,
             "accepted": "0x" + bytes(j[3]).hex() if status == "settled" and j[3] != bytes(32) else None,
+            "fault": {"step": fault["step"], "paid_eth": fault["paid"] / 1e18, "refunded_eth": fault["refunded"] / 1e18}
+            if fault else None,
             "client_owed_eth": v.owed(j[0]) / 1e18}
 
 
@@ -122,7 +129,12 @@ def render(d: dict) -> list[str]:
                               f"waiting for {wait}")
         else:
             out.append(head + m["result"])
-    if d["accepted"]:
+    if d["accepted"] and d.get("fault"):
+        f = d["fault"]
+        out.append(f"  accepted result: a FAULT at step {f['step']} (the job's data or program cannot be computed "
+                   f"there; {d['accepted']}): the trainers were paid {f['paid_eth']} ETH for the {f['step']} steps "
+                   f"before it, {f['refunded_eth']} ETH went back to the client; there is no model to fetch")
+    elif d["accepted"]:
         out.append(f"  accepted result C_T = {d['accepted']}")
     if d["delivery_hold_until"] and any(t["held_eth"] for t in d["trainers"]):
         w = d["delivery_hold_until"]

@@ -7,7 +7,8 @@ import json
 import numpy as np
 
 from . import merkle
-from .claims import seal, step_claim
+from ..dispute.oprun import fault_output
+from .claims import fault_claim, fault_state, seal, step_claim
 from .tensors import Committed, canonical
 from .trace import Node, Ref
 
@@ -17,7 +18,7 @@ def _hex(b: bytes) -> str:
 
 
 def build() -> dict:
-    out = {"merkle": [], "tensors": [], "nodes": [], "claims": [], "points": []}
+    out = {"merkle": [], "tensors": [], "nodes": [], "claims": [], "points": [], "faults": []}
     from ..dispute.engine import points
     for lo, hi, n in ((0, 40, 20), (0, 10, 4), (3, 9, 4), (17, 19, 8), (0, 1000, 3), (5, 7, 2)):
         out["points"].append({"lo": lo, "hi": hi, "n": n, "points": points(lo, hi, n)})
@@ -45,6 +46,13 @@ def build() -> dict:
                          "refs": [[r.kind, r.index, r.slot] for r in node.refs],
                          "inputs": [_hex(x) for x in node.inputs], "outputs": [_hex(x) for x in node.outputs],
                          "structure": _hex(node.structure()), "encoding": _hex(node.encode()), "leaf": _hex(node.leaf())})
+    fnode = Node(node.op, node.attrs, node.refs, node.inputs, fault=(7, 2**40 + 5))
+    out["faults"].append({"encoding": _hex(fnode.encode()), "leaf": _hex(fnode.leaf()), "kernel": 7,
+                          "element": 2**40 + 5, "packed": (7 + 1) << 64 | (2**40 + 5),
+                          "step": 3, "fault_state": _hex(fault_state(3)),
+                          "trace_root": _hex(merkle.leaf_hash(b"trace")),
+                          "claim": _hex(fault_claim(3, merkle.leaf_hash(b"trace"))),
+                          "kernel_output": _hex(fault_output(2**40 + 5))})
     S, R = merkle.leaf_hash(b"state"), merkle.leaf_hash(b"trace")
     out["claims"].append({"state_root": _hex(S), "trace_root": _hex(R), "claim": _hex(step_claim(S, R)),
                           "initial": _hex(step_claim(S)), "job_id": _hex(b"\x05" * 32), "trainer": "alice",

@@ -124,3 +124,25 @@ def write_fault_job(directory, step: int = 3):
     data = classifier_data()
     data["y"][first_read_at(step)] = CLASSIFIER["classes"]
     return write_classifier_job(directory, data)
+
+
+class Ratio(torch.nn.Module):
+    """Labels computed in forward from the ids: (first // second) % 3. An integer division the
+    data scan cannot see (offchain/protocol/datacheck.py follows index inputs, not arithmetic)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.fc = torch.nn.Embedding(20, 8), torch.nn.Linear(8, 3)
+
+    def forward(self, ids):
+        return torch.nn.functional.cross_entropy(self.fc(self.emb(ids).mean(1)), (ids[:, 0] // ids[:, 1]) % 3)
+
+
+def write_division_fault_job(directory, step: int = 3):
+    """A program job whose labels divide two ids; a row that step `step` reads first has a 0
+    divisor: the run faults there (rule `division`), 6 steps of 4 rows of 5 ids."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(1, 20, (32, 5), generator=g)
+    ids[first_read_at(step), 1] = 0
+    return write_program_job(directory, Ratio(), {"ids": ids}, ["ids"], steps=6, batch_size=4, fanout=2, chunk=64)

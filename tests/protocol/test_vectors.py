@@ -67,3 +67,16 @@ def test_node_and_claim_vectors_by_hand():
     assert b(c["claim"]) == h(b"\x06", b(c["state_root"]), b(c["trace_root"]))
     assert b(c["initial"]) == h(b"\x06", b(c["state_root"]), bytes(32))
     assert b(c["seal"]) == h(b"\x07", b(c["job_id"]), c["trainer"].encode(), b(c["claim"]), b(c["salt"]))
+
+
+def test_fault_vectors_by_hand():
+    """The fault node (0x0D), the fault claim and a faulting kernel's output (docs/PROTOCOL.md
+    §4, §6, §7), from the node vector's own structure and inputs."""
+    n, f = VECTORS["nodes"][0], VECTORS["faults"][0]
+    ins = b"".join(b(x) for x in n["inputs"])
+    enc = (b"\x0d" + h(b(n["structure"])) + len(n["inputs"]).to_bytes(2, "big") + ins +
+           f["kernel"].to_bytes(4, "big") + f["element"].to_bytes(8, "big"))
+    assert b(f["encoding"]) == enc and b(f["leaf"]) == h(b"\x00", enc)
+    assert b(f["fault_state"]) == h(b"\x0a", f["step"].to_bytes(4, "big"))
+    assert b(f["claim"]) == h(b"\x06", b(f["fault_state"]), b(f["trace_root"]))
+    assert b(f["kernel_output"]) == h(b"\x0e", f["element"].to_bytes(8, "big"))
