@@ -162,7 +162,7 @@ def main():
                   A.ForgedCheckpoint(step=args.steps // 2), A.WrongHyperParameter(), A.PoisonedData(step=3),
                   A.NativeKernel(step=args.steps // 2), A.KernelCheat(step=args.steps // 2, ulps=64),
                   A.KernelCheat(step=args.steps // 2, after_commit=True, ulps=64), A.CorruptValue(step=args.steps // 2, node=softmax, element=163, ulps=64),
-                  A.KernelCheat(step=last, op="aten.embedding.default", kernel=0, ulps=64)]
+                  A.KernelCheat(step=last, op="aten.embedding.default", kernel=4, ulps=64)]  # (4: the gather, after the index rule)
         for i, beh in enumerate(track(cheats, description="disputes on chain", console=con)):
             bad = Trainer(job, tmp / f"{beh.name}-{i}", "cheater", behaviour=beh)
             if bad.train() == honest.final_claim():  # (one ulp of log_softmax can be absorbed by the loss)

@@ -53,6 +53,11 @@ def kernel_graph_of(job: Job) -> KernelGraph:
     with tempfile.TemporaryDirectory(prefix="verde-kernels-") as d:
         t = Trainer(job, d, "referee")
         tr = t.step_trace(0)
+        if t.fault_step == 0:  # the kernels of a node are committed from step 0: it must compute
+            from ..protocol.job import JobError
+            f = t.faulted()
+            raise JobError(f"the job's first step cannot be computed: node {f.node} ({f.nodes[-1].op}) faults (rule "
+                           f"{f.rule}, docs/NUMERICS.md §14); fix the data (or program) it reads")
         structures, unsettled = [], []
         for j, node in enumerate(tr.nodes):
             ins = [t.node_input(0, j, i) for i in range(len(node.refs))]
