@@ -15,7 +15,14 @@ from repops.errors import DistributedError
 
 from ..protocol.job import Job
 
+
+def faulted_at(workdir: Path) -> int | None:
+    """The step at which a rank of the last N-process run met a fault, or None."""
+    p = Path(workdir) / FAULTED
+    return json.loads(p.read_text())["step"] if p.exists() else None
+
 LOSSES = "losses-distributed.json"
+FAULTED = "fault-distributed.json"  # the step a rank met a fault at (docs/NUMERICS.md §14)
 
 
 @dataclass
@@ -59,6 +66,7 @@ def train_steps(job: Job, workdir: Path, world: int, start: int, stop: int, keep
     threads = threads or max(1, (os.cpu_count() or 1) // world)
     out = Path(workdir) / LOSSES
     out.unlink(missing_ok=True)
+    (Path(workdir) / FAULTED).unlink(missing_ok=True)
     try:
         mp.start_processes(_rank, args=(job, str(workdir), world, _free_port(), device, start, stop, sorted(keep),
                                         threads, progress, timeout_s), nprocs=world, start_method="spawn", join=True)
@@ -100,9 +108,13 @@ def _rank(rank, job, workdir, world, port, device, start, stop, keep, threads, p
             t0 = time.perf_counter()
             b = tuple(t.to(device) for t in batch(job, s, data))
             st.optimizer.zero_grad(set_to_none=True)
-            loss = dp.backward(*b)
-            with repops.deterministic():
-                st.optimizer.step()
+            try:
+                loss = dp.backward(*b)
+                with repops.deterministic():
+                    st.optimizer.step()
+            except repops.Fault:  # the run ends here: the trainer finds the fault again in one process
+                _atomic(Path(workdir) / FAULTED, lambda p: p.write_text(json.dumps({"step": s, "rank": rank})))
+                raise
             losses[s] = float(loss.detach().cpu())
             seconds.append(time.perf_counter() - t0)
             if rank == 0 and s + 1 in keep:

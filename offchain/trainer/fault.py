@@ -25,9 +25,6 @@ class FaultedStep:
     step: int
     nodes: list               # the trace's nodes, the last one the fault node
     outputs: list             # per node before it, its output tensors
-    inputs: list              # the fault node's input tensors
-    run: OpRun                # its decomposition
-    kernels: list             # the decomposition's kernels (computed on past the fault)
     graph_nodes: int          # the job's nodes per step (the trace tree's leaf count)
     rule: str
     behaviour: object         # the trainer's (adversaries.Honest: the honest leaves)
@@ -36,9 +33,8 @@ class FaultedStep:
     def of(cls, step: int, recorder, chunk: int, graph_nodes: int, error: repops.Fault, behaviour) -> "FaultedStep":
         """recorder: the traced re-run of the step, which raised `error`."""
         node, inputs = recorder.faulted()
-        inputs = [t.detach().clone() for t in inputs]
-        run = OpRun(node.structure(), inputs, chunk)
-        kernels = run.kernels()
+        run = OpRun(node.structure(), inputs, chunk)  # (it copies the inputs)
+        run.kernels()
         found = behaviour.fault_where(run, run.fault)
         if found is None:
             raise FaultMismatch(f"step {step}, node {len(recorder.nodes)} ({node.op}) raised a fault ({error}) that its "
@@ -46,7 +42,7 @@ class FaultedStep:
                                 "claim is made")
         k, e, rule = found
         nodes = list(recorder.nodes) + [dataclasses.replace(node, fault=(k, e))]
-        return cls(step, nodes, list(recorder.outputs), inputs, run, kernels, graph_nodes, rule, behaviour)
+        return cls(step, nodes, list(recorder.outputs), graph_nodes, rule, behaviour)
 
     @property
     def node(self) -> int:

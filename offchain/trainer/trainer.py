@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 import repops
+from repops.errors import DistributedError
 
 from ..protocol import merkle, step
 from ..protocol.claims import step_claim
@@ -223,8 +224,18 @@ class Trainer:
         against the N-process run's, bit for bit."""
         from . import distributed
         keep = {p for p in marks if p > start} | {p - 1 for p in marks if p - 1 > start}
-        self.losses |= distributed.train_steps(self.job, self.store.dir, self.world_size, start, self.steps, keep,
-                                               device=self.device, progress=self.progress).losses
+        try:
+            self.losses |= distributed.train_steps(self.job, self.store.dir, self.world_size, start, self.steps, keep,
+                                                   device=self.device, progress=self.progress).losses
+        except DistributedError:
+            s = distributed.faulted_at(self.store.dir)
+            if s is None:
+                raise
+            self.step_trace(s)  # the fault again, in one process (it is not a rank's: every micro-batch is run)
+            if self.fault_step != s:
+                raise DistributedError(f"a rank met a fault at step {s} that one process does not: a RepOps bug "
+                                       "(report it with the job file); train with --world-size 1") from None
+            return self.final_claim()
         losses.write_text(json.dumps(self.losses))
         for p in sorted(q for q in marks if q > start):
             st = self._state_at(p - 1)
@@ -232,7 +243,6 @@ class Trainer:
             theirs = self.store.load(p)
             for name, t in st.state_dict().items():
                 if not same_bits(t, theirs[name]):
-                    from repops.errors import DistributedError
                     raise DistributedError(f"step {p - 1} traced in one process ends with other bits in {name} than the "
                                            f"{self.world_size}-process run: a RepOps bug (report it with the job file); "
                                            "train with --world-size 1")

@@ -136,3 +136,18 @@ def test_a_dispute_reaching_a_node_the_chain_cannot_settle_is_void_with_stakes_r
     for a, _ in seats:  # both out, both stakes back; nobody accepted: the client has its payment back
         assert v.owed(a.address) == STAKE
     assert v.status(jid)[2] == 3 and v.owed(embedded.accounts[1].address) == PAY
+
+
+def test_a_fault_one_rank_of_a_data_parallel_run_meets_is_the_same_fault_claim(tmp_path):
+    """Two processes, two micro-batches: the bad row is in one rank's half. The run stops, the
+    trainer finds the fault again in one process and claims what a single process claims."""
+    from offchain.protocol.dataset import write_program_job
+    from small_job import CLASSIFIER, Classifier, classifier_data, first_read_at
+    data = classifier_data()
+    data["y"][first_read_at(FAULT)] = CLASSIFIER["classes"]
+    job = load(write_program_job(tmp_path / "job", Classifier(CLASSIFIER["classes"]), data, ["x", "y"], steps=STEPS,
+                                 batch_size=CLASSIFIER["batch_size"], fanout=2, chunk=64, micro_batches=2))
+    one, two = Trainer(job, tmp_path / "one", "one"), Trainer(job, tmp_path / "two", "two", world_size=2)
+    assert two.train() == one.train() and two.fault_step == one.fault_step == FAULT
+    from offchain.trainer.distributed import faulted_at
+    assert faulted_at(two.store.dir) == FAULT  # a rank met it (the 2-process run was the one that stopped)
