@@ -137,6 +137,10 @@ contract JobRegistry {
     error AnswerLate(uint256 id, uint256 due);
     error NotTheResult(string what);
 
+    /// @notice The largest chunk a job may have, in elements: every move that carries chunk bytes
+    /// (at most 4 chunks of 8-byte elements) stays under 100 KB of calldata and 10 M gas
+    /// (geth's 128 KB transaction limit, EIP-7825's 2^24 gas cap). docs/PROTOCOL.md §3.
+    uint32 public constant MAX_CHUNK = 2048;
     uint8 public constant MAX_CHALLENGES = 8; // per trainer and job: the chain is the last resort, not the channel
 
     address public immutable game;
@@ -252,6 +256,7 @@ contract JobRegistry {
         if (t.steps == 0) revert BadTerms("steps");
         if (t.fanout < 2) revert BadTerms("fanout");
         if (t.chunk == 0) revert BadTerms("chunk");
+        if (t.chunk > MAX_CHUNK) revert BadTerms("chunk above MAX_CHUNK: its moves would not fit a block");
         if (t.maxTrainers == 0) revert BadTerms("maxTrainers");
         if (t.stake == 0) revert BadTerms("stake");
         if (!(block.timestamp < t.joinBy && t.joinBy <= t.commitBy && t.commitBy < t.revealBy)) {

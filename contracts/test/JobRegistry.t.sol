@@ -248,6 +248,19 @@ contract JobRegistryTest is Test {
         _balanced();
     }
 
+    function test_a_chunk_above_max_chunk_is_refused() public {
+        JobRegistry.Terms memory t = _terms(1);
+        t.chunk = reg.MAX_CHUNK() + 1;
+        vm.prank(CLIENT);
+        vm.expectRevert(
+            abi.encodeWithSelector(JobRegistry.BadTerms.selector, "chunk above MAX_CHUNK: its moves would not fit a block")
+        );
+        reg.post{value: PAY}(t);
+        t.chunk = reg.MAX_CHUNK();
+        vm.prank(CLIENT);
+        reg.post{value: PAY}(t);
+    }
+
     function test_terms_below_the_floors_are_refused() public {
         JobRegistry.Terms memory t = _terms(2);
         t.clock = 599;

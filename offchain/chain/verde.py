@@ -448,6 +448,7 @@ class Verde:
 COMMITMENT_NAMES = ("specHash", "graphRoot", "initialClaim", "dataRoot", "stateMapRoot", "kernelRoot", "nodes",
                     "stateTensors", "steps", "fanout", "chunk")
 STATE_COUNT = COMMITMENT_NAMES.index("stateTensors")
+CHUNK = COMMITMENT_NAMES.index("chunk")
 SETTLED_AT = 9  # JobRegistry.Job: client, payment, status, accepted, terms, trainers, pot, restricted, requested, settledAt
 # the client's other terms, after the commitments (JobRegistry.Terms field indices)
 MAX_TRAINERS, STAKE, JOIN_BY, COMMIT_BY, REVEAL_BY, CLOCK = range(len(COMMITMENT_NAMES), len(COMMITMENT_NAMES) + 6)
