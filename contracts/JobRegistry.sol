@@ -21,7 +21,8 @@ import {Tensors} from "./lib/Tensors.sol";
 /// of the accepted state on chain (proven against the accepted claim), paying a bond per chunk
 /// that goes to the trainer for each chunk answered; any chunk left unanswered at its deadline
 /// gives the held amount (and the unanswered bonds) to the client. The client releases early
-/// once it has its model. §6.
+/// once it has its model. A spec hash whose claim was revealed in a job cannot be posted again
+/// (its result would be replayed, not computed). §6.
 /// @dev Invariant (tests/contracts, forge invariant test): this contract's balance ==
 /// escrow (payments and stakes of unsettled jobs) + totalOwed (sum of `owed`).
 contract JobRegistry {
@@ -149,6 +150,7 @@ contract JobRegistry {
     error BadRange(uint256 count, uint256 most);
     error WrongBond(uint256 sent, uint256 want);
     error MoreThanAsked(uint256 id, address trainer);
+    error SpecRevealedBefore(bytes32 specHash, uint256 earlierJob);
     error NoSuchTensor(uint256 tensor, uint256 count);
     error NoChallenge(uint256 id, address trainer);
     error AnswerLate(uint256 id, uint256 due);
@@ -177,6 +179,7 @@ contract JobRegistry {
     mapping(uint256 => mapping(address => bool)) public approved;
     mapping(uint256 => mapping(address => Hold)) public holds;
     mapping(uint256 => mapping(address => mapping(uint256 => Ask))) public asks;
+    mapping(bytes32 => uint256) public revealedIn; // spec hash -> the first job a claim of it was revealed in
     uint256 private locked = 1;
 
     constructor(
@@ -257,6 +260,8 @@ contract JobRegistry {
     }
 
     /// @notice Post a job with its payment (msg.value); any trainer may join.
+    /// @dev CAUTION: a spec hash already revealed in an earlier job is refused
+    /// (`SpecRevealedBefore`): that result is public, so a trainer could replay it unearned.
     function post(Terms calldata t) external payable returns (uint256) {
         return _post(t);
     }
@@ -278,6 +283,7 @@ contract JobRegistry {
         if (t.fanout < 2) revert BadTerms("fanout");
         if (t.chunk == 0) revert BadTerms("chunk");
         if (t.chunk > MAX_CHUNK) revert BadTerms("chunk above MAX_CHUNK: its moves would not fit a block");
+        if (revealedIn[t.specHash] != 0) revert SpecRevealedBefore(t.specHash, revealedIn[t.specHash]);
         if (t.maxTrainers == 0) revert BadTerms("maxTrainers");
         if (t.stake == 0) revert BadTerms("stake");
         if (!(block.timestamp < t.joinBy && t.joinBy <= t.commitBy && t.commitBy < t.revealBy)) {
@@ -344,6 +350,7 @@ contract JobRegistry {
         if (s.claim != bytes32(0)) revert AlreadyRevealed(msg.sender);
         if (sealOf(j.terms.specHash, msg.sender, claim, salt) != s.sealHash) revert SealMismatch(msg.sender);
         s.claim = claim;
+        if (revealedIn[j.terms.specHash] == 0) revealedIn[j.terms.specHash] = id; // no repost can replay it
         emit Revealed(id, msg.sender, claim);
     }
 

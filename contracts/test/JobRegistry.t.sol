@@ -250,6 +250,38 @@ contract JobRegistryTest is Test {
         _balanced();
     }
 
+    /// A claim revealed in one job is public: an identical job posted later would pay a trainer
+    /// that replays it without training (issue #42). Refused, naming the earlier job.
+    function test_a_spec_revealed_in_an_earlier_job_cannot_be_posted_again() public {
+        uint256 id = _post(1);
+        _enter(id, A, "r");
+        vm.warp(1250);
+        _reveal(id, A, "r");
+        vm.prank(CLIENT);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.SpecRevealedBefore.selector, SPEC, id));
+        reg.post{value: PAY}(_terms(1));
+        address[] memory only = new address[](1);
+        only[0] = B;
+        vm.prank(CLIENT);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.SpecRevealedBefore.selector, SPEC, id));
+        reg.postFor{value: PAY}(_terms(1), only);
+        JobRegistry.Terms memory t = _terms(1);
+        t.specHash = bytes32(uint256(0x5bed)); // another seed: another computation
+        vm.prank(CLIENT);
+        reg.post{value: PAY}(t);
+    }
+
+    /// A job that got no reveal (nobody joined, or nobody revealed) may be posted again.
+    function test_a_spec_never_revealed_may_be_posted_again() public {
+        uint256 id = _post(1);
+        _enter(id, A, "r"); // joins and commits, never reveals
+        vm.warp(1300);
+        reg.settle(id);
+        assertEq(reg.owed(CLIENT), PAY + STAKE, "refunded");
+        assertEq(reg.revealedIn(SPEC), 0, "nothing revealed");
+        _post(1);
+    }
+
     function test_a_chunk_above_max_chunk_is_refused() public {
         JobRegistry.Terms memory t = _terms(1);
         t.chunk = reg.MAX_CHUNK() + 1;

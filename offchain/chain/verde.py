@@ -21,6 +21,11 @@ class NotSettleableOnChain(ChainError):
     """The job's decomposition has an operand the on-chain referee cannot place."""
 
 
+class AlreadyComputed(ChainError):
+    """A claim of this job spec was revealed in an earlier job: a repost could be paid for a
+    replayed result (JobRegistry.SpecRevealedBefore)."""
+
+
 @dataclass(frozen=True)
 class Floors:
     """The least a job's terms may give a trainer, fixed in JobRegistry at deployment: a
@@ -179,6 +184,7 @@ class Verde:
              only: list[str] | None = None) -> int:
         """Post a job: its commitments come from the job alone (the referee's context).
         only: the addresses that may join (JobRegistry.postFor), or None for anyone."""
+        self.check_new(job)
         if ctx.kernel_graph.unsettled:
             j, op = ctx.kernel_graph.unsettled[0]
             raise NotSettleableOnChain(
@@ -193,6 +199,20 @@ class Verde:
         receipt = self.chain.transact(fn, sender=client, value=payment)
         ev = self.registry.events.JobPosted().process_receipt(receipt, errors=DISCARD)
         return ev[0]["args"]["id"]
+
+    def check_new(self, job):
+        """The registry refuses a spec whose claim was revealed in an earlier job: say so before
+        sending, with that job and what to do instead."""
+        earlier = self.chain.call(self.registry.functions.revealedIn(job.job_id))
+        if not earlier:
+            return
+        fetch = f"fetch job {earlier}'s result (verde fetch {earlier} JOB --from STORE)"
+        raise AlreadyComputed(
+            f"job {job.job_id.hex()[:16]}… was computed before on this registry: a result of it was revealed in job "
+            f"{earlier}, so it is public, and a trainer could be paid here for replaying it without training "
+            "(docs/PROTOCOL.md §6); the registry refuses to post it again",
+            f"{fetch}: an inference job on the same program and inputs is the same computation" if job.spec.inference
+            else f"{fetch}, or change data.seed in the job file so that the batches, and the result, differ")
 
     def _check_floors(self, join_s, commit_s, reveal_s, clock_s):
         """The registry would revert with BelowFloor; say it before sending, in seconds."""

@@ -21,6 +21,8 @@ def cmd_post(args) -> int:
                           "block is that old: an idle node that mines only on transactions); the deadlines count "
                           "from the chain's clock and pass unseen while it stands still\n"
                           "  Fix: run the node with a block time (`verde node --block-time 2`, the default)")
+        v.check_new(job)  # a spec already computed here is refused (a replayed result could be paid)
+        _check_not_open(v, job)
         step(f"committing to job {job.job_id.hex()[:16]}… (graph, data, kernel structures: one traced step)")
         jid = v.post(job, Context(job), args.payment, args.stake, max_trainers=args.max_trainers,
                      join_s=args.join_s, commit_s=args.join_s + args.train_s,
@@ -29,6 +31,18 @@ def cmd_post(args) -> int:
         who = f"; only {', '.join(args.only)} may join" if args.only else ""
         console.print(f"posted job {jid} (payment {args.payment / 1e18} ETH, stake {args.stake / 1e18} ETH{who})")
     return 0
+
+
+def _check_not_open(v, job):
+    """A second posting of a job that is still open would take its result from the first as
+    soon as that one is revealed (a replay the registry cannot see yet): refuse it here."""
+    for e in v.registry.events.JobPosted().get_logs(from_block=v.from_block):
+        if bytes(e["args"]["specHash"]) == job.job_id and STATUS[v.status(e["args"]["id"])[2]] != "settled":
+            jid = e["args"]["id"]
+            raise ChainError(f"job {job.job_id.hex()[:16]}… is already posted and not settled (job {jid}): once a "
+                             f"result is revealed there, a trainer of this posting could replay it without training "
+                             "(docs/PROTOCOL.md §6)", f"wait for job {jid} and fetch its result, or change data.seed "
+                             "in the job file so that the batches, and the result, differ")
 
 
 def cmd_status(args) -> int:
