@@ -21,9 +21,12 @@ import {Tensors} from "./lib/Tensors.sol";
 /// accepted trainers' stakes and pays them for the s steps done (payment · s / steps, and the
 /// pot), the rest of the payment back to the client; there is no model to deliver.
 /// Delivery (a deployment with a delivery window): an accepted trainer's stake and share are
-/// held for the window after settlement; the client may challenge it to put one chunk of the
-/// accepted state on chain (proven against the accepted claim) before a deadline, or the held
-/// amount is the client's. The client releases early once it has its model. §6.
+/// held for the window after settlement; the client may challenge it to put ranges of chunks
+/// of the accepted state on chain (proven against the accepted claim), paying a bond per chunk
+/// that goes to the trainer for each chunk answered; any chunk left unanswered at its deadline
+/// gives the held amount (and the unanswered bonds) to the client. The client releases early
+/// once it has its model. A spec hash whose claim was revealed in a job cannot be posted again
+/// (its result would be replayed, not computed). §6.
 /// @dev Invariant (tests/contracts, forge invariant test): this contract's balance ==
 /// escrow (payments and stakes of unsettled jobs) + totalOwed (sum of `owed`).
 contract JobRegistry {
@@ -67,23 +70,34 @@ contract JobRegistry {
         uint64 settledAt;
     }
 
-    /// @dev An accepted trainer's stake and share while its delivery may be challenged; one slot.
+    /// @dev An accepted trainer's stake and share while its delivery may be challenged, and
+    /// where its answers stand; one slot. Challenges are answered in the order asked.
     struct Hold {
         uint128 amount;
-        uint64 due; // the open challenge's deadline; 0: none open
-        uint16 tensor; // the open challenge: state tensor index and chunk index
-        uint32 chunk;
-        uint8 asked; // challenges so far (at most MAX_CHALLENGES)
+        uint32 asked; // challenges so far: asks[id][trainer][0 .. asked)
+        uint32 answered; // challenges answered in full: the next to answer is asks[..][answered]
+        uint32 done; // chunks of that one answered so far
+        uint32 pending; // chunks asked and not answered, over every challenge: their bonds are held
     }
 
-    /// @dev A chunk of the accepted final state, proven: C_T = H(0x06 || S_T || R_T), the
-    /// tensor's commitment is leaf `tensor` of S_T, the chunk opens that commitment.
+    /// @dev One challenge: chunks first .. first + count - 1 of state tensor `tensor`, all due by
+    /// `due`; one slot.
+    struct Ask {
+        uint16 tensor;
+        uint32 first;
+        uint32 count;
+        uint64 due;
+    }
+
+    /// @dev Consecutive chunks of one state tensor of the accepted final state, proven:
+    /// C_T = H(0x06 || S_T || R_T), the tensor's commitment is its leaf of S_T, each chunk opens
+    /// that commitment.
     struct Delivered {
         bytes32 stateRoot;
         bytes32 traceRoot;
         bytes32 commitment;
         bytes32[] stateProof;
-        Tensors.ElementProof chunk;
+        Tensors.ElementProof[] chunks;
     }
 
     struct Seat {
@@ -105,7 +119,9 @@ contract JobRegistry {
     event Forfeited(uint256 indexed id, address indexed trainer, uint256 stake, string why);
     event Settled(uint256 indexed id, bytes32 accepted, uint256 paidTrainers);
     event Held(uint256 indexed id, address indexed trainer, uint256 amount, uint256 until);
-    event DeliveryChallenged(uint256 indexed id, address indexed trainer, uint256 tensor, uint256 chunk, uint256 due);
+    event DeliveryChallenged(
+        uint256 indexed id, address indexed trainer, uint256 tensor, uint256 first, uint256 count, uint256 due
+    );
     event DeliveryAnswered(uint256 indexed id, address indexed trainer, uint256 tensor, uint256 chunk, bytes data);
     event Released(uint256 indexed id, address indexed trainer, uint256 amount);
     event Withdrawn(address indexed to, uint256 amount);
@@ -137,20 +153,29 @@ contract JobRegistry {
     error NothingHeld(uint256 id, address trainer);
     error ChallengeClosed(uint256 id, uint256 closedAt);
     error ChallengeOpen(uint256 id, address trainer, uint256 due);
-    error TooManyChallenges(uint256 id, address trainer);
+    error BadRange(uint256 count, uint256 most);
+    error WrongBond(uint256 sent, uint256 want);
+    error MoreThanAsked(uint256 id, address trainer);
+    error SpecRevealedBefore(bytes32 specHash, uint256 earlierJob);
     error NoSuchTensor(uint256 tensor, uint256 count);
     error NoChallenge(uint256 id, address trainer);
     error AnswerLate(uint256 id, uint256 due);
     error NotTheResult(string what);
 
-    uint8 public constant MAX_CHALLENGES = 8; // per trainer and job: the chain is the last resort, not the channel
+    /// @notice The largest chunk a job may have, in elements: every move that carries chunk bytes
+    /// (at most 4 chunks of 8-byte elements) stays under 100 KB of calldata and 10 M gas
+    /// (geth's 128 KB transaction limit, EIP-7825's 2^24 gas cap). docs/PROTOCOL.md §3.
+    uint32 public constant MAX_CHUNK = 2048;
+    /// @notice The most chunks one challenge asks for: each challenge gets its own answer window.
+    uint32 public constant MAX_RANGE = 64;
 
     address public immutable game;
     uint64 public immutable minClock; // seconds per party per match
     uint64 public immutable minCommitWindow; // commitBy - joinBy: the latest joiner's time to train
     uint64 public immutable minRevealWindow; // revealBy - commitBy
     uint64 public immutable deliveryWindow; // after settlement: the client may challenge delivery (0: paid at once)
-    uint64 public immutable answerWindow; // a challenged trainer's time to put the chunk on chain
+    uint64 public immutable answerWindow; // a challenged trainer's time to put one challenge's chunks on chain
+    uint256 public immutable bond; // wei per challenged chunk, paid with the challenge: covers an answer's gas
     uint256 public nextId = 1;
     uint256 public escrow;
     uint256 public totalOwed;
@@ -161,6 +186,8 @@ contract JobRegistry {
     mapping(uint256 => mapping(address => Hold)) public holds;
     /// @notice A trainer's revealed fault claim: the step that faulted, plus one (0: a result claim).
     mapping(uint256 => mapping(address => uint32)) public faultAt;
+    mapping(uint256 => mapping(address => mapping(uint256 => Ask))) public asks;
+    mapping(bytes32 => uint256) public revealedIn; // spec hash -> the first job a claim of it was revealed in
     uint256 private locked = 1;
 
     constructor(
@@ -169,11 +196,12 @@ contract JobRegistry {
         uint64 minCommitWindow_,
         uint64 minRevealWindow_,
         uint64 deliveryWindow_,
-        uint64 answerWindow_
+        uint64 answerWindow_,
+        uint256 bond_
     ) {
         game = game_;
         (minClock, minCommitWindow, minRevealWindow) = (minClock_, minCommitWindow_, minRevealWindow_);
-        (deliveryWindow, answerWindow) = (deliveryWindow_, answerWindow_);
+        (deliveryWindow, answerWindow, bond) = (deliveryWindow_, answerWindow_, bond_);
     }
 
     modifier nonReentrant() {
@@ -240,6 +268,8 @@ contract JobRegistry {
     }
 
     /// @notice Post a job with its payment (msg.value); any trainer may join.
+    /// @dev CAUTION: a spec hash already revealed in an earlier job is refused
+    /// (`SpecRevealedBefore`): that result is public, so a trainer could replay it unearned.
     function post(Terms calldata t) external payable returns (uint256) {
         return _post(t);
     }
@@ -260,6 +290,8 @@ contract JobRegistry {
         if (t.steps == 0) revert BadTerms("steps");
         if (t.fanout < 2) revert BadTerms("fanout");
         if (t.chunk == 0) revert BadTerms("chunk");
+        if (t.chunk > MAX_CHUNK) revert BadTerms("chunk above MAX_CHUNK: its moves would not fit a block");
+        if (revealedIn[t.specHash] != 0) revert SpecRevealedBefore(t.specHash, revealedIn[t.specHash]);
         if (t.maxTrainers == 0) revert BadTerms("maxTrainers");
         if (t.stake == 0) revert BadTerms("stake");
         if (!(block.timestamp < t.joinBy && t.joinBy <= t.commitBy && t.commitBy < t.revealBy)) {
@@ -340,6 +372,7 @@ contract JobRegistry {
         if (s.claim != bytes32(0)) revert AlreadyRevealed(msg.sender);
         if (sealOf(j.terms.specHash, msg.sender, claim, salt) != s.sealHash) revert SealMismatch(msg.sender);
         s.claim = claim;
+        if (revealedIn[j.terms.specHash] == 0) revealedIn[j.terms.specHash] = id; // no repost can replay it
         emit Revealed(id, msg.sender, claim);
     }
 
@@ -440,54 +473,86 @@ contract JobRegistry {
         if (h.amount == 0) revert NothingHeld(id, trainer);
     }
 
-    /// @notice The client asks an accepted trainer to put chunk `chunk` of state tensor `tensor`
-    /// (state order, docs/PROTOCOL.md §5) of the accepted result on chain within `answerWindow`
-    /// (one open challenge per trainer, at most MAX_CHALLENGES, only inside the delivery window).
-    function challenge(uint256 id, address trainer, uint16 tensor, uint32 chunk) external {
+    /// @notice The client asks an accepted trainer to put chunks `first` .. `first + count - 1`
+    /// of state tensor `tensor` (state order, docs/PROTOCOL.md §5) of the accepted result on chain,
+    /// paying `bond` per chunk (to the trainer for each chunk it answers, back to the client for
+    /// each one left unanswered). Only inside the delivery window; any number of challenges of
+    /// at most MAX_RANGE chunks, answered in order, each due `answerWindow` after the one before
+    /// (or after now): the trainer always has a window per challenge.
+    function challenge(uint256 id, address trainer, uint16 tensor, uint32 first, uint32 count) external payable {
         (Job storage j, Hold storage h) = _held(id, trainer);
         if (msg.sender != j.client) revert NotClient(msg.sender);
         if (block.timestamp >= _windowEnd(j)) revert ChallengeClosed(id, _windowEnd(j));
-        if (h.due != 0) revert ChallengeOpen(id, trainer, h.due);
-        if (h.asked >= MAX_CHALLENGES) revert TooManyChallenges(id, trainer);
         if (tensor >= j.terms.stateCount) revert NoSuchTensor(tensor, j.terms.stateCount);
-        (h.due, h.tensor, h.chunk) = (uint64(block.timestamp + answerWindow), tensor, chunk);
+        if (count == 0 || count > MAX_RANGE) revert BadRange(count, MAX_RANGE);
+        if (msg.value != count * bond) revert WrongBond(msg.value, count * bond);
+        uint256 from = block.timestamp;
+        if (h.asked > h.answered) {
+            uint256 last = asks[id][trainer][h.asked - 1].due;
+            if (last > from) from = last;
+        }
+        uint64 due = uint64(from + answerWindow);
+        asks[id][trainer][h.asked] = Ask(tensor, first, count, due);
         ++h.asked;
-        emit DeliveryChallenged(id, trainer, tensor, chunk, h.due);
+        h.pending += count;
+        escrow += msg.value;
+        emit DeliveryChallenged(id, trainer, tensor, first, count, due);
     }
 
-    /// @notice Answer a challenge with the chunk and its proofs; anyone holding the accepted
-    /// result may. A chunk index past the tensor's end is answered by any chunk of it (its
-    /// proven shape shows that the asked one does not exist).
+    /// @notice Answer the oldest open challenge with its next chunks, in order (as many per
+    /// transaction as fit: each at most MAX_CHUNK elements); anyone holding the accepted result
+    /// may. Each chunk answered pays its bond to the trainer. A chunk index past the tensor's
+    /// end is answered, with every later one of the challenge, by any chunk of it (its proven
+    /// shape shows that they do not exist).
     function answer(uint256 id, address trainer, Delivered calldata d) external {
         (Job storage j, Hold storage h) = _held(id, trainer);
-        if (h.due == 0) revert NoChallenge(id, trainer);
-        if (block.timestamp >= h.due) revert AnswerLate(id, h.due);
+        if (h.answered == h.asked) revert NoChallenge(id, trainer);
+        Ask memory a = asks[id][trainer][h.answered];
+        if (block.timestamp >= a.due) revert AnswerLate(id, a.due);
         if (sha256(abi.encodePacked(bytes1(0x06), d.stateRoot, d.traceRoot)) != j.accepted) {
             revert NotTheResult("H(0x06 || S || R) is not the accepted claim");
         }
         bytes32 lf = Merkle.leaf(abi.encodePacked(d.commitment));
-        if (!Merkle.verify(d.stateRoot, j.terms.stateCount, h.tensor, lf, d.stateProof)) {
+        if (!Merkle.verify(d.stateRoot, j.terms.stateCount, a.tensor, lf, d.stateProof)) {
             revert NotTheResult("the commitment is not the tensor's leaf of S");
         }
-        Tensors.ElementProof calldata p = d.chunk;
-        if (p.chunk != j.terms.chunk) revert NotTheResult("chunk size");
-        uint256 nchunks = (Tensors.numel(p.shape) + p.chunk - 1) / p.chunk;
-        if (p.index / p.chunk != h.chunk && h.chunk < nchunks) revert NotTheResult("not the chunk asked");
-        if (!Tensors.verify(d.commitment, p)) revert NotTheResult("the chunk does not open the commitment");
-        h.due = 0;
-        emit DeliveryAnswered(id, trainer, h.tensor, h.chunk, p.chunkBytes);
+        uint256 c = j.terms.chunk;
+        uint256 done = h.done;
+        for (uint256 i; i < d.chunks.length; ++i) {
+            if (done == a.count) revert MoreThanAsked(id, trainer);
+            Tensors.ElementProof calldata p = d.chunks[i];
+            if (p.chunk != c) revert NotTheResult("chunk size");
+            uint256 want = a.first + done;
+            bool exists = want < (Tensors.numel(p.shape) + c - 1) / c;
+            if (exists && p.index / c != want) revert NotTheResult("not the chunk asked");
+            if (!Tensors.verify(d.commitment, p)) revert NotTheResult("the chunk does not open the commitment");
+            if (!exists) {
+                done = a.count; // the proven shape: no chunk from `want` on exists
+                break;
+            }
+            ++done;
+            emit DeliveryAnswered(id, trainer, a.tensor, want, p.chunkBytes);
+        }
+        uint256 paid = done - h.done;
+        h.pending -= uint32(paid);
+        if (done == a.count) (h.answered, h.done) = (h.answered + 1, 0);
+        else h.done = uint32(done);
+        _credit(trainer, paid * bond);
     }
 
     /// @notice End a hold (anyone): a challenge left unanswered past its deadline gives the
-    /// held amount to the client; otherwise, once the delivery window is over, or at once when
-    /// the client calls it (it has its model), the trainer is paid.
+    /// held amount and the bonds of every unanswered chunk to the client; otherwise, once the
+    /// delivery window is over, or at once when the client calls it (it has its model), the
+    /// trainer is paid. Not while a challenge is open and not yet due.
     function close(uint256 id, address trainer) external {
         (Job storage j, Hold storage h) = _held(id, trainer);
         uint256 amount = h.amount;
-        if (h.due != 0) {
-            if (block.timestamp < h.due) revert ChallengeOpen(id, trainer, h.due);
-            h.amount = 0;
-            _credit(j.client, amount);
+        if (h.answered < h.asked) {
+            uint256 due = asks[id][trainer][h.answered].due;
+            if (block.timestamp < due) revert ChallengeOpen(id, trainer, due);
+            uint256 back = uint256(h.pending) * bond;
+            (h.amount, h.pending) = (0, 0);
+            _credit(j.client, amount + back);
             emit Forfeited(id, trainer, amount, "did not deliver");
             return;
         }

@@ -180,15 +180,16 @@ def test_random_schedules_of_adversaries_never_cost_the_honest_agent(world, tmp_
 
 
 def test_a_trainer_that_withholds_the_result_pays_the_client_and_the_honest_one_is_paid(world, tmp_path):
-    """Both accepted, both challenged: the honest agent answers on chain (its chunk is the
-    accepted result's) and is paid its stake and share; the withholder's held stake and share
-    go to the client."""
+    """Both accepted, both challenged for one chunk: the honest agent answers on chain (its chunk
+    is the accepted result's) and is paid its stake, share and the chunk's bond; the
+    withholder's held stake and share, and its unanswered bond, go to the client."""
+    bond = Delivery().bond_wei
     run = Run(world, tmp_path, [H(), A.Withholder()], random.Random(3), delivery=Delivery(1800, 300), challenge=True)
     run.play()
-    assert run.v.owed(run.client.address) == STAKE + PAY // 2  # the withholder's, before check() withdraws it
+    assert run.v.owed(run.client.address) == STAKE + PAY // 2 + bond  # the withholder's, before check() withdraws it
     got = run.check()
     honest, withholder = (a.me.address for a in run.agents)
-    assert got == {honest: STAKE + PAY // 2}, got  # the agents' withdrawals: the withholder took nothing
+    assert got == {honest: STAKE + PAY // 2 + bond}, got  # the agents' withdrawals: the withholder took nothing
     answered = run.v.registry.events.DeliveryAnswered().get_logs(from_block=run.v.from_block)
     assert [e["args"]["trainer"] for e in answered] == [honest]
     assert not (tmp_path / "1-withholder" / "published").exists() and (tmp_path / "0-honest" / "published").exists()
@@ -456,4 +457,6 @@ def test_verde_challenge_and_release_from_the_command_line(world, tmp_path):
     chain.advance(301)
     rc, out = verde("release", str(run.jid))
     assert rc == 0 and "to the client: it did not answer" in out, out
-    assert run.v.owed(run.client.address) == run.v.owed(honest) == STAKE + PAY // 2 and not run.v.owed(withholder)
+    bond = Delivery().bond_wei  # one chunk each: the honest one's answered, the withholder's back to the client
+    assert run.v.owed(run.client.address) == run.v.owed(honest) == STAKE + PAY // 2 + bond
+    assert not run.v.owed(withholder)

@@ -3,6 +3,8 @@ pragma solidity ^0.8.24;
 
 import {Test} from "./Cheats.sol";
 import {JobRegistry} from "../JobRegistry.sol";
+import {Merkle} from "../lib/Merkle.sol";
+import {Tensors} from "../lib/Tensors.sol";
 
 /// @dev A trainer that tries to re-enter withdraw() from its receive().
 contract Reenterer {
@@ -44,7 +46,7 @@ contract JobRegistryTest is Test {
     bytes32 internal constant SPEC = bytes32(uint256(0x5bec));
 
     function setUp() public {
-        reg = new JobRegistry(GAME, 600, 100, 100, 0, 0);
+        reg = new JobRegistry(GAME, 600, 100, 100, 0, 0, 0);
         vm.warp(1000);
         vm.deal(CLIENT, 100 ether);
         vm.deal(A, 10 ether);
@@ -248,6 +250,51 @@ contract JobRegistryTest is Test {
         _balanced();
     }
 
+    /// A claim revealed in one job is public: an identical job posted later would pay a trainer
+    /// that replays it without training (issue #42). Refused, naming the earlier job.
+    function test_a_spec_revealed_in_an_earlier_job_cannot_be_posted_again() public {
+        uint256 id = _post(1);
+        _enter(id, A, "r");
+        vm.warp(1250);
+        _reveal(id, A, "r");
+        vm.prank(CLIENT);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.SpecRevealedBefore.selector, SPEC, id));
+        reg.post{value: PAY}(_terms(1));
+        address[] memory only = new address[](1);
+        only[0] = B;
+        vm.prank(CLIENT);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.SpecRevealedBefore.selector, SPEC, id));
+        reg.postFor{value: PAY}(_terms(1), only);
+        JobRegistry.Terms memory t = _terms(1);
+        t.specHash = bytes32(uint256(0x5bed)); // another seed: another computation
+        vm.prank(CLIENT);
+        reg.post{value: PAY}(t);
+    }
+
+    /// A job that got no reveal (nobody joined, or nobody revealed) may be posted again.
+    function test_a_spec_never_revealed_may_be_posted_again() public {
+        uint256 id = _post(1);
+        _enter(id, A, "r"); // joins and commits, never reveals
+        vm.warp(1300);
+        reg.settle(id);
+        assertEq(reg.owed(CLIENT), PAY + STAKE, "refunded");
+        assertEq(reg.revealedIn(SPEC), 0, "nothing revealed");
+        _post(1);
+    }
+
+    function test_a_chunk_above_max_chunk_is_refused() public {
+        JobRegistry.Terms memory t = _terms(1);
+        t.chunk = reg.MAX_CHUNK() + 1;
+        vm.prank(CLIENT);
+        vm.expectRevert(
+            abi.encodeWithSelector(JobRegistry.BadTerms.selector, "chunk above MAX_CHUNK: its moves would not fit a block")
+        );
+        reg.post{value: PAY}(t);
+        t.chunk = reg.MAX_CHUNK();
+        vm.prank(CLIENT);
+        reg.post{value: PAY}(t);
+    }
+
     function test_terms_below_the_floors_are_refused() public {
         JobRegistry.Terms memory t = _terms(2);
         t.clock = 599;
@@ -320,7 +367,7 @@ contract JobRegistryTest is Test {
     /// A's and B's stakes and pays them C's stake and the pay for 10 steps; the client gets the
     /// pay for the other 30 back; nothing is held (a registry with a delivery window).
     function test_an_accepted_fault_claim_pays_for_the_steps_done_and_refunds_the_rest() public {
-        reg = new JobRegistry(GAME, 600, 100, 100, 500, 100);
+        reg = new JobRegistry(GAME, 600, 100, 100, 500, 100, 0.01 ether);
         bytes32 f = _faultClaim(10, "trace");
         uint256 id = _post(3);
         _enter(id, A, f);
@@ -405,84 +452,267 @@ contract JobRegistryTest is Test {
     }
 }
 
+/// @dev The accepted result of the delivery tests: one state tensor, float32 [2K] in K chunks of 2.
+abstract contract TinyResult {
+    uint256 internal constant K = 16;
+    uint256 internal constant DEPTH = 4;
+    bytes32 internal constant TRACE = bytes32(uint256(0x7ace));
+
+    function _chunkBytes(uint256 k) internal pure returns (bytes memory) {
+        return abi.encodePacked(uint64(k + 1)); // two float32 words
+    }
+
+    function _leaves() internal pure returns (bytes32[] memory l) {
+        l = new bytes32[](K);
+        for (uint256 k; k < K; ++k) l[k] = Merkle.leaf(_chunkBytes(k));
+    }
+
+    /// @dev The siblings of leaf k from the bottom up, and the top, of a tree of K leaves.
+    function _path(uint256 k) internal pure returns (bytes32[] memory p, bytes32 top) {
+        bytes32[] memory level = _leaves();
+        p = new bytes32[](DEPTH);
+        for (uint256 d; d < DEPTH; ++d) {
+            p[d] = level[k ^ 1];
+            bytes32[] memory up = new bytes32[](level.length / 2);
+            for (uint256 i; i < up.length; ++i) up[i] = Merkle.inner(level[2 * i], level[2 * i + 1]);
+            (level, k) = (up, k >> 1);
+        }
+        top = level[0];
+    }
+
+    function _commitment() internal pure returns (bytes32) {
+        (, bytes32 top) = _path(0);
+        return sha256(abi.encodePacked(bytes1(0x03), uint8(1), uint8(1), uint64(2 * K), Merkle.seal(K, top)));
+    }
+
+    function _stateRoot() internal pure returns (bytes32) {
+        return Merkle.seal(1, Merkle.leaf(abi.encodePacked(_commitment())));
+    }
+
+    function _claim() internal pure returns (bytes32) {
+        return sha256(abi.encodePacked(bytes1(0x06), _stateRoot(), TRACE));
+    }
+
+    /// @dev Chunks first .. first + count - 1 (a chunk past the end: the last one), proven.
+    function _delivered(uint256 first, uint256 count) internal pure returns (JobRegistry.Delivered memory d) {
+        (d.stateRoot, d.traceRoot, d.commitment) = (_stateRoot(), TRACE, _commitment());
+        d.chunks = new Tensors.ElementProof[](count);
+        uint64[] memory shape = new uint64[](1);
+        shape[0] = uint64(2 * K);
+        for (uint256 i; i < count; ++i) {
+            uint256 k = first + i < K ? first + i : K - 1;
+            (bytes32[] memory p,) = _path(k);
+            d.chunks[i] = Tensors.ElementProof(1, shape, 2, 2 * k, _chunkBytes(k), p);
+        }
+    }
+
+    function _tinyTerms(bytes32 spec, uint256 start) internal pure returns (JobRegistry.Terms memory) {
+        return JobRegistry.Terms(spec, 0, 0, 0, 0, 0, 5, 1, 10, 2, 2, 3, 1 ether, uint64(start + 10),
+            uint64(start + 20), uint64(start + 30), 60);
+    }
+}
+
+/// @dev The client's remedy (issue #42): bonds per challenged chunk, answers in order, and a
+/// withholder that answers part of what was asked loses its hold.
+contract DeliveryTest is Test, TinyResult {
+    JobRegistry internal reg;
+    address internal constant CLIENT = address(0xC11E);
+    address internal constant A = address(0xA11CE);
+    address internal constant B = address(0xB0B);
+    uint256 internal constant PAY = 3 ether;
+    uint256 internal constant BOND = 0.01 ether;
+    uint256 internal constant SHARE = 1 ether + PAY / 2;
+    uint256 internal id;
+
+    function setUp() public {
+        reg = new JobRegistry(address(0x6A3E), 60, 10, 10, 1000, 100, BOND); // held 1000 s, 100 s per challenge
+        vm.warp(1000);
+        vm.deal(CLIENT, 100 ether);
+        vm.prank(CLIENT);
+        id = reg.post{value: PAY}(_tinyTerms("tiny", block.timestamp));
+        address[2] memory who = [A, B];
+        for (uint256 i; i < 2; ++i) {
+            vm.deal(who[i], 1 ether);
+            vm.prank(who[i]);
+            reg.join{value: 1 ether}(id);
+            bytes32 s = reg.sealOf("tiny", who[i], _claim(), "s");
+            vm.prank(who[i]);
+            reg.commit(id, s);
+        }
+        vm.warp(1025);
+        bytes32 claim = _claim(); // (sha256 is a call: made before the prank)
+        for (uint256 i; i < 2; ++i) {
+            vm.prank(who[i]);
+            reg.reveal(id, claim, "s");
+        }
+        vm.warp(1030);
+        reg.settle(id);
+    }
+
+    function _challenge(address t, uint32 first, uint32 count) internal {
+        vm.prank(CLIENT);
+        reg.challenge{value: count * BOND}(id, t, 0, first, count);
+    }
+
+    function _balanced() internal view {
+        assertEq(address(reg).balance, reg.escrow() + reg.totalOwed(), "balance == escrow + owed");
+    }
+
+    function test_a_withholder_that_answers_eight_of_sixteen_chunks_loses_its_hold() public {
+        _challenge(B, 0, 16); // the client verified nothing it got: it asks for every chunk
+        reg.answer(id, B, _delivered(0, 4));
+        reg.answer(id, B, _delivered(4, 4)); // 8 answered; it withholds the rest
+        (,, uint32 answered, uint32 done, uint32 pending) = reg.holds(id, B);
+        assertEq(answered * 100 + done * 10 + pending, 88, "0 answered in full, 8 done, 8 pending");
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.ChallengeOpen.selector, id, B, 1130));
+        reg.close(id, B);
+        vm.warp(1130);
+        JobRegistry.Delivered memory rest = _delivered(8, 8);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.AnswerLate.selector, id, 1130));
+        reg.answer(id, B, rest);
+        vm.warp(3000); // the window's end pays nobody while a chunk is unanswered
+        reg.close(id, B);
+        assertEq(reg.owed(B), 8 * BOND, "the withholder keeps only the bonds of what it answered");
+        assertEq(reg.owed(CLIENT), SHARE + 8 * BOND, "the client: its hold and the unanswered bonds");
+        vm.prank(A);
+        reg.close(id, A);
+        assertEq(reg.owed(A), SHARE, "the other accepted trainer is paid");
+        _balanced();
+    }
+
+    function test_bonds_pay_the_answers_and_challenges_queue_in_order() public {
+        vm.prank(CLIENT);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.WrongBond.selector, BOND, 2 * BOND));
+        reg.challenge{value: BOND}(id, A, 0, 0, 2);
+        vm.prank(CLIENT);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.BadRange.selector, 65, 64));
+        reg.challenge{value: 65 * BOND}(id, A, 0, 0, 65);
+        vm.deal(A, BOND);
+        vm.prank(A);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.NotClient.selector, A));
+        reg.challenge{value: BOND}(id, A, 0, 0, 1);
+        _challenge(A, 3, 2);
+        _challenge(A, 14, 5); // 14, 15 and three past the end
+        (,,, uint64 due) = reg.asks(id, A, 1);
+        assertEq(due, 1230, "each challenge is due an answer window after the one before");
+        JobRegistry.Delivered memory d = _delivered(4, 1); // (built before expectRevert: sha256 is a call)
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.NotTheResult.selector, "not the chunk asked"));
+        reg.answer(id, A, d); // in order
+        d = _delivered(3, 3);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.MoreThanAsked.selector, id, A));
+        reg.answer(id, A, d);
+        reg.answer(id, A, _delivered(3, 2));
+        assertEq(reg.owed(A), 2 * BOND, "a bond per answered chunk");
+        vm.warp(1150); // past the first deadline, inside the second
+        reg.answer(id, A, _delivered(14, 3)); // 14, 15, then the last chunk: nothing past it exists
+        assertEq(reg.owed(A), 7 * BOND, "every bond");
+        d = _delivered(0, 1);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.NoChallenge.selector, id, A));
+        reg.answer(id, A, d);
+        vm.prank(CLIENT);
+        reg.close(id, A); // the client has its model
+        assertEq(reg.owed(A), SHARE + 7 * BOND, "hold and bonds");
+        _balanced();
+    }
+}
+
 /// @dev Random sequences of every action; the registry's books always balance.
-contract RegistryHandler {
+contract RegistryHandler is TinyResult {
     JobRegistry public reg;
     address internal constant GAME = address(0x6A3E);
     address[3] internal actors = [address(0xA1), address(0xA2), address(0xA3)];
     Vm2 internal constant vm = Vm2(address(uint160(uint256(keccak256("hevm cheat code")))));
     uint256 internal job;
+    bytes32 internal spec;
+    uint256 internal clock = 1000; // the fuzzer's calls do not keep a warp: each action sets it again
 
     constructor(JobRegistry r) {
         reg = r;
     }
 
-    function post(uint256 pay) external {
-        pay = 1 + pay % 10 ether;
-        vm.deal(address(this), pay);
-        JobRegistry.Terms memory t = JobRegistry.Terms(bytes32(uint256(7)), 0, 0, 0, 0, 0, 5, 3, 10, 2, 64, 3, 1 ether,
-            uint64(block.timestamp + 10), uint64(block.timestamp + 20), uint64(block.timestamp + 30), 60);
-        job = reg.post{value: pay}(t);
+    modifier timed() {
+        vm.warp(clock);
+        _;
     }
 
-    function join(uint256 who, uint256 claim) external {
+    /// @dev The tiny result (answers verify), another result, or a fault at step 3 of the 10.
+    function _claimOf(uint256 claim) internal pure returns (bytes32) {
+        if (claim % 3 == 0) return _claim();
+        if (claim % 3 == 1) return bytes32(uint256(2));
+        return sha256(abi.encodePacked(bytes1(0x06), sha256(abi.encodePacked(bytes1(0x0a), uint32(3))), bytes32("t")));
+    }
+
+    function post(uint256 pay) external timed {
+        pay = 1 + pay % 10 ether;
+        vm.deal(address(this), pay);
+        spec = keccak256(abi.encode(spec)); // a fresh spec: a revealed one cannot be posted again
+        job = reg.post{value: pay}(_tinyTerms(spec, block.timestamp));
+    }
+
+    function join(uint256 who, uint256 claim) external timed {
         address a = actors[who % 3];
         vm.deal(a, 1 ether);
         vm.prank(a);
         try reg.join{value: 1 ether}(job) {} catch {}
-        bytes32 s = reg.sealOf(bytes32(uint256(7)), a, _claim(claim), "s");
+        bytes32 s = reg.sealOf(spec, a, _claimOf(claim), "s");
         vm.prank(a);
         try reg.commit(job, s) {} catch {}
     }
 
-    /// @dev Two results, or a fault at step 3 of the 10 (revealed with revealFault).
-    function _claim(uint256 c) internal pure returns (bytes32) {
-        if (c % 3 < 2) return bytes32(1 + c % 3);
-        return sha256(abi.encodePacked(bytes1(0x06), sha256(abi.encodePacked(bytes1(0x0a), uint32(3))), bytes32("t")));
-    }
-
-    function reveal(uint256 who, uint256 claim) external {
+    function reveal(uint256 who, uint256 claim) external timed {
+        bytes32 c = _claimOf(claim); // (sha256 is a call: made before the prank)
         vm.prank(actors[who % 3]);
         if (claim % 3 < 2) {
-            try reg.reveal(job, _claim(claim), "s") {} catch {}
+            try reg.reveal(job, c, "s") {} catch {}
         } else {
-            try reg.revealFault(job, 3, "t", "s") {} catch {}
+            try reg.revealFault(job, 3, "t", "s") {} catch {} // the fault claim of _claimOf
         }
     }
 
-    function unsettleable(uint256 a, uint256 b) external {
+    function unsettleable(uint256 a, uint256 b) external timed {
         vm.prank(GAME);
         try reg.unsettleable(job, actors[a % 3], actors[b % 3]) {} catch {}
     }
 
     function wait(uint256 dt) external {
-        vm.warp(block.timestamp + dt % 15);
+        clock += dt % 15;
     }
 
-    function settle() external {
+    function settle() external timed {
         try reg.settle(job) {} catch {}
     }
 
-    function challenge(uint256 who, uint16 tensor) external {
-        try reg.challenge(job, actors[who % 3], tensor % 6, 0) {} catch {} // as the client (this handler posts)
+    function challenge(uint256 who, uint32 first, uint32 count) external timed {
+        (first, count) = (first % 20, 1 + count % 8);
+        vm.deal(address(this), address(this).balance + count * reg.bond());
+        // as the client (this handler posts); a bond per chunk
+        try reg.challenge{value: count * reg.bond()}(job, actors[who % 3], 0, first, count) {} catch {}
     }
 
-    function close(uint256 who, bool asClient) external {
+    function answer(uint256 who, uint256 n) external timed {
+        address t = actors[who % 3];
+        (, uint32 asked, uint32 answered, uint32 done,) = reg.holds(job, t);
+        if (answered == asked) return;
+        (, uint32 first,,) = reg.asks(job, t, answered);
+        try reg.answer(job, t, _delivered(first + done, 1 + n % 4)) {} catch {}
+    }
+
+    function close(uint256 who, bool asClient) external timed {
         if (!asClient) vm.prank(actors[(who + 1) % 3]);
         try reg.close(job, actors[who % 3]) {} catch {}
     }
 
-    function decide(uint256 w, uint256 l) external {
+    function decide(uint256 w, uint256 l) external timed {
         vm.prank(GAME);
         try reg.decide(job, actors[w % 3], actors[l % 3]) {} catch {}
     }
 
-    function draw(uint256 a, uint256 b) external {
+    function draw(uint256 a, uint256 b) external timed {
         vm.prank(GAME);
         try reg.draw(job, actors[a % 3], actors[b % 3]) {} catch {}
     }
 
-    function withdraw(uint256 who) external {
+    function withdraw(uint256 who) external timed {
         vm.prank(actors[who % 3]);
         try reg.withdraw() {} catch {}
     }
@@ -501,7 +731,7 @@ contract RegistryInvariantTest is Test {
     RegistryHandler internal handler;
 
     function setUp() public {
-        reg = new JobRegistry(address(0x6A3E), 60, 10, 10, 20, 10); // pay held 20 s for delivery
+        reg = new JobRegistry(address(0x6A3E), 60, 10, 10, 20, 10, 0.01 ether); // pay held 20 s for delivery
         handler = new RegistryHandler(reg);
         handler.post(1 ether);
     }

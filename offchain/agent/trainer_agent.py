@@ -193,19 +193,17 @@ class TrainerAgent:
         return status == SETTLED
 
     def _held(self, j, now: int) -> bool:
-        """While its pay is held for delivery: answer the client's challenge (the asked chunk
-        of its accepted result, proven, on chain), and end the hold once the window is over.
-        -> True while held."""
+        """While its pay is held for delivery: answer every chunk the client challenged (from its
+        published result, proven, on chain, in order; each chunk answered pays its bond), and end
+        the hold once the window is over. -> True while held."""
         h = self.v.hold(self.jid, self.me.address)
         if not h.amount:
             return False
         if h.due and now < h.due and self._acts("deliver"):
-            from ..protocol.delivery import prove_from_store
-            proof = prove_from_store(self.publish, bytes(j[3]), h.tensor, h.chunk)  # its published result
+            log.info("%s: answer the client's delivery challenges on chain (%d chunks asked and not yet answered)",
+                     self.name, h.pending)
             try:
-                self._send(f"answer the client's delivery challenge {h.asked} (state tensor {h.tensor}, chunk "
-                           f"{h.chunk}) on chain", self.v.registry.functions.answer(
-                               self.jid, self.me.address, self.v.answer_arg(proof)))
+                self.v.answer_challenges(self.jid, self.me.address, self.publish, bytes(j[3]), self.me)
             except TransactionReverted as e:
                 log.info("%s: answer: %s", self.name, e.error)  # answered by someone else, or too late
             return True

@@ -163,8 +163,9 @@ LINES = {
     "Forfeited": lambda a: f"{_short(a['trainer'])} forfeits its stake of {a['stake'] / 1e18} ETH ({a['why']})",
     "Held": lambda a: f"{_short(a['trainer'])}'s {a['amount'] / 1e18} ETH held for delivery until chain time "
                       f"{a['until']} (the client may challenge it, or release it sooner)",
-    "DeliveryChallenged": lambda a: f"the client asks {_short(a['trainer'])} for chunk {a['chunk']} of state tensor "
-                                    f"{a['tensor']} on chain by chain time {a['due']}",
+    "DeliveryChallenged": lambda a: f"the client asks {_short(a['trainer'])} for chunks {a['first']}-"
+                                    f"{a['first'] + a['count'] - 1} of state tensor {a['tensor']} on chain by chain "
+                                    f"time {a['due']}",
     "DeliveryAnswered": lambda a: f"chunk {a['chunk']} of state tensor {a['tensor']} delivered on chain for "
                                   f"{_short(a['trainer'])} ({len(a['data'])} bytes, proven against the result)",
     "Released": lambda a: f"{_short(a['trainer'])}'s {a['amount'] / 1e18} ETH released (delivery hold over)",

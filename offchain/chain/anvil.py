@@ -54,14 +54,15 @@ class AnvilProcess:
     name = "Anvil"
     chain_id: int | None = CHAIN_ID  # what the node must answer to count as started
 
-    def __init__(self, port: int | None = None, binary: Path = ANVIL_BIN, extra_args: tuple = ()):
+    def __init__(self, port: int | None = None, binary: Path = ANVIL_BIN, extra_args: tuple = (),
+                 hardfork: str = "cancun"):
         if not binary.exists():
             raise ToolchainError(f"anvil binary not found at {binary}",
                                  "run scripts/bootstrap.sh (it runs `npm ci`, which installs @foundry-rs/anvil-linux-amd64)")
         if port is not None and port_in_use(port):
             raise ChainUnavailable(f"port {port} on 127.0.0.1 is already in use, so Anvil cannot listen there",
                                    "stop what uses it, or pass no port to pick a free one")
-        self.binary, self.extra_args = binary, tuple(extra_args)
+        self.binary, self.extra_args, self.hardfork = binary, tuple(extra_args), hardfork
         self._fixed_port = port
         self.proc: subprocess.Popen | None = None
         self.port = None
@@ -91,7 +92,8 @@ class AnvilProcess:
 
     def argv(self) -> list[str]:
         return [str(self.binary), "--host", "127.0.0.1", "--port", str(self.port), "--mnemonic", MNEMONIC,
-                "--chain-id", str(CHAIN_ID), "--gas-limit", str(GAS_LIMIT), "--hardfork", "cancun", *self.extra_args]
+                "--chain-id", str(CHAIN_ID), "--gas-limit", str(GAS_LIMIT), "--hardfork", self.hardfork,
+                *self.extra_args]
 
     def restart(self) -> "AnvilProcess":
         self.stop(keep_port=True)

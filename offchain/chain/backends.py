@@ -44,9 +44,10 @@ def _over_http(node, backend: str, artifacts) -> Chain:
         raise
 
 
-def anvil(artifacts=None, port: int | None = None, extra_args: tuple = ()) -> Chain:
-    """extra_args: more anvil flags (e.g. --steps-tracing for opcode-level traces)."""
-    return _over_http(AnvilProcess(port=port, extra_args=extra_args), "anvil", artifacts)
+def anvil(artifacts=None, port: int | None = None, extra_args: tuple = (), hardfork: str = "cancun") -> Chain:
+    """extra_args: more anvil flags (e.g. --steps-tracing for opcode-level traces); hardfork:
+    e.g. osaka, with --enable-tx-gas-limit for EIP-7825's 2^24 gas cap per transaction."""
+    return _over_http(AnvilProcess(port=port, extra_args=extra_args, hardfork=hardfork), "anvil", artifacts)
 
 
 def embedded_node(artifacts=None, port: int | None = None) -> Chain:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from eth_account.signers.local import LocalAccount
 from eth_utils import function_abi_to_4byte_selector
+from hexbytes import HexBytes
 from web3 import Web3
 from web3.exceptions import ContractCustomError, ContractLogicError, TimeExhausted
 
@@ -54,7 +55,8 @@ LOCAL_MAX_FEE = 50 * 10**9  # wei per gas: far above a local chain's base fee, a
 @dataclass
 class Chain:
     """A connected chain. Transactions are signed locally (the same code path for every
-    backend); `gas_log` keeps (what, gasUsed) of every mined transaction, for reports."""
+    backend); `gas_log` keeps (what, gasUsed) of every mined transaction, for reports, and
+    `calldata_log` its calldata bytes (same index)."""
     w3: Web3
     accounts: list[LocalAccount]
     backend: str
@@ -63,6 +65,7 @@ class Chain:
     local: bool | None = None  # a test chain (fixed fee cap, movable clock); None: by backend name
     _closer: object = None
     gas_log: list = field(default_factory=list)
+    calldata_log: list = field(default_factory=list)
 
     def __post_init__(self):
         if self.local is None:
@@ -148,6 +151,7 @@ class Chain:
                 self.w3.eth.call(call, block)
             raise TransactionReverted(what, None)
         self.gas_log.append((what, receipt["gasUsed"]))
+        self.calldata_log.append(len(HexBytes(tx.get("data", b""))))
         return receipt
 
     def deploy(self, name: str, *args, sender: LocalAccount | None = None, value: int = 0):

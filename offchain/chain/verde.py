@@ -21,6 +21,11 @@ class NotSettleableOnChain(ChainError):
     """The job's decomposition has an operand the on-chain referee cannot place."""
 
 
+class AlreadyComputed(ChainError):
+    """A claim of this job spec was revealed in an earlier job: a repost could be paid for a
+    replayed result (JobRegistry.SpecRevealedBefore)."""
+
+
 @dataclass(frozen=True)
 class Floors:
     """The least a job's terms may give a trainer, fixed in JobRegistry at deployment: a
@@ -31,25 +36,49 @@ class Floors:
     reveal_window_s: int = 300
 
 
+ANSWER_GAS_PER_CHUNK = 700_000  # an answer's gas per chunk at MAX_CHUNK int64 elements (16 KiB), EIP-7623's floor
+BOND_GAS_PRICE = 10 * 10**9  # wei per gas the default bond is sized for (10 gwei)
+ANSWER_BYTES = 64 * 1024  # chunk bytes per answer transaction: with its proofs, under 100 KB of calldata
+
+
 @dataclass(frozen=True)
 class Delivery:
     """The client's remedy against an accepted trainer that does not deliver, fixed in
     JobRegistry at deployment: for window_s after settlement the accepted trainers' stakes
-    and shares are held, and the client may challenge one of them to put a chunk of the
-    result on chain within answer_s (or the held amount is the client's); the client
-    releases early once it has its model. window_s 0: paid at settlement, no remedy."""
+    and shares are held, and the client may challenge one of them to put ranges of chunks of
+    the result on chain, each range within answer_s of the one before (or the held amount is
+    the client's), paying bond_wei per chunk (the trainer's for each chunk answered: its gas);
+    the client releases early once it has its model. window_s 0: paid at settlement, no
+    remedy. docs/PROTOCOL.md §6."""
     window_s: int = 0
     answer_s: int = 300
+    bond_wei: int = ANSWER_GAS_PER_CHUNK * BOND_GAS_PRICE
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One delivery challenge (JobRegistry.asks): chunks first .. first + count - 1 of a state tensor."""
+    tensor: int
+    first: int
+    count: int
+    due: int
 
 
 @dataclass(frozen=True)
 class Hold:
-    """An accepted trainer's held stake and share (JobRegistry.holds)."""
+    """An accepted trainer's held stake and share (JobRegistry.holds), and its oldest open
+    challenge (`open`, None when every one is answered)."""
     amount: int
-    due: int  # the open challenge's deadline, 0 when none is open
-    tensor: int
-    chunk: int
-    asked: int
+    asked: int  # challenges so far
+    answered: int  # challenges answered in full (the next is asks[answered])
+    done: int  # chunks of the next one answered
+    pending: int  # chunks asked and not yet answered, over every challenge
+    open: Ask | None = None
+
+    @property
+    def due(self) -> int:
+        """The oldest open challenge's deadline, 0 when none is open."""
+        return self.open.due if self.open else 0
 
 
 @dataclass
@@ -85,7 +114,7 @@ class Verde:
         game = chain.deploy("DisputeGame")
         operators = chain.deploy("OperatorGame", game.address, chain.deploy("Executor").address)
         registry = chain.deploy("JobRegistry", game.address, floors.clock_s, floors.commit_window_s,
-                                floors.reveal_window_s, delivery.window_s, delivery.answer_s)
+                                floors.reveal_window_s, delivery.window_s, delivery.answer_s, delivery.bond_wei)
         chain.transact(game.functions.setUp(registry.address, operators.address))
         return cls(chain, registry, game, operators, first)
 
@@ -96,24 +125,54 @@ class Verde:
 
     def delivery(self) -> Delivery:
         r = self.registry.functions
-        return Delivery(self.chain.call(r.deliveryWindow()), self.chain.call(r.answerWindow()))
+        return Delivery(*(self.chain.call(f()) for f in (r.deliveryWindow, r.answerWindow, r.bond)))
 
     def hold(self, job_id: int, trainer: str) -> Hold:
-        return Hold(*self.chain.call(self.registry.functions.holds(job_id, trainer)))
+        r = self.registry.functions
+        amount, asked, answered, done, pending = self.chain.call(r.holds(job_id, trainer))
+        head = Ask(*self.chain.call(r.asks(job_id, trainer, answered))) if answered < asked else None
+        return Hold(amount, asked, answered, done, pending, head)
 
-    def challenge(self, job_id: int, trainer: str, tensor: int, chunk: int, client):
-        """The client asks `trainer` for chunk `chunk` of state tensor `tensor` on chain."""
-        return self.chain.transact(self.registry.functions.challenge(job_id, trainer, tensor, chunk), sender=client)
+    def challenge(self, job_id: int, trainer: str, tensor: int, first: int, client, count: int = 1):
+        """The client asks `trainer` for chunks first .. first + count - 1 (at most MAX_RANGE) of
+        state tensor `tensor` on chain, with the deployment's bond per chunk."""
+        bond = self.chain.call(self.registry.functions.bond())
+        return self.chain.transact(self.registry.functions.challenge(job_id, trainer, tensor, first, count),
+                                   sender=client, value=count * bond)
+
+    def challenge_chunks(self, job_id: int, trainer: str, chunks: dict, client) -> int:
+        """Challenge every chunk in {tensor: [chunk index, ...]}, in ranges of consecutive
+        chunks of at most MAX_RANGE. -> the number of challenges sent."""
+        most, sent = self.chain.call(self.registry.functions.MAX_RANGE()), 0
+        for tensor, indices in sorted(chunks.items()):
+            for first, count in ranges(sorted(set(indices)), most):
+                self.challenge(job_id, trainer, tensor, first, client, count)
+                sent += 1
+        return sent
 
     def answer(self, job_id: int, trainer: str, proof, account):
-        """Answer the open challenge with a delivery.ChunkProof (anyone holding the result may)."""
+        """Answer the oldest open challenge with a delivery.ChunkProof (its next chunks, in
+        order; anyone holding the result may)."""
         return self.chain.transact(self.registry.functions.answer(job_id, trainer, self.answer_arg(proof)),
                                    sender=account)
+
+    def answer_challenges(self, job_id: int, trainer: str, store, claim: bytes, account) -> int:
+        """Answer every open challenge of `trainer` from a published result store, in order,
+        each transaction carrying as many chunks as fit ANSWER_BYTES. -> chunks answered."""
+        from ..protocol.delivery import prove_from_store
+        sent = 0
+        while (h := self.hold(job_id, trainer)).open is not None:
+            a = h.open
+            proof = prove_from_store(store, claim, a.tensor, a.first + h.done, a.count - h.done, ANSWER_BYTES)
+            self.answer(job_id, trainer, proof, account)
+            sent += len(proof.chunks)
+        return sent
 
     @staticmethod
     def answer_arg(p) -> tuple:
         """A delivery.ChunkProof as the registry's Delivered."""
-        return (p.state_root, p.trace_root, p.commitment, [bytes(x) for x in p.state_proof], _proof_tuple(p.chunk))
+        return (p.state_root, p.trace_root, p.commitment, [bytes(x) for x in p.state_proof],
+                [_proof_tuple(c) for c in p.chunks])
 
     def close(self, job_id: int, trainer: str, account):
         """End `trainer`'s hold: paid (client at any time, anyone after the window) or, after
@@ -128,6 +187,7 @@ class Verde:
         (datacheck), a node the chain cannot settle (check_settleable).
         only: the addresses that may join (JobRegistry.postFor), or None for anyone."""
         from ..protocol import datacheck
+        self.check_new(job)
         datacheck.check(job)
         check_settleable(ctx)
         now = self.chain.now()
@@ -137,6 +197,20 @@ class Verde:
         receipt = self.chain.transact(fn, sender=client, value=payment)
         ev = self.registry.events.JobPosted().process_receipt(receipt, errors=DISCARD)
         return ev[0]["args"]["id"]
+
+    def check_new(self, job):
+        """The registry refuses a spec whose claim was revealed in an earlier job: say so before
+        sending, with that job and what to do instead."""
+        earlier = self.chain.call(self.registry.functions.revealedIn(job.job_id))
+        if not earlier:
+            return
+        fetch = f"fetch job {earlier}'s result (verde fetch {earlier} JOB --from STORE)"
+        raise AlreadyComputed(
+            f"job {job.job_id.hex()[:16]}… was computed before on this registry: a result of it was revealed in job "
+            f"{earlier}, so it is public, and a trainer could be paid here for replaying it without training "
+            "(docs/PROTOCOL.md §6); the registry refuses to post it again",
+            f"{fetch}: an inference job on the same program and inputs is the same computation" if job.spec.inference
+            else f"{fetch}, or change data.seed in the job file so that the batches, and the result, differ")
 
     def _check_floors(self, join_s, commit_s, reveal_s, clock_s):
         """The registry would revert with BelowFloor; say it before sending, in seconds."""
@@ -463,6 +537,7 @@ class Verde:
 COMMITMENT_NAMES = ("specHash", "graphRoot", "initialClaim", "dataRoot", "stateMapRoot", "kernelRoot", "nodes",
                     "stateTensors", "steps", "fanout", "chunk")
 STATE_COUNT = COMMITMENT_NAMES.index("stateTensors")
+CHUNK = COMMITMENT_NAMES.index("chunk")
 SETTLED_AT = 9  # JobRegistry.Job: client, payment, status, accepted, terms, trainers, pot, restricted, requested, settledAt
 # the client's other terms, after the commitments (JobRegistry.Terms field indices)
 MAX_TRAINERS, STAKE, JOIN_BY, COMMIT_BY, REVEAL_BY, CLOCK = range(len(COMMITMENT_NAMES), len(COMMITMENT_NAMES) + 6)
@@ -480,8 +555,9 @@ def commitments(job, ctx) -> tuple:
 def check_settleable(ctx) -> None:
     """Raise NotSettleableOnChain naming the first node of the job's step whose kernels the
     on-chain referee cannot place (a MAT operand, or more than 65,535 kernels): a dispute that
-    reaches it is lost on chain by whoever first posts its kernel, honest or not. JobRegistry
-    cannot see it, so the client checks before posting and every trainer before staking."""
+    reaches it ends void (both out, stakes returned: nobody is shown wrong, nobody is paid), so
+    such a job cannot pay an honest trainer. JobRegistry cannot see it, so the client checks
+    before posting and every trainer before staking."""
     if ctx.kernel_graph.unsettled:
         j, op = ctx.kernel_graph.unsettled[0]
         raise NotSettleableOnChain(
@@ -490,6 +566,17 @@ def check_settleable(ctx) -> None:
             f"docs/PROTOCOL.md §7), or a fold too large for one node", "ship integers derived from the data "
             f"(labels, masks) as tensors of the data file instead of computing them in forward, split a fold "
             f"over more than 65,535 elements (a smaller batch), or settle this job off chain")
+
+
+def ranges(indices: list[int], most: int) -> list[tuple[int, int]]:
+    """Sorted chunk indices as (first, count) runs of consecutive ones, each at most `most` long."""
+    out = []
+    for i in indices:
+        if out and out[-1][0] + out[-1][1] == i and out[-1][1] < most:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((i, 1))
+    return out
 
 
 def _proof_tuple(p) -> tuple:

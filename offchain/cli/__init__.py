@@ -21,7 +21,8 @@ ROLES = """by role:
   client    post JOB --payment --stake   post a job (--only ADDR: named trainers only)
             status ID [--json], watch ID the job: deadlines, seats, matches, what is owed
             fetch ID JOB --from STORE    the accepted model, checked against the chain
-            challenge ID JOB --trainer A an accepted trainer must put a chunk on chain, or pay you
+            challenge ID JOB --trainer A an accepted trainer must put chunks on chain (--from STORE:
+                                         every one you lack; a bond each), or pay you
             release ID                   got the model: pay the accepted trainers now
             withdraw                     take what the registry owes your key
   trainer   train JOB                    train locally, no chain: the claim you would commit

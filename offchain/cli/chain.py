@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..chain.anvil import MNEMONIC
 from ..chain import ChainError
-from .common import bounded, chain_args, connect_arg, console
+from .common import bounded, chain_args, connect_arg, console, eth
 
 
 def cmd_compile(args) -> int:
@@ -65,7 +65,7 @@ def cmd_deploy(args) -> int:
             raise ChainError(f"cannot write the deployment file {out}: {out.parent} is not a writable directory",
                              "pass --out in a directory you can write (before anything is deployed)")
         v = Verde.deploy(chain, Floors(args.min_clock_s, args.min_commit_window_s, args.min_reveal_window_s),
-                         Delivery(args.delivery_window_s, args.answer_window_s))
+                         Delivery(args.delivery_window_s, args.answer_window_s, args.challenge_bond))
         out.write_text(json.dumps(v.addresses(), indent=1))
         console.print(f"deployed JobRegistry {v.registry.address}, DisputeGame {v.game.address}, "
                       f"OperatorGame {v.operators.address}; wrote {args.deployment}")
@@ -88,7 +88,7 @@ def add(sub):
     chain_args(q, deployment=False)
     q.add_argument("--out", dest="deployment", help="the deployment file (default: VERDE_DEPLOYMENT, deployment in verde.toml, or "
                                  "deployment.json)")
-    from ..chain.verde import Floors
+    from ..chain.verde import ANSWER_GAS_PER_CHUNK, BOND_GAS_PRICE, Delivery, Floors
     for name, default, what in (("clock", Floors.clock_s, "each party's dispute clock"),
                                 ("commit-window", Floors.commit_window_s, "from the join deadline to the commit one"),
                                 ("reveal-window", Floors.reveal_window_s, "from the commit deadline to the reveal one")):
@@ -99,5 +99,11 @@ def add(sub):
                         f"its delivery (default {DELIVERY_WINDOW_S}; 0: paid at once, no remedy; a real network wants "
                         "days)")
     q.add_argument("--answer-window-s", type=bounded(1, 2**64 - 1), default=ANSWER_WINDOW_S,
-                   help=f"a challenged trainer's time to put the chunk on chain (default {ANSWER_WINDOW_S})")
+                   help="a challenged trainer's time to put one challenge's chunks (up to 64) on chain, counted from "
+                        f"the previous challenge's deadline (default {ANSWER_WINDOW_S})")
+    q.add_argument("--challenge-bond", type=eth, default=Delivery.bond_wei,
+                   help="ETH the client pays per challenged chunk: the trainer's for each chunk it answers (its "
+                        "gas), the client's back for each one left unanswered (default "
+                        f"{Delivery.bond_wei / 1e18}: {ANSWER_GAS_PER_CHUNK:,} gas, an answer's per chunk at the "
+                        f"largest chunk, at {BOND_GAS_PRICE / 1e9:g} gwei; size it to your network's gas price)")
     q.set_defaults(fn=cmd_deploy)

@@ -21,6 +21,8 @@ def cmd_post(args) -> int:
                           "block is that old: an idle node that mines only on transactions); the deadlines count "
                           "from the chain's clock and pass unseen while it stands still\n"
                           "  Fix: run the node with a block time (`verde node --block-time 2`, the default)")
+        v.check_new(job)  # a spec already computed here is refused (a replayed result could be paid)
+        _check_not_open(v, job)
         step(f"committing to job {job.job_id.hex()[:16]}… (graph, data, kernel structures: one traced step)")
         jid = v.post(job, Context(job), args.payment, args.stake, max_trainers=args.max_trainers,
                      join_s=args.join_s, commit_s=args.join_s + args.train_s,
@@ -29,6 +31,18 @@ def cmd_post(args) -> int:
         who = f"; only {', '.join(args.only)} may join" if args.only else ""
         console.print(f"posted job {jid} (payment {args.payment / 1e18} ETH, stake {args.stake / 1e18} ETH{who})")
     return 0
+
+
+def _check_not_open(v, job):
+    """A second posting of a job that is still open would take its result from the first as
+    soon as that one is revealed (a replay the registry cannot see yet): refuse it here."""
+    for e in v.registry.events.JobPosted().get_logs(from_block=v.from_block):
+        if bytes(e["args"]["specHash"]) == job.job_id and STATUS[v.status(e["args"]["id"])[2]] != "settled":
+            jid = e["args"]["id"]
+            raise ChainError(f"job {job.job_id.hex()[:16]}… is already posted and not settled (job {jid}): once a "
+                             f"result is revealed there, a trainer of this posting could replay it without training "
+                             "(docs/PROTOCOL.md §6)", f"wait for job {jid} and fetch its result, or change data.seed "
+                             "in the job file so that the batches, and the result, differ")
 
 
 def cmd_status(args) -> int:
@@ -89,10 +103,13 @@ def _held(v, jid: int, only: list | None) -> dict:
 
 
 def cmd_challenge(args) -> int:
-    """Ask an accepted trainer for one chunk of the result on chain; a random one unless named."""
+    """Ask an accepted trainer for chunks of the result on chain, paying the deployment's bond
+    per chunk: --from STORE asks for every chunk that store lacks (what the client could not
+    verify), --tensor for a range (--chunk, --count), neither for one random chunk (a spot check)."""
     import secrets
 
     from ..protocol.dataset import initial_state
+    from ..protocol.delivery import missing_chunks
     from ..protocol.tensors import chunk_count
     job = load_job(args.job, "pass the job file that was posted")
     chain, v = verde_of(args)
@@ -105,23 +122,41 @@ def cmd_challenge(args) -> int:
                              "the job is not settled)", "see `verde status " + str(args.job_id) + "`")
         state = initial_state(job)
         names, shapes = state.names(), [tuple(t.shape) for t in state.tensors()]
-        if args.tensor is None:
-            tensor = secrets.randbelow(len(names))
-        elif args.tensor in names:
-            tensor = names.index(args.tensor)
-        elif args.tensor.isdigit() and int(args.tensor) < len(names):
-            tensor = int(args.tensor)
+        if args.store is not None:
+            asked = missing_chunks(job, args.store, bytes(j[3]))
+            if not asked:
+                console.print(f"{args.store} holds the whole accepted result (every chunk verified): nothing to ask; "
+                              f"`verde fetch {args.job_id}` it, and `verde release {args.job_id}` pays the trainers")
+                return 0
         else:
-            raise ChainError(f"no state tensor {args.tensor!r} in this job", f"name one of {', '.join(names[:8])}… "
-                             f"or give an index below {len(names)}")
-        n = chunk_count(shapes[tensor], job.spec.chunk)
-        chunk = secrets.randbelow(n) if args.chunk is None else args.chunk
-        v.challenge(args.job_id, args.trainer, tensor, chunk, chain.accounts[0])
-        due = v.hold(args.job_id, args.trainer).due
-        console.print(f"asked {args.trainer} for chunk {chunk} of {n} of {names[tensor]} (state tensor {tensor}) on "
-                      f"chain by chain time {due} (in {due - chain.now()} s)")
-        console.print(f"  answered: it appears in `verde watch {args.job_id}`; not answered by then: `verde release "
-                      f"{args.job_id}` gives you its held pay and stake")
+            if args.tensor is None:
+                tensor = secrets.randbelow(len(names))
+            elif args.tensor in names:
+                tensor = names.index(args.tensor)
+            elif args.tensor.isdigit() and int(args.tensor) < len(names):
+                tensor = int(args.tensor)
+            else:
+                raise ChainError(f"no state tensor {args.tensor!r} in this job",
+                                 f"name one of {', '.join(names[:8])}… or give an index below {len(names)}")
+            n = chunk_count(shapes[tensor], job.spec.chunk)
+            first = secrets.randbelow(n) if args.chunk is None else args.chunk
+            asked = {tensor: list(range(first, first + args.count))}
+        chunks = sum(len(c) for c in asked.values())
+        bond = v.delivery().bond_wei * chunks
+        if bond > args.max_bond:
+            raise ChainError(f"asking for {chunks} chunks takes {bond / 1e18} ETH of bonds, above --max-bond "
+                             f"{args.max_bond / 1e18} ETH (each answered chunk's bond pays the trainer's gas)",
+                             "pass a larger --max-bond if you want them all on chain, or fewer chunks (--tensor)")
+        sent = v.challenge_chunks(args.job_id, args.trainer, asked, chain.accounts[0])
+        last = v.hold(args.job_id, args.trainer).asked - 1  # the challenges' deadlines only grow
+        due = v.chain.call(v.registry.functions.asks(args.job_id, args.trainer, last))[3]
+        what = ", ".join(f"{names[t]} ({len(c)} of {chunk_count(shapes[t], job.spec.chunk)} chunks)"
+                         for t, c in sorted(asked.items())[:6]) + (" …" if len(asked) > 6 else "")
+        console.print(f"asked {args.trainer} for {chunks} chunks in {sent} challenges ({what}), {bond / 1e18} ETH of "
+                      f"bonds; the last due by chain time {due} (in {due - chain.now()} s)")
+        console.print(f"  answered: the chunks appear in `verde watch {args.job_id}`, each bond goes to the trainer; any "
+                      f"chunk not answered in time: `verde release {args.job_id}` gives you its held pay and stake and "
+                      "the unanswered bonds")
     return 0
 
 
@@ -216,14 +251,19 @@ def add(sub):
     q.add_argument("--out", default="model.safetensors")
     q.add_argument("--with-optimizer", action="store_true", help="keep the optimizer state too")
     q.set_defaults(fn=cmd_fetch)
-    q = sub.add_parser("challenge", help="ask an accepted trainer to put a chunk of the result on chain "
-                                         "(a random one unless named), or lose its held pay to you")
+    q = sub.add_parser("challenge", help="ask an accepted trainer to put chunks of the result on chain (every "
+                                         "chunk a store lacks, a range, or a random one), or lose its held pay to you")
     chain_args(q)
     q.add_argument("job_id", type=int)
     q.add_argument("job", help="the job file that was posted")
     q.add_argument("--trainer", type=address, required=True, help="the accepted trainer's address")
+    q.add_argument("--from", dest="store", help="the result store you fetched from: ask for every chunk it lacks "
+                                                "(all of a tensor that is missing or does not verify)")
     q.add_argument("--tensor", help="a state tensor's name or index (default: random)")
-    q.add_argument("--chunk", type=bounded(0, 2**32 - 1), help="its chunk index (default: random)")
+    q.add_argument("--chunk", type=bounded(0, 2**32 - 1), help="its first chunk index (default: random)")
+    q.add_argument("--count", type=bounded(1, 2**16), default=1, help="chunks from --chunk on (default 1)")
+    q.add_argument("--max-bond", type=eth, default=10**18,
+                   help="refuse to pay more than this many ETH of bonds (default 1)")
     q.set_defaults(fn=cmd_challenge)
     q = sub.add_parser("release", help="end a job's delivery holds: pay the trainers (the client at any time, "
                                        "anyone after the window), or refund an unanswered challenge to the client")

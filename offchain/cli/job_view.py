@@ -51,8 +51,9 @@ def view(v, jid: int) -> dict:
         seats.append({"trainer": t, "committed": sealed != bytes(32), "revealed": claim != bytes(32),
                       "claim": "0x" + bytes(claim).hex() if claim != bytes(32) else None,
                       "out": out, "why_out": forfeits.get(t), "owed_eth": v.owed(t) / 1e18,
-                      "held_eth": h.amount / 1e18, "challenges": h.asked,
-                      "challenge": {"tensor": h.tensor, "chunk": h.chunk, "due": _when(h.due, now)} if h.due
+                      "held_eth": h.amount / 1e18, "challenges": h.asked, "chunks_pending": h.pending,
+                      "challenge": {"tensor": h.open.tensor, "chunk": h.open.first + h.done,
+                                    "to": h.open.first + h.open.count - 1, "due": _when(h.due, now)} if h.open
                       else None})
     status = STATUS[j[2]]
     phase = status
@@ -114,8 +115,8 @@ def render(d: dict) -> list[str]:
         if t["held_eth"]:
             c = t["challenge"]
             owed += f", {t['held_eth']} ETH held for delivery" + (
-                f"; challenged for chunk {c['chunk']} of state tensor {c['tensor']}, due {c['due']['at']} "
-                f"({_ago(c['due']['in_s'])})" if c else "")
+                f"; challenged for chunks {c['chunk']}-{c['to']} of state tensor {c['tensor']} (of "
+                f"{t['chunks_pending']} unanswered), due {c['due']['at']} ({_ago(c['due']['in_s'])})" if c else "")
         out.append(f"    {t['trainer']}  {state}; {fate}{owed}")
     if d["requested_match"]:
         out.append(f"  the registry asks for a match: {' vs '.join(d['requested_match'])}")

@@ -8,8 +8,9 @@ accepted, tensor by tensor, chunk by chunk, before it writes one byte of model:
 
 C_T = H(0x06 || S_T || R_T) and S_T is the Merkle root over the state commitments, so a
 store entry that passes `verify` is the accepted result, whoever served it. The same
-chain of hashes proves one chunk on chain (`prove_chunk`, `prove_from_store`): the client's remedy against an
-accepted trainer that does not deliver (JobRegistry.challenge / answer)."""
+chain of hashes proves chunks on chain (`prove_chunk`, `prove_from_store`): the client's remedy against an
+accepted trainer that does not deliver (JobRegistry.challenge / answer); `missing_chunks` says which
+chunks a client lacks, hence which to challenge."""
 from __future__ import annotations
 
 import json
@@ -100,37 +101,79 @@ def model_tensors(state: dict) -> dict:
 
 @dataclass(frozen=True)
 class ChunkProof:
-    """One chunk of the accepted state with every hash that ties it to C_T (JobRegistry.Delivered)."""
+    """Consecutive chunks of one tensor of the accepted state with every hash that ties them to
+    C_T (JobRegistry.Delivered): what answers a delivery challenge."""
     state_root: bytes
     trace_root: bytes
     commitment: bytes
     state_proof: tuple
-    chunk: ElementProof
+    chunks: tuple  # ElementProof of each chunk, in order
 
 
-def prove_chunk(leaves: list, value, chunk: int, trace_root: bytes, tensor: int, index: int) -> ChunkProof:
-    """Chunk `index` of state tensor `tensor` proven against C_T = H(0x06 || S_T || trace_root),
-    S_T the root over `leaves` (the state commitments, state order); `value`: that tensor. A
-    chunk index past the tensor's end gets its last chunk, which proves (by the shape it
-    opens) that the one asked for does not exist."""
+def prove_chunk(leaves: list, value, chunk: int, trace_root: bytes, tensor: int, index: int, count: int = 1,
+                budget: int | None = None) -> ChunkProof:
+    """Chunks index .. index + count - 1 of state tensor `tensor` proven against
+    C_T = H(0x06 || S_T || trace_root), S_T the root over `leaves` (the state commitments, state
+    order); `value`: that tensor. budget: at most this many chunk bytes (at least one chunk), so
+    an answer fits a transaction. A chunk index past the tensor's end gets its last chunk, which
+    proves (by the shape it opens) that it and every later one do not exist."""
     if not 0 <= tensor < len(leaves):
         raise DeliveryError(f"no state tensor {tensor}: the state has {len(leaves)}")
     c = Committed(canonical(value), chunk)
     if c.root != leaves[tensor]:
         raise DeliveryError(f"state tensor {tensor} does not match its commitment")
-    tree = state_tree(leaves)
-    index = min(index, chunk_count(c.array.shape, chunk) - 1)
-    return ChunkProof(tree.root, trace_root, c.root, tuple(tree.proof(tensor)), c.element_proof(index * chunk))
+    tree, n = state_tree(leaves), chunk_count(c.array.shape, chunk)
+    indices = list(range(index, min(index + count, n))) or [n - 1]
+    if budget is not None:
+        indices = indices[:max(1, budget // (chunk * c.array.itemsize))]
+    return ChunkProof(tree.root, trace_root, c.root, tuple(tree.proof(tensor)),
+                      tuple(c.element_proof(i * chunk) for i in indices))
 
 
-def prove_from_store(store: Path, claim: bytes, tensor: int, index: int) -> ChunkProof:
-    """`prove_chunk` from a published entry: its manifest's commitments and the one tensor read
-    from its file (what an accepted agent answers a delivery challenge with)."""
+def _tensor(store: Path, claim: bytes, tensor: int):
+    """(manifest, state tensor `tensor`) of a published entry, reading only that tensor."""
     from safetensors import safe_open
     entry, m = _entry(store, claim)
     if not 0 <= tensor < len(m["names"]):
         raise DeliveryError(f"no state tensor {tensor}: the state has {len(m['names'])}")
     with safe_open(str(entry / STATE), "pt") as f:
-        value = f.get_tensor(m["names"][tensor])
+        return m, f.get_tensor(m["names"][tensor])
+
+
+def prove_from_store(store: Path, claim: bytes, tensor: int, index: int, count: int = 1,
+                     budget: int | None = None) -> ChunkProof:
+    """`prove_chunk` from a published entry: its manifest's commitments and the one tensor read
+    from its file (what an accepted agent answers a delivery challenge with)."""
+    m, value = _tensor(store, claim, tensor)
     return prove_chunk([bytes.fromhex(c) for c in m["commitments"]], value, m["chunk"], bytes.fromhex(m["trace_root"]),
-                       tensor, index)
+                       tensor, index, count, budget)
+
+
+def missing_chunks(job, store: Path, claim: bytes) -> dict:
+    """What a client lacks of the accepted result in `store`: {state tensor index: [chunk
+    indices]} of every tensor that is absent or does not match its commitment (every chunk of
+    it: a commitment does not say which chunk of a wrong tensor is wrong), all of them when the
+    entry or its manifest is missing or is not the accepted result. Empty: the entry verifies."""
+    from safetensors import SafetensorError, safe_open
+    state = initial_state(job)
+    names, shapes = state.names(), [tuple(t.shape) for t in state.tensors()]
+    every = {i: list(range(chunk_count(shapes[i], job.spec.chunk))) for i in range(len(names))}
+    try:
+        entry, m = _entry(store, claim)
+        leaves = [bytes.fromhex(x) for x in m["commitments"]]
+        ok = (m.get("names") == names and m.get("chunk") == job.spec.chunk and len(leaves) == len(names)
+              and step_claim(state_tree(leaves).root, bytes.fromhex(m["trace_root"])) == claim)
+    except (DeliveryError, KeyError, ValueError, TypeError):
+        return every
+    if not ok:
+        return every
+    lacks = {}
+    try:
+        with safe_open(str(entry / STATE), "pt") as f:
+            have = set(f.keys())
+            for i, n in enumerate(names):
+                if n not in have or commit(f.get_tensor(n), job.spec.chunk) != leaves[i]:
+                    lacks[i] = every[i]
+    except (ValueError, SafetensorError, OSError):  # an unreadable state file: all of it
+        return every
+    return lacks

@@ -16,6 +16,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 SPEC_VERSION = 1
+# The largest chunk (elements): every dispute and delivery move, which carries at most 4 chunks
+# of 8-byte elements, stays under 100 KB of calldata and 10 M gas (docs/PROTOCOL.md §3; the
+# registry refuses more: JobRegistry.MAX_CHUNK).
+MAX_CHUNK = 2048
 
 
 class JobError(ValueError):
@@ -130,10 +134,19 @@ class JobSpec(_Strict):
     optimizer: OptimizerSpec | None = Field(None, description="training only (required there)")
     steps: int = Field(gt=0, le=1_000_000)
     fanout: int = Field(4, ge=2, le=1024, description="checkpoint fan-out N of the step bisection")
-    chunk: int = Field(256, gt=0, le=1 << 16, description="tensor commitment chunk, in elements")
+    chunk: int = Field(256, gt=0, description=f"tensor commitment chunk, in elements (at most {MAX_CHUNK})")
     micro_batches: int | None = Field(None, ge=1, le=4096, description="M: a step's gradient is the mean of M "
                                       "micro-batch gradients summed in a fixed tree (docs/NUMERICS.md §11), so any "
                                       "world size dividing M trains the same bits; absent = 1")
+
+    @field_validator("chunk")
+    @classmethod
+    def _chunk_fits_a_block(cls, v):
+        if v > MAX_CHUNK:
+            raise ValueError(f"chunk {v} is above the cap of {MAX_CHUNK} elements: a dispute move carries up to 4 "
+                             "chunks (8 bytes per element) and must stay under 100 KB of calldata and 10 M gas to "
+                             "be sent on a real chain (docs/PROTOCOL.md §3); the registry refuses such a job")
+        return v
 
     @field_validator("micro_batches")
     @classmethod
