@@ -183,7 +183,14 @@ class TrainingState:
         o = self.optimizer
         opt = [] if o is None else [f"opt.{n}.{k}" for n, _ in self.model.named_parameters() for k in o.STATE] + [
             f"opt.{k}" for k in o.global_state]
-        return [n for n, _ in self.model.named_parameters()] + [f"buffer.{n}" for n, _ in self.model.named_buffers()] + opt
+        return [n for n, _ in self.model_names()] + opt
+
+    def model_names(self) -> list[tuple[str, str]]:
+        """(state name, the model's own name) of each parameter and buffer, in state order: a
+        buffer's state name is `buffer.` and its name. By structure, not by prefix: a
+        submodule may be called `opt` or `buffer` (delivery.model_tensors)."""
+        params = [(n, n) for n, _ in self.model.named_parameters()]
+        return params + [(f"buffer.{n}", n) for n, _ in self.model.named_buffers()]
 
     def state_dict(self) -> dict:
         return {n: t.detach().cpu().contiguous() for n, t in zip(self.names(), self.tensors())}
