@@ -79,18 +79,20 @@ def cmd_fetch(args) -> int:
         holds = _held(v, args.job_id, None)
     try:
         state = verify(job, args.store, claim)
+        model = model_tensors(job, state)  # exactly the committed tensors; the model's names, one to one
     except DeliveryError as e:
         raise ChainError(str(e), "ask the accepted trainer to publish (its agent writes to WORKDIR/published), or "
                                  "point --from at its store; a trainer that does not deliver can be challenged on chain "
                                  f"while its pay is held (verde challenge {args.job_id} JOB --trainer ADDR)") from None
-    out = state if args.with_optimizer else model_tensors(state)
+    out = state if args.with_optimizer else model
     save_file(out, args.out)
     console.print(f"job {args.job_id}: the accepted result {claim.hex()[:16]}… checked ({len(state)} tensors, every "
                   f"chunk against its commitment); wrote {len(out)} tensors to {args.out}")
     if job.spec.inference:
         from ..protocol.program import OUTPUTS
-        o = out[OUTPUTS]
-        console.print(f"  an inference job: its outputs are tensor {OUTPUTS!r} {str(o.dtype).removeprefix('torch.')} "
+        o = model[OUTPUTS]
+        name = next(n for n, t in out.items() if t is o)  # `buffer.outputs` with --with-optimizer
+        console.print(f"  an inference job: its outputs are tensor {name!r} {str(o.dtype).removeprefix('torch.')} "
                       f"{list(o.shape)}, row i the output of data row i")
     if any(h.amount for h in holds.values()):
         console.print(f"  the accepted trainers' pay is held for delivery: `verde release {args.job_id}` pays them now")

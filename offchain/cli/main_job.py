@@ -139,7 +139,7 @@ class Client:
                 return  # not published yet
             from safetensors.torch import save_file
             self.model = self.workdir / "model.safetensors"
-            save_file(model_tensors(state), str(self.model))
+            save_file(model_tensors(self.job, state), str(self.model))
             self.console.print(f"    client: took its model from {store}: {len(state)} tensors, every chunk checked "
                                f"against the accepted claim; wrote {self.model}")
             self.stage = "challenge"

@@ -86,7 +86,7 @@ def cmd_train(args) -> int:
         S, _ = trainer.opened[job.spec.steps]
         losses = [trainer.losses[k] for k in sorted(trainer.losses)]
         unsettled = Context(job).kernel_graph.unsettled
-        final = model_tensors(trainer.store.load(job.spec.steps))
+        final = model_tensors(job, trainer.store.load(job.spec.steps))
         if args.out:
             save_file(final, args.out)
     on = f"{args.world_size} processes ({job.spec.m} micro-batches)" if args.world_size > 1 else args.device

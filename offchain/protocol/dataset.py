@@ -78,6 +78,7 @@ def _check_program_fits(job: Job, data: dict) -> None:
         raise JobError(f"an inference job reads every row once, in order: steps {spec.steps} x batch_size "
                        f"{spec.data.batch_size} must equal the data's {rows} rows (pad the data to whole batches)")
     model = build_model(job, "meta")
+    _check_state(job, model)
     if spec.inference:
         from .program import OUTPUTS
         out = dict(model.named_buffers()).get(OUTPUTS)
@@ -106,6 +107,23 @@ def _check_program_fits(job: Job, data: dict) -> None:
                        f"does not fit the program: {str(e).splitlines()[0]}") from None
 
 
+def _check_state(job: Job, model: torch.nn.Module) -> None:
+    """Every state tensor (parameter, buffer, optimizer state) has a name of its own and at
+    least one element: the client's delivery challenge asks for a chunk of one state tensor
+    and JobRegistry.answer proves one of its elements, so on a tensor of 0 elements the
+    accepted trainer could not answer and would forfeit its pay (docs/PROTOCOL.md §6)."""
+    st, seen = state_of(job, model), set()
+    for n, t in zip(st.names(), st.tensors()):
+        if n in seen:
+            raise JobError(f"model: two state tensors are named {n!r} (a submodule called `buffer` or `opt` gives its "
+                           "parameters the names of buffers or optimizer state): rename that submodule")
+        seen.add(n)
+        if t.numel() == 0:
+            raise JobError(f"model: state tensor {n!r} has shape {list(t.shape)}, no elements: a delivery challenge "
+                           "on it could never be answered. Drop the empty parameter or buffer from the model, or give "
+                           "it at least one element")
+
+
 def check_fits(job: Job) -> None:
     spec = job.spec
     data = dataset(job)
@@ -118,6 +136,7 @@ def check_fits(job: Job) -> None:
     if sorted(data) != sorted(keys):
         raise JobError(f"data: a {spec.model.name} job needs tensors {list(keys)}, the file has {sorted(data)}")
     model = build_model(job, "meta")
+    _check_state(job, model)
     cfg = model.cfg
     if spec.model.name == "mlp":
         x, y = data["x"], data["y"]
@@ -183,7 +202,14 @@ class TrainingState:
         o = self.optimizer
         opt = [] if o is None else [f"opt.{n}.{k}" for n, _ in self.model.named_parameters() for k in o.STATE] + [
             f"opt.{k}" for k in o.global_state]
-        return [n for n, _ in self.model.named_parameters()] + [f"buffer.{n}" for n, _ in self.model.named_buffers()] + opt
+        return [n for n, _ in self.model_names()] + opt
+
+    def model_names(self) -> list[tuple[str, str]]:
+        """(state name, the model's own name) of each parameter and buffer, in state order: a
+        buffer's state name is `buffer.` and its name. By structure, not by prefix: a
+        submodule may be called `opt` or `buffer` (delivery.model_tensors)."""
+        params = [(n, n) for n, _ in self.model.named_parameters()]
+        return params + [(f"buffer.{n}", n) for n, _ in self.model.named_buffers()]
 
     def state_dict(self) -> dict:
         return {n: t.detach().cpu().contiguous() for n, t in zip(self.names(), self.tensors())}

@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from .claims import step_claim
 from .dataset import initial_state, state_tree
-from .tensors import Committed, ElementProof, canonical, chunk_count, commit
+from .tensors import Committed, ElementProof, TensorError, canonical, chunk_count, commit
 
 STATE, MANIFEST = "state.safetensors", "manifest.json"
 
@@ -53,50 +54,113 @@ def publish(trainer, store: Path) -> Path:
     return entry
 
 
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISLNK, "a symbolic link that does not resolve (a loop)"))
+
+
+def _regular(store: Path, path: Path) -> str:
+    """`path`'s real path, when it is a regular file inside `store` (symbolic links followed):
+    checked without opening it, since a FIFO or a device blocks its reader or never ends, and
+    a link out of the store serves what the store does not hold. FileNotFoundError (or
+    NotADirectoryError) when there is none; DeliveryError naming what it is otherwise."""
+    root, real = os.path.realpath(store), os.path.realpath(path)
+    if os.path.commonpath([root, real]) != root:
+        raise DeliveryError(f"{path} leads out of the store {root} (a symbolic link to {real}): refused unread")
+    mode = os.lstat(real).st_mode
+    if not stat.S_ISREG(mode):
+        kind = next((what for test, what in _KINDS if test(mode)), f"of file type {stat.S_IFMT(mode):o}")
+        raise DeliveryError(f"{path} is {kind}, not a regular file: refused unread")
+    return real
+
+
+def _read(store: Path, path: Path) -> bytes:
+    """The bytes of `path`, a regular file of `store` (`_regular`); opened without following a
+    link or waiting, and checked again once open (it may have been replaced since)."""
+    fd = os.open(_regular(store, path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise DeliveryError(f"{path} was replaced by something that is not a regular file: refused unread")
+        return f.read()
+
+
 def _entry(store: Path, claim: bytes) -> tuple[Path, dict]:
     """The store entry of `claim` and its manifest."""
     entry = Path(store) / claim.hex()
     try:
-        return entry, json.loads((entry / MANIFEST).read_text())
-    except FileNotFoundError:
+        manifest = json.loads(_read(store, entry / MANIFEST))
+    except (FileNotFoundError, NotADirectoryError):
         raise DeliveryError(f"no result {claim.hex()[:16]}… in {store} (looked for {entry})") from None
+    except DeliveryError:
+        raise
     except (ValueError, OSError) as e:
         raise DeliveryError(f"the store entry {entry} is damaged: {e}") from None
+    if not isinstance(manifest, dict):
+        raise DeliveryError(f"the store entry {entry} is damaged: its {MANIFEST} is not an object")
+    return entry, manifest
 
 
 def verify(job, store: Path, claim: bytes) -> dict:
     """The accepted result from `store`, checked: every tensor's chunk tree against its
     commitment, the commitments against S_T, and H(S_T, R_T) against `claim`.
-    -> {name: tensor}; DeliveryError naming what does not match."""
+    -> {name: tensor}: exactly the committed tensors, in state order. An entry whose file
+    holds a tensor more, less or under another name is refused: what is written is what was
+    checked. DeliveryError naming what does not match."""
     from safetensors import SafetensorError
-    from safetensors.torch import load_file
+    from safetensors.torch import load
     entry, manifest = _entry(store, claim)
-    try:
-        tensors = load_file(str(entry / STATE))
-    except (ValueError, SafetensorError, OSError) as e:
-        raise DeliveryError(f"the store entry {entry} is damaged: {e}") from None
     names = initial_state(job).names()
     if manifest.get("names") != names:
         raise DeliveryError(f"{entry}: its tensors are not this job's state (names or order differ)")
-    if manifest.get("chunk") != job.spec.chunk or len(manifest.get("commitments", ())) != len(names):
+    commitments = manifest.get("commitments")
+    if manifest.get("chunk") != job.spec.chunk or not isinstance(commitments, list) or len(commitments) != len(names):
         raise DeliveryError(f"{entry}: its manifest is not for this job (chunk size or tensor count)")
-    leaves = [bytes.fromhex(c) for c in manifest["commitments"]]
-    S, R = state_tree(leaves).root, bytes.fromhex(manifest["trace_root"])
+    try:
+        leaves = [bytes.fromhex(c) for c in commitments]
+        S, R = state_tree(leaves).root, bytes.fromhex(manifest["trace_root"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise DeliveryError(f"the store entry {entry} is damaged: its {MANIFEST} does not parse "
+                            f"({type(e).__name__}: {e})") from None
     if step_claim(S, R) != claim:
         raise DeliveryError(f"{entry}: its commitments and trace root do not hash to the accepted claim "
                             f"{claim.hex()[:16]}…")
+    try:
+        tensors = load(_read(store, entry / STATE))
+    except (FileNotFoundError, NotADirectoryError):
+        raise DeliveryError(f"the store entry {entry} is damaged: it has no {STATE}") from None
+    except DeliveryError:
+        raise
+    except (ValueError, SafetensorError, OSError) as e:
+        raise DeliveryError(f"the store entry {entry} is damaged: {e}") from None
+    missing, extra = [n for n in names if n not in tensors], sorted(set(tensors) - set(names))
+    if missing or extra:
+        raise DeliveryError(f"{entry}: its {STATE} does not hold exactly the committed tensors: missing {missing}, "
+                            f"not committed {extra}")
     for n, leaf in zip(names, leaves):
-        if n not in tensors:
-            raise DeliveryError(f"{entry}: tensor {n} is missing")
-        if commit(tensors[n], job.spec.chunk) != leaf:
+        try:
+            same = commit(tensors[n], job.spec.chunk) == leaf
+        except TensorError as e:
+            raise DeliveryError(f"{entry}: tensor {n} does not match its commitment ({e})") from None
+        if not same:
             raise DeliveryError(f"{entry}: tensor {n} does not match its commitment (a chunk of it differs)")
-    return tensors
+    return {n: tensors[n] for n in names}
 
 
-def model_tensors(state: dict) -> dict:
-    """The model's parameters and buffers (what a client loads into the model), without the
-    optimizer's state (TrainingState.names: parameters, buffer.*, opt.*)."""
-    return {n.removeprefix("buffer."): t for n, t in state.items() if not n.startswith("opt.")}
+def model_tensors(job, state: dict) -> dict:
+    """The model's parameters and buffers under the names its state_dict gives them (a
+    buffer's state name without `buffer.`: TrainingState.model_names), without the
+    optimizer's state; `state`: verify's. The names map one to one onto committed ones,
+    checked, so no tensor can reach the model file under a name it was not checked under."""
+    st = initial_state(job, "meta")
+    extra, missing = sorted(set(state) - set(st.names())), [n for n in st.names() if n not in state]
+    if extra or missing:
+        raise DeliveryError(f"not this job's committed state: missing {missing}, not committed {extra}")
+    out, source = {}, {}
+    for n, m in st.model_names():
+        if m in out:
+            raise DeliveryError(f"state tensors {source[m]} and {n} would both be written as {m!r}")
+        out[m], source[m] = state[n], n
+    return out
 
 
 @dataclass(frozen=True)
@@ -136,7 +200,7 @@ def _tensor(store: Path, claim: bytes, tensor: int):
     entry, m = _entry(store, claim)
     if not 0 <= tensor < len(m["names"]):
         raise DeliveryError(f"no state tensor {tensor}: the state has {len(m['names'])}")
-    with safe_open(str(entry / STATE), "pt") as f:
+    with safe_open(_regular(store, entry / STATE), "pt") as f:
         return m, f.get_tensor(m["names"][tensor])
 
 

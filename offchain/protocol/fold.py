@@ -134,8 +134,12 @@ class _Lifted:
 
     def use(self, node, value: torch.Tensor, constant: set):
         """The node that stands for `value` where `node` was read: its placeholder, expanded
-        back when compacted (the expand is added to `constant`: erased if unused)."""
-        graph, small, fake = self.ep.graph_module.graph, _compact(value), node.meta["val"]
+        back when compacted (the expand is added to `constant`: erased if unused). A value
+        with no elements (Hugging Face's empty cache, `torch.tensor([])`) is stored as one
+        element and sliced to nothing in the graph: a state tensor of 0 elements could not
+        answer a delivery challenge (docs/PROTOCOL.md §6)."""
+        graph, fake = self.ep.graph_module.graph, node.meta["val"]
+        small = _compact(value) if value.numel() else torch.zeros([1] * value.dim(), dtype=value.dtype)
         key = (small.dtype, tuple(small.shape), small.numpy().tobytes())
         if key not in self._seen:  # the same table computed again (per layer): one buffer
             with graph.inserting_before(self._first_input):
@@ -146,7 +150,14 @@ class _Lifted:
             self._at += 1
             self.ep.constants[p.name] = self.new[p.name] = small
         p = self._seen[key]
-        if small.shape != value.shape:
+        if not value.numel():
+            empty = list(value.shape).index(0)
+            with graph.inserting_after(node):
+                p = graph.call_function(torch.ops.aten.slice.Tensor, (p, empty, 0, 0))
+            p.meta["val"] = fake.fake_mode.from_tensor(small.narrow(empty, 0, 0), static_shapes=True)
+            constant.add(p)
+            node = p
+        if tuple(p.meta["val"].shape) != tuple(value.shape):
             with graph.inserting_after(node):
                 p = graph.call_function(torch.ops.aten.expand.default, (p, list(value.shape)))
             p.meta["val"] = fake

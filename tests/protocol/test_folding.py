@@ -129,6 +129,28 @@ def test_a_folded_constant_repeated_per_row_or_head_is_stored_once(tmp_path):
     assert len({(v.dtype, tuple(v.shape), v.numpy().tobytes()) for v in folded.values()}) == len(folded)
 
 
+def test_an_empty_value_made_from_constants_is_no_empty_state_tensor(tmp_path):
+    """Hugging Face's cache starts as torch.tensor([]) and is concatenated with the keys:
+    folded, it is one stored element sliced to nothing in the graph, since a state tensor of
+    0 elements could not answer a delivery challenge (and is refused at load)."""
+    class Cached(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 3)
+
+        def forward(self, x, y):
+            h = torch.cat([torch.tensor([]), torch.zeros(0, 3), self.lin(x)], 0)  # (1-D empties: skipped by cat)
+            return torch.nn.functional.cross_entropy(h, y)
+    torch.manual_seed(0)
+    data = {"x": torch.randn(8, 4), "y": torch.randint(0, 3, (8,))}
+    job = load(write_program_job(tmp_path / "job", Cached(), data, ["x", "y"], steps=2, batch_size=4, fanout=2))
+    from offchain.protocol.dataset import initial_state
+    assert min(t.numel() for t in initial_state(job).tensors()) == 1
+    one, two = Trainer(job, tmp_path / "one", "one"), Trainer(job, tmp_path / "two", "two")
+    assert one.train() == two.train()
+    assert Context(job).kernel_graph.unsettled == []
+
+
 def test_a_program_writing_through_a_view_is_functionalised_and_trains_as_traced(tmp_path):
     """T5 given only labels shifts them right into new_zeros(...)[..., 1:] in forward: the
     export is functionalised (slice_scatter, select_scatter), so the trace can name every

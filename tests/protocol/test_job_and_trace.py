@@ -47,6 +47,14 @@ def test_a_bad_job_file_names_the_field(job_file, tmp_path, change, message):
         load(edit(job_file, tmp_path, change))
 
 
+def test_a_model_with_a_state_tensor_without_elements_is_refused_at_load(tmp_path):
+    """No delivery challenge on it could be answered (docs/PROTOCOL.md §6); program jobs: test_program_jobs."""
+    job_file = write_job(tmp_path, "mlp", {"d_in": 16, "d_hidden": 0, "n_classes": 10}, mlp_data(), steps=2,
+                         batch_size=8)
+    with pytest.raises(JobError, match=r"state tensor 'fc1.weight' has shape \[0, 16\], no elements"):
+        load(job_file)
+
+
 def test_malformed_yaml_and_wrong_top_level_are_clear(tmp_path):
     with pytest.raises(JobError, match="not valid YAML"):
         parse("model: [unclosed")

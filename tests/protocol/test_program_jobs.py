@@ -3,6 +3,7 @@ forward(*batch) returns the loss, with its weights and arrays. Every party loads
 running the client's Python, trains it with the same bits, and the referee settles a
 dispute over it down to one primitive; a bad file is a JobError before any money moves."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -147,6 +148,49 @@ def test_weights_that_do_not_fit_are_a_job_error(tmp_path):
     _rewrite(job, "init", drop)
     with pytest.raises(JobError, match=r"missing \['conv.weight'\]"):
         load(job)
+
+
+class EmptyHead(TinyCNN):
+    def __init__(self):
+        super().__init__()
+        self.spare = nn.Linear(4, 0)
+
+    def forward(self, images, labels):
+        return super().forward(images, labels) + self.spare(images[:, 0, 0, :4]).sum()
+
+
+class EmptyBuffer(TinyCNN):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("seen", torch.zeros(0))
+
+    def forward(self, images, labels):
+        return super().forward(torch.cat([images, self.seen.expand(*images.shape[:3], 0)], -1), labels)
+
+
+@pytest.mark.parametrize("module,name,shape", [(EmptyHead, "spare.weight", "[0, 4]"),
+                                               (EmptyBuffer, "buffer.seen", "[0]")])
+def test_a_state_tensor_without_elements_is_refused_before_posting(tmp_path, module, name, shape):
+    """A delivery challenge asks for a chunk of one state tensor and JobRegistry.answer proves
+    one of its elements: on a tensor of 0 elements an honest accepted trainer could not answer."""
+    with pytest.raises(JobError, match=re.escape(f"state tensor {name!r} has shape {shape}, no elements") +
+                       ".*Drop the empty parameter or buffer from the model, or give it at least one element"):
+        _write(tmp_path / "j", module())
+    assert load(_write(tmp_path / "ok", TinyCNN())).spec.model.name == "program"  # without it, the job loads
+
+
+def test_two_state_tensors_with_one_name_are_refused_before_posting(tmp_path):
+    class Clash(TinyCNN):  # the parameter buffer.x and the buffer x: both state tensor `buffer.x`
+        def __init__(self):
+            super().__init__()
+            self.buffer = nn.Module()
+            self.buffer.x = nn.Parameter(torch.ones(3))
+            self.register_buffer("x", torch.full((3,), 2.0))
+
+        def forward(self, images, labels):
+            return super().forward(images, labels) + (self.buffer.x * self.x).sum()
+    with pytest.raises(JobError, match="two state tensors are named 'buffer.x'.*rename that submodule"):
+        _write(tmp_path / "j", Clash())
 
 
 def test_a_model_with_an_op_repops_lacks_is_refused_before_posting(tmp_path):
