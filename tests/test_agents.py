@@ -173,6 +173,17 @@ def test_a_faulting_job_pays_the_honest_agents_for_the_steps_done(tmp_path, arti
             assert v.owed(a.address) == 0
             assert chain.w3.eth.get_balance(a.address) - b > (STAKE + PAY // 2) // 2 - 10**16  # (less gas)
         assert v.owed(client.address) == PAY // 2 and v.owed(bad.address) == 0
+        # what the client is told: `verde status` names the fault and the pay; `verde fetch` has no model
+        env = {"PATH": "/usr/bin:/bin", "COLUMNS": "250", "VERDE_PRIVATE_KEY": client.key.hex()}
+        args = ["--chain", f"rpc:{node.url}", "--deployment", str(dep)]
+        out = " ".join(subprocess.run([str(VERDE), "status", "1", *args], capture_output=True, text=True,
+                                      env=env).stdout.split())
+        assert "a FAULT at step 3" in out and "paid 1.0 ETH for the 3 steps before it" in out, out
+        r = subprocess.run([str(VERDE), "fetch", "1", str(job_file), "--from", str(tmp_path / "honest-0" / "published"),
+                            "--out", str(tmp_path / "model.safetensors"), *args], capture_output=True, text=True, env=env)
+        said = " ".join((r.stdout + r.stderr).split())
+        assert r.returncode == 2 and "accepted result is a fault" in said and "no model" in said, said
+        assert not (tmp_path / "model.safetensors").exists()
 
 
 def test_agents_reconnect_after_the_node_restarts(tmp_path, artifacts):

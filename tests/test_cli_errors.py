@@ -95,3 +95,14 @@ def _adding(add, fn):
         add(sub)
         sub.choices["withdraw"].set_defaults(fn=fn)
     return patched
+
+
+def test_training_a_job_whose_step_faults_says_where_and_what_to_fix(tmp_path, capsys, monkeypatch):
+    """Issue #42: `verde train` on data whose step 3 divides by zero names the step, the node and
+    the element, the fault claim a trainer commits, and the fix (exit 2, no traceback)."""
+    from small_job import write_division_fault_job
+    rc, out = _run(["train", str(write_division_fault_job(tmp_path / "job"))], capsys, monkeypatch)
+    out = " ".join(out.split())
+    assert rc == 2 and "Traceback" not in out, out
+    assert "step 3 of 6 cannot be computed" in out and "aten.floor_divide" in out and "rule division" in out, out
+    assert "integer division by zero" in out and "fault claim" in out and "Fix: correct the data" in out, out

@@ -79,8 +79,21 @@ def cmd_train(args) -> int:
             console.print(f"[red]error:[/] {e}")
             return 2
         except RepOpsError as e:
-            console.print(f"[red]error:[/] the {args.device} device cannot train this job: {e}\n"
-                          "  Fix: train on another device (--device cpu gives the same bits, slower)")
+            fix = ("train on another device (--device cpu gives the same bits, slower)" if args.device != "cpu" else
+                   "the op or dtype named above is not reproducible in RepOps: change the model (docs/NUMERICS.md "
+                   "lists what is defined)")
+            console.print(f"[red]error:[/] the {args.device} device cannot train this job: {e}\n  Fix: {fix}",
+                          markup=False, highlight=False)
+            return 2
+        if trainer.fault_step is not None:  # a step the spec cannot compute: the run's result is its fault claim
+            f = trainer.faulted()
+            k, e = f.where
+            console.print(f"job {job.job_id.hex()[:16]}: step {f.step} of {job.spec.steps} cannot be computed: node "
+                          f"{f.node} ({f.nodes[-1].op}) faults (rule {f.rule}; kernel {k}, element {e}): "
+                          f"{trainer.fault_message}\n"
+                          f"  a trainer commits the fault claim {claim.hex()} and is paid for the {f.step} steps "
+                          "before it (docs/PROTOCOL.md §6)\n  Fix: correct the data (or program) that step reads, "
+                          "then post the job", markup=False, highlight=False)
             return 2
         seconds = time.time() - t0
         S, _ = trainer.opened[job.spec.steps]

@@ -71,13 +71,16 @@ class CheckpointStore:
             return {}
         return {int(k): bytes.fromhex(v) for k, v in json.loads(p.read_text()).items()}
 
-    def fault_step(self) -> int | None:
-        """The step at which the run faulted (fault.json), or None."""
+    def fault(self) -> tuple[int, str] | tuple[None, None]:
+        """(the step at which the run faulted, what the fault said) from fault.json, or Nones."""
         p = self.dir / "fault.json"
-        return json.loads(p.read_text())["step"] if p.exists() else None
+        if not p.exists():
+            return None, None
+        f = json.loads(p.read_text())
+        return f["step"], f.get("message", "")
 
-    def save_fault(self, step: int) -> None:
-        _atomic(self.dir / "fault.json", lambda p: p.write_text(json.dumps({"step": step})))
+    def save_fault(self, step: int, message: str) -> None:
+        _atomic(self.dir / "fault.json", lambda p: p.write_text(json.dumps({"step": step, "message": message})))
 
     def save_claims(self, claims: dict[int, bytes]) -> None:
         text = json.dumps({str(k): v.hex() for k, v in sorted(claims.items())}, indent=0)

@@ -67,7 +67,7 @@ class Trainer:
         self.spec = self.behaviour.spec(job.spec)
         self._data = dataset(job)
         self.claims = self.store.claims()
-        self.fault_step = self.store.fault_step()  # the step that faults (docs/NUMERICS.md §14), once found
+        self.fault_step, self.fault_message = self.store.fault()  # the step that faults (NUMERICS.md §14), once found
         self._faulted: FaultedStep | None = None
         self.opened: dict[int, tuple[bytes, bytes]] = {}
         self.reexecuted = 0       # steps run again to answer queries
@@ -193,8 +193,8 @@ class Trainer:
         import logging
         logging.getLogger("verde.trainer").warning(
             "%s: step %d faults (%s): the run ends with a fault claim (docs/PROTOCOL.md §6)", self.name, s, error)
-        self.fault_step = s
-        self.store.save_fault(s)
+        self.fault_step, self.fault_message = s, str(error)
+        self.store.save_fault(s, self.fault_message)
         self.claims = {p: c for p, c in self.claims.items() if p <= s}
         self.store.save_claims(self.claims)
 
