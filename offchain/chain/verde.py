@@ -253,6 +253,11 @@ class Verde:
     def status(self, job_id: int):
         return self.chain.call(self.registry.functions.job(job_id))
 
+    def accepted_fault(self, job_id: int) -> dict | None:
+        """The FaultAccepted event's (step, paid, refunded) when the job settled on a fault claim."""
+        logs = self.registry.events.FaultAccepted().get_logs(from_block=self.from_block, argument_filters={"id": job_id})
+        return dict(logs[0]["args"]) if logs else None
+
     def owed(self, address: str) -> int:
         return self.chain.call(self.registry.functions.owed(address))
 

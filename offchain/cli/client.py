@@ -75,9 +75,8 @@ def cmd_fetch(args) -> int:
                              "wait until it is settled with a result (verde status)")
         if bytes(j[4][0]) != job.job_id:
             raise ChainError(f"job {args.job_id} is not the job of {args.job}", "pass its job file")
-        fault = v.registry.events.FaultAccepted().get_logs(from_block=v.from_block, argument_filters={"id": args.job_id})
-        if fault:  # docs/PROTOCOL.md §6: the run could not be computed past that step
-            f = fault[0]["args"]
+        f = v.accepted_fault(args.job_id)
+        if f:  # docs/PROTOCOL.md §6: the run could not be computed past that step
             raise ChainError(f"job {args.job_id}'s accepted result is a fault: its step {f['step']} cannot be computed "
                              f"(an index out of range or a division by zero in its data or program), so there is no "
                              f"model; the trainers were paid {f['paid'] / 1e18} ETH for the steps before it and "

@@ -221,6 +221,9 @@ def _fetch(job_file, job, trainer, store, out, monkeypatch, capsys):
     class Registry:
         def status(self, jid):  # (.., status settled, accepted claim, terms (job id, ..), accepted trainers)
             return None, None, 3, trainer.final_claim(), (job.job_id,), []
+
+        def accepted_fault(self, jid):  # a result claim was accepted, not a fault
+            return None
     monkeypatch.setattr(client, "verde_of", lambda args: (contextlib.nullcontext(), Registry()))
     client.cmd_fetch(argparse.Namespace(job=str(job_file), job_id=1, store=store, out=str(out), with_optimizer=False))
     return " ".join(capsys.readouterr().out.split())
