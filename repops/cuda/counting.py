@@ -90,7 +90,7 @@ def _site() -> str:
         path = os.path.abspath(f.f_code.co_filename)
         if path.startswith(_REPOPS) and os.path.dirname(path) != _HERE and not (
                 f.f_code.co_name == "run" and path.endswith(os.path.join("reference", "prims.py"))):
-            return f"{os.path.relpath(path, os.path.dirname(_REPOPS))}:{f.f_lineno}"
+            return f"{os.path.relpath(path, os.path.dirname(_REPOPS))}:{f.f_lineno} ({f.f_code.co_name})"
         f = f.f_back
     return "?"
 

@@ -1,0 +1,130 @@
+"""What the CUDA launch glue does per training step, counted on the emulator with the torch
+tensors treated as CUDA tensors (repops/cuda/counting.py): no host sync inside a step (index
+checks are read once when the block ends), no constant uploaded after the first step, and
+ceilings on launches, copies and DLPack conversions that fall as the glue gets leaner (lower
+them when a change does: a regression then fails here). The device paths of the glue give
+the CPU's bits (real kernels), and a fault found on the device is the same fault."""
+import pytest
+import torch
+
+import repops
+from repops.backends import get
+from repops.cuda.counting import counting
+from repops.cuda.emulator import emulator
+from repops.models import build
+from repops.models.quick_train import synthetic_batches
+from repops.optim import AdamW
+
+# per step of build(name) at its defaults (synthetic_batches); before #37 the same steps had
+# 4 / 6 host syncs and uploaded 23 / 66 constants
+CEILING = {"mlp": {"launches": 47, "copies": 12, "dlpack": 158},
+           "llama": {"launches": 186, "copies": 107, "dlpack": 607}}
+
+
+def _trainer(name, backend="cuda-emu"):
+    torch.manual_seed(0)
+    model = build(name)
+    opt = AdamW(model.parameters(), lr=1e-3)
+    batches = synthetic_batches(name, 2)
+
+    def step(s):
+        with repops.deterministic(backend):
+            opt.zero_grad(set_to_none=True)
+            model.loss(*batches[s]).backward()
+            opt.step()
+    return model, step
+
+
+@pytest.fixture(scope="module")
+def rt():
+    get("cuda-emu")  # built and self-checked before anything is counted
+    return emulator()
+
+
+@pytest.mark.parametrize("name", sorted(CEILING))
+def test_a_step_reads_nothing_on_the_host_and_uploads_no_constant(rt, name):
+    _, step = _trainer(name)
+    with counting(rt, stub=True, sites=False):
+        step(0)  # the first step uploads the constants once
+    with counting(rt, stub=True) as c:
+        step(1)
+    syncs = dict(c.sites.get("sync", {}))
+    assert c.syncs == 1 and all(s.endswith("(settle)") for s in syncs), \
+        f"host syncs in a step: {syncs} (only the index checks' one read when the block ends may sync)"
+    assert c.uploads == 0, f"uploads after the first step: {dict(c.sites.get('upload', {}))}"
+    for k, most in CEILING[name].items():
+        assert getattr(c, k) <= most, f"{name}: {k} per step rose to {getattr(c, k)} (ceiling {most})"
+
+
+def _bits(model):
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).view(torch.int32)
+
+
+def test_the_device_paths_of_the_glue_give_the_cpu_bits(rt):
+    """Two AdamW steps of the MLP, kernels run, tensors as device tensors: the nll count on
+    the device, deferred index checks, cached constants."""
+    model, step = _trainer("mlp")
+    with counting(rt, sites=False):
+        step(0), step(1)
+    want, cpu = _trainer("mlp", "cpu")
+    cpu(0), cpu(1)
+    assert torch.equal(_bits(model), _bits(want))
+
+
+def test_nll_with_ignored_rows_keeps_its_count_on_the_device(rt):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(6, 5, generator=g).log_softmax(-1)
+    t = torch.tensor([1, -100, 4, 0, -100, 2])
+    want = [torch.nn.functional.nll_loss(x, t, reduction=r) for r in ("mean", "sum", "none")]
+    with repops.deterministic("cpu"):
+        want = [torch.nn.functional.nll_loss(x, t, reduction=r) for r in ("mean", "sum", "none")]
+    with counting(rt) as c, repops.deterministic("cuda-emu"):
+        got = [torch.nn.functional.nll_loss(x, t, reduction=r) for r in ("mean", "sum", "none")]
+        inside = c.syncs
+    assert inside == 0 and c.uploads == 0
+    assert all(torch.equal(a.view(torch.int32), b.view(torch.int32)) for a, b in zip(got, want))
+
+
+def test_a_fault_on_the_device_is_raised_when_the_block_ends_as_the_same_fault(rt):
+    w = torch.randn(5, 3)
+    idx = torch.tensor([[0, 2], [7, 1]])
+    with pytest.raises(repops.Fault) as cpu, repops.deterministic("cpu"):
+        torch.nn.functional.embedding(idx, w)
+    ran_on = []
+    with counting(rt) as c, pytest.raises(repops.Fault) as dev, repops.deterministic("cuda-emu"):
+        out = torch.nn.functional.embedding(idx, w)
+        ran_on.append((c.syncs, out.shape))  # the op returned: its check waits for the block's end
+    assert ran_on == [(0, torch.Size([2, 2, 3]))]
+    assert (str(dev.value), dev.value.rule, dev.value.element) == (str(cpu.value), cpu.value.rule, cpu.value.element)
+    assert type(dev.value) is type(cpu.value)
+
+
+def test_a_fault_behind_another_error_is_the_one_raised(rt):
+    w = torch.randn(5, 3)
+    with counting(rt), pytest.raises(repops.Fault) as e, repops.deterministic("cuda-emu"):
+        torch.nn.functional.embedding(torch.tensor([9]), w)
+        raise RuntimeError("what the garbage of the faulted op caused")
+    assert isinstance(e.value.__cause__, RuntimeError)
+
+
+def test_a_recorded_trace_still_faults_at_its_op(rt):
+    """A step recorder (a trace with `before`) needs the fault at the op that raised it."""
+    class Recorder:
+        seen = []
+
+        def before(self, func, args, kwargs):
+            pass
+
+        def __call__(self, func, args, kwargs, out):
+            self.seen.append(func)
+    w = torch.randn(5, 3)
+    rec = Recorder()
+    with counting(rt), repops.deterministic("cuda-emu", trace=rec):
+        with pytest.raises(repops.Fault):
+            torch.nn.functional.embedding(torch.tensor([9]), w)
+
+
+def test_optimizer_scalars_live_with_their_parameter():
+    p = torch.nn.Parameter(torch.zeros(3, device="meta"))
+    opt = AdamW([p], lr=1e-3, schedule=repops.optim.Schedule("linear", 10))
+    assert {opt.state[p]["b1t"].device.type, opt.state[p]["b2t"].device.type, opt.steps.device.type} == {"meta"}
