@@ -74,7 +74,11 @@ def settle() -> None:
         return
     checks, pending[:] = list(pending), []
     xp = P.xp_of(checks[0][0])
-    hits = xp.stack([f.reshape(-1).any() for f, *_ in checks]).tolist()  # the one read
+    on_gpu = getattr(xp, "__name__", "") == "cupy"
+    if on_gpu:
+        from .cuda.device import torch_stream
+    with torch_stream() if on_gpu else contextlib.nullcontext():  # (the stream the checks ran on)
+        hits = xp.stack([f.reshape(-1).any() for f, *_ in checks]).tolist()  # the one read
     for hit, check in zip(hits, checks):
         if hit:
             _check(*check, defer=False)

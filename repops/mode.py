@@ -285,8 +285,9 @@ class RepOpsMode(TorchDispatchMode):
         elif impl is not None and device == "meta":
             out = _row_major(func, func(*args, **kwargs))  # shapes only, no values: the graph of a step (Verde)
         elif impl is not None and device == "cuda":
+            from .cuda.device import torch_stream
             from .reference.prims import implementations
-            with implementations(self._cuda_table()):
+            with implementations(self._cuda_table()), torch_stream():
                 out = impl(*args, **kwargs)
         elif impl is not None:
             out = impl(*args, **kwargs)

@@ -15,6 +15,8 @@ from repops.models import build
 from repops.models.quick_train import synthetic_batches
 from repops.optim import AdamW
 
+from test_faults import CASES, _run  # noqa: E402  (tests/repops: see conftest.py)
+
 # per step of build(name) at its defaults (synthetic_batches); before #37 the same steps had
 # 4 / 6 host syncs and uploaded 23 / 66 constants
 CEILING = {"mlp": {"launches": 47, "copies": 12, "dlpack": 158},
@@ -128,3 +130,37 @@ def test_optimizer_scalars_live_with_their_parameter():
     p = torch.nn.Parameter(torch.zeros(3, device="meta"))
     opt = AdamW([p], lr=1e-3, schedule=repops.optim.Schedule("linear", 10))
     assert {opt.state[p]["b1t"].device.type, opt.state[p]["b2t"].device.type, opt.steps.device.type} == {"meta"}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_fault_case_is_the_same_fault_on_the_device(rt, name):
+    """tests/repops/test_faults.py's cases, their checks deferred on the emulated device."""
+    fn, good, bad, rule, element = CASES[name]
+    with counting(rt) as c:
+        _run(fn, good, "cuda-emu")
+        with pytest.raises(repops.Fault) as info:
+            _run(fn, bad, "cuda-emu")
+    assert (type(info.value), info.value.rule, info.value.element) == (
+        repops.IndexFault if rule == "index" else repops.DivisionFault, rule, element)
+    assert all(s.endswith(("(settle)", "(_first)")) for s in c.sites["sync"])  # read when the block ended
+
+
+def test_embedding_backward_past_a_fault_writes_nothing_outside_its_output(rt):
+    """After a deferred (or noted) fault the step runs on with the index outside [0, V): the
+    one-hot rule's value (a row of zeros: adds nothing; a non-finite entry poisons every row),
+    never a write outside the output, on the CPU and the CUDA kernels alike."""
+    import numpy as np
+    from repops.reference import nn as N
+    rng = np.random.default_rng(3)
+    g = rng.standard_normal((6, 5)).astype(np.float32)
+    index = np.array([1, 7, 3, -2, 1, 2 ** 40], np.int64)
+    from repops.reference.prims import implementations
+    for poison in (None, (1, 2), (3, 0), (0, 4)):  # a non-finite entry at an index outside (7, -2), then inside
+        gp = g.copy()
+        if poison:
+            gp[poison] = np.inf
+        with implementations({}):  # the reference: onehot, then the matmul
+            want = N.embedding_backward(index, gp, 4)
+        for backend in ("cpu", "cuda-emu"):
+            got = np.asarray(get(backend)["embedding_backward"](index, gp, 4))
+            assert np.array_equal(got.view(np.uint32), np.asarray(want).view(np.uint32)), (backend, poison, got, want)
