@@ -55,7 +55,7 @@ def deferred(on: bool = True):
     token = _PENDING.set([])
     try:
         yield
-    except BaseException as e:
+    except Exception as e:
         try:
             settle()
         except Fault as fault:

@@ -74,7 +74,7 @@ class Counts:
             self.cupy_ops += 1
         elif kind == "dlpack":
             self.dlpack += 1
-        if kind != "dlpack" and self.record_sites:
+        if self.record_sites:
             self.sites.setdefault(kind, Counter())[_site()] += 1
 
     def row(self) -> dict:
