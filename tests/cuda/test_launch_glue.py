@@ -164,3 +164,56 @@ def test_embedding_backward_past_a_fault_writes_nothing_outside_its_output(rt):
         for backend in ("cpu", "cuda-emu"):
             got = np.asarray(get(backend)["embedding_backward"](index, gp, 4))
             assert np.array_equal(got.view(np.uint32), np.asarray(want).view(np.uint32)), (backend, poison, got, want)
+
+
+# -- on a GPU (scripts/gpu-check.sh): the same, with real CUDA tensors ----------------------------
+def _gpu():
+    from kernel_samples import backend_table  # noqa: E402  (tests/repops: see conftest.py)
+    backend_table("cuda")  # skips without a device
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_fault_case_is_the_same_fault_on_the_gpu(name):
+    """Checks deferred to the block's end on CUDA tensors; the device still works after
+    (no write outside an output past the fault: no sticky CUDA error)."""
+    _gpu()
+    fn, good, bad, rule, element = CASES[name]
+
+    def run(index, device):
+        from test_faults import W, X  # noqa: E402
+        x, w = X.clone().to(device).requires_grad_(), W.clone().to(device).requires_grad_()
+        with repops.deterministic():
+            fn(x, w, index.to(device)).sum().backward()
+    run(good, "cuda")
+    with pytest.raises(repops.Fault) as gpu:
+        run(bad, "cuda")
+    with pytest.raises(repops.Fault) as cpu:
+        run(bad, "cpu")
+    assert (type(gpu.value), str(gpu.value), gpu.value.rule, gpu.value.element) == (
+        type(cpu.value), str(cpu.value), cpu.value.rule, cpu.value.element)
+    assert torch.ones(3, device="cuda").sum().item() == 3.0
+
+
+@pytest.mark.gpu
+def test_a_step_on_a_side_stream_gives_the_cpu_bits():
+    """CuPy's work follows torch's current stream (repops.cuda.device.torch_stream), as a
+    CUDA graph capture needs; optimizer scalars on the parameters' device."""
+    _gpu()
+    torch.manual_seed(0)
+    model = build("mlp").cuda()  # built on the CPU, moved: AdamW's scalars must still be on the GPU
+    opt = AdamW(model.parameters(), lr=1e-3)
+    assert opt.state[next(model.parameters())]["b1t"].device.type == "cuda"
+    batches = [tuple(t.cuda() for t in b) for b in synthetic_batches("mlp", 2)]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())  # the copies to the GPU ran on the default stream
+    with torch.cuda.stream(side):
+        for b in batches:
+            with repops.deterministic():
+                opt.zero_grad(set_to_none=True)
+                model.loss(*b).backward()
+                opt.step()
+    torch.cuda.synchronize()
+    want, cpu = _trainer("mlp", "cpu")
+    cpu(0), cpu(1)
+    assert torch.equal(_bits(model).cpu(), _bits(want))
