@@ -233,7 +233,12 @@ def bench_counts(models, out: Path, con):
         "device": "CUDA emulator (CPU): the GPU's launch glue, kernels stubbed",
         "command": "python benchmarks/repops_cuda.py --counts",
         "narrow": f"< {SMS} blocks of 256 threads and a per-thread serial loop >= {SERIAL}: {sorted(LOOP)}",
-        "allow_list": sorted(ALLOWED), "tiny_models": TINY, "models": rows}, indent=1))
+        "allow_list": sorted(ALLOWED), "tiny_models": TINY,
+        "notes": "syncs: the one read of the deferred index checks when the repops.deterministic() block ends "
+                 "(repops/faults.py settle); copies: CuPy copy kernels (contiguous copies, casts, fills), cupy_ops: "
+                 "its other kernels (integer index checks); glue_ratio: best of 10 on a shared 2-core CPU, numpy "
+                 "standing in for CuPy's host calls (CuPy's cost more): a lower bound, noisy",
+        "models": rows}, indent=1))
     con.print(f"wrote {out}")
 
 
