@@ -15,7 +15,8 @@ from repops.models import build
 from repops.models.quick_train import synthetic_batches
 from repops.optim import AdamW
 
-from test_faults import CASES, _run  # noqa: E402  (tests/repops: see conftest.py)
+from repops_samples import SAMPLES  # noqa: E402  (tests/repops: see conftest.py)
+from test_faults import CASES, _run  # noqa: E402
 
 # per step of build(name) at its defaults (synthetic_batches); before #37 the same steps had
 # 4 / 6 host syncs and uploaded 23 / 66 constants
@@ -217,3 +218,16 @@ def test_a_step_on_a_side_stream_gives_the_cpu_bits():
     want, cpu = _trainer("mlp", "cpu")
     cpu(0), cpu(1)
     assert torch.equal(_bits(model).cpu(), _bits(want))
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_every_op_on_the_emulated_device_equals_the_reference(rt, name):
+    """The sample table through the glue's device paths (what a GPU runs: CuPy arrays of
+    torch's tensors), kernels emulated: the reference's bits, forward and backward."""
+    from test_ops import bits, run
+    fn, make = SAMPLES[name]
+    with counting(rt, sites=False):
+        o1, g1 = run(fn, make(), "cuda-emu")
+    o2, g2 = run(fn, make(), "reference")
+    assert torch.equal(bits(o1), bits(o2))
+    assert len(g1) == len(g2) and all(torch.equal(bits(a), bits(b)) for a, b in zip(g1, g2))
