@@ -7,7 +7,8 @@ GPU's (repops/cuda/ops.py, repops/aten.py), only the runtime is emulated.
 `counting(rt, device=True)` runs the enclosed code as if its torch tensors were CUDA
 tensors: a tensor's array is device memory (a DeviceArray view, as cupy.from_dlpack gives),
 so the glue takes its device paths (repops.reference.prims.xp_of says "device"), and every
-value the glue reads on the host is counted where it is read. `stub=True` counts launches
+value read on the host (an array's, or a tensor's: item, tolist, cpu, bool, int, float) is
+counted where it is read. `stub=True` counts launches
 without running them (the op sequence never depends on float values), so a d1024 Llama
 step is counted in seconds; its results are then meaningless.
 
@@ -40,6 +41,9 @@ LOOP = {
 # True scalar reductions: one output, its fold a single sequential chain by the spec (a tree
 # would change the bits). Listed apart, not narrow.
 ALLOWED = {"fold_f32 to one value": lambda a: a[4] == 1}
+
+# torch's reads of a tensor's value on the host: on a CUDA tensor each waits for the device
+_READS = ("item", "tolist", "cpu", "__bool__", "__int__", "__float__", "__index__")
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPOPS = os.path.dirname(_HERE)
@@ -151,12 +155,31 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
     def device_xp_of(x):
         return rt.xp if isinstance(x, E.DeviceArray) else xp_of(x)
 
+    inside = []
+
+    def reading(name):
+        native = getattr(torch.Tensor, name)
+
+        def read(self, *args, **kwargs):
+            if not inside:  # (a torch function mode calls the method again: one read)
+                c.seen("sync", self.element_size() * self.numel())  # a device tensor's value on the host
+            inside.append(name)
+            try:
+                return native(self, *args, **kwargs)
+            finally:
+                inside.pop()
+        return read
+
     rt.launch, Ops._grid = counted_launch, counted_grid
     E.OBSERVER = c.seen
+    reads = {}
     if device:
         aten.arr = integer.arr = device_arr
         aten.tt, aten._data, P.xp_of = device_tt, lambda a: a.__array_interface__["data"][0], device_xp_of
         torch.from_dlpack = counted_from_dlpack
+        for name in _READS:  # (the tensors are CUDA tensors here: any read of a value syncs)
+            reads[name] = torch.Tensor.__dict__.get(name)
+            setattr(torch.Tensor, name, reading(name))
     try:
         yield c
     finally:
@@ -165,3 +188,8 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
         Ops._grid = grid
         aten.arr = integer.arr = arr
         aten.tt, aten._data, P.xp_of, torch.from_dlpack = tt, data, xp_of, from_dlpack
+        for name, had in reads.items():
+            if had is None:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, had)

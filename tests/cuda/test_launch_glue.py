@@ -231,3 +231,12 @@ def test_every_op_on_the_emulated_device_equals_the_reference(rt, name):
     o2, g2 = run(fn, make(), "reference")
     assert torch.equal(bits(o1), bits(o2))
     assert len(g1) == len(g2) and all(torch.equal(bits(a), bits(b)) for a, b in zip(g1, g2))
+
+
+def test_the_counter_sees_every_kind_of_host_read(rt):
+    """The harness itself: each way of reading a device value on the host is one sync."""
+    t = torch.arange(3.0)
+    with counting(rt) as c, repops.deterministic("cuda-emu"):
+        a = (t * 2.0).sum()
+        a.item(), float(a), bool(a), t.tolist(), t.cpu()
+    assert c.syncs == 5 and c.launches >= 2
