@@ -8,9 +8,9 @@ GPU's (repops/cuda/ops.py, repops/aten.py), only the runtime is emulated.
 tensors: a tensor's array is device memory (a DeviceArray view, as cupy.from_dlpack gives),
 so the glue takes its device paths (repops.reference.prims.xp_of says "device"), and every
 value read on the host (an array's, or a tensor's: item, tolist, cpu, bool, int, float) is
-counted where it is read. `stub=True` counts launches
-without running them (the op sequence never depends on float values), so a d1024 Llama
-step is counted in seconds; its results are then meaningless.
+counted where it is read. `stub=True` counts launches without running them (the op
+sequence never depends on float values), so a d1024 Llama step is counted in seconds; its
+float results are then garbage, never to be used.
 
 Narrow launches are judged at the GPU's geometry (repops/cuda/kernels.py THREADS, one SM
 count), not the emulator's: blocks = ceil(work items / THREADS)."""
