@@ -1,7 +1,9 @@
-"""RepOps CUDA vs native PyTorch CUDA, measured in one run on a GPU machine (ratios).
+"""RepOps CUDA vs native PyTorch CUDA, measured in one run on a GPU machine (ratios); or,
+with --counts, what the launch glue does per training step, counted on the CPU emulator.
 
   python benchmarks/repops_cuda.py [--sizes 1024 2048 4096 8192] [--skip-steps]
                                    [--gpu-tests JUNIT.xml] [--sweep]
+  python benchmarks/repops_cuda.py --counts [--models mlp llama llama-d1024]
 
 1. matmul, n x n x n, and batched (attention-shaped) matmul: the RepOps kernel (fixed k
    order, fma, from +0) vs torch on cuBLAS with TF32 off. Bar: time ratio <= 1.3 at n >=
@@ -12,6 +14,15 @@
    kernel launches per step. Bars: llama-d1024 <= 2x, mlp <= 3x.
 3. --sweep: the matmul at n = 2048 and 4096 under other tile shapes (repops/cuda/kernels.py
    TUNING; the bits never depend on it), to pick the fastest for this GPU.
+4. --counts (no GPU): one training step of each model at the benchmark's shapes, its torch
+   tensors treated as CUDA tensors on the CUDA emulator (repops/cuda/counting.py), the second
+   step counted (the first may fill caches) with the kernels stubbed (their values are never
+   read by the glue): launches, host syncs, CuPy copy kernels (and MB), CuPy's other kernels
+   (integer elementwise ops and reductions), DLPack conversions, host->device uploads and
+   narrow launches (< 132 blocks at 256 threads, a serial loop of 64+ per thread; scalar
+   folds listed apart), and glue_ratio = host time of a RepOps step with the launches stubbed
+   / native torch's CPU step, both on a tiny model with the same layers (TINY). Writes
+   benchmarks/results/repops_cuda_counts.json.
 Writes benchmarks/results/repops_cuda.{json,png}: device, gpu_tests {passed, failed} (from
 the pytest JUnit file scripts/gpu-check.sh passes), matmul [{n, repops_tflops,
 cublas_tflops, ratio}], bmm [...], steps [{model, native_s, repops_s, slowdown, launches}],
@@ -138,6 +149,99 @@ def bench_steps():
     return rows
 
 
+TINY = {  # glue_ratio's models: the benchmark's layers at tiny widths (host time, not kernels)
+    "mlp": ("mlp", {"d_in": 16, "d_hidden": 32, "n_classes": 10}, 8),
+    "llama": ("llama", {"vocab": 64, "d_model": 32, "n_layers": 4, "n_heads": 4, "d_ff": 64, "max_seq": 16}, 2),
+    "llama-d1024": ("llama", {"vocab": 64, "d_model": 64, "n_layers": 8, "n_heads": 16, "d_ff": 128, "max_seq": 16}, 2),
+}
+
+
+def _emulated_step(name, configs=None):
+    """(step under repops.deterministic("cuda-emu"), native torch step) of model `name`."""
+    import repops
+    import repops_cpu
+    saved = dict(repops_cpu.CONFIGS)
+    repops_cpu.CONFIGS.update(configs or {})
+    try:
+        step, native = repops_cpu._step_fn(name, False, deterministic=False), repops_cpu._step_fn(name, True)
+    finally:
+        repops_cpu.CONFIGS.clear()
+        repops_cpu.CONFIGS.update(saved)
+
+    def emulated():
+        with repops.deterministic("cuda-emu"):
+            step()
+    return emulated, native
+
+
+def count_step(name, configs=None, sites=True):
+    """The Counts of one step of `name` (the second: caches filled), kernels stubbed."""
+    from repops.cuda.counting import counting
+    from repops.cuda.emulator import emulator
+    get("cuda-emu")  # built and self-checked before counting
+    step, _ = _emulated_step(name, configs)
+    with counting(emulator(), stub=True, sites=False):
+        step()
+    with counting(emulator(), stub=True, sites=sites) as c:
+        step()
+    return c
+
+
+def glue_ratio(name, reps=10):
+    """Host time of a RepOps step (launches stubbed) / native torch's CPU step, best of reps,
+    one torch thread (a shared machine's other threads only add noise at these sizes)."""
+    import time
+    from repops.cuda.counting import counting
+    from repops.cuda.emulator import emulator
+    get("cuda-emu")
+    step, native = _emulated_step(name, TINY)
+    best, threads = {}, torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for label, f in (("native", native), ("repops", step)):
+            with counting(emulator(), stub=True, sites=False):
+                f()
+                times = []
+                for _ in range(reps):
+                    t = time.perf_counter()
+                    f()
+                    times.append(time.perf_counter() - t)
+            best[label] = min(times)
+    finally:
+        torch.set_num_threads(threads)
+    return best["repops"] / best["native"], best
+
+
+def bench_counts(models, out: Path, con):
+    rows = []
+    for name in models:
+        c = count_step(name)
+        ratio, times = glue_ratio(name)
+        rows.append({"model": name, **c.row(), "glue_ratio": round(ratio, 2),
+                     "glue_s": {k: round(v, 5) for k, v in times.items()},
+                     "sites": {k: dict(v.most_common()) for k, v in sorted(c.sites.items())},
+                     "kernels": dict(c.kernels.most_common())})
+    cols = ("launches", "syncs", "copies", "copy_mb", "cupy_ops", "dlpack", "uploads", "narrow_launches",
+            "allowed_launches", "glue_ratio")
+    t = Table("per step", *(r["model"] for r in rows), title="CUDA launch glue per training step (CUDA emulator)")
+    for k in cols:
+        t.add_row(k, *(str(r[k]) for r in rows))
+    con.print(t)
+    from repops.cuda.counting import ALLOWED, LOOP, SERIAL, SMS
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({
+        "device": "CUDA emulator (CPU): the GPU's launch glue, kernels stubbed",
+        "command": "python benchmarks/repops_cuda.py --counts",
+        "narrow": f"< {SMS} blocks of 256 threads and a per-thread serial loop >= {SERIAL}: {sorted(LOOP)}",
+        "allow_list": sorted(ALLOWED), "tiny_models": TINY,
+        "notes": "syncs: the one read of the deferred index checks when the repops.deterministic() block ends "
+                 "(repops/faults.py settle); copies: CuPy copy kernels (contiguous copies, casts, fills), cupy_ops: "
+                 "its other kernels (integer index checks); glue_ratio: best of 10 on a shared 2-core CPU, numpy "
+                 "standing in for CuPy's host calls (CuPy's cost more): a lower bound, noisy",
+        "models": rows}, indent=1))
+    con.print(f"wrote {out}")
+
+
 def gpu_tests(junit: Path | None) -> dict | None:
     if junit is None or not junit.exists():
         return None
@@ -155,8 +259,13 @@ def main():
     ap.add_argument("--sweep", action="store_true", help="also time other matmul tile shapes")
     ap.add_argument("--gpu-tests", type=Path, help="pytest JUnit XML of the gpu tests, recorded in the JSON")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "repops_cuda")
+    ap.add_argument("--counts", action="store_true", help="count the launch glue per step on the CUDA emulator (no GPU)")
+    ap.add_argument("--models", nargs="*", default=["mlp", "llama", "llama-d1024"], help="with --counts")
     args = ap.parse_args()
     con = Console()
+    if args.counts:
+        bench_counts(args.models, args.out.with_name(args.out.name + "_counts.json"), con)
+        return
     kernels = get("cuda")  # a clear error without CuPy or a device; the self-check runs here
     mm, bmm = bench_matmul(args.sizes, kernels), bench_bmm(kernels)
     t = Table("shape", "cuBLAS TFLOP/s", "RepOps TFLOP/s", "RepOps time / cuBLAS time", title="matmul (TF32 off)")

@@ -336,12 +336,15 @@ def nll_loss_forward(x, target, weight, reduction, ignore_index):
         raise UnsupportedOpError("aten.nll_loss_forward: RepOps supports 2-D input, no class weights")
     picked, keep = _nll_pick(np_(x, "nll_loss_forward"), target, ignore_index, -0.0 if reduction == 0 else 0.0)
     loss = P.neg(picked)
-    count = F32(int(keep.sum()))
-    total = tt(np.asarray(count)).to(x.device)
+    kept = keep.sum()
+    # a host constant on the CPU (what a decomposition names); on a device the count stays
+    # there (exact below 2^24 rows either way): no device->host read, no upload
+    count = np.asarray(F32(int(kept))) if P.xp_of(keep) is np else kept.astype(F32)
+    total = tt(count)
     if reduction == 0:
         return tt(loss), total
     s = sum_dims(loss, None)
-    out = P.div(s, np.asarray(count, F32)) if reduction == 1 else s
+    out = P.div(s, count) if reduction == 1 else s
     return tt(out), total
 
 

@@ -8,7 +8,13 @@ ends with a fault claim that points at exactly that kernel and element (docs/PRO
 Where a decomposition observes the kernels (prims.observe: a dispute, the referee) the check
 IS those kernels; elsewhere (training, on any backend or device) it is the same comparisons
 done directly, on the array's own device. tests/repops/test_faults.py holds the two to each
-other."""
+other.
+
+On a device (CuPy arrays) reading a check's flags on the host waits for the device: a sync
+per check. Inside `deferred()` (repops.deterministic() enters it unless a trace records
+each op's inputs) the flags stay on the device and are read together, once, when the block
+ends (settle): the same error for the first failing check, raised at the end of the block
+instead of at its op (the ops after it ran on, each gather reading its fill)."""
 from __future__ import annotations
 
 import contextlib
@@ -16,11 +22,12 @@ import contextvars
 
 import numpy as np
 
-from .errors import DivisionFault, IndexFault
+from .errors import DivisionFault, Fault, IndexFault
 from .reference import integers as I
 from .reference import prims as P
 
 _NOTE: contextvars.ContextVar = contextvars.ContextVar("repops_fault_note", default=None)
+_PENDING: contextvars.ContextVar = contextvars.ContextVar("repops_fault_pending", default=None)
 
 
 @contextlib.contextmanager
@@ -36,6 +43,47 @@ def noted(callback):
         _NOTE.reset(token)
 
 
+@contextlib.contextmanager
+def deferred(on: bool = True):
+    """Inside, a check of device arrays queues its flags (on the device) instead of reading
+    them; they are read once when the block ends, and the first failing check raises as it
+    would have at its op. An error in the block settles first: a fault behind it is raised
+    instead (it caused what followed). on=False: checks stay immediate."""
+    if not on:
+        yield
+        return
+    token = _PENDING.set([])
+    try:
+        yield
+    except Exception as e:
+        try:
+            settle()
+        except Fault as fault:
+            raise fault from e
+        raise
+    else:
+        settle()
+    finally:
+        _PENDING.reset(token)
+
+
+def settle() -> None:
+    """Read the queued checks' flags (one device->host read) and raise the first fault."""
+    pending = _PENDING.get()
+    if not pending:
+        return
+    checks, pending[:] = list(pending), []
+    xp = P.xp_of(checks[0][0])
+    on_gpu = getattr(xp, "__name__", "") == "cupy"
+    if on_gpu:
+        from .cuda.device import torch_stream
+    with torch_stream() if on_gpu else contextlib.nullcontext():  # (the stream the checks ran on)
+        hits = xp.stack([f.reshape(-1).any() for f, *_ in checks]).tolist()  # the one read
+    for hit, check in zip(hits, checks):
+        if hit:
+            _check(*check, defer=False)
+
+
 def _first(flags) -> int | None:
     """The first true element of a bool array (numpy or device), or None."""
     if not flags.size:
@@ -46,11 +94,14 @@ def _first(flags) -> int | None:
     return int(flags.reshape(-1).argmax()) if bool(flags.any()) else None
 
 
-def _check(flags, rule: str, exc, describe):
+def _check(flags, rule: str, exc, describe, defer: bool = True):
+    note, pending = _NOTE.get(), _PENDING.get()
+    if defer and pending is not None and note is None and P.xp_of(flags) is not np:
+        pending.append((flags, rule, exc, describe))  # read with the others when the block ends
+        return
     e = _first(flags)
     if e is None:
         return
-    note = _NOTE.get()
     if note is not None:
         note(rule, e)
         return

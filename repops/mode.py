@@ -285,8 +285,9 @@ class RepOpsMode(TorchDispatchMode):
         elif impl is not None and device == "meta":
             out = _row_major(func, func(*args, **kwargs))  # shapes only, no values: the graph of a step (Verde)
         elif impl is not None and device == "cuda":
+            from .cuda.device import torch_stream
             from .reference.prims import implementations
-            with implementations(self._cuda_table()):
+            with implementations(self._cuda_table()), torch_stream():
                 out = impl(*args, **kwargs)
         elif impl is not None:
             out = impl(*args, **kwargs)
@@ -322,7 +323,11 @@ class RepOpsMode(TorchDispatchMode):
 def deterministic(backend: str = "cpu", trace=None):
     """Run the enclosed PyTorch code with RepOps semantics. backend: the kernels for CPU
     tensors: "cpu" (compiled), "reference" (the numpy spec itself; slow) or "cuda-emu" (the
-    CUDA sources emulated; slower). CUDA tensors always run the "cuda" backend (CuPy)."""
+    CUDA sources emulated; slower). CUDA tensors always run the "cuda" backend (CuPy).
+    A fault found on the device is raised when the block ends (repops.faults.deferred: no
+    sync per check), unless the trace records each op's inputs (`trace.before`: a step
+    recorder, whose fault must be raised at its op)."""
+    from . import faults
     from .backends import get
     from .cpu.build import lib
     from .reference.prims import implementations
@@ -333,7 +338,8 @@ def deterministic(backend: str = "cpu", trace=None):
     csr = lib().repops_mxcsr_ieee()
     guard = register_optimizer_step_pre_hook(_optimizer_guard)
     try:
-        with implementations(table), RepOpsFunctions(), RepOpsMode(trace, cuda_table):
+        with implementations(table), RepOpsFunctions(), RepOpsMode(trace, cuda_table), \
+                faults.deferred(trace is None or not hasattr(trace, "before")):
             yield
     finally:
         guard.remove()

@@ -60,7 +60,11 @@ class _Fixed(torch.optim.Optimizer):
             for p in group["params"]:
                 self.state[p].update(self._init_state(p))
         self.schedule = schedule
-        self.steps = torch.zeros((), dtype=torch.float32) if schedule else None  # binary32: exact to 2^24
+        first = next((p for g in self.param_groups for p in g["params"]), None)
+        # binary32: exact to 2^24; where the parameters live (not the default device: a CPU
+        # scalar beside CUDA parameters is uploaded and read back every step)
+        self.steps = torch.zeros((), dtype=torch.float32, device=None if first is None else first.device) \
+            if schedule else None
 
     def _init_state(self, p) -> dict:
         raise NotImplementedError
@@ -103,8 +107,10 @@ class AdamW(_Fixed):
                                       max_grad_norm=max_grad_norm), schedule)
 
     def _init_state(self, p):
-        return dict(m=torch.zeros_like(p), v=torch.zeros_like(p), b1t=torch.ones((), dtype=torch.float32),
-                    b2t=torch.ones((), dtype=torch.float32))
+        # b1^t, b2^t where the parameter lives: on the default device they would cost a CUDA
+        # parameter an upload and a blocking read-back each, per step
+        return dict(m=torch.zeros_like(p), v=torch.zeros_like(p), b1t=torch.ones((), dtype=torch.float32, device=p.device),
+                    b2t=torch.ones((), dtype=torch.float32, device=p.device))
 
     def _update(self, p, g, st, group):
         _adamw(p, g, st, group, group["weight_decay"])

@@ -123,12 +123,12 @@ class Trainer:
                 recorder.touched(touched)  # what it reads next is what it commits
         if recorder is not None:
             hook.before = recorder.before
-        with repops.deterministic(self.backend, trace=hook), self.behaviour.faults():
-            try:
+        try:  # (outside the block: on a GPU a fault is raised when the block ends, repops.faults.deferred)
+            with repops.deterministic(self.backend, trace=hook), self.behaviour.faults():
                 loss = step.run(st, b, self.job.spec.m, lambda loss: self.behaviour.loss(s, loss))
-            except repops.Fault as e:
-                e.step = s  # (which step of a re-execution faulted)
-                raise
+        except repops.Fault as e:
+            e.step = s  # (which step of a re-execution faulted)
+            raise
         return float(loss.detach().cpu()) if loss is not None else float("nan")  # (inference: no loss)
 
     def _traced(self, st: TrainingState, s: int, keep=False) -> StepRecorder:

@@ -76,6 +76,26 @@ class Device:
         self._fns[name](tuple(grid), tuple(block), conv)
 
 
+_STREAMS: dict = {}
+
+
+def torch_stream():
+    """A context putting CuPy's work (launches, copies, uploads) on torch's current stream,
+    where torch's own ops and a CUDA graph capture see it in order; nothing to do when CuPy
+    is already there (both on the default stream, the common case)."""
+    import contextlib
+
+    import cupy
+    import torch
+    ptr = torch.cuda.current_stream().cuda_stream
+    if cupy.cuda.get_current_stream().ptr == ptr:
+        return contextlib.nullcontext()
+    s = _STREAMS.get(ptr)
+    if s is None:
+        s = _STREAMS[ptr] = cupy.cuda.ExternalStream(ptr, torch.cuda.current_device())
+    return s
+
+
 @functools.cache
 def device(options=NVRTC_OPTIONS) -> Device:
     """The process's device runtime (kernels compiled once per option set)."""

@@ -43,15 +43,79 @@ def _launchers() -> str:
     return "\n".join(lines) + "\n"
 
 
+# Sees what the launch glue does on the emulated device: observer(kind, nbytes) for each
+# device->host read ("sync"), host->device copy ("upload") and kernel of the array module's
+# own, as CuPy runs them: "copy" (a contiguous copy, cast or fill) or "op" (an elementwise
+# op or reduction: integer index checks). None unless repops.cuda.counting is counting.
+OBSERVER = None
+
+
+def _seen(kind, nbytes=0):
+    if OBSERVER is not None:
+        OBSERVER(kind, nbytes)
+
+
+def _host(x):
+    return x.view(np.ndarray) if isinstance(x, DeviceArray) else x
+
+
 class DeviceArray(np.ndarray):
-    """Memory of the emulated device."""
+    """Memory of the emulated device. As CuPy's arrays: a reduction gives a 0-d device
+    array (not a host scalar), and reading a value on the host (bool, int, float, item,
+    tolist) is a device->host copy that waits for the device (a sync: counted)."""
+
+    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        if out is not None:
+            kwargs["out"] = tuple(_host(o) for o in out)
+        r = getattr(ufunc, method)(*(_host(i) for i in inputs), **kwargs)
+        _seen("op")
+        if out is not None:
+            return out[0] if len(out) == 1 else out
+        wrap = lambda a: np.asarray(a).view(DeviceArray) if isinstance(a, (np.ndarray, np.generic)) else a  # noqa: E731
+        return tuple(map(wrap, r)) if isinstance(r, tuple) else wrap(r)
+
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        r = np.ndarray.astype(self, dtype, order, casting, subok, copy)
+        if r is not self:
+            _seen("copy", r.nbytes)
+        return r
+
+    def __setitem__(self, key, value):
+        _seen("copy", getattr(value, "nbytes", 0))
+        np.ndarray.__setitem__(self, key, value)
+
+    def _read(self):
+        _seen("sync", self.nbytes)
+        return self.view(np.ndarray)
+
+    def __bool__(self):
+        return bool(self._read())
+
+    def __int__(self):
+        return int(self._read())
+
+    def __float__(self):
+        return float(self._read())
+
+    def __index__(self):
+        return self._read().__index__()
+
+    def item(self, *args):
+        return self._read().item(*args)
+
+    def tolist(self):
+        return self._read().tolist()
 
     def fill(self, value):
         """As CuPy's: a value equal to zero is a memset of the (contiguous) array."""
+        _seen("copy", self.nbytes)
         if value == 0 and self.flags.c_contiguous:
             np.ndarray.fill(self.reshape(-1).view(np.uint8), 0)
         else:
             np.ndarray.fill(self, value)
+
+
+_ALLOCATE = {"empty", "empty_like"}  # memory without values: no kernel
 
 
 class CupyLike:
@@ -66,6 +130,9 @@ class CupyLike:
 
         def on_device(*args, **kwargs):
             r = f(*args, **kwargs)
+            if isinstance(r, np.ndarray) and r.base is None and name not in _ALLOCATE \
+                    and not any(r is a for a in args):
+                _seen("copy", r.nbytes)  # a new array with values: one of CuPy's kernels made it
             return r.view(DeviceArray) if isinstance(r, np.ndarray) and not isinstance(r, DeviceArray) else r
         return on_device
 
@@ -73,6 +140,7 @@ class CupyLike:
         if isinstance(a, DeviceArray):
             return a if dtype is None or a.dtype == np.dtype(dtype) else a.astype(dtype)
         host = np.asarray(a, dtype)
+        _seen("upload", host.nbytes)
         out = np.empty(host.shape, host.dtype).view(DeviceArray)
         if host.ndim == 0:
             out.fill(host[()])  # cupy/_core: `if a_cpu.ndim == 0: a.fill(a_cpu)`
@@ -126,12 +194,15 @@ class Emulator:
 
     def upload(self, host) -> DeviceArray:
         """Host bytes into device memory (a memcpy: no value is looked at)."""
-        return np.array(host, order="C", copy=True).view(DeviceArray)
+        host = np.array(host, order="C", copy=True)
+        _seen("upload", host.nbytes)
+        return host.view(DeviceArray)
 
     def is_device(self, x) -> bool:
         return isinstance(x, DeviceArray)
 
     def download(self, x) -> np.ndarray:
+        _seen("sync", x.nbytes)
         return np.array(x, copy=True).view(np.ndarray)
 
     def launch(self, name, grid, block, *args):

@@ -24,9 +24,14 @@ _MAP = {name: code for name, (code, _) in MAP_OPS.items() if name not in _CMP an
 _WORD = {1: np.uint8, 4: np.uint32, 8: np.uint64}  # same-size unsigned type: copies move bits only
 
 
+_CONSTANTS = 4096  # device constants kept per runtime (by value); beyond, the cache starts over
+
+
 class Ops:
     def __init__(self, rt):
         self.rt, self.xp = rt, rt.xp
+        # device constants by value, kept by the runtime (an Ops is made per repops.deterministic() block)
+        self._constants = rt.__dict__.setdefault("_repops_constants", {})
 
     # -- operands ----------------------------------------------------------------------------
     def dev(self, v, dtype=F32):
@@ -41,6 +46,19 @@ class Ops:
                 raise DTypeError(f"CUDA backend: a {v.dtype} device array where {dtype} is needed")
             return v.astype(dtype)  # int/bool -> int/bool/float32: exact or one RNE rounding
         return self.rt.upload(np.asarray(v, dtype))
+
+    def constant(self, host, dtype=F32):
+        """A small host constant (eps, a scale, a fill, an initial value, AdamW's scalars) on
+        the device, uploaded once per value: keyed by its bytes (-0.0 and NaN payloads are
+        other keys). Kernels only read it: it is never an output."""
+        host = np.ascontiguousarray(np.asarray(host, dtype))
+        key = (host.dtype.str, host.shape, host.tobytes())
+        d = self._constants.get(key)
+        if d is None:
+            if len(self._constants) >= _CONSTANTS:
+                self._constants.clear()
+            d = self._constants[key] = self.rt.upload(host)
+        return d
 
     def copy(self, v, shape=None):
         """A contiguous copy of a device array (broadcast to `shape` if given), moved as
@@ -59,7 +77,7 @@ class Ops:
         if isinstance(v, np.ndarray) and not self.rt.is_device(v) and v.size and not any(v.strides):
             v = v.reshape(-1)[:1]  # a broadcast constant: its one element, still host bytes
         if np.size(v) == 1:
-            return self.dev(v.reshape(1) if self.rt.is_device(v) else np.reshape(v, (1,)), dtype), 0
+            return (self.dev(v.reshape(1), dtype) if self.rt.is_device(v) else self.constant(np.reshape(v, (1,)), dtype)), 0
         if not self.rt.is_device(v) and tuple(np.shape(v)) != tuple(shape):
             v = np.broadcast_to(np.asarray(v, dtype), shape)  # broadcast on the host, move once
         d = self.dev(v, dtype)
@@ -206,7 +224,7 @@ class Ops:
             m = self.xp.empty((1,), np.uint8)
         if out.size:
             self.rt.launch("rows_f32", *self._grid(outer * inner), ROWS[op], x, x if y is None else y,
-                           int(mask is not None), m, self.dev(np.asarray([scale], F32)), out, outer, n, inner)
+                           int(mask is not None), m, self.constant([scale]), out, outer, n, inner)
         return out
 
     def softmax(self, x, dim):
@@ -229,7 +247,7 @@ class Ops:
         if a.size:
             self.rt.launch("norm_f32", *self._grid(rows), NORMS[op], a, a if x is None else x, int(w is not None),
                            dummy if w is None else w, int(b is not None), dummy if b is None else b,
-                           self.dev(np.asarray([eps], F32)), s0, dummy if s1 is None else s1, out, wterm, rows, n)
+                           self.constant([eps]), s0, dummy if s1 is None else s1, out, wterm, rows, n)
         dw = self.xp.empty((n,), F32) if want_dw else None
         db = self.xp.empty((n,), F32) if want_db else None
         if (want_dw or want_db) and n:
@@ -292,7 +310,7 @@ class Ops:
         values; host arrays are moved first."""
         p, m, v, b1t, b2t = (self.contiguous(t) for t in (p, m, v, b1t, b2t))
         g = self.contiguous(g)
-        c = self.dev(np.array([1.0 - lr * weight_decay, 1.0 - beta1, beta2, 1.0 - beta2, beta1, lr, eps], F32))
+        c = self.constant([1.0 - lr * weight_decay, 1.0 - beta1, beta2, 1.0 - beta2, beta1, lr, eps])
         scal = self.xp.empty((2,), F32)
         self.rt.launch("adamw_scalars", (1, 1, 1), (1, 1, 1), b1t, b2t, c, scal)
         if p.size:
@@ -314,7 +332,7 @@ class Ops:
             out = self.xp.empty(moved.shape[1:], F32)
             if out.size:
                 self.rt.launch("fold_f32", *self._grid(out.size), code, moved, out, n, out.size,
-                               self.dev(np.asarray([init], F32)))
+                               self.constant([init]))
         return self.xp.expand_dims(out, axis) if keepdims else out
 
     def matmul(self, a, b):

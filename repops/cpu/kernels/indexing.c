@@ -3,7 +3,9 @@
  * column an independent output: threads split the columns, every column walks p in order).
  * The one-hot product's only other effect: a non-finite g[p, d] poisons column d (0 * inf =
  * NaN) in every row w != index[p]. With S_d = the rows holding a non-finite entry of column
- * d: no row is poisoned if S_d is empty, every row but w1 if S_d = {w1}, every row if |S_d| > 1. */
+ * d: no row is poisoned if S_d is empty, every row but w1 if S_d = {w1}, every row if |S_d| > 1.
+ * An index outside [0, V) (past a noted or deferred fault: repops/faults.py) is a one-hot row
+ * of zeros: it adds nothing and its non-finite entry poisons every row; never a write outside. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -22,19 +24,23 @@ int repops_embedding_backward_f32(const int64_t *index, const float *g, float *o
         int multi[64];
         for (long d = d0; d < d1; d++) w1[d - d0] = -1, multi[d - d0] = 0;
         for (long p = 0; p < P; p++) {
+            const int in = index[p] >= 0 && index[p] < V;
             float *o = out + index[p] * D;
             const float *gp = g + p * D;
-            for (long d = d0; d < d1; d++) o[d] = o[d] + gp[d];
+            if (in)
+                for (long d = d0; d < d1; d++) o[d] = o[d] + gp[d];
             for (long d = d0; d < d1; d++)
                 if (!isfinite(gp[d])) {
-                    if (w1[d - d0] < 0) w1[d - d0] = index[p];
+                    if (!in) multi[d - d0] = 1;
+                    else if (w1[d - d0] < 0) w1[d - d0] = index[p];
                     else if (w1[d - d0] != index[p]) multi[d - d0] = 1;
                 }
         }
         for (long p = 0; p < P; p++) /* a NaN can only be in a touched row, or poisoned below */
-            for (long d = d0; d < d1; d++) out[index[p] * D + d] = rp_canon(out[index[p] * D + d]);
+            if (index[p] >= 0 && index[p] < V)
+                for (long d = d0; d < d1; d++) out[index[p] * D + d] = rp_canon(out[index[p] * D + d]);
         for (long d = d0; d < d1; d++)
-            if (w1[d - d0] >= 0)
+            if (multi[d - d0] || w1[d - d0] >= 0)
                 for (long w = 0; w < V; w++)
                     if (multi[d - d0] || w != w1[d - d0]) out[w * D + d] = RP_NAN;
         _mm_setcsr(old);

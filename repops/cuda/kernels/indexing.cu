@@ -28,7 +28,9 @@ extern "C" __global__ void onehot_u32(const long long *index, const unsigned *va
 // written by the caller; one thread per column d walks the positions p in order:
 // out[index[p], d] += g[p, d]. A non-finite g[p, d] poisons column d in every row but index[p]
 // (the one-hot product's 0 * inf): S_d = the rows with a non-finite entry; every row but w1 if
-// S_d = {w1}, every row if |S_d| > 1.
+// S_d = {w1}, every row if |S_d| > 1. An index outside [0, V) (past a fault, which the caller
+// reads later: repops/faults.py) is a one-hot row of zeros: it adds nothing, and its
+// non-finite entry poisons every row; it is never a write outside `out`.
 extern "C" __global__ void embedding_backward_f32(const long long *index, const float *g, float *out, long long P,
                                                   long long D, long long V) {
     REPOPS_FOR_EACH(d, D) {
@@ -36,14 +38,18 @@ extern "C" __global__ void embedding_backward_f32(const long long *index, const 
         int multi = 0;
         for (long long p = 0; p < P; p++) {
             const float v = g[p * D + d];
-            float *o = out + index[p] * D + d;
-            *o = *o + v;
+            const long long w = index[p];
+            const int in = w >= 0 && w < V;
+            if (in) out[w * D + d] = out[w * D + d] + v;
             if (v - v != 0.0f) {  // not finite (inf - inf and NaN - NaN are NaN)
-                if (w1 < 0) w1 = index[p];
-                else if (w1 != index[p]) multi = 1;
+                if (!in) multi = 1;
+                else if (w1 < 0) w1 = w;
+                else if (w1 != w) multi = 1;
             }
         }
-        for (long long p = 0; p < P; p++) out[index[p] * D + d] = rp_canon(out[index[p] * D + d]);
+        for (long long p = 0; p < P; p++)
+            if (index[p] >= 0 && index[p] < V) out[index[p] * D + d] = rp_canon(out[index[p] * D + d]);
+        if (multi) w1 = V;  // (every row)
         if (w1 >= 0)
             for (long long w = 0; w < V; w++)
                 if (multi || w != w1) out[w * D + d] = RP_NAN;

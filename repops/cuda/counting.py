@@ -1,0 +1,195 @@
+"""What the CUDA launch glue does in a training step, counted on the CPU emulator: kernel
+launches, host syncs (device->host reads), the array module's own kernels (contiguous copies,
+casts, fills), DLPack conversions, host->device uploads, and launches too narrow for the
+GPU (few blocks, each thread walking a long serial loop). No GPU is needed: the glue is the
+GPU's (repops/cuda/ops.py, repops/aten.py), only the runtime is emulated.
+
+`counting(rt, device=True)` runs the enclosed code as if its torch tensors were CUDA
+tensors: a tensor's array is device memory (a DeviceArray view, as cupy.from_dlpack gives),
+so the glue takes its device paths (repops.reference.prims.xp_of says "device"), and every
+value read on the host (an array's, or a tensor's: item, tolist, cpu, bool, int, float) is
+counted where it is read. `stub=True` counts launches without running them (the op
+sequence never depends on float values), so a d1024 Llama step is counted in seconds; its
+float results are then garbage, never to be used.
+
+Narrow launches are judged at the GPU's geometry (repops/cuda/kernels.py THREADS, one SM
+count), not the emulator's: blocks = ceil(work items / THREADS)."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sys
+from collections import Counter
+
+import numpy as np
+import torch
+
+from . import emulator as E
+from .kernels import THREADS
+
+SMS = 132  # an H100 SXM's streaming multiprocessors: fewer blocks leave SMs idle
+SERIAL = 64  # a per-thread loop at least this long in a launch of fewer than SMS blocks is narrow
+# the serial loop each thread of a kernel walks, from its arguments (repops/cuda/kernels/*.cu)
+LOOP = {
+    "rows_f32": lambda a: a[8],  # the row (softmax, log_softmax, attention rows)
+    "norm_f32": lambda a: a[13],  # the normalised row (layer / RMS norm)
+    "colsum_f32": lambda a: a[6],  # the rows summed per column (norm weight / bias gradients)
+    "fold_f32": lambda a: a[3],  # the folded axis
+    "embedding_backward_f32": lambda a: a[3],  # every position, per column
+}
+# True scalar reductions: one output, its fold a single sequential chain by the spec (a tree
+# would change the bits). Listed apart, not narrow.
+ALLOWED = {"fold_f32 to one value": lambda a: a[4] == 1}
+
+# torch's reads of a tensor's value on the host: on a CUDA tensor each waits for the device
+_READS = ("item", "tolist", "cpu", "__bool__", "__int__", "__float__", "__index__")
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPOPS = os.path.dirname(_HERE)
+
+
+@dataclasses.dataclass
+class Counts:
+    launches: int = 0
+    syncs: int = 0
+    copies: int = 0  # copy kernels of the array module itself (CuPy's): contiguous copies, casts, fills
+    copy_bytes: int = 0
+    cupy_ops: int = 0  # its other kernels: elementwise ops and reductions (integer index checks)
+    dlpack: int = 0
+    uploads: int = 0
+    upload_bytes: int = 0
+    narrow: int = 0
+    allowed: int = 0
+    kernels: Counter = dataclasses.field(default_factory=Counter)
+    sites: dict = dataclasses.field(default_factory=dict)  # kind -> Counter of "file:line"
+    record_sites: bool = True
+
+    def seen(self, kind, nbytes=0):
+        if kind == "sync":
+            self.syncs += 1
+        elif kind == "upload":
+            self.uploads += 1
+            self.upload_bytes += int(nbytes)
+        elif kind == "copy":
+            self.copies += 1
+            self.copy_bytes += int(nbytes)
+        elif kind == "op":
+            self.cupy_ops += 1
+        elif kind == "dlpack":
+            self.dlpack += 1
+        if self.record_sites:
+            self.sites.setdefault(kind, Counter())[_site()] += 1
+
+    def row(self) -> dict:
+        return {"launches": self.launches, "syncs": self.syncs, "copies": self.copies,
+                "copy_mb": round(self.copy_bytes / 1e6, 1), "cupy_ops": self.cupy_ops, "dlpack": self.dlpack, "uploads": self.uploads, "narrow_launches": self.narrow,
+                "allowed_launches": self.allowed}
+
+
+def _site() -> str:
+    """The first line of RepOps outside this module and the emulator that led here."""
+    f = sys._getframe(2)
+    while f is not None:
+        path = os.path.abspath(f.f_code.co_filename)
+        if path.startswith(_REPOPS) and os.path.dirname(path) != _HERE and not (
+                f.f_code.co_name == "run" and path.endswith(os.path.join("reference", "prims.py"))):
+            return f"{os.path.relpath(path, os.path.dirname(_REPOPS))}:{f.f_lineno} ({f.f_code.co_name})"
+        f = f.f_back
+    return "?"
+
+
+def _device_array(t: torch.Tensor):
+    return t.detach().numpy().view(E.DeviceArray)
+
+
+@contextlib.contextmanager
+def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
+    """Count what runs on the emulator `rt` inside; yields the Counts. device: treat torch
+    tensors as device tensors (the CUDA path); stub: do not run kernels; sites: note where
+    each sync, upload and copy comes from (Counts.sites; costs time)."""
+    from .. import aten, integer
+    from ..reference import prims as P
+    from .ops import Ops
+    c = Counts(record_sites=sites)
+    launch, grid, xp_of = rt.launch, Ops._grid, P.xp_of
+    arr, tt, data, from_dlpack = aten.arr, aten.tt, aten._data, torch.from_dlpack
+    work = []
+
+    def counted_grid(self, n):
+        work.append(n)
+        return grid(self, n)
+
+    def counted_launch(name, g, block, *args):
+        c.launches += 1
+        c.kernels[name] += 1
+        n = work.pop() if work else None
+        work.clear()
+        if name in LOOP and n is not None and -(-n // THREADS) < SMS and LOOP[name](args) >= SERIAL:
+            if any(test(args) for k, test in ALLOWED.items() if k.startswith(name)):
+                c.allowed += 1
+            else:
+                c.narrow += 1
+                c.sites.setdefault("narrow", Counter())[f"{name} (loop {LOOP[name](args)}, work {n})"] += 1
+        if not stub:
+            launch(name, g, block, *args)
+
+    def device_arr(t):
+        if t.device.type != "cpu":
+            return arr(t)
+        c.seen("dlpack")  # cupy.from_dlpack
+        return _device_array(t)
+
+    def device_tt(a):
+        if isinstance(a, E.DeviceArray):
+            c.seen("dlpack")  # torch.from_dlpack
+            return torch.from_numpy(np.asarray(a.astype(np.float32, copy=False)))
+        c.seen("upload", np.asarray(a).nbytes)  # a host result: it must be moved to the device
+        c.seen("sync")  # (.to(device) from pageable memory waits)
+        return tt(a)
+
+    def counted_from_dlpack(a, *args, **kwargs):
+        c.seen("dlpack")
+        return from_dlpack(a, *args, **kwargs)
+
+    def device_xp_of(x):
+        return rt.xp if isinstance(x, E.DeviceArray) else xp_of(x)
+
+    inside = []
+
+    def reading(name):
+        native = getattr(torch.Tensor, name)
+
+        def read(self, *args, **kwargs):
+            if not inside:  # (a torch function mode calls the method again: one read)
+                c.seen("sync", self.element_size() * self.numel())  # a device tensor's value on the host
+            inside.append(name)
+            try:
+                return native(self, *args, **kwargs)
+            finally:
+                inside.pop()
+        return read
+
+    rt.launch, Ops._grid = counted_launch, counted_grid
+    E.OBSERVER = c.seen
+    reads = {}
+    if device:
+        aten.arr = integer.arr = device_arr
+        aten.tt, aten._data, P.xp_of = device_tt, lambda a: a.__array_interface__["data"][0], device_xp_of
+        torch.from_dlpack = counted_from_dlpack
+        for name in _READS:  # (the tensors are CUDA tensors here: any read of a value syncs)
+            reads[name] = torch.Tensor.__dict__.get(name)
+            setattr(torch.Tensor, name, reading(name))
+    try:
+        yield c
+    finally:
+        E.OBSERVER = None
+        del rt.launch
+        Ops._grid = grid
+        aten.arr = integer.arr = arr
+        aten.tt, aten._data, P.xp_of, torch.from_dlpack = tt, data, xp_of, from_dlpack
+        for name, had in reads.items():
+            if had is None:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, had)

@@ -1,0 +1,242 @@
+"""What the CUDA launch glue does per training step, counted on the emulator with the torch
+tensors treated as CUDA tensors (repops/cuda/counting.py): no host sync inside a step (index
+checks are read once when the block ends), no constant uploaded after the first step, and
+ceilings on launches, copies and DLPack conversions that fall as the glue gets leaner (lower
+them when a change does: a regression then fails here). The device paths of the glue give
+the CPU's bits (real kernels), and a fault found on the device is the same fault."""
+import pytest
+import torch
+
+import repops
+from repops.backends import get
+from repops.cuda.counting import counting
+from repops.cuda.emulator import emulator
+from repops.models import build
+from repops.models.quick_train import synthetic_batches
+from repops.optim import AdamW
+
+from repops_samples import SAMPLES  # noqa: E402  (tests/repops: see conftest.py)
+from test_faults import CASES, _run  # noqa: E402
+
+# per step of build(name) at its defaults (synthetic_batches); before #37 the same steps had
+# 4 / 6 host syncs and uploaded 23 / 66 constants
+CEILING = {"mlp": {"launches": 47, "copies": 12, "dlpack": 158},
+           "llama": {"launches": 186, "copies": 107, "dlpack": 607}}
+
+
+def _trainer(name, backend="cuda-emu"):
+    torch.manual_seed(0)
+    model = build(name)
+    opt = AdamW(model.parameters(), lr=1e-3)
+    batches = synthetic_batches(name, 2)
+
+    def step(s):
+        with repops.deterministic(backend):
+            opt.zero_grad(set_to_none=True)
+            model.loss(*batches[s]).backward()
+            opt.step()
+    return model, step
+
+
+@pytest.fixture(scope="module")
+def rt():
+    get("cuda-emu")  # built and self-checked before anything is counted
+    return emulator()
+
+
+@pytest.mark.parametrize("name", sorted(CEILING))
+def test_a_step_reads_nothing_on_the_host_and_uploads_no_constant(rt, name):
+    _, step = _trainer(name)
+    with counting(rt, stub=True, sites=False):
+        step(0)  # the first step uploads the constants once
+    with counting(rt, stub=True) as c:
+        step(1)
+    syncs = dict(c.sites.get("sync", {}))
+    assert c.syncs == 1 and all(s.endswith("(settle)") for s in syncs), \
+        f"host syncs in a step: {syncs} (only the index checks' one read when the block ends may sync)"
+    assert c.uploads == 0, f"uploads after the first step: {dict(c.sites.get('upload', {}))}"
+    for k, most in CEILING[name].items():
+        assert getattr(c, k) <= most, f"{name}: {k} per step rose to {getattr(c, k)} (ceiling {most})"
+
+
+def _bits(model):
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).view(torch.int32)
+
+
+def test_the_device_paths_of_the_glue_give_the_cpu_bits(rt):
+    """Two AdamW steps of the MLP, kernels run, tensors as device tensors: the nll count on
+    the device, deferred index checks, cached constants."""
+    model, step = _trainer("mlp")
+    with counting(rt, sites=False):
+        step(0), step(1)
+    want, cpu = _trainer("mlp", "cpu")
+    cpu(0), cpu(1)
+    assert torch.equal(_bits(model), _bits(want))
+
+
+def test_nll_with_ignored_rows_keeps_its_count_on_the_device(rt):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(6, 5, generator=g).log_softmax(-1)
+    t = torch.tensor([1, -100, 4, 0, -100, 2])
+    want = [torch.nn.functional.nll_loss(x, t, reduction=r) for r in ("mean", "sum", "none")]
+    with repops.deterministic("cpu"):
+        want = [torch.nn.functional.nll_loss(x, t, reduction=r) for r in ("mean", "sum", "none")]
+    with counting(rt) as c, repops.deterministic("cuda-emu"):
+        got = [torch.nn.functional.nll_loss(x, t, reduction=r) for r in ("mean", "sum", "none")]
+        inside = c.syncs
+    assert inside == 0 and c.uploads == 0
+    assert all(torch.equal(a.view(torch.int32), b.view(torch.int32)) for a, b in zip(got, want))
+
+
+def test_a_fault_on_the_device_is_raised_when_the_block_ends_as_the_same_fault(rt):
+    w = torch.randn(5, 3)
+    idx = torch.tensor([[0, 2], [7, 1]])
+    with pytest.raises(repops.Fault) as cpu, repops.deterministic("cpu"):
+        torch.nn.functional.embedding(idx, w)
+    ran_on = []
+    with counting(rt) as c, pytest.raises(repops.Fault) as dev, repops.deterministic("cuda-emu"):
+        out = torch.nn.functional.embedding(idx, w)
+        ran_on.append((c.syncs, out.shape))  # the op returned: its check waits for the block's end
+    assert ran_on == [(0, torch.Size([2, 2, 3]))]
+    assert (str(dev.value), dev.value.rule, dev.value.element) == (str(cpu.value), cpu.value.rule, cpu.value.element)
+    assert type(dev.value) is type(cpu.value)
+
+
+def test_a_fault_behind_another_error_is_the_one_raised(rt):
+    w = torch.randn(5, 3)
+    with counting(rt), pytest.raises(repops.Fault) as e, repops.deterministic("cuda-emu"):
+        torch.nn.functional.embedding(torch.tensor([9]), w)
+        raise RuntimeError("what the garbage of the faulted op caused")
+    assert isinstance(e.value.__cause__, RuntimeError)
+
+
+def test_a_recorded_trace_still_faults_at_its_op(rt):
+    """A step recorder (a trace with `before`) needs the fault at the op that raised it."""
+    class Recorder:
+        seen = []
+
+        def before(self, func, args, kwargs):
+            pass
+
+        def __call__(self, func, args, kwargs, out):
+            self.seen.append(func)
+    w = torch.randn(5, 3)
+    rec = Recorder()
+    with counting(rt), repops.deterministic("cuda-emu", trace=rec):
+        with pytest.raises(repops.Fault):
+            torch.nn.functional.embedding(torch.tensor([9]), w)
+
+
+def test_optimizer_scalars_live_with_their_parameter():
+    p = torch.nn.Parameter(torch.zeros(3, device="meta"))
+    opt = AdamW([p], lr=1e-3, schedule=repops.optim.Schedule("linear", 10))
+    assert {opt.state[p]["b1t"].device.type, opt.state[p]["b2t"].device.type, opt.steps.device.type} == {"meta"}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_fault_case_is_the_same_fault_on_the_device(rt, name):
+    """tests/repops/test_faults.py's cases, their checks deferred on the emulated device."""
+    fn, good, bad, rule, element = CASES[name]
+    with counting(rt) as c:
+        _run(fn, good, "cuda-emu")
+        with pytest.raises(repops.Fault) as info:
+            _run(fn, bad, "cuda-emu")
+    assert (type(info.value), info.value.rule, info.value.element) == (
+        repops.IndexFault if rule == "index" else repops.DivisionFault, rule, element)
+    assert all(s.endswith(("(settle)", "(_first)")) for s in c.sites["sync"])  # read when the block ended
+
+
+def test_embedding_backward_past_a_fault_writes_nothing_outside_its_output(rt):
+    """After a deferred (or noted) fault the step runs on with the index outside [0, V): the
+    one-hot rule's value (a row of zeros: adds nothing; a non-finite entry poisons every row),
+    never a write outside the output, on the CPU and the CUDA kernels alike."""
+    import numpy as np
+    from repops.reference import nn as N
+    rng = np.random.default_rng(3)
+    g = rng.standard_normal((6, 5)).astype(np.float32)
+    index = np.array([1, 7, 3, -2, 1, 2 ** 40], np.int64)
+    from repops.reference.prims import implementations
+    for poison in (None, (1, 2), (3, 0), (0, 4)):  # a non-finite entry at an index outside (7, -2), then inside
+        gp = g.copy()
+        if poison:
+            gp[poison] = np.inf
+        with implementations({}):  # the reference: onehot, then the matmul
+            want = N.embedding_backward(index, gp, 4)
+        for backend in ("cpu", "cuda-emu"):
+            got = np.asarray(get(backend)["embedding_backward"](index, gp, 4))
+            assert np.array_equal(got.view(np.uint32), np.asarray(want).view(np.uint32)), (backend, poison, got, want)
+
+
+# -- on a GPU (scripts/gpu-check.sh): the same, with real CUDA tensors ----------------------------
+def _gpu():
+    from kernel_samples import backend_table  # noqa: E402  (tests/repops: see conftest.py)
+    backend_table("cuda")  # skips without a device
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_fault_case_is_the_same_fault_on_the_gpu(name):
+    """Checks deferred to the block's end on CUDA tensors; the device still works after
+    (no write outside an output past the fault: no sticky CUDA error)."""
+    _gpu()
+    fn, good, bad, rule, element = CASES[name]
+
+    def run(index, device):
+        from test_faults import W, X  # noqa: E402
+        x, w = X.clone().to(device).requires_grad_(), W.clone().to(device).requires_grad_()
+        with repops.deterministic():
+            fn(x, w, index.to(device)).sum().backward()
+    run(good, "cuda")
+    with pytest.raises(repops.Fault) as gpu:
+        run(bad, "cuda")
+    with pytest.raises(repops.Fault) as cpu:
+        run(bad, "cpu")
+    assert (type(gpu.value), str(gpu.value), gpu.value.rule, gpu.value.element) == (
+        type(cpu.value), str(cpu.value), cpu.value.rule, cpu.value.element)
+    assert torch.ones(3, device="cuda").sum().item() == 3.0
+
+
+@pytest.mark.gpu
+def test_a_step_on_a_side_stream_gives_the_cpu_bits():
+    """CuPy's work follows torch's current stream (repops.cuda.device.torch_stream), as a
+    CUDA graph capture needs; optimizer scalars on the parameters' device."""
+    _gpu()
+    torch.manual_seed(0)
+    model = build("mlp").cuda()  # built on the CPU, moved: AdamW's scalars must still be on the GPU
+    opt = AdamW(model.parameters(), lr=1e-3)
+    assert opt.state[next(model.parameters())]["b1t"].device.type == "cuda"
+    batches = [tuple(t.cuda() for t in b) for b in synthetic_batches("mlp", 2)]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())  # the copies to the GPU ran on the default stream
+    with torch.cuda.stream(side):
+        for b in batches:
+            with repops.deterministic():
+                opt.zero_grad(set_to_none=True)
+                model.loss(*b).backward()
+                opt.step()
+    torch.cuda.synchronize()
+    want, cpu = _trainer("mlp", "cpu")
+    cpu(0), cpu(1)
+    assert torch.equal(_bits(model).cpu(), _bits(want))
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_every_op_on_the_emulated_device_equals_the_reference(rt, name):
+    """The sample table through the glue's device paths (what a GPU runs: CuPy arrays of
+    torch's tensors), kernels emulated: the reference's bits, forward and backward."""
+    from test_ops import bits, run
+    fn, make = SAMPLES[name]
+    with counting(rt, sites=False):
+        o1, g1 = run(fn, make(), "cuda-emu")
+    o2, g2 = run(fn, make(), "reference")
+    assert torch.equal(bits(o1), bits(o2))
+    assert len(g1) == len(g2) and all(torch.equal(bits(a), bits(b)) for a, b in zip(g1, g2))
+
+
+def test_the_counter_sees_every_kind_of_host_read(rt):
+    """The harness itself: each way of reading a device value on the host is one sync."""
+    t = torch.arange(3.0)
+    with counting(rt) as c, repops.deterministic("cuda-emu"):
+        a = (t * 2.0).sum()
+        a.item(), float(a), bool(a), t.tolist(), t.cpu()
+    assert c.syncs == 5 and c.launches >= 2
