@@ -341,7 +341,8 @@ class TrainerAgent:
             return f"committed; the reveal window opens in {terms[COMMIT_BY] - now} s"
         if claim != bytes(32) and now < terms[REVEAL_BY]:
             return f"revealed; settlement opens in {terms[REVEAL_BY] - now} s"
-        return f"job {self.jid} open; chain time {now}"
+        from .watcher import utc
+        return f"job {self.jid} open; chain time {utc(now)}"
 
     def _acts(self, move: str) -> bool:
         """An adversary's agent may skip a move (tests); an honest one makes every move."""

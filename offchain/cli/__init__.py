@@ -25,6 +25,8 @@ ROLES = """by role:
                                          every one you lack; a bond each), or pay you
             release ID                   got the model: pay the accepted trainers now
             withdraw                     take what the registry owes your key
+  anyone    settle ID                    move a job on: settle after the reveal deadline (refunds a job
+                                         nobody joined), open its match, time out a silent party
   trainer   train JOB                    train locally, no chain: the claim you would commit
             agent JOB [ID] --workdir D   join, train, commit, reveal, dispute, publish, answer
                                          delivery challenges, withdraw

@@ -13,7 +13,6 @@ def cmd_agent(args) -> int:
     from repops.errors import DistributedError, RepOpsError
 
     from ..trainer import adversaries
-    from ..agent.policy import Policy
     from ..agent.trainer_agent import TrainerAgent
     handler = logging.StreamHandler()
     handler.setFormatter(_JsonLines() if args.log_format == "json" else
@@ -39,8 +38,7 @@ def cmd_agent(args) -> int:
             import torch
             device = "cuda" if torch.cuda.is_available() else "cpu"
         try:
-            policy = Policy(min_clock_s=args.min_clock_s, min_reveal_window_s=args.min_reveal_window_s,
-                            train_margin=args.train_margin, max_stake_wei=args.max_stake)
+            policy = _policy(args, chain)
             agent = TrainerAgent(v, chain.accounts[0], job, args.job_id, Path(args.workdir), behaviour, args.name,
                                  device=device, policy=policy, world_size=args.world_size)
         except DistributedError as e:
@@ -126,6 +124,24 @@ def cmd_train(args) -> int:
     return 0
 
 
+def _policy(args, chain):
+    """The agent's policy: the flags given, else the profile's (profiles.py), said in the log."""
+    import dataclasses
+    import logging
+
+    from .profiles import applies, profile_of
+    base = profile_of(chain).policy
+    given = {k: v for k, v in (("min_clock_s", args.min_clock_s), ("min_reveal_window_s", args.min_reveal_window_s),
+                               ("train_margin", args.train_margin), ("max_stake_wei", args.max_stake))
+             if v is not None}
+    policy = dataclasses.replace(base, **given)
+    logging.getLogger("verde.agent").info(
+        "%s: %s: stakes on a dispute clock >= %d s, a reveal window >= %d s, a commit deadline >= %gx its training "
+        "time + %d s, at most %g ETH", args.name, applies(chain), policy.min_clock_s, policy.min_reveal_window_s,
+        policy.train_margin, policy.commit_slack_s, policy.max_stake_wei / 1e18)
+    return policy
+
+
 class _JsonLines:
     """--log-format json: one JSON object per line, for log collectors."""
 
@@ -155,11 +171,16 @@ def add(sub):
     from ..agent.policy import Policy
     p = q.add_argument_group("policy", "the terms this agent stakes on (the commitments must match the job file "
                                        "in any case); a job outside them is refused before joining")
-    p.add_argument("--min-clock-s", type=int, default=Policy.min_clock_s, help="least dispute clock per party")
-    p.add_argument("--min-reveal-window-s", type=int, default=Policy.min_reveal_window_s)
-    p.add_argument("--train-margin", type=float, default=Policy.train_margin,
-                   help="the commit deadline must leave this many times the measured training time")
-    p.add_argument("--max-stake", type=eth, default=Policy.max_stake_wei, help="most ETH it stakes on one job")
+    from .profiles import LOCAL, PUBLIC
+    p.add_argument("--min-clock-s", type=int, default=None, help="least dispute clock per party (default "
+                   f"{PUBLIC.policy.min_clock_s}; on a local chain {LOCAL.policy.min_clock_s})")
+    p.add_argument("--min-reveal-window-s", type=int, default=None, help="least reveal window (default "
+                   f"{PUBLIC.policy.min_reveal_window_s}; on a local chain {LOCAL.policy.min_reveal_window_s})")
+    p.add_argument("--train-margin", type=float, default=None,
+                   help="the commit deadline must leave this many times the measured training time (default "
+                        f"{Policy.train_margin:g})")
+    p.add_argument("--max-stake", type=eth, default=None, help="most ETH it stakes on one job (default "
+                   f"{Policy.max_stake_wei / 1e18:g})")
     q.set_defaults(fn=cmd_agent)
     q = sub.add_parser("train", help="train (or run an inference job) locally, no chain: print the claim a trainer commits")
     q.add_argument("job", help="the job file")
