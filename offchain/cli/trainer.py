@@ -1,6 +1,7 @@
 """`verde` commands of a trainer: the agent that trains a job and plays its disputes."""
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from .common import bounded, chain_args, console, eth, load_job, verde_of
@@ -25,11 +26,18 @@ def cmd_agent(args) -> int:
     except DistributedError as e:
         console.print(f"[red]error:[/] {e}")
         return 2
+    ctx = None
     try:
         behaviour = adversaries.from_spec(args.behaviour)
+        if behaviour.name != "honest":  # a cheat aimed at what the job lacks would do nothing: refused now
+            from ..dispute.context import Context
+            from ..protocol.trace import decode_structure
+            ctx = Context(job)
+            adversaries.check_target(behaviour, job.spec.steps, [decode_structure(s)[0] for s in ctx.graph.structures])
     except (KeyError, ValueError, TypeError) as e:
-        console.print(f"[red]error:[/] bad --behaviour {args.behaviour!r}: {e}\n  Fix: honest, or one of "
-                      f"{', '.join(sorted(adversaries.BEHAVIOURS))} (name:key=value,...)")
+        console.print(f"[red]error:[/] bad --behaviour {args.behaviour!r}: {e}\n  Fix: honest, or one of the "
+                      "behaviours `verde agent --behaviour help` lists (name:key=value,...)", markup=False,
+                      highlight=False)
         return 2
     chain, v = verde_of(args)
     with chain:
@@ -40,7 +48,7 @@ def cmd_agent(args) -> int:
         try:
             policy = _policy(args, chain)
             agent = TrainerAgent(v, chain.accounts[0], job, args.job_id, Path(args.workdir), behaviour, args.name,
-                                 device=device, policy=policy, world_size=args.world_size)
+                                 device=device, policy=policy, world_size=args.world_size, ctx=ctx)
         except DistributedError as e:
             console.print(f"[red]error:[/] {e}")
             return 2
@@ -48,8 +56,23 @@ def cmd_agent(args) -> int:
             console.print(f"[red]error:[/] the {device} device cannot train this job: {e}\n"
                           "  Fix: train on another device (--device cpu gives the same bits, slower)")
             return 2
-        agent.run(poll_s=args.poll_s, offline_s=args.offline_s)
+        try:
+            agent.run(poll_s=args.poll_s, offline_s=args.offline_s)
+        except KeyboardInterrupt:  # SIGTERM too (cli._sigterm_interrupts)
+            _warn_at_risk(agent)
+            raise
     return 0
+
+
+def _warn_at_risk(agent) -> None:
+    import logging
+    log = logging.getLogger("verde.agent")
+    try:
+        risk = agent.at_risk()
+    except Exception as e:  # noqa: BLE001 - the node may be what is gone
+        risk = f"the chain cannot say what is at stake now ({type(e).__name__}); restart it with the same --workdir"
+    if risk:
+        log.error("%s: STOPPED WITH A STAKE AT RISK: %s", agent.name, risk)
 
 
 def cmd_train(args) -> int:
@@ -151,6 +174,18 @@ class _JsonLines:
                            "msg": record.getMessage()})
 
 
+class _BehaviourHelp(argparse.Action):
+    """--behaviour help: list the behaviours and exit, before the job and workdir are asked for."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if values == "help":
+            from ..trainer.adversaries import summary
+            print("behaviours (--behaviour NAME or NAME:key=value,...; the values shown are the defaults):")
+            print("\n".join("  " + line for line in summary()))
+            parser.exit(0)
+        setattr(namespace, self.dest, values)
+
+
 def add(sub):
     q = sub.add_parser("agent", help="run a trainer agent for a job until it is settled")
     chain_args(q)
@@ -158,7 +193,8 @@ def add(sub):
     q.add_argument("job_id", type=int, nargs="?",
                    help="its id in the registry (default: wait for this job file's job to be posted)")
     q.add_argument("--workdir", required=True, help="checkpoints and the agent's state (survive restarts)")
-    q.add_argument("--behaviour", default="honest", help="honest, or an adversary spec (demos and tests)")
+    q.add_argument("--behaviour", default="honest", action=_BehaviourHelp,
+                   help="honest, or an adversary spec name:key=value,... (demos and tests); `help` lists them")
     q.add_argument("--name", default="agent")
     q.add_argument("--poll-s", type=float, default=0.5)
     q.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
