@@ -39,6 +39,20 @@ def test_main_job_runs_and_reports(chain, tmp_path):
         assert f"│ {level}  " in out, out  # a row per level in the gas table
     assert "referee work vs re-running" in out and "accepted result: C_T = 0x" in out
     assert png.stat().st_size > 10_000
+    assert (tmp_path / "verde-model.safetensors").exists(), "the model the demo says it wrote is gone"
+
+
+def test_the_demo_keeps_what_it_points_to_or_says_it_is_temporary(tmp_path):
+    """Issue #41: it printed "agent state and logs in /tmp/verde-demo-…" and "wrote …/model.safetensors"
+    into that directory, then deleted it."""
+    from offchain.cli.demo import TEMPORARY, _workdir
+    from offchain.cli.main_job import model_path
+    with _workdir(None) as (work, kept):
+        assert kept == TEMPORARY and "removed when the demo ends" in kept
+    assert not work.exists()
+    with _workdir(tmp_path / "w") as (work, kept):
+        assert kept == "" and work == (tmp_path / "w").resolve()
+    assert model_path(tmp_path / "report.png") == tmp_path / "verde-model.safetensors"
 
 
 def test_bad_chain_spec_is_a_clear_error():

@@ -102,13 +102,19 @@ def run(chain_spec: str, job_file: Path, job, ctx, workdir: Path, cheat: str, re
                           f"{len(ctx.kernel_graph.structures)} nodes and "
                           f"{sum(map(len, ctx.kernel_graph.structures)):,} kernels per step committed")
             watcher = Watcher(v, jid)
-            client = Client(v, jid, job, chain.accounts[1], agents, workdir, console)
+            client = Client(v, jid, job, chain.accounts[1], agents, model_path(report), console)
             t_train = _follow(chain, v, jid, agents, watcher, names, console, t0 + timeout_s, client)
         finally:
             for a in agents:
                 a.stop()
         t_end = time.time()
         return _report(v, jid, job, agents, watcher, names, console, report, t0, t_train, t_end, primitive_gas)
+
+
+def model_path(report: Path) -> Path:
+    """The demo's model: beside its report (the current directory or --workdir), never in a
+    temporary directory that is removed when the demo ends."""
+    return report.with_name("verde-model.safetensors")
 
 
 @dataclass
@@ -121,7 +127,7 @@ class Client:
     job: object
     account: object
     agents: list
-    workdir: Path
+    out: Path  # where the client writes the model it took (beside the report: it outlives a temporary workdir)
     console: Console
     stage: str = "fetch"
     model: Path | None = None
@@ -138,7 +144,7 @@ class Client:
                     raise
                 return  # not published yet
             from safetensors.torch import save_file
-            self.model = self.workdir / "model.safetensors"
+            self.model = self.out
             save_file(model_tensors(self.job, state), str(self.model))
             self.console.print(f"    client: took its model from {store}: {len(state)} tensors, every chunk checked "
                                f"against the accepted claim; wrote {self.model}")
