@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from offchain.chain.anvil import free_port
 from offchain.chain.backends import _mnemonic_accounts
@@ -93,6 +94,33 @@ def test_the_readme_commands_settle_a_job_on_verde_node_within_three_minutes(tmp
         assert json.loads(run("verde status 1 --json", key=None))["status"] == "settled"
         said = run("verde fetch 1 job.yaml --from trainer-a/published")
         assert "checked" in said and (tmp_path / "model.safetensors").exists(), said
+        # (not in the README) the same result over HTTP from another process, any static file server: bit for bit
+        # what `verde train --out` computes here
+        http_port = free_port()
+        start(f"{sys.executable} -m http.server {http_port} --bind 127.0.0.1 --directory trainer-b/published", None,
+              "http.log")
+        t = time.time()
+        while True:
+            try:
+                said = run(f"verde fetch 1 job.yaml --from http://127.0.0.1:{http_port} --out over-http.safetensors")
+                break
+            except AssertionError:
+                assert time.time() - t < 30, "the HTTP server did not start"
+                time.sleep(0.5)
+        assert "downloading the result" in said and "checked" in said, said
+        run("verde train job.yaml --out trained.safetensors", key=None)
+        from safetensors.torch import load_file
+        got, want = (load_file(str(tmp_path / f)) for f in ("over-http.safetensors", "trained.safetensors"))
+        assert got.keys() == want.keys() and all(
+            torch.equal(got[k].view(torch.int32), want[k].view(torch.int32)) for k in got)
+        b = _mnemonic_accounts(3)[2].address  # (not in the README: a spot check of trainer-b's delivery)
+        said = run(f"verde challenge 1 job.yaml --trainer {b}")
+        assert "the last due by 20" in said and " UTC (in " in said and "chain time" not in said, said
+        t = time.time()
+        while not (seat := next(x for x in json.loads(run("verde status 1 --json", key=None))["trainers"]
+                                if x["trainer"] == b))["challenges"] or seat["chunks_pending"]:
+            assert time.time() - t < 60, seat
+            time.sleep(0.5)
         said = run("verde release 1")
         assert said.count("released to it") == 2, said
         for a in agents:  # paid: each withdraws and ends

@@ -129,7 +129,9 @@ class TrainerAgent:
         if status == OPEN:
             if not joined:
                 if now >= terms[JOIN_BY]:
-                    log.warning("%s: job %d closed for joining", self.name, self.jid)
+                    log.warning("%s: job %d closed for joining (a job nobody joined: its client recovers the "
+                                "payment with `verde settle %d` after the reveal deadline)", self.name, self.jid,
+                                self.jid)
                     return True
                 self._check_terms(terms, now, restricted=j[7])
                 self._check_funds(terms[STAKE])

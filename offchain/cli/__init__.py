@@ -18,6 +18,7 @@ ROLES = """by role:
   anyone    demo                        the main job end to end (README command 1)
             node, deploy, compile        a local chain and the contracts
             key new | key show           make a key; which key signs
+            key fund ADDR [--eth N]      a local chain: fund a key from its test accounts
   client    post JOB --payment --stake   post a job (--only ADDR: named trainers only)
             status ID [--json], watch ID the job: deadlines, seats, matches, what is owed
             fetch ID JOB --from STORE    the accepted model, checked against the chain

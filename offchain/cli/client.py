@@ -4,7 +4,9 @@ one that did, withdraw what the registry owes a key (trainers withdraw their pay
 way)."""
 from __future__ import annotations
 
+import shutil
 import time
+from pathlib import Path
 
 from ..chain import ChainError
 from .common import STATUS, address, bounded, chain_args, console, eth, existing_job, load_job, step, verde_of
@@ -105,15 +107,28 @@ def cmd_fetch(args) -> int:
                              "element), and post the corrected job")
         claim = bytes(j[3])
         holds = _held(v, args.job_id, None)
+    from ..protocol import http_store
+    store, parts = args.store, None
     try:
-        state = verify(job, args.store, claim)
+        if http_store.is_url(args.store):  # downloaded beside --out (resumable), then checked as a local store
+            parts = Path(args.out).resolve().parent / f".{Path(args.out).name}.download"
+            console.print(f"downloading the result {claim.hex()[:16]}… from {args.store} (resumable: {parts})")
+            store = http_store.download(args.store, claim, parts)
+        state = verify(job, store, claim)
         model = model_tensors(job, state)  # exactly the committed tensors; the model's names, one to one
+    except http_store.TransferError as e:
+        raise ChainError(str(e), f"run the same command again: it resumes from {parts}") from None
     except DeliveryError as e:
-        raise ChainError(str(e), "ask the accepted trainer to publish (its agent writes to WORKDIR/published), or "
-                                 "point --from at its store; a trainer that does not deliver can be challenged on chain "
-                                 f"while its pay is held (verde challenge {args.job_id} JOB --trainer ADDR)") from None
+        if parts is not None:
+            http_store.discard(parts, claim)  # what did not verify is not kept for a re-run
+        raise ChainError(str(e), "ask the accepted trainer to publish (its agent writes to WORKDIR/published and "
+                                 "serves it with --serve HOST:PORT), or point --from at its store; a trainer that does "
+                                 "not deliver can be challenged on chain while its pay is held (verde challenge "
+                                 f"{args.job_id} JOB --trainer ADDR)") from None
     out = state if args.with_optimizer else model
     save_file(out, args.out)
+    if parts is not None:
+        shutil.rmtree(parts, ignore_errors=True)
     console.print(f"job {args.job_id}: the accepted result {claim.hex()[:16]}… checked ({len(state)} tensors, every "
                   f"chunk against its commitment); wrote {len(out)} tensors to {args.out}")
     if job.spec.inference:
@@ -346,7 +361,8 @@ def add(sub):
     chain_args(q)
     q.add_argument("job_id", type=int)
     q.add_argument("job", help="the job file that was posted")
-    q.add_argument("--from", dest="store", required=True, help="the result store (a directory the trainer publishes to)")
+    q.add_argument("--from", dest="store", required=True, help="the result store: a directory the trainer publishes "
+                   "to, or its URL (http://HOST:PORT, `verde agent --serve`; any static file server of that directory)")
     q.add_argument("--out", default="model.safetensors")
     q.add_argument("--with-optimizer", action="store_true", help="keep the optimizer state too")
     q.set_defaults(fn=cmd_fetch)

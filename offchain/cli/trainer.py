@@ -56,11 +56,22 @@ def cmd_agent(args) -> int:
             console.print(f"[red]error:[/] the {device} device cannot train this job: {e}\n"
                           "  Fix: train on another device (--device cpu gives the same bits, slower)")
             return 2
+        server = None
+        if args.serve:
+            from ..protocol import http_store
+            server = http_store.serve(agent.publish, *args.serve)
+            host, port = server.server_address[:2]
+            logging.getLogger("verde.agent").info("%s: serving its published results %s at http://%s:%d (verde fetch "
+                                                  "ID JOB --from http://THIS-HOST:%d)", args.name, agent.publish, host,
+                                                  port, port)
         try:
             agent.run(poll_s=args.poll_s, offline_s=args.offline_s)
         except KeyboardInterrupt:  # SIGTERM too (cli._sigterm_interrupts)
             _warn_at_risk(agent)
             raise
+        finally:
+            if server is not None:
+                server.shutdown()
     return 0
 
 
@@ -174,6 +185,14 @@ class _JsonLines:
                            "msg": record.getMessage()})
 
 
+def _address(value: str):
+    from ..protocol.http_store import parse_address
+    try:
+        return parse_address(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 class _BehaviourHelp(argparse.Action):
     """--behaviour help: list the behaviours and exit, before the job and workdir are asked for."""
 
@@ -200,6 +219,10 @@ def add(sub):
     q.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                    help="where to train: auto = the GPU (RepOps CUDA backend) when there is one")
     q.add_argument("--log-format", default="text", choices=("text", "json"))
+    q.add_argument("--serve", type=_address, metavar="HOST:PORT",
+                   help="serve the published results over HTTP while it runs, for `verde fetch --from http://...` on "
+                        "another machine (0.0.0.0:PORT: every interface); any static file server of WORKDIR/published "
+                        "serves the same")
     q.add_argument("--world-size", type=bounded(1, 4096), default=1, metavar="N",
                    help="train on N processes (must divide the job's micro_batches; the same bits as 1)")
     q.add_argument("--offline-s", type=float, default=600,
