@@ -69,6 +69,8 @@ def test_settle_refunds_a_job_nobody_joined_and_status_names_each_command(tmp_pa
         rc, out = verde("watch", "1", *on)
         assert rc == 0 and "payment 1.5 ETH, stake 0.25 ETH" in out and "no result; the payment" in out, out
         assert not re.search(r"\d{15,}", out), "wei, not ETH: " + out
+        rc, out = verde("report", "1", *on, "--out", str(tmp_path / "r.png"), key=None)  # any job, from the chain
+        assert rc == 0 and "no result accepted" in out and (tmp_path / "r.png").stat().st_size > 5_000, out
 
 
 def test_watch_waits_out_a_node_restart_and_prints_utc(tmp_path):

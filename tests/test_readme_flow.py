@@ -123,6 +123,9 @@ def test_the_readme_commands_settle_a_job_on_verde_node_within_three_minutes(tmp
             time.sleep(0.5)
         said = run("verde release 1")
         assert said.count("released to it") == 2, said
+        said = run("verde report 1 job.yaml --workdir trainer-a --workdir trainer-b --out report.png", key=None)
+        assert "job 1: accepted 0x" in said and "held for delivery" in said and "released" in said, said
+        assert (tmp_path / "report.png").stat().st_size > 10_000
         for a in agents:  # paid: each withdraws and ends
             assert a.wait(timeout=60) == 0
         run("verde withdraw")
