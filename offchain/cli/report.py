@@ -60,14 +60,16 @@ def draw(path: Path, curves: list, path_events: list, per_level: dict, headline:
         for (name, end), start in zip(d.items(), (0, d["join"], d["commit"])):
             tx.axvspan(start, end, alpha=0.08, color={"join": "C0", "commit": "C1", "reveal": "C2"}[name])
             tx.axvline(end, color="grey", linewidth=0.6, linestyle=":")
-            tx.annotate(f"{name} by", (end, len(rows) - 0.5), fontsize=7, rotation=90, ha="right", va="top")
+            tx.text(end, 0.99, f"{name} by ", transform=tx.get_xaxis_transform(), fontsize=7, rotation=90,
+                    ha="right", va="top", color="grey")
         for s, row, label in times["events"]:
             tx.scatter([s], [y[row]], color=f"C{y[row]}", zorder=3)
-        seen = set()
-        for s, row, label in times["events"]:  # one label per row and kind (a job has many moves)
+        seen, per_row = set(), {}
+        for s, row, label in times["events"]:  # one label per row and kind (a job has many moves), stacked
             if (row, label.split()[0]) not in seen:
                 seen.add((row, label.split()[0]))
-                tx.annotate(label, (s, y[row]), textcoords="offset points", xytext=(4, 5), fontsize=7)
+                k = per_row[row] = per_row.get(row, -1) + 1
+                tx.annotate(label, (s, y[row]), textcoords="offset points", xytext=(4, 5 - 9 * k), fontsize=7)
         tx.set_yticks(range(len(rows)), rows)
         tx.set_ylim(len(rows) - 0.5, -0.5)
         tx.set_xlabel("chain time after posting (s)")
@@ -108,10 +110,16 @@ def draw(path: Path, curves: list, path_events: list, per_level: dict, headline:
         bx.set_yticks(range(1, 6), ["1 steps", "2 nodes", "3 kernels", "4 elements", "5 one op"])
     else:
         bx.text(0.5, 0.5, "no dispute", ha="center", va="center", transform=bx.transAxes)
+        bx.set_xticks([])
+        bx.set_yticks([])
     bx.set_xlabel("block")
     bx.set_title(f"the bisection's path ({len(path_events)} events)")
 
     levels = sorted(per_level)
+    if not levels:
+        cx.text(0.5, 0.5, "no dispute: no game gas", ha="center", va="center", transform=cx.transAxes)
+        cx.set_xticks([])
+        cx.set_yticks([])
     cx.bar([f"L{lv}" for lv in levels], [per_level[lv] / 1e6 for lv in levels], color=[f"C{lv}" for lv in levels])
     cx.set_ylabel("gas (millions)")
     cx.set_title("gas per level")
