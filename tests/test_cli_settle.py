@@ -131,3 +131,32 @@ def test_key_fund_gives_a_new_key_eth_on_a_local_chain_and_node_lists_every_acco
     for a in _mnemonic_accounts(N_ACCOUNTS):
         assert a.address in said, said
     assert "verde key fund" in said, said
+
+
+def test_an_agent_stopped_with_a_committed_stake_says_its_reveal_deadline(tmp_path):
+    """SIGTERM used to print only "interrupted"."""
+    import signal
+    with AnvilProcess() as node:
+        on = ("--chain", f"rpc:{node.url}", "--deployment", str(tmp_path / "d.json"))
+        assert verde("deploy", "--chain", f"rpc:{node.url}", "--out", str(tmp_path / "d.json"))[0] == 0
+        job = write_small_job(tmp_path / "job")
+        assert verde("post", str(job), *on, "--payment", "1", "--stake", "0.5")[0] == 0
+        log = tmp_path / "agent.log"
+        with open(log, "w") as f:
+            agent = subprocess.Popen([str(VERDE), "agent", str(job), "1", *on, "--workdir", str(tmp_path / "a")],
+                                     env=env(OTHER), stdout=f, stderr=subprocess.STDOUT)
+            try:
+                t = time.time()
+                while "commit (sealed result)" not in log.read_text():
+                    assert time.time() - t < 90 and agent.poll() is None, log.read_text()
+                    time.sleep(0.3)
+                time.sleep(1)
+                agent.send_signal(signal.SIGTERM)
+                assert agent.wait(timeout=30) == 130
+            finally:
+                if agent.poll() is None:
+                    agent.kill()
+                    agent.wait()
+        said = log.read_text()
+    assert "STOPPED WITH A STAKE AT RISK: its stake of 0.5 ETH in job 1 is committed and not revealed" in said, said
+    assert "before the reveal deadline" in said and "UTC (in " in said and "interrupted" in said, said
