@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..agent.policy import Policy
-from ..chain.verde import Delivery, Floors
+from ..chain.verde import Floors
 
 LOCAL_CHAIN_IDS = (31337,)  # Anvil's and Hardhat's
 
@@ -30,13 +30,6 @@ class Profile:
     reveal_s: int               # verde post: after that, seconds to reveal
     clock_s: int                # verde post: each party's dispute clock
     policy: Policy              # verde agent: the terms it stakes on
-
-    def describe(self) -> str:
-        f, p = self.floors, self.policy
-        return (f"{self.name} profile: deploy floors clock {f.clock_s} s, commit window {f.commit_window_s} s, reveal "
-                f"window {f.reveal_window_s} s, delivery window {self.delivery_window_s} s; post join {self.join_s} s, "
-                f"train {self.train_s} s, reveal {self.reveal_s} s, clock {self.clock_s} s; agent min clock "
-                f"{p.min_clock_s} s, min reveal window {p.min_reveal_window_s} s")
 
 
 PUBLIC = Profile("public", Floors(), delivery_window_s=1800, answer_window_s=300, join_s=600, train_s=3600,
