@@ -34,7 +34,8 @@ def test_main_job_runs_and_reports(chain, tmp_path):
     assert "match 1: honest wins, cheater slashed" in out or "match 1: honest-2 wins, cheater slashed" in out, out
     assert "decided at level 5" in out
     # each honest trainer: its stake back + half of (payment + the cheater's stake, the pot)
-    assert "honest 3.00 ETH, honest-2 3.00 ETH, cheater 0.00 ETH" in out
+    # (honest-2 also earns the bond of the chunk the client spot-checks it for: 0.007 ETH)
+    assert "honest 3.00 ETH, honest-2 3.01 ETH, cheater 0.00 ETH" in out
     for level in range(1, 6):
         assert f"│ {level}  " in out, out  # a row per level in the gas table
     assert "referee work vs re-running" in out and "accepted result: C_T = 0x" in out
