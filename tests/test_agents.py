@@ -135,8 +135,8 @@ def test_honest_agent_killed_during_training_and_mid_dispute_still_wins(tmp_path
         assert "job 1: settled" in out and f"match {m}: decided at level 5, {honest_acct.address} won" in out, out
         out = subprocess.run([str(VERDE), "watch", "1", *args], capture_output=True, text=True, env=env,
                              timeout=60).stdout
-        for what in ("JobPosted", "Committed", "StepFound", "NodeFound", "KernelFound", "ElementFound",
-                     f"match {m} decided at level 5", "Settled"):
+        for what in ("job 1 posted by", "payment 2.0 ETH", "commits its sealed result", "StepFound", "NodeFound",
+                     "KernelFound", "ElementFound", f"match {m} decided at level 5", "job 1 settled: result"):
             assert what in out, (what, out)
 
 

@@ -105,8 +105,8 @@ class TrainerAgent:
             return False
         try:
             self._send(what, fn)
-        except TransactionReverted as e:
-            log.info("%s: %s: %s", self.name, what, e.error)
+        except TransactionReverted as e:  # a race another party won (WrongStatus, AlreadyOpen): harmless
+            log.debug("%s: %s: %s (sent first by another party)", self.name, what, e.error)
             return False
         return True
 
@@ -129,7 +129,9 @@ class TrainerAgent:
         if status == OPEN:
             if not joined:
                 if now >= terms[JOIN_BY]:
-                    log.warning("%s: job %d closed for joining", self.name, self.jid)
+                    log.warning("%s: job %d closed for joining (a job nobody joined: its client recovers the "
+                                "payment with `verde settle %d` after the reveal deadline)", self.name, self.jid,
+                                self.jid)
                     return True
                 self._check_terms(terms, now, restricted=j[7])
                 self._check_funds(terms[STAKE])
@@ -341,7 +343,45 @@ class TrainerAgent:
             return f"committed; the reveal window opens in {terms[COMMIT_BY] - now} s"
         if claim != bytes(32) and now < terms[REVEAL_BY]:
             return f"revealed; settlement opens in {terms[REVEAL_BY] - now} s"
-        return f"job {self.jid} open; chain time {now}"
+        from .watcher import utc
+        return f"job {self.jid} open; chain time {utc(now)}"
+
+    def at_risk(self) -> str | None:
+        """What this agent leaves at stake if it stops now and by when it must be back (said
+        when it is stopped: SIGTERM, Ctrl-C), or None when nothing is at stake."""
+        from .watcher import utc
+        if self.jid is None:
+            return None
+        j = self.v.status(self.jid)
+        status, terms, now = j[2], j[4], self.v.chain.now()
+        joined, out, sealed, claim = self._seat()
+        stake = f"its stake of {terms[STAKE] / 1e18} ETH in job {self.jid}"
+
+        def by(t):
+            return f"{utc(t)} (in {max(0, t - now)} s)"
+        back = "restart it with the same --workdir (its checkpoints and salt are there)"
+        if not joined or out:
+            return None
+        if status == OPEN and sealed == bytes(32) and now < terms[COMMIT_BY]:
+            return f"{stake} waits for its commitment: {back} before the commit deadline {by(terms[COMMIT_BY])}"
+        if status == OPEN and claim == bytes(32) and sealed != bytes(32) and now < terms[REVEAL_BY]:
+            return f"{stake} is committed and not revealed: {back} before the reveal deadline {by(terms[REVEAL_BY])}"
+        if status == OPEN and claim != bytes(32):
+            return (f"{stake}: its result is revealed; if another trainer's differs, a match starts after "
+                    f"{by(terms[REVEAL_BY])} and this agent must play it within its dispute clock of {terms[CLOCK]} s: "
+                    f"{back}")
+        if status == DISPUTED:
+            (a, b), m = self.v.requested_match(self.jid)
+            if self.me.address in (a, b) and m:
+                left = self.v.clocks(m)[0][(a, b).index(self.me.address)]
+                return f"{stake}: its match {m} is in play with {left} s left on its clock: {back} before it runs out"
+            return f"{stake}: the job is disputed and this agent may be asked to play next: {back}"
+        if status == SETTLED:
+            h = self.v.hold(self.jid, self.me.address)
+            if h.due:
+                return (f"its held pay of {h.amount / 1e18} ETH in job {self.jid}: a delivery challenge is due by "
+                        f"{by(h.due)}: {back}")
+        return None
 
     def _acts(self, move: str) -> bool:
         """An adversary's agent may skip a move (tests); an honest one makes every move."""

@@ -154,21 +154,54 @@ def _short(x) -> str:
     return str(x)
 
 
+def utc(t: int) -> str:
+    """A chain time as `verde status` prints it."""
+    import datetime as dt
+    return dt.datetime.fromtimestamp(int(t), dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _eth(wei: int) -> str:
+    return f"{wei / 1e18} ETH"
+
+
+WEI = ("payment", "stake", "paid", "refunded", "amount")  # event fields in wei, printed in ETH
+TIMES = ("until", "due")  # event fields that are chain times, printed in UTC
+
+
+def _value(key: str, v) -> str:
+    if key in WEI and isinstance(v, int):
+        return _eth(v)
+    if key in TIMES and isinstance(v, int):
+        return utc(v)
+    return _short(v)
+
+
 LINES = {
+    "JobPosted": lambda a: f"job {a['id']} posted by {_short(a['client'])}: payment {_eth(a['payment'])}, stake "
+                           f"{_eth(a['stake'])} per trainer (spec {_short(a['specHash'])})",
+    "Joined": lambda a: f"{_short(a['trainer'])} joins (its stake is in)",
+    "Committed": lambda a: f"{_short(a['trainer'])} commits its sealed result",
+    "Revealed": lambda a: f"{_short(a['trainer'])} reveals its result {_short(a['claim'])}",
+    "Settled": lambda a: f"job {a['id']} settled: " + (f"result {_short(a['accepted'])} accepted, "
+                                                       f"{a['paidTrainers']} trainer(s) paid" if a["paidTrainers"]
+                                                       else "no result; the payment and any stakes go back to the "
+                                                       "client (verde withdraw)"),
+    "FaultAccepted": lambda a: f"job {a['id']}: a FAULT at step {a['step']} accepted: {_eth(a['paid'])} to the "
+                               f"trainers for the steps before it, {_eth(a['refunded'])} back to the client",
     "StepRound": lambda a: f"match {a['id']}: steps ({a['lo']}, {a['hi']}] split at {list(a['points'])}",
     "MatchDecided": lambda a: f"match {a['id']} decided at level {a['level']}: {_short(a['winner'])} wins, "
                               f"{_short(a['loser'])} loses ({a['reason']})",
     "MatchDrawn": lambda a: f"match {a['id']} drawn at level {a['level']}: {_short(a['a'])} and {_short(a['b'])} "
                             "both ran out of time; both stakes go to the pot",
-    "Forfeited": lambda a: f"{_short(a['trainer'])} forfeits its stake of {a['stake'] / 1e18} ETH ({a['why']})",
-    "Held": lambda a: f"{_short(a['trainer'])}'s {a['amount'] / 1e18} ETH held for delivery until chain time "
-                      f"{a['until']} (the client may challenge it, or release it sooner)",
+    "Forfeited": lambda a: f"{_short(a['trainer'])} forfeits its stake of {_eth(a['stake'])} ({a['why']})",
+    "Held": lambda a: f"{_short(a['trainer'])}'s {_eth(a['amount'])} held for delivery until {utc(a['until'])} "
+                      "(the client may challenge it, or release it sooner)",
     "DeliveryChallenged": lambda a: f"the client asks {_short(a['trainer'])} for chunks {a['first']}-"
-                                    f"{a['first'] + a['count'] - 1} of state tensor {a['tensor']} on chain by chain "
-                                    f"time {a['due']}",
+                                    f"{a['first'] + a['count'] - 1} of state tensor {a['tensor']} on chain by "
+                                    f"{utc(a['due'])}",
     "DeliveryAnswered": lambda a: f"chunk {a['chunk']} of state tensor {a['tensor']} delivered on chain for "
                                   f"{_short(a['trainer'])} ({len(a['data'])} bytes, proven against the result)",
-    "Released": lambda a: f"{_short(a['trainer'])}'s {a['amount'] / 1e18} ETH released (delivery hold over)",
+    "Released": lambda a: f"{_short(a['trainer'])}'s {_eth(a['amount'])} released (delivery hold over)",
     "ChunkPosted": lambda a: f"match {a['id']}: party {a['party']} posted its chunk ({len(a['chunk'])} bytes)",
 }
 
@@ -176,4 +209,4 @@ LINES = {
 def describe(name: str, args: dict) -> str:
     if name in LINES:
         return LINES[name](args)
-    return f"{name} " + ", ".join(f"{k}={_short(v)}" for k, v in args.items())
+    return f"{name} " + ", ".join(f"{k}={_value(k, v)}" for k, v in args.items())

@@ -1,6 +1,7 @@
 """The `verde` command line: one module per group of commands (chain.py: compile, node,
-deploy; client.py: post, status, watch, fetch, challenge, release, withdraw; trainer.py: agent; demo.py: demo, with
-main_job.py its on-chain part), the shared pieces in common.py."""
+deploy; client.py: post, status, watch, fetch, challenge, release, settle, withdraw; report.py: report;
+trainer.py: agent, train; keys.py: key; demo.py: demo, with main_job.py its on-chain part), the shared pieces in
+common.py, the local and public defaults in profiles.py."""
 from __future__ import annotations
 
 import argparse
@@ -10,14 +11,15 @@ import threading
 
 from ..chain import ChainError
 from . import chain as chain_cmds
-from . import client, demo, keys, trainer
+from . import client, demo, keys, report, trainer
 from .common import console
 
-GROUPS = (demo, chain_cmds, client, trainer, keys)
+GROUPS = (demo, chain_cmds, client, report, trainer, keys)
 ROLES = """by role:
   anyone    demo                        the main job end to end (README command 1)
             node, deploy, compile        a local chain and the contracts
             key new | key show           make a key; which key signs
+            key fund ADDR [--eth N]      a local chain: fund a key from its test accounts
   client    post JOB --payment --stake   post a job (--only ADDR: named trainers only)
             status ID [--json], watch ID the job: deadlines, seats, matches, what is owed
             fetch ID JOB --from STORE    the accepted model, checked against the chain
@@ -25,6 +27,9 @@ ROLES = """by role:
                                          every one you lack; a bond each), or pay you
             release ID                   got the model: pay the accepted trainers now
             withdraw                     take what the registry owes your key
+  anyone    settle ID                    move a job on: settle after the reveal deadline (refunds a job
+                                         nobody joined), open its match, time out a silent party
+            report ID [JOB] --out PNG    any job's report from the chain: phases, bisection, gas, payouts
   trainer   train JOB                    train locally, no chain: the claim you would commit
             agent JOB [ID] --workdir D   join, train, commit, reveal, dispute, publish, answer
                                          delivery challenges, withdraw

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from ..chain.anvil import MNEMONIC
+from ..chain.backends import N_ACCOUNTS
 from ..chain import ChainError
 from .common import bounded, chain_args, connect_arg, console, eth
 
@@ -38,10 +39,11 @@ def cmd_node(args) -> int:
         kept += (f"; a block every {args.block_time:g} s when idle" if args.block_time else
                  "; blocks only on transactions (the clock stands still while idle)")
         console.print(f"{node.name} listening on {node.url}{kept}; Ctrl-C stops it")
-        console.print(f"funded test keys (the mnemonic `{MNEMONIC}`), ready to use: "
-                      "export VERDE_PRIVATE_KEY=<key> and VERDE_CHAIN=rpc:" + node.url)
+        console.print(f"all {N_ACCOUNTS} funded test keys (the mnemonic `{MNEMONIC}`), ready to use: "
+                      "export VERDE_PRIVATE_KEY=<key> and VERDE_CHAIN=rpc:" + node.url + "; a key of your own "
+                      "(verde key new): verde key fund ADDRESS", highlight=False)
         from ..chain.backends import _mnemonic_accounts
-        for i, a in enumerate(_mnemonic_accounts(5)):
+        for i, a in enumerate(_mnemonic_accounts(N_ACCOUNTS)):
             console.print(f"  ({i}) {a.address}  {a.key.to_0x_hex()}", highlight=False)
         try:
             while node.proc.poll() is None:
@@ -50,9 +52,6 @@ def cmd_node(args) -> int:
             pass
         node.check_alive()
     return 0
-
-
-DELIVERY_WINDOW_S, ANSWER_WINDOW_S = 1800, 300  # a local chain's; the agent answers within seconds
 
 
 def cmd_deploy(args) -> int:
@@ -64,11 +63,23 @@ def cmd_deploy(args) -> int:
         if not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
             raise ChainError(f"cannot write the deployment file {out}: {out.parent} is not a writable directory",
                              "pass --out in a directory you can write (before anything is deployed)")
-        v = Verde.deploy(chain, Floors(args.min_clock_s, args.min_commit_window_s, args.min_reveal_window_s),
-                         Delivery(args.delivery_window_s, args.answer_window_s, args.challenge_bond))
+        from .profiles import applies, profile_of
+        prof = profile_of(chain)
+
+        def given(value, default):
+            return default if value is None else value
+        floors = Floors(given(args.min_clock_s, prof.floors.clock_s),
+                        given(args.min_commit_window_s, prof.floors.commit_window_s),
+                        given(args.min_reveal_window_s, prof.floors.reveal_window_s))
+        delivery = Delivery(given(args.delivery_window_s, prof.delivery_window_s),
+                            given(args.answer_window_s, prof.answer_window_s), args.challenge_bond)
+        v = Verde.deploy(chain, floors, delivery)
         out.write_text(json.dumps(v.addresses(), indent=1))
         console.print(f"deployed JobRegistry {v.registry.address}, DisputeGame {v.game.address}, "
                       f"OperatorGame {v.operators.address}; wrote {args.deployment}")
+        console.print(f"  {applies(chain)}: floors clock {floors.clock_s} s, commit window {floors.commit_window_s} s, "
+                      f"reveal window {floors.reveal_window_s} s; delivery window {delivery.window_s} s, answer "
+                      f"window {delivery.answer_s} s", highlight=False)
     return 0
 
 
@@ -88,19 +99,24 @@ def add(sub):
     chain_args(q, deployment=False)
     q.add_argument("--out", dest="deployment", help="the deployment file (default: VERDE_DEPLOYMENT, deployment in verde.toml, or "
                                  "deployment.json)")
-    from ..chain.verde import ANSWER_GAS_PER_CHUNK, BOND_GAS_PRICE, Delivery, Floors
-    for name, default, what in (("clock", Floors.clock_s, "each party's dispute clock"),
-                                ("commit-window", Floors.commit_window_s, "from the join deadline to the commit one"),
-                                ("reveal-window", Floors.reveal_window_s, "from the commit deadline to the reveal one")):
-        q.add_argument(f"--min-{name}-s", type=int, default=default,
-                       help=f"the least {what} a job may give, in seconds (a real network wants hours)")
-    q.add_argument("--delivery-window-s", type=bounded(0, 2**64 - 1), default=DELIVERY_WINDOW_S,
+    from ..chain.verde import ANSWER_GAS_PER_CHUNK, BOND_GAS_PRICE, Delivery
+    from .profiles import LOCAL, PUBLIC
+
+    def defaults(attr):
+        return f"(default {getattr(PUBLIC, attr)}; on a local chain {getattr(LOCAL, attr)})"
+    for name, attr, what in (("clock", "clock_s", "each party's dispute clock"),
+                             ("commit-window", "commit_window_s", "from the join deadline to the commit one"),
+                             ("reveal-window", "reveal_window_s", "from the commit deadline to the reveal one")):
+        q.add_argument(f"--min-{name}-s", type=int, default=None,
+                       help=f"the least {what} a job may give, in seconds (default {getattr(PUBLIC.floors, attr)}; "
+                            f"on a local chain {getattr(LOCAL.floors, attr)}; a real network wants hours)")
+    q.add_argument("--delivery-window-s", type=bounded(0, 2**64 - 1), default=None,
                    help="after settlement, how long an accepted trainer's pay is held so the client can challenge "
-                        f"its delivery (default {DELIVERY_WINDOW_S}; 0: paid at once, no remedy; a real network wants "
-                        "days)")
-    q.add_argument("--answer-window-s", type=bounded(1, 2**64 - 1), default=ANSWER_WINDOW_S,
+                        f"its delivery {defaults('delivery_window_s')}: 0 pays at once, no remedy; a real network "
+                        "wants days")
+    q.add_argument("--answer-window-s", type=bounded(1, 2**64 - 1), default=None,
                    help="a challenged trainer's time to put one challenge's chunks (up to 64) on chain, counted from "
-                        f"the previous challenge's deadline (default {ANSWER_WINDOW_S})")
+                        f"the previous challenge's deadline {defaults('answer_window_s')}")
     q.add_argument("--challenge-bond", type=eth, default=Delivery.bond_wei,
                    help="ETH the client pays per challenged chunk: the trainer's for each chunk it answers (its "
                         "gas), the client's back for each one left unanswered (default "

@@ -4,7 +4,9 @@ one that did, withdraw what the registry owes a key (trainers withdraw their pay
 way)."""
 from __future__ import annotations
 
+import shutil
 import time
+from pathlib import Path
 
 from ..chain import ChainError
 from .common import STATUS, address, bounded, chain_args, console, eth, existing_job, load_job, step, verde_of
@@ -23,14 +25,32 @@ def cmd_post(args) -> int:
                           "  Fix: run the node with a block time (`verde node --block-time 2`, the default)")
         v.check_new(job)  # a spec already computed here is refused (a replayed result could be paid)
         _check_not_open(v, job)
+        join_s, train_s, reveal_s, clock_s, said = _windows(args, chain, v)
         step(f"committing to job {job.job_id.hex()[:16]}… (graph, data, kernel structures: one traced step)")
         jid = v.post(job, Context(job), args.payment, args.stake, max_trainers=args.max_trainers,
-                     join_s=args.join_s, commit_s=args.join_s + args.train_s,
-                     reveal_s=args.join_s + args.train_s + args.reveal_s, clock_s=args.clock_s,
+                     join_s=join_s, commit_s=join_s + train_s, reveal_s=join_s + train_s + reveal_s, clock_s=clock_s,
                      client=chain.accounts[0], only=args.only)
         who = f"; only {', '.join(args.only)} may join" if args.only else ""
         console.print(f"posted job {jid} (payment {args.payment / 1e18} ETH, stake {args.stake / 1e18} ETH{who})")
+        console.print(f"  {said}: join {join_s} s, train {train_s} s, reveal {reveal_s} s (settlement from "
+                      f"{_utc(chain.now() + join_s + train_s + reveal_s)}), dispute clock {clock_s} s per party",
+                      highlight=False)
     return 0
+
+
+def _windows(args, chain, v) -> tuple:
+    """--join-s, --train-s, --reveal-s, --clock-s as given, else the profile's (profiles.py),
+    never below the registry's floors. -> (join, train, reveal, clock, which profile)."""
+    from .profiles import applies, profile_of
+    prof, floors = profile_of(chain), v.floors()
+    pick = [(args.join_s, prof.join_s, 1), (args.train_s, prof.train_s, floors.commit_window_s),
+            (args.reveal_s, prof.reveal_s, floors.reveal_window_s), (args.clock_s, prof.clock_s, floors.clock_s)]
+    return (*(given if given is not None else max(default, floor) for given, default, floor in pick), applies(chain))
+
+
+def _utc(t: int) -> str:
+    from ..agent.watcher import utc
+    return utc(t)
 
 
 def _check_not_open(v, job):
@@ -86,15 +106,28 @@ def cmd_fetch(args) -> int:
                              "element), and post the corrected job")
         claim = bytes(j[3])
         holds = _held(v, args.job_id, None)
+    from ..protocol import http_store
+    store, parts = args.store, None
     try:
-        state = verify(job, args.store, claim)
+        if http_store.is_url(args.store):  # downloaded beside --out (resumable), then checked as a local store
+            parts = Path(args.out).resolve().parent / f".{Path(args.out).name}.download"
+            console.print(f"downloading the result {claim.hex()[:16]}… from {args.store} (resumable: {parts})")
+            store = http_store.download(args.store, claim, parts)
+        state = verify(job, store, claim)
         model = model_tensors(job, state)  # exactly the committed tensors; the model's names, one to one
+    except http_store.TransferError as e:
+        raise ChainError(str(e), f"run the same command again: it resumes from {parts}") from None
     except DeliveryError as e:
-        raise ChainError(str(e), "ask the accepted trainer to publish (its agent writes to WORKDIR/published), or "
-                                 "point --from at its store; a trainer that does not deliver can be challenged on chain "
-                                 f"while its pay is held (verde challenge {args.job_id} JOB --trainer ADDR)") from None
+        if parts is not None:
+            http_store.discard(parts, claim)  # what did not verify is not kept for a re-run
+        raise ChainError(str(e), "ask the accepted trainer to publish (its agent writes to WORKDIR/published and "
+                                 "serves it with --serve HOST:PORT), or point --from at its store; a trainer that does "
+                                 "not deliver can be challenged on chain while its pay is held (verde challenge "
+                                 f"{args.job_id} JOB --trainer ADDR)") from None
     out = state if args.with_optimizer else model
     save_file(out, args.out)
+    if parts is not None:
+        shutil.rmtree(parts, ignore_errors=True)
     console.print(f"job {args.job_id}: the accepted result {claim.hex()[:16]}… checked ({len(state)} tensors, every "
                   f"chunk against its commitment); wrote {len(out)} tensors to {args.out}")
     if job.spec.inference:
@@ -164,7 +197,7 @@ def cmd_challenge(args) -> int:
         what = ", ".join(f"{names[t]} ({len(c)} of {chunk_count(shapes[t], job.spec.chunk)} chunks)"
                          for t, c in sorted(asked.items())[:6]) + (" …" if len(asked) > 6 else "")
         console.print(f"asked {args.trainer} for {chunks} chunks in {sent} challenges ({what}), {bond / 1e18} ETH of "
-                      f"bonds; the last due by chain time {due} (in {due - chain.now()} s)")
+                      f"bonds; the last due by {_utc(due)} (in {due - chain.now()} s)", highlight=False)
         console.print(f"  answered: the chunks appear in `verde watch {args.job_id}`, each bond goes to the trainer; any "
                       f"chunk not answered in time: `verde release {args.job_id}` gives you its held pay and stake and "
                       "the unanswered bonds")
@@ -199,6 +232,46 @@ def cmd_release(args) -> int:
         return 1 if failed else 0
 
 
+def cmd_settle(args) -> int:
+    """Move a job on by the transactions anyone may send (job_view.next_move): settle it after
+    the reveal deadline (an unjoined job's payment goes back to the client, a decided match's
+    job settles or asks for its next match), open the match the registry asks for, claim the
+    timeout of a party whose clock ran out; repeated while one is due."""
+    from ..chain.verde import PHASE_OPERATOR
+    from .job_view import view
+    chain, v = verde_of(args)
+    with chain:
+        existing_job(v, args.job_id)
+        sent = 0
+        for _ in range(8):  # settle -> dispute required -> open: a few moves at most
+            d = view(v, args.job_id)
+            n = d["next"]
+            if n["action"] is None:
+                break
+            if n["action"] == "settle":
+                v.chain.transact(v.registry.functions.settle(args.job_id), sender=chain.accounts[0])
+                console.print(f"job {args.job_id}: settled ({n['why'].split(':')[0]})")
+            elif n["action"] == "open":
+                (a, b), _ = v.requested_match(args.job_id)
+                m = v.open_match(args.job_id, a, b)
+                console.print(f"job {args.job_id}: opened match {m}, {a} vs {b}")
+            else:
+                m = next(m["id"] for m in d["matches"] if "where" in m)
+                referee = v.operators if v.match_state(m)["phase"] == PHASE_OPERATOR else v.game
+                v.chain.transact(referee.functions.timeout(m), sender=chain.accounts[0])
+                console.print(f"job {args.job_id}: match {m} timed out ({n['why'].split(': ', 1)[1]})")
+            sent += 1
+        d = view(v, args.job_id)
+    n = d["next"]
+    if not sent and d["status"] != "settled":
+        raise ChainError(f"job {args.job_id} cannot be moved on yet ({d['phase']}): {n['why']}",
+                         f"wait, then run `verde settle {args.job_id}` again (verde status {args.job_id} shows the "
+                         "deadlines)")
+    console.print(f"job {args.job_id}: {d['phase']}" + (f"; next: `{n['command']}` ({n['who']}): {n['why']}"
+                                                        if n["command"] else f"; {n['why']}"), highlight=False)
+    return 0
+
+
 def cmd_withdraw(args) -> int:
     chain, v = verde_of(args)
     with chain:
@@ -214,15 +287,39 @@ def cmd_withdraw(args) -> int:
 
 def cmd_watch(args) -> int:
     """Print a job's events (joins, commitments, the dispute's narrowing, the decision) as
-    they reach the chain; stop once it is settled unless --follow."""
+    they reach the chain; stop once it is settled unless --follow. A node that goes away
+    (restarted) is waited for up to --offline-s, as the agents wait; the events resume where
+    they stopped."""
     from ..agent.watcher import Watcher
+    from ..chain.errors import ChainUnavailable
     chain, v = verde_of(args)
     with chain:
         existing_job(v, args.job_id)
         w = Watcher(v, args.job_id)
+        down_since = None
         while True:
-            for line in w.poll():
-                console.print(line)
+            try:
+                lines = w.poll()
+                if down_since is not None:
+                    if not chain.w3.eth.get_code(v.registry.address):
+                        raise ChainError(f"the node came back without the contracts (no code at "
+                                         f"{v.registry.address}): its chain was reset",
+                                         "restart the node with its saved state (verde node --state FILE)")
+                    console.print(f"[green]the node is back[/] after {time.time() - down_since:.0f} s")
+                    down_since = None
+            except (ChainUnavailable, OSError) as e:
+                if down_since is None:
+                    down_since = time.time()
+                    console.print(f"[yellow]lost the node[/] ({type(e).__name__}); waiting for it up to "
+                                  f"{args.offline_s:g} s (--offline-s)", highlight=False)
+                elif time.time() - down_since > args.offline_s:
+                    raise ChainError(f"the node did not answer for {args.offline_s:g} s",
+                                     f"restart it (with its state: verde node --state FILE), then `verde watch "
+                                     f"{args.job_id}` again") from None
+                time.sleep(min(2.0, args.poll_s * 4))
+                continue
+            for line in lines:
+                console.print(line, highlight=False)
             if not args.follow and any(name == "Settled" for _, name, _ in w.events):
                 return 0
             time.sleep(args.poll_s)
@@ -235,10 +332,13 @@ def add(sub):
     q.add_argument("--payment", type=eth, required=True, help="ETH paid to the accepted trainers")
     q.add_argument("--stake", type=eth, required=True, help="ETH each trainer stakes")
     q.add_argument("--max-trainers", type=bounded(1, 255), default=3, help="seats (1-255)")
-    q.add_argument("--join-s", type=int, default=600, help="seconds to join")
-    q.add_argument("--train-s", type=int, default=3600, help="seconds after joining to commit a result")
-    q.add_argument("--reveal-s", type=int, default=600, help="seconds after that to reveal it")
-    q.add_argument("--clock-s", type=int, default=3600, help="each party's dispute clock")
+    from .profiles import LOCAL, PUBLIC
+    for flag, attr, what in (("--join-s", "join_s", "seconds to join"),
+                             ("--train-s", "train_s", "seconds after the join deadline to commit a result"),
+                             ("--reveal-s", "reveal_s", "seconds after that to reveal it"),
+                             ("--clock-s", "clock_s", "each party's dispute clock, in seconds")):
+        q.add_argument(flag, type=int, default=None, help=f"{what} (default {getattr(PUBLIC, attr)}; on a local chain "
+                                                          f"{getattr(LOCAL, attr)}; at least the registry's floor)")
     q.add_argument("--only", action="append", type=address, metavar="ADDRESS",
                    help="only this trainer may join (repeat for several; e.g. your own honest trainer among them): "
                         "protects the job from one party holding every seat")
@@ -252,13 +352,16 @@ def add(sub):
         if name == "watch":
             q.add_argument("--follow", action="store_true", help="keep watching after the job is settled")
             q.add_argument("--poll-s", type=float, default=1.0)
+            q.add_argument("--offline-s", type=float, default=600,
+                           help="how long to wait for a node that went away before giving up (default 600)")
         else:
             q.add_argument("--json", action="store_true", help="the same as JSON, for scripts")
     q = sub.add_parser("fetch", help="take a job's accepted model from a result store, checked against the chain")
     chain_args(q)
     q.add_argument("job_id", type=int)
     q.add_argument("job", help="the job file that was posted")
-    q.add_argument("--from", dest="store", required=True, help="the result store (a directory the trainer publishes to)")
+    q.add_argument("--from", dest="store", required=True, help="the result store: a directory the trainer publishes "
+                   "to, or its URL (http://HOST:PORT, `verde agent --serve`; any static file server of that directory)")
     q.add_argument("--out", default="model.safetensors")
     q.add_argument("--with-optimizer", action="store_true", help="keep the optimizer state too")
     q.set_defaults(fn=cmd_fetch)
@@ -282,6 +385,11 @@ def add(sub):
     q.add_argument("job_id", type=int)
     q.add_argument("--trainer", action="append", type=address, metavar="ADDRESS", help="only this trainer (repeat)")
     q.set_defaults(fn=cmd_release)
+    q = sub.add_parser("settle", help="move a job on (anyone): settle it after the reveal deadline (refunds a job "
+                                      "nobody joined), open its requested match, time out a party out of time")
+    chain_args(q)
+    q.add_argument("job_id", type=int)
+    q.set_defaults(fn=cmd_settle)
     q = sub.add_parser("withdraw", help="withdraw what the registry owes your key")
     chain_args(q)
     q.set_defaults(fn=cmd_withdraw)

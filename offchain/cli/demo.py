@@ -60,13 +60,13 @@ def cmd_demo(args) -> int:
     for t, (digest, losses) in zip((1, 2), runs):
         console.print(f"    {t} thread(s): loss {losses[0]:.4f} -> {losses[-1]:.4f}, parameters sha256 {digest[:16]}…")
     console.print(f"    {'[green]identical bits[/]' if same else '[red]DIFFERENT bits[/]'}")
-    with _workdir(args.workdir) as work:
+    with _workdir(args.workdir) as (work, kept):
         job_file, job, ctx, spec = _offchain_dispute(args, work)
         failures += job is None
         if job is not None:
             from . import main_job
             step(f"the job on chain, with trainer agents as separate processes: two honest, one cheater "
-                  f"(`{spec}`); agent state and logs in {work}")
+                  f"(`{spec}`); agent state and logs in {work}{kept}")
             report = Path(args.report or (Path(args.workdir or ".") / "verde-report.png"))
             failures += main_job.run(args.chain, job_file, job, ctx, work, spec, report, console,
                                      primitive_gas=max(medians))
@@ -76,15 +76,19 @@ def cmd_demo(args) -> int:
     return 0 if failures == 0 else 1
 
 
+TEMPORARY = " (temporary: removed when the demo ends; --workdir DIR keeps it)"
+
+
 @contextlib.contextmanager
 def _workdir(path):
-    """--workdir DIR keeps the agents' checkpoints, state and logs; default: a temp dir."""
+    """--workdir DIR keeps the agents' checkpoints, state and logs; default: a temp dir, said
+    to be one wherever it is named. -> (the directory, what to say after its name)."""
     if path:
         Path(path).mkdir(parents=True, exist_ok=True)
-        yield Path(path).resolve()
+        yield Path(path).resolve(), ""
     else:
         with tempfile.TemporaryDirectory(prefix="verde-demo-") as tmp:
-            yield Path(tmp)
+            yield Path(tmp), TEMPORARY
 
 
 def _offchain_dispute(args, work: Path):

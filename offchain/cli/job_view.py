@@ -3,20 +3,17 @@ rendered as text for people or as JSON for scripts (`--json`). Deadlines are cha
 (what the contracts compare with) with countdowns from the chain's clock; amounts in ETH."""
 from __future__ import annotations
 
-import datetime as dt
-
 from ..chain.verde import (CLOCK, COMMIT_BY, JOIN_BY, MAX_TRAINERS, OP_PHASE_NAMES, PHASE_NAMES, PHASE_OPERATOR,
                            REVEAL_BY, SETTLED_AT, STAKE)
 
 from .common import STATUS
 
-PHASE = {1: "joining", 2: "training (commit window)", 3: "revealing", 4: "waiting for settle()"}
+PHASE = {1: "joining", 2: "training (commit window)", 3: "revealing", 4: "waiting for settlement"}
 
 
 def _when(t: int, now: int) -> dict:
-    left = t - now
-    return {"at": dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
-            "in_s": left}
+    from ..agent.watcher import utc
+    return {"at": utc(t), "in_s": t - now}
 
 
 def _span(s: int) -> str:
@@ -82,7 +79,7 @@ def view(v, jid: int) -> dict:
                          waiting_for=[parties[i] for i in (0, 1) if waiting >> i & 1])
         matches.append(entry)
     requested = [a for a in v.requested_match(jid)[0] if int(a, 16)]
-    return {"job": jid, "status": status, "phase": phase, "client": j[0], "payment_eth": j[1] / 1e18,
+    d = {"job": jid, "status": status, "phase": phase, "client": j[0], "payment_eth": j[1] / 1e18,
             "stake_eth": terms[STAKE] / 1e18, "pot_eth": j[6] / 1e18, "only_named_trainers": j[7],
             "seats": f"{len(j[5])} of {terms[MAX_TRAINERS]}", "chain_time": _when(now, now)["at"],
             "deadlines": {k: _when(terms[i], now) for k, i in (("join", JOIN_BY), ("commit", COMMIT_BY),
@@ -94,6 +91,63 @@ def view(v, jid: int) -> dict:
             "fault": {"step": fault["step"], "paid_eth": fault["paid"] / 1e18, "refunded_eth": fault["refunded"] / 1e18}
             if fault else None,
             "client_owed_eth": v.owed(j[0]) / 1e18}
+    from .profiles import applies
+    d["next"], d["profile"] = next_move(d), applies(v.chain)
+    return d
+
+
+def next_move(d: dict) -> dict:
+    """What the job waits for, from its view: {action, command, who, why}. action is the
+    transaction `verde settle` sends ("settle", "open", "timeout"), or None when it waits for
+    the agents, a deadline or another command (`command`, or None when nothing is needed)."""
+    jid = d["job"]
+    settle = f"verde settle {jid}"
+    if d["status"] == "open":
+        if d["phase"] == PHASE[4]:
+            why = ("nobody joined: settling refunds the client's payment (then verde withdraw)" if not d["trainers"]
+                   else "the reveal deadline passed: settling accepts the revealed result, forfeits every seat that did "
+                   "not reveal, or asks for a dispute")
+            return dict(action="settle", command=settle, who="anyone", why=why)
+        if d["phase"] == PHASE[1]:
+            return dict(action=None, command=None, who="trainers",
+                        why=f"trainers join until {d['deadlines']['join']['at']} (verde agent JOB {jid}); "
+                        f"if nobody does, `{settle}` refunds the payment after the reveal deadline")
+        what = "commit" if d["phase"] == PHASE[2] else "reveal"
+        key = "commit" if what == "commit" else "reveal"
+        return dict(action=None, command=None, who="trainers",
+                    why=f"the trainers' agents {what} by {d['deadlines'][key]['at']}; then `{settle}` (anyone) if "
+                    "no agent settles")
+    if d["status"] == "disputed":
+        live = [m for m in d["matches"] if "where" in m]
+        if not live:
+            pair = " vs ".join(d["requested_match"])
+            return dict(action="open", command=settle, who="anyone",
+                        why=f"the registry asks for a match {pair}: its agents open it, or `{settle}` does "
+                        f"(its parties' clocks of {d['clock_s']} s start then)")
+        m = live[0]
+        out = [p for p, left in zip(m["parties"], m["clock_left_s"]) if p in m["waiting_for"] and left <= 0]
+        if out:
+            return dict(action="timeout", command=settle, who="anyone",
+                        why=f"match {m['id']}: {', '.join(out)} let its clock run out; the timeout decides the "
+                        "match and the job settles on")
+        return dict(action=None, command=None, who="the match's parties",
+                    why=f"match {m['id']} is in play; waiting for {', '.join(m['waiting_for']) or 'nobody'} to move")
+    held = [t for t in d["trainers"] if t["held_eth"]]
+    if held:
+        hold = d["delivery_hold_until"]
+        over = hold is not None and hold["in_s"] <= 0
+        return dict(action=None, command=f"verde release {jid}", who="anyone" if over else "the client",
+                    why="the delivery window is over: releasing pays the accepted trainers" if over else
+                    f"the accepted trainers' pay is held until {hold['at'] if hold else '-'}: the client releases it "
+                    "once it has the model (verde fetch), or challenges a trainer that does not deliver")
+    if d["client_owed_eth"]:
+        return dict(action=None, command="verde withdraw", who="the client",
+                    why=f"the registry owes the client {d['client_owed_eth']} ETH")
+    owed = [t["trainer"] for t in d["trainers"] if t["owed_eth"]]
+    if owed:
+        return dict(action=None, command="verde withdraw", who=", ".join(owed),
+                    why="the registry owes these trainers their pay (each withdraws with its own key; its agent does)")
+    return dict(action=None, command=None, who=None, why="settled; nothing is owed")
 
 
 def render(d: dict) -> list[str]:
@@ -106,6 +160,8 @@ def render(d: dict) -> list[str]:
     for name, w in d["deadlines"].items():
         out.append(f"  {name + ' by':<10} {w['at']}  ({_ago(w['in_s'])})")
     out.append(f"  chain time {d['chain_time']}; dispute clock {d['clock_s']} s per party")
+    if d.get("profile"):
+        out.append(f"  defaults: {d['profile']}")
     out.append(f"  trainers ({d['seats']} seats): {'-' if not d['trainers'] else ''}")
     for t in d["trainers"]:
         state = ("revealed " + t["claim"][:18] + "…" if t["revealed"] else "committed" if t["committed"]
@@ -143,4 +199,9 @@ def render(d: dict) -> list[str]:
                    "trainer for a chunk (verde challenge) or release its pay (verde release)")
     if d["client_owed_eth"]:
         out.append(f"  client owed {d['client_owed_eth']} ETH (verde withdraw)")
+    n = d.get("next")
+    if n and n["command"]:
+        out.append(f"  next: `{n['command']}` ({n['who']}): {n['why']}")
+    elif n:
+        out.append(f"  next: {n['why']}")
     return out

@@ -102,13 +102,19 @@ def run(chain_spec: str, job_file: Path, job, ctx, workdir: Path, cheat: str, re
                           f"{len(ctx.kernel_graph.structures)} nodes and "
                           f"{sum(map(len, ctx.kernel_graph.structures)):,} kernels per step committed")
             watcher = Watcher(v, jid)
-            client = Client(v, jid, job, chain.accounts[1], agents, workdir, console)
+            client = Client(v, jid, job, chain.accounts[1], agents, model_path(report), console)
             t_train = _follow(chain, v, jid, agents, watcher, names, console, t0 + timeout_s, client)
         finally:
             for a in agents:
                 a.stop()
         t_end = time.time()
         return _report(v, jid, job, agents, watcher, names, console, report, t0, t_train, t_end, primitive_gas)
+
+
+def model_path(report: Path) -> Path:
+    """The demo's model: beside its report (the current directory or --workdir), never in a
+    temporary directory that is removed when the demo ends."""
+    return report.with_name("verde-model.safetensors")
 
 
 @dataclass
@@ -121,7 +127,7 @@ class Client:
     job: object
     account: object
     agents: list
-    workdir: Path
+    out: Path  # where the client writes the model it took (beside the report: it outlives a temporary workdir)
     console: Console
     stage: str = "fetch"
     model: Path | None = None
@@ -138,7 +144,7 @@ class Client:
                     raise
                 return  # not published yet
             from safetensors.torch import save_file
-            self.model = self.workdir / "model.safetensors"
+            self.model = self.out
             save_file(model_tensors(self.job, state), str(self.model))
             self.console.print(f"    client: took its model from {store}: {len(state)} tensors, every chunk checked "
                                f"against the accepted claim; wrote {self.model}")
@@ -245,7 +251,9 @@ def _report(v, jid, job, agents, watcher, names, console, png, t0, t_train, t_en
     headline = "; ".join(
         [f"accepted C_T 0x{bytes(settled[0]['accepted']).hex()[:12]}…" if settled else "no result accepted"]
         + [f"{names.get(d['winner'])} beat {names.get(d['loser'])} (slashed) at level {d['level']}" for d in decided])
-    _png(png, agents, watcher.bisection_path(), per_level, headline)
+    from .report import draw, timeline
+    curves = [(f"{a.name} ({a.behaviour.split(':')[0]})", a.losses(), a.behaviour == "honest") for a in agents]
+    draw(png, curves, watcher.bisection_path(), per_level, headline, timeline(v, jid, watcher, names))
     console.print(f"    wrote {png}")
     honest = [a.name for a in agents if a.behaviour == "honest"]
     ok = (settled and decided and all(paid.get(n, 0) > 0 for n in honest)
@@ -256,52 +264,3 @@ def _report(v, jid, job, agents, watcher, names, console, png, t0, t_train, t_en
 def _withdrawals(v, names) -> list[dict]:
     logs = v.registry.events.Withdrawn().get_logs(from_block=v.from_block)
     return [dict(e["args"]) for e in logs if e["args"]["to"] in names]
-
-
-def _png(path: Path, agents, path_events, per_level, headline: str = ""):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, (ax, bx, cx) = plt.subplots(1, 3, figsize=(16, 5), gridspec_kw={"width_ratios": [1.2, 1.2, 0.8]})
-    # the cheater first, underneath; the honest curves on top in distinct dashes and markers,
-    # so that curves which coincide (two honest trainers) stay visible
-    styles = iter([("-", "o", 7, 2.6), ("--", "x", 7, 1.6), (":", "+", 9, 1.6), ("-.", "s", 4, 1.2)])
-    for z, a in enumerate(sorted(agents, key=lambda a: a.behaviour == "honest")):
-        ls = a.losses()
-        steps = sorted(ls)
-        line, marker, size, width = next(styles)
-        ax.plot(steps, [ls[s] for s in steps], linestyle=line, marker=marker, markersize=size, linewidth=width,
-                zorder=2 + z, label=f"{a.name} ({a.behaviour.split(':')[0]})")
-    ax.set_xlabel("step")
-    ax.set_ylabel("training loss")
-    ax.set_title("each trainer's loss (its own process)")
-    ax.legend()
-
-    if path_events:
-        blocks, levels, _ = zip(*path_events)
-        bx.step(blocks, levels, where="post", color="C0")
-        bx.scatter(blocks, levels, color="C0", zorder=3)
-        # one label where the path enters a level and one where it leaves it, stacked per level
-        # (every event labelled made an unreadable pile where one level takes many moves)
-        first, last = {}, {}
-        for i, (_, y, _) in enumerate(path_events):
-            first.setdefault(y, i)
-            last[y] = i
-        for y in sorted(first):
-            for k, i in enumerate(sorted({first[y], last[y]})):
-                x, _, label = path_events[i]
-                bx.annotate(label, (x, y), textcoords="offset points", xytext=(5, 7 if k == 0 else -14), fontsize=8)
-        bx.set_ylim(5.6, 0.5)
-        bx.set_yticks(range(1, 6), ["1 steps", "2 nodes", "3 kernels", "4 elements", "5 one op"])
-    bx.set_xlabel("block")
-    bx.set_title(f"the bisection's path ({len(path_events)} events)")
-
-    levels = sorted(per_level)
-    cx.bar([f"L{lv}" for lv in levels], [per_level[lv] / 1e6 for lv in levels], color=[f"C{lv}" for lv in levels])
-    cx.set_ylabel("gas (millions)")
-    cx.set_title("gas per level")
-    if headline:
-        fig.suptitle(headline, fontsize=12, fontweight="bold")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

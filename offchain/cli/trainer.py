@@ -1,6 +1,7 @@
 """`verde` commands of a trainer: the agent that trains a job and plays its disputes."""
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from .common import bounded, chain_args, console, eth, load_job, verde_of
@@ -13,7 +14,6 @@ def cmd_agent(args) -> int:
     from repops.errors import DistributedError, RepOpsError
 
     from ..trainer import adversaries
-    from ..agent.policy import Policy
     from ..agent.trainer_agent import TrainerAgent
     handler = logging.StreamHandler()
     handler.setFormatter(_JsonLines() if args.log_format == "json" else
@@ -26,11 +26,18 @@ def cmd_agent(args) -> int:
     except DistributedError as e:
         console.print(f"[red]error:[/] {e}")
         return 2
+    ctx = None
     try:
         behaviour = adversaries.from_spec(args.behaviour)
+        if behaviour.name != "honest":  # a cheat aimed at what the job lacks would do nothing: refused now
+            from ..dispute.context import Context
+            from ..protocol.trace import decode_structure
+            ctx = Context(job)
+            adversaries.check_target(behaviour, job.spec.steps, [decode_structure(s)[0] for s in ctx.graph.structures])
     except (KeyError, ValueError, TypeError) as e:
-        console.print(f"[red]error:[/] bad --behaviour {args.behaviour!r}: {e}\n  Fix: honest, or one of "
-                      f"{', '.join(sorted(adversaries.BEHAVIOURS))} (name:key=value,...)")
+        console.print(f"[red]error:[/] bad --behaviour {args.behaviour!r}: {e}\n  Fix: honest, or one of the "
+                      "behaviours `verde agent --behaviour help` lists (name:key=value,...)", markup=False,
+                      highlight=False)
         return 2
     chain, v = verde_of(args)
     with chain:
@@ -39,10 +46,9 @@ def cmd_agent(args) -> int:
             import torch
             device = "cuda" if torch.cuda.is_available() else "cpu"
         try:
-            policy = Policy(min_clock_s=args.min_clock_s, min_reveal_window_s=args.min_reveal_window_s,
-                            train_margin=args.train_margin, max_stake_wei=args.max_stake)
+            policy = _policy(args, chain)
             agent = TrainerAgent(v, chain.accounts[0], job, args.job_id, Path(args.workdir), behaviour, args.name,
-                                 device=device, policy=policy, world_size=args.world_size)
+                                 device=device, policy=policy, world_size=args.world_size, ctx=ctx)
         except DistributedError as e:
             console.print(f"[red]error:[/] {e}")
             return 2
@@ -50,8 +56,34 @@ def cmd_agent(args) -> int:
             console.print(f"[red]error:[/] the {device} device cannot train this job: {e}\n"
                           "  Fix: train on another device (--device cpu gives the same bits, slower)")
             return 2
-        agent.run(poll_s=args.poll_s, offline_s=args.offline_s)
+        server = None
+        if args.serve:
+            from ..protocol import http_store
+            server = http_store.serve(agent.publish, *args.serve)
+            host, port = server.server_address[:2]
+            logging.getLogger("verde.agent").info("%s: serving its published results %s at http://%s:%d (verde fetch "
+                                                  "ID JOB --from http://THIS-HOST:%d)", args.name, agent.publish, host,
+                                                  port, port)
+        try:
+            agent.run(poll_s=args.poll_s, offline_s=args.offline_s)
+        except KeyboardInterrupt:  # SIGTERM too (cli._sigterm_interrupts)
+            _warn_at_risk(agent)
+            raise
+        finally:
+            if server is not None:
+                server.shutdown()
     return 0
+
+
+def _warn_at_risk(agent) -> None:
+    import logging
+    log = logging.getLogger("verde.agent")
+    try:
+        risk = agent.at_risk()
+    except Exception as e:  # noqa: BLE001 - the node may be what is gone
+        risk = f"the chain cannot say what is at stake now ({type(e).__name__}); restart it with the same --workdir"
+    if risk:
+        log.error("%s: STOPPED WITH A STAKE AT RISK: %s", agent.name, risk)
 
 
 def cmd_train(args) -> int:
@@ -126,6 +158,24 @@ def cmd_train(args) -> int:
     return 0
 
 
+def _policy(args, chain):
+    """The agent's policy: the flags given, else the profile's (profiles.py), said in the log."""
+    import dataclasses
+    import logging
+
+    from .profiles import applies, profile_of
+    base = profile_of(chain).policy
+    given = {k: v for k, v in (("min_clock_s", args.min_clock_s), ("min_reveal_window_s", args.min_reveal_window_s),
+                               ("train_margin", args.train_margin), ("max_stake_wei", args.max_stake))
+             if v is not None}
+    policy = dataclasses.replace(base, **given)
+    logging.getLogger("verde.agent").info(
+        "%s: %s: stakes on a dispute clock >= %d s, a reveal window >= %d s, a commit deadline >= %gx its training "
+        "time + %d s, at most %g ETH", args.name, applies(chain), policy.min_clock_s, policy.min_reveal_window_s,
+        policy.train_margin, policy.commit_slack_s, policy.max_stake_wei / 1e18)
+    return policy
+
+
 class _JsonLines:
     """--log-format json: one JSON object per line, for log collectors."""
 
@@ -135,6 +185,26 @@ class _JsonLines:
                            "msg": record.getMessage()})
 
 
+def _address(value: str):
+    from ..protocol.http_store import parse_address
+    try:
+        return parse_address(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+class _BehaviourHelp(argparse.Action):
+    """--behaviour help: list the behaviours and exit, before the job and workdir are asked for."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if values == "help":
+            from ..trainer.adversaries import summary
+            print("behaviours (--behaviour NAME or NAME:key=value,...; the values shown are the defaults):")
+            print("\n".join("  " + line for line in summary()))
+            parser.exit(0)
+        setattr(namespace, self.dest, values)
+
+
 def add(sub):
     q = sub.add_parser("agent", help="run a trainer agent for a job until it is settled")
     chain_args(q)
@@ -142,12 +212,17 @@ def add(sub):
     q.add_argument("job_id", type=int, nargs="?",
                    help="its id in the registry (default: wait for this job file's job to be posted)")
     q.add_argument("--workdir", required=True, help="checkpoints and the agent's state (survive restarts)")
-    q.add_argument("--behaviour", default="honest", help="honest, or an adversary spec (demos and tests)")
+    q.add_argument("--behaviour", default="honest", action=_BehaviourHelp,
+                   help="honest, or an adversary spec name:key=value,... (demos and tests); `help` lists them")
     q.add_argument("--name", default="agent")
     q.add_argument("--poll-s", type=float, default=0.5)
     q.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                    help="where to train: auto = the GPU (RepOps CUDA backend) when there is one")
     q.add_argument("--log-format", default="text", choices=("text", "json"))
+    q.add_argument("--serve", type=_address, metavar="HOST:PORT",
+                   help="serve the published results over HTTP while it runs, for `verde fetch --from http://...` on "
+                        "another machine (0.0.0.0:PORT: every interface); any static file server of WORKDIR/published "
+                        "serves the same")
     q.add_argument("--world-size", type=bounded(1, 4096), default=1, metavar="N",
                    help="train on N processes (must divide the job's micro_batches; the same bits as 1)")
     q.add_argument("--offline-s", type=float, default=600,
@@ -155,11 +230,16 @@ def add(sub):
     from ..agent.policy import Policy
     p = q.add_argument_group("policy", "the terms this agent stakes on (the commitments must match the job file "
                                        "in any case); a job outside them is refused before joining")
-    p.add_argument("--min-clock-s", type=int, default=Policy.min_clock_s, help="least dispute clock per party")
-    p.add_argument("--min-reveal-window-s", type=int, default=Policy.min_reveal_window_s)
-    p.add_argument("--train-margin", type=float, default=Policy.train_margin,
-                   help="the commit deadline must leave this many times the measured training time")
-    p.add_argument("--max-stake", type=eth, default=Policy.max_stake_wei, help="most ETH it stakes on one job")
+    from .profiles import LOCAL, PUBLIC
+    p.add_argument("--min-clock-s", type=int, default=None, help="least dispute clock per party (default "
+                   f"{PUBLIC.policy.min_clock_s}; on a local chain {LOCAL.policy.min_clock_s})")
+    p.add_argument("--min-reveal-window-s", type=int, default=None, help="least reveal window (default "
+                   f"{PUBLIC.policy.min_reveal_window_s}; on a local chain {LOCAL.policy.min_reveal_window_s})")
+    p.add_argument("--train-margin", type=float, default=None,
+                   help="the commit deadline must leave this many times the measured training time (default "
+                        f"{Policy.train_margin:g})")
+    p.add_argument("--max-stake", type=eth, default=None, help="most ETH it stakes on one job (default "
+                   f"{Policy.max_stake_wei / 1e18:g})")
     q.set_defaults(fn=cmd_agent)
     q = sub.add_parser("train", help="train (or run an inference job) locally, no chain: print the claim a trainer commits")
     q.add_argument("job", help="the job file")

@@ -88,6 +88,7 @@ def _check_program_fits(job: Job, data: dict) -> None:
                            f"{OUTPUTS!r} [{rows}, ...])")
     from repops.distributed.micro import micro_batch
     b = micro_batch(tuple(t.to("meta") for t in batch(job, 0, data)), spec.m, 0)  # the program sees B/M rows
+    _check_batch_shapes(model, spec.data.keys, b, spec.m)
     try:
         with repops.deterministic():
             if spec.inference:
@@ -105,6 +106,25 @@ def _check_program_fits(job: Job, data: dict) -> None:
     except RuntimeError as e:  # torch's own shape and dtype checks
         raise JobError(f"model.program: the batch {[(k, str(t.dtype), list(t.shape)) for k, t in zip(spec.data.keys, b)]} "
                        f"does not fit the program: {str(e).splitlines()[0]}") from None
+
+
+def _check_batch_shapes(model: torch.nn.Module, keys, b: tuple, m: int) -> None:
+    """Each batch tensor against the shape and dtype the program was exported for (its
+    inputs' recorded example): said per data key, before torch's own guard ("please
+    re-export and specify dynamic_shapes") or a kernel's shape error would."""
+    graph = getattr(model, "graph", None)
+    wanted = [n.meta.get("val") for n in graph.nodes if n.op == "placeholder"] if graph is not None else []
+    if len(wanted) != len(b):
+        if wanted:
+            raise JobError(f"model.program: forward takes {len(wanted)} batch tensors, data.keys names {len(b)} "
+                           f"({list(keys)}): list the data keys forward(*batch) takes, in its order")
+        return
+    for k, t, w in zip(keys, b, wanted):
+        if isinstance(w, torch.Tensor) and (tuple(t.shape) != tuple(w.shape) or t.dtype != w.dtype):
+            rows = " (a micro-batch: batch_size / micro_batches rows)" if m > 1 else " (batch_size rows)"
+            raise JobError(f"data key {k!r} has shape {list(t.shape)} {str(t.dtype).removeprefix('torch.')}, the "
+                           f"model expects {list(w.shape)} {str(w.dtype).removeprefix('torch.')}{rows}: the program "
+                           "was exported for that shape; export the job again from this data, or fix the data")
 
 
 def _check_state(job: Job, model: torch.nn.Module) -> None:

@@ -77,27 +77,60 @@ class ScheduleSpec(_Strict):
     min_lr_ratio: float = Field(0.0, ge=0, le=1, description="the last step's lr over lr")
 
 
-ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # (also in an SGD job's canonical form: the field defaults)
+ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8
+# Each optimizer's own fields and torch's defaults for them (torch.optim.AdamW, Adam, SGD): a
+# spec holds exactly these, filled in, so a job is what torch would run and an SGD job carries
+# no Adam field. AdamW's are the ones every AdamW job always wrote (its ids are unchanged).
+OPTIMIZER_DEFAULTS = {
+    "adamw": dict(betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=0.01),
+    "adam": dict(betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=0.0),
+    "sgd": dict(weight_decay=0.0),
+}
+
+
+def _is(value, default) -> bool:
+    """value (as YAML or JSON gave it: a list, '1e-08' as a string) is the default."""
+    try:
+        return (tuple(map(float, value)) if isinstance(default, tuple) else float(value)) == default
+    except (TypeError, ValueError):
+        return False
 
 
 class OptimizerSpec(_Strict):
-    """repops.optim's AdamW, Adam or SGD. Fields a job leaves at their absent default do not
-    enter its id (an AdamW job without clipping keeps the id it had before SGD existed)."""
+    """repops.optim's AdamW, Adam or SGD, with torch's defaults for the fields a spec leaves
+    out (OPTIMIZER_DEFAULTS). Optional fields a job leaves absent do not enter its id (an
+    AdamW job without clipping keeps the id it had before SGD existed)."""
     name: Literal["adamw", "adam", "sgd"] = "adamw"
     lr: float = Field(gt=0)
-    betas: tuple[float, float] = Field(ADAM_BETAS, description="adamw, adam")
-    eps: float = Field(ADAM_EPS, gt=0, description="adamw, adam")
-    weight_decay: float = Field(0.01, ge=0, description="adamw: decoupled; adam, sgd: L2 (added to the gradient)")
+    betas: tuple[float, float] | None = Field(None, description="adamw, adam (default (0.9, 0.999))")
+    eps: float | None = Field(None, gt=0, description="adamw, adam (default 1e-8)")
+    weight_decay: float | None = Field(None, ge=0, description="adamw: decoupled (default 0.01); adam, sgd: L2 "
+                                       "added to the gradient (default 0)")
     momentum: float | None = Field(None, gt=0, lt=1, description="sgd only; absent = none")
     nesterov: bool | None = Field(None, description="sgd with momentum only")
     max_grad_norm: float | None = Field(None, gt=0, description="clip the gradients' global 2-norm to this "
                                         "before the step (torch.nn.utils.clip_grad_norm_); absent = no clipping")
     schedule: ScheduleSpec | None = Field(None, description="absent = the constant lr")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _torch_defaults(cls, data):
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        name = data.get("name", "adamw")
+        if name == "sgd" and _is(data.get("betas", ADAM_BETAS), ADAM_BETAS) and _is(data.get("eps", ADAM_EPS), ADAM_EPS):
+            data.pop("betas", None)  # (an SGD job file written before each optimizer had its own fields)
+            data.pop("eps", None)
+        for k, v in OPTIMIZER_DEFAULTS.get(name, {}).items():
+            if data.get(k) is None:
+                data[k] = v
+        return data
+
     @field_validator("betas")
     @classmethod
     def _betas(cls, v):
-        if not all(0 <= b < 1 for b in v):
+        if v is not None and not all(0 <= b < 1 for b in v):
             raise ValueError(f"betas must lie in [0, 1), got {v}")
         return v
 
@@ -110,7 +143,7 @@ class OptimizerSpec(_Strict):
     def _fields_of_the_optimizer(self):
         if self.name != "sgd" and (self.momentum is not None or self.nesterov):
             raise ValueError(f"momentum and nesterov are SGD's; optimizer {self.name!r} has betas")
-        if self.name == "sgd" and (tuple(self.betas), self.eps) != (ADAM_BETAS, ADAM_EPS):
+        if self.name == "sgd" and (self.betas is not None or self.eps is not None):
             raise ValueError("betas and eps are Adam's; SGD has momentum (and nesterov)")
         if self.nesterov and self.momentum is None:
             raise ValueError("nesterov needs a momentum")

@@ -644,3 +644,46 @@ def from_spec(spec: str) -> Honest:
         return BEHAVIOURS[name](**kwargs)
     except TypeError as e:
         raise ValueError(f"behaviour {name!r}: {e}") from None
+
+
+def summary() -> list[str]:
+    """One line per behaviour: its spec with every parameter's default, and what it does
+    (`verde agent --behaviour help`)."""
+    out = []
+    for name, cls in sorted(BEHAVIOURS.items()):
+        params = ",".join(f"{f.name}={_spec_value(f.default)}" for f in dataclasses.fields(cls)) \
+            if dataclasses.is_dataclass(cls) else ""
+        doc = " ".join((cls.__doc__ or "").split())
+        first = doc.split(". ")[0].rstrip(".") if doc else "trains and answers honestly"
+        if len(first) > 100:
+            first = first[:first.rfind(" ", 0, 100)].rstrip(",;:") + " …"
+        out.append(f"{name + (':' + params if params else '')}  {first}")
+    return out
+
+
+def _spec_value(v) -> str:
+    return "0x" + v.hex() if isinstance(v, bytes) else str(int(v) if isinstance(v, bool) else v)
+
+
+STEP_FIELDS = ("step", "start", "steps_done")  # a step index of the job: 0 .. steps - 1
+
+
+def check_target(beh: Honest, steps: int, ops: list[str]) -> None:
+    """Refuse a cheat aimed at what the job does not have: a step past the job's last, a node
+    a step does not have, an op no node of a step runs. It would do nothing at all (an honest
+    run under another name), so a test or a demo built on it would test nothing.
+    ops: the op of each node of a step's graph, in order (Context.graph)."""
+    for f in STEP_FIELDS:
+        v = getattr(beh, f, None)
+        if isinstance(v, int) and not 0 <= v < steps:
+            raise ValueError(f"{f}={v} is not a step of this job (it has steps 0 to {steps - 1}): the behaviour would "
+                             "never act")
+    node = getattr(beh, "node", None)
+    if isinstance(node, int) and not 0 <= node < len(ops):
+        raise ValueError(f"node={node} is not a node of a step (a step has {len(ops)} nodes, 0 to {len(ops) - 1}): "
+                         "the behaviour would never act")
+    op = getattr(beh, "op", None)
+    if isinstance(op, str) and op not in ops:
+        have = sorted(set(ops))
+        raise ValueError(f"op={op!r} is not run by any node of a step; its ops: {', '.join(have[:12])}"
+                         + (" …" if len(have) > 12 else ""))

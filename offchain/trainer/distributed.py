@@ -102,9 +102,9 @@ def _rank(rank, job, workdir, world, port, device, start, stop, keep, threads, p
         losses, seconds = {}, []
         import time
 
-        from tqdm import tqdm
-        for s in tqdm(range(start, stop), desc=f"training on {world} process{'es' * (world > 1)}", disable=not progress or rank,
-                      initial=start, total=stop):
+        from .progress import steps as progress_steps
+        for s in progress_steps(range(start, stop), f"training on {world} process{'es' * (world > 1)}",
+                                bool(progress) and not rank, total=stop):
             t0 = time.perf_counter()
             b = tuple(t.to(device) for t in batch(job, s, data))
             st.optimizer.zero_grad(set_to_none=True)

@@ -96,9 +96,9 @@ class Trainer:
         c, saved = self.store.load_nearest(p)
         if saved is not None:
             st.load(saved)
-        from tqdm import tqdm
-        for s in tqdm(range(c, p), desc=f"{self.name} re-executing to step {p}", leave=False,
-                      disable=not self.progress or p - c < 2):
+        from .progress import steps
+        for s in steps(range(c, p), f"{self.name} re-executing to step {p}", self.progress and p - c >= 2,
+                       leave=False):
             self._run(st, s)
             self.reexecuted += 1
         return st
@@ -155,8 +155,8 @@ class Trainer:
     def train(self) -> bytes:
         """Run every step (resuming after the latest checkpoint), keep the first round's
         checkpoints and claims, return the final claim C_T."""
-        from tqdm import tqdm
         from ..dispute.engine import points
+        from .progress import log, steps
         T = self.steps
         if self.fault_step is not None:  # a restart after the run faulted: nothing more to train
             return self.final_claim()
@@ -168,10 +168,11 @@ class Trainer:
             st.load(saved)
             if losses.exists():  # a restart: keep the curve of the steps before it
                 self.losses = {int(k): v for k, v in json.loads(losses.read_text()).items() if int(k) < start} | self.losses
+        if saved is not None and 0 < start < T:
+            log.info("%s: resuming at step %d of %d (the checkpoint in %s)", self.name, start, T, self.store.dir)
         if self.world_size > 1 and start < T:
             return self._train_distributed(start, marks, losses)
-        for s in tqdm(range(start, self.behaviour.last_step(T)), desc=f"{self.name} training", disable=not self.progress,
-                      initial=start, total=T):
+        for s in steps(range(start, self.behaviour.last_step(T)), f"{self.name} training", self.progress, total=T):
             try:
                 if s + 1 in marks:
                     rec = self._traced(st, s)

@@ -119,6 +119,66 @@ def test_an_adamw_job_without_the_new_fields_keeps_its_id(tmp_path):
     assert parse(spec.model_dump_json()).job_id == job.job_id
 
 
+# An AdamW job's canonical form as every AdamW job has written it (pinned: its id must not move).
+ADAMW_CANONICAL = (b'{"chunk":256,"data":{"batch_size":8,"seed":3,"sha256":"' + b"b" * 64 + b'"},"fanout":4,'
+                   b'"init":{"sha256":"' + b"a" * 64 + b'"},"model":{"config":{"d_in":16},"name":"mlp"},'
+                   b'"optimizer":{"betas":[0.9,0.999],"eps":1e-08,"lr":0.003,"name":"adamw","weight_decay":0.01},'
+                   b'"steps":4,"version":1}')
+
+
+def test_todays_adamw_job_keeps_its_canonical_form_and_id():
+    import hashlib
+    from offchain.protocol.job import DataSpec, FileRef, JobSpec, ModelSpec, OptimizerSpec
+    spec = JobSpec(model=ModelSpec(name="mlp", config={"d_in": 16}), init=FileRef(file="i", sha256="a" * 64),
+                   data=DataSpec(file="d", sha256="b" * 64, batch_size=8, seed=3), optimizer=OptimizerSpec(lr=3e-3),
+                   steps=4)
+    assert spec.canonical() == ADAMW_CANONICAL
+    assert spec.job_id.hex() == "0a4b0432fbe519934929bcdc3f3f6eb7c30f549f3a9069a6f232eb8c127ce7b6"
+
+
+@pytest.mark.parametrize("name,cls", [("adamw", torch.optim.AdamW), ("adam", torch.optim.Adam),
+                                      ("sgd", torch.optim.SGD)])
+def test_each_optimizer_has_torchs_defaults_and_only_its_own_fields(name, cls):
+    from offchain.protocol.job import OptimizerSpec
+    ours = OptimizerSpec(name=name, lr=0.1).hyper()
+    theirs = cls([torch.nn.Parameter(torch.zeros(1))], lr=0.1).defaults
+    for k, v in ours.items():
+        if k != "max_grad_norm":
+            assert (tuple(v) if k == "betas" else v) == (tuple(theirs[k]) if k == "betas" else theirs[k]), k
+    written = OptimizerSpec(name=name, lr=0.1).model_dump(exclude_none=True)
+    assert ("betas" in written and "eps" in written) == (name != "sgd")
+
+
+def test_write_program_job_with_sgd_writes_sgds_fields_only(tmp_path):
+    """The issue's case: an SGD job got AdamW's weight_decay 0.01 (torch's SGD has 0) and Adam's betas/eps."""
+    import yaml
+    from offchain.protocol.dataset import write_program_job
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(4, 3))
+
+    class Loss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x, y):
+            return torch.nn.functional.cross_entropy(self.m(x), y)
+    data = {"x": torch.randn(16, 4), "y": torch.randint(0, 3, (16,))}
+    path = write_program_job(tmp_path / "job", Loss(), data, ["x", "y"], steps=2, batch_size=4,
+                             optimizer={"name": "sgd", "lr": 0.05, "momentum": 0.9, "max_grad_norm": 1.0})
+    assert yaml.safe_load(path.read_text())["optimizer"] == {
+        "name": "sgd", "lr": 0.05, "weight_decay": 0.0, "momentum": 0.9, "max_grad_norm": 1.0}
+    assert load(path).spec.optimizer.hyper()["weight_decay"] == 0.0
+
+
+def test_an_sgd_job_file_with_adams_default_fields_still_loads_as_sgd(tmp_path):
+    job = _job(tmp_path / "job", dict(name="sgd", lr=0.05))
+    raw = job.spec.model_dump(mode="json", exclude_none=True)
+    raw["optimizer"].update(betas=[0.9, 0.999], eps=1e-8, weight_decay=0.01)  # what the old writer wrote
+    spec = parse(json.dumps(raw)).optimizer
+    assert spec.betas is None and spec.eps is None and spec.weight_decay == 0.01
+
+
 @pytest.mark.parametrize("fields,match", [
     (dict(name="adamw", lr=1e-3, momentum=0.9), "momentum and nesterov are SGD's"),
     (dict(name="sgd", lr=1e-3, betas=[0.9, 0.99]), "betas and eps are Adam's"),
