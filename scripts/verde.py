@@ -1,5 +1,7 @@
 """ape console script: the chain-facing `verde` commands on ape's connected network.
 
+From any directory: `verde ape run verde ...` (ape finds this script only in the repository).
+
     ape run verde node     -- --port 8545 [--state FILE | --embedded]   (start a local chain)
     ape run verde deploy   [--network ...] [-- --out deployment.json]
     ape run verde post     --network ... -- JOB_FILE --payment 3 --stake 1
@@ -19,20 +21,25 @@ from ape.cli import ConnectedProviderCommand
 
 from offchain import cli as verde_cli
 from offchain.chain import Chain, compile_contracts, load_key
+from offchain.cli.profiles import LOCAL_CHAIN_IDS
 
 SUBCOMMANDS = ("node", "deploy", "post", "status", "watch", "agent", "withdraw")
 
 
 def _chain(network, index: int) -> Chain:
     provider = ape_chain.provider
-    local = network.name == "local"  # ethereum:local:test (embedded) or ethereum:local:foundry
+    # ethereum:local:test (embedded) or ethereum:local:foundry, or a URL to a local test node
+    # (`verde node`, Anvil: chain id 31337), whose funded accounts are ape's test mnemonic's
+    local = network.name == "local" or provider.web3.eth.chain_id in LOCAL_CHAIN_IDS
     if os.environ.get("VERDE_PRIVATE_KEY") or os.environ.get("VERDE_KEYSTORE"):
         account = load_key()
     elif local:
         from eth_account import Account
         account = Account.from_key(accounts.test_accounts[index].private_key)
     else:
-        raise click.UsageError("set VERDE_PRIVATE_KEY (or VERDE_KEYSTORE) for a non-local network")
+        raise click.UsageError(f"set VERDE_PRIVATE_KEY (or VERDE_KEYSTORE) for a non-local network (chain id "
+                               f"{provider.web3.eth.chain_id}; only a local test node, chain id 31337, signs with "
+                               "ape's test accounts)")
     return Chain(provider.web3, [account], f"ape {network.choice}", compile_contracts(), local=local)
 
 
@@ -41,6 +48,7 @@ def _chain(network, index: int) -> Chain:
 @click.argument("rest", nargs=-1, type=click.UNPROCESSED)
 @click.option("--account-index", default=0, show_default=True, help="ape test account to sign with (local networks)")
 def cli(network, subcommand, rest, account_index):
+    os.chdir(os.environ.get("VERDE_USER_CWD", os.getcwd()))  # `verde ape` ran ape in the repository
     if subcommand == "node":  # starts a chain: nothing to sign
         raise SystemExit(verde_cli.main(["node", *rest]))
     chain = _chain(network, account_index)

@@ -1,7 +1,9 @@
 """`verde` commands that run or set up a chain: compile, node, deploy."""
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -83,7 +85,30 @@ def cmd_deploy(args) -> int:
     return 0
 
 
+def cmd_ape(args) -> int:
+    """ape finds `scripts/verde.py` only in the project it runs in (its working directory):
+    run it in the repository, and let the script come back to the user's directory so that
+    the paths the user passes (a job file, --out) mean what they meant."""
+    import shutil
+    import subprocess
+    from ..chain.compiler import ROOT
+    exe = shutil.which("ape") or str(Path(sys.executable).with_name("ape"))
+    if not Path(exe).exists():
+        raise ChainError("ape is not installed in this environment", "run `bash scripts/bootstrap.sh` (it installs "
+                         "the pinned eth-ape and its plugins into .venv), then use .venv/bin/verde ape ...")
+    if not (ROOT / "ape-config.yaml").exists():
+        raise ChainError(f"{ROOT} holds no ape-config.yaml: this verde is not a checkout of the repository",
+                         "run verde from a clone of the Verde repository (pip install -e .)")
+    env = {**os.environ, "VERDE_USER_CWD": os.getcwd(),
+           "SOLCX_BINARY_PATH": os.environ.get("SOLCX_BINARY_PATH", str(ROOT / ".venv" / "solcx"))}
+    return subprocess.run([exe, *args.rest], cwd=ROOT, env=env).returncode
+
+
 def add(sub):
+    a = sub.add_parser("ape", help="run ape in the repository from any directory (e.g. verde ape run verde deploy "
+                                   "--network http://127.0.0.1:8545)", add_help=False)
+    a.add_argument("rest", nargs=argparse.REMAINDER, help="ape's arguments")
+    a.set_defaults(fn=cmd_ape)
     c = sub.add_parser("compile", help="compile contracts/ (cached)")
     c.add_argument("--force", action="store_true", help="recompile even if cached")
     c.set_defaults(fn=cmd_compile)

@@ -77,3 +77,22 @@ def test_ape_verde_status_and_post_on_a_running_node(tmp_path):
             assert rc == 2 and "no job 9" in out, out[-3000:]
         finally:
             del os.environ["VERDE_PRIVATE_KEY"]
+
+
+@pytest.mark.anvil
+def test_ape_from_any_directory_on_a_local_node_without_a_key(tmp_path):
+    """Issue #41: ape finds `scripts/verde.py` only in the repository ("No such command
+    'verde'" elsewhere), and `--network http://127.0.0.1:PORT` asked for a key on a local test
+    node. `verde ape ...` runs ape there from any directory, a relative --out lands where the
+    user stands, and a chain-id-31337 node signs with ape's test account (its funded one)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VERDE_PRIVATE_KEY", "VERDE_KEYSTORE")}
+    with AnvilProcess() as node:
+        r = subprocess.run([str(APE), "run", "verde", "deploy", "--network", node.url], cwd=tmp_path,
+                           capture_output=True, text=True, env={**env, "NO_COLOR": "1"}, timeout=180)
+        assert r.returncode != 0 and "verde" in r.stdout + r.stderr  # plain ape outside: no such script
+        r = subprocess.run([str(Path(sys.executable).parent / "verde"), "ape", "run", "verde", "deploy", "--network",
+                            node.url, "--", "--out", "deployment.json"], cwd=tmp_path, capture_output=True, text=True,
+                           env={**env, "NO_COLOR": "1"}, timeout=300)
+        assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+        d = json.loads((tmp_path / "deployment.json").read_text())
+        assert d["chain_id"] == 31337 and not (ROOT / "deployment.json").exists()
