@@ -8,6 +8,8 @@ import os
 import signal
 import threading
 
+from rich.markup import escape
+
 from ..chain import ChainError
 from . import chain as chain_cmds
 from . import client, demo, keys, trainer
@@ -61,7 +63,7 @@ def main(argv=None, chain=None) -> int:
     except Exception as e:
         if args.debug:
             raise
-        console.print(f"[red]error:[/] {_said(e)}", highlight=False)
+        console.print(f"[red]error:[/] {escape(_said(e))}", highlight=False)  # brackets in a message are text
         return 1 if _unexpected(e) else 2
 
 

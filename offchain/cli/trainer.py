@@ -78,7 +78,16 @@ def cmd_train(args) -> int:
         except DistributedError as e:
             console.print(f"[red]error:[/] {e}")
             return 2
-        except RepOpsError as e:
+        except Exception as e:  # noqa: BLE001 - what the client's model causes is said as the model's (exit 2)
+            from repops.errors import DTypeError, UnsupportedOpError
+
+            from ..protocol.model_errors import explain
+            said = explain(e, "while training") if isinstance(e, (UnsupportedOpError, DTypeError)) or \
+                not isinstance(e, RepOpsError) else None
+            if said is not None:
+                raise said from None
+            if not isinstance(e, RepOpsError):
+                raise
             fix = ("train on another device (--device cpu gives the same bits, slower)" if args.device != "cpu" else
                    "the op or dtype named above is not reproducible in RepOps: change the model (docs/NUMERICS.md "
                    "lists what is defined)")

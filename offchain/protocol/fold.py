@@ -76,9 +76,11 @@ def _returns_nothing(node) -> bool:
     return _schema_returns(node) == []
 
 
-def fold(ep: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
+def fold(ep: torch.export.ExportedProgram, keep: set = frozenset()) -> dict[str, torch.Tensor]:
     """Folds `ep` in place; returns the new constants by name (also added to ep.constants as
-    lifted tensor constants, which program.export turns into buffers)."""
+    lifted tensor constants, which program.export turns into buffers). keep: buffers that stay
+    in the program even when the folded graph no longer reads them (the client's state_dict,
+    delivered back to it)."""
     graph = ep.graph_module.graph
     env, constant = _constants(ep)
     folded = {n for n in constant if n.op == "call_function" and not _view(n)}
@@ -92,7 +94,7 @@ def fold(ep: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
     for node in reversed(list(graph.nodes)):  # what the lifted values replaced, and views left unused
         if node in constant and node.op in ("call_function", "get_attr") and (_returns_nothing(node) or not node.users):
             graph.erase_node(node)
-    _drop_unused_inputs(ep)
+    _drop_unused_inputs(ep, keep)
     ep.graph_module.recompile()
     return lifted.new
 
@@ -190,12 +192,13 @@ def _compact(value: torch.Tensor) -> torch.Tensor:
     return bits.view(value.dtype).contiguous().clone() if value.is_floating_point() else bits.contiguous().clone()
 
 
-def _drop_unused_inputs(ep) -> None:
-    """Constants and buffers the folded graph no longer reads leave the program (and init)."""
+def _drop_unused_inputs(ep, keep: set) -> None:
+    """Constants and buffers the folded graph no longer reads leave the program (and init),
+    but those in `keep`."""
     graph, specs = ep.graph_module.graph, ep.graph_signature.input_specs
     mutated = set(ep.graph_signature.buffers_to_mutate.values())
     for node, spec in list(zip([n for n in graph.nodes if n.op == "placeholder"], list(specs))):
-        if node.users or not (spec.kind == InputKind.CONSTANT_TENSOR or
+        if node.users or spec.target in keep or not (spec.kind == InputKind.CONSTANT_TENSOR or
                               spec.kind == InputKind.BUFFER and spec.target not in mutated):
             continue
         graph.erase_node(node)
