@@ -82,8 +82,15 @@ def exported(module: torch.nn.Module, example_batch: tuple, seed: int = 0, user:
     except Exception as e:  # noqa: BLE001 - torch.export's own errors say what in the model it cannot trace
         from .model_errors import user_frame
         line = user_frame(e.__traceback__)
+        said = str(e)
+        if "data-dependent" in said:  # torch's message goes on with the whole graph: its first line says it
+            said = said.splitlines()[0] + (
+                "\n  Fix: the model branches in Python on a tensor's value (Hugging Face's layerdrop: `if "
+                "torch.rand([]) < layerdrop: continue`). A job commits one graph for every step: set that probability "
+                "to 0 (config.layerdrop = 0), or write the choice as data, e.g. h = torch.where(torch.rand([]) < p, "
+                "h, layer(h)) (docs/PROTOCOL.md §5)")
         raise JobError(f"torch.export could not capture the model" + (f" at {line}" if line else "") +
-                       f": {type(e).__name__}: {str(e)[:2000]}") from None
+                       f": {type(e).__name__}: {said[:2000]}") from None
     names = _user_names(user, prefix, ep.state_dict)
     if _writes_through_a_view(ep.graph):
         ep = ep.run_decompositions({})  # functional: the write is a slice_scatter/select_scatter node
