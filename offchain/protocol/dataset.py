@@ -99,10 +99,14 @@ def _check_program_fits(job: Job, data: dict) -> None:
                 raise JobError(f"model.program: forward(*batch) must return the loss as a float32 scalar, got "
                                f"{type(loss).__name__} {getattr(loss, 'dtype', '')} {list(getattr(loss, 'shape', []))}")
             loss.backward()
-    except (RepOpsError, IndexError) as e:
-        raise JobError(f"model.program: one {'inference' if spec.inference else 'training'} step does not run "
-                       f"under RepOps: {e}") from None
-    except RuntimeError as e:  # torch's own shape and dtype checks
+    except (RepOpsError, IndexError, RuntimeError) as e:
+        from .model_errors import explain, program_node
+        if program_node(e.__traceback__) is not None:  # an op of the program: named, with the model's line
+            raise explain(e, f"(one {'inference' if spec.inference else 'training'} step on meta tensors) does not "
+                             "run under RepOps") from None
+        if isinstance(e, (RepOpsError, IndexError)):
+            raise JobError(f"model.program: one {'inference' if spec.inference else 'training'} step does not run "
+                           f"under RepOps: {e}") from None
         raise JobError(f"model.program: the batch {[(k, str(t.dtype), list(t.shape)) for k, t in zip(spec.data.keys, b)]} "
                        f"does not fit the program: {str(e).splitlines()[0]}") from None
 

@@ -19,7 +19,8 @@ DROPOUT_STEP = "dropout_step"  # the step counter a program with dropout keeps i
 
 
 class _Dropout(torch.nn.Module):
-    """A model whose forward draws dropout masks: each forward first counts itself in a state
+    """A model whose forward draws dropout masks or random numbers (torch.rand, randn, ...:
+    repops/draws.py): each forward first counts itself in a state
     counter (binary32, from 0), then runs under repops.dropout_key(seed, counter), so the
     committed one-step graph reads the step as data and every step draws new masks, the
     same on every device (repops/random.py). The seed and each call's stream are constants

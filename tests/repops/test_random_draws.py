@@ -82,7 +82,7 @@ def test_a_model_with_draws_trains_the_same_bits_on_every_thread_count_and_backe
                 torch.nn.functional.cross_entropy(h, y).backward()
                 opt.step()
         return [p.detach().clone() for p in m.parameters()]
-    runs = [train(*a) for a in (("cpu", "1"), ("cpu", "2"), ("reference", "1"))]
+    runs = [train(*a) for a in (("cpu", "1"), ("cpu", "2"), ("cuda-emu", "2"), ("reference", "1"))]
     for run in runs[1:]:
         assert all(torch.equal(bits(a), bits(b)) for a, b in zip(run, runs[0]))
 
