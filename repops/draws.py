@@ -100,12 +100,12 @@ def randint(low: int, high: int, shape: tuple, device=None, what: str = "torch.r
 
 def _rand(*size, generator=None, dtype=None, device=None, requires_grad=False, **kw):
     _no_generator("torch.rand", generator), _float32("torch.rand", dtype)
-    return uniform(_shape(size), device).requires_grad_(requires_grad)
+    return uniform(_shape(size or (kw["size"],)), device).requires_grad_(requires_grad)
 
 
 def _randn(*size, generator=None, dtype=None, device=None, requires_grad=False, **kw):
     _no_generator("torch.randn", generator), _float32("torch.randn", dtype)
-    return normal(_shape(size), device).requires_grad_(requires_grad)
+    return normal(_shape(size or (kw["size"],)), device).requires_grad_(requires_grad)
 
 
 def _like(draw, what):
