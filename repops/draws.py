@@ -11,6 +11,7 @@ key they are refused with the one message (NeedsRandomKey); a job's program carr
     bernoulli(p):  (u < p) as float32, p in binary32 (a float p is rounded to it, as torch compares)
     randint(l, h): l + int64(min(u * (h - l), h - l - 1))   (u * n >= 0: the cast truncates = floors)
     uniform_(a, b) = u * (b - a) + a; normal_(m, s) = z * s + m (torch's own formulas)
+    multinomial:   the inverse CDF, cumsum's order: how many of (probs @ triu(ones))_k are <= u * sum
 
 These are a spec, not torch's bits (torch's generators differ between CPU and CUDA anyway)."""
 from __future__ import annotations
@@ -96,6 +97,25 @@ def randint(low: int, high: int, shape: tuple, device=None, what: str = "torch.r
     return (uniform(shape, device, what) * float(n)).clamp(max=float(n - 1)).to(torch.int64) + low
 
 
+def multinomial(probs: torch.Tensor, samples: int, replacement: bool = False,
+                what: str = "torch.multinomial") -> torch.Tensor:
+    """Category indices by the inverse CDF: c = probs @ triu(ones) (RepOps' matmul: the left
+    fold of p_0..p_k, cumsum's order), t = u * c[K-1]; index = how many c_k <= t (a category
+    of probability 0 is never drawn). Without replacement only one sample per row."""
+    _float32(what, probs.dtype)
+    if probs.dim() not in (1, 2) or probs.shape[-1] == 0:
+        raise UnsupportedOpError(f"{what}: probabilities must be 1-D or 2-D with at least one category, "
+                                 f"got {list(probs.shape)}")
+    if not replacement and samples > 1:
+        raise UnsupportedOpError(f"{what} of {samples} samples without replacement: RepOps draws with replacement, "
+                                 "or one sample per row")
+    k = probs.shape[-1]
+    c = probs.reshape(-1, k) @ torch.triu(torch.ones((k, k), device=probs.device))
+    t = uniform((c.shape[0], samples), probs.device, what) * c[:, k - 1:]
+    index = (c[:, None, :] <= t[:, :, None]).sum(-1).clamp(max=k - 1)
+    return index.reshape(*probs.shape[:-1], samples)
+
+
 # -- torch's calls, as RepOpsFunctions sees them -------------------------------------------------
 
 def _rand(*size, generator=None, dtype=None, device=None, requires_grad=False, **kw):
@@ -160,11 +180,17 @@ def _normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=
     return normal(_shape((size,)), device, "torch.normal") * float(std) + float(mean)
 
 
+def _multinomial(input, num_samples, replacement=False, *, generator=None, **kw):
+    _no_generator("torch.multinomial", generator)
+    return multinomial(input, int(num_samples), bool(replacement))
+
+
 def functions() -> dict:
     """What RepOpsFunctions routes here: torch's random-number calls by the function torch calls."""
     T = torch.Tensor
     table = {torch.rand: _rand, torch.randn: _randn, torch.randint: _randint, torch.bernoulli: _bernoulli,
              T.bernoulli: _bernoulli, T.bernoulli_: _bernoulli_, T.uniform_: _uniform_, T.normal_: _normal_,
-             torch.normal: _normal, torch.rand_like: _like(uniform, "torch.rand_like"),
+             torch.normal: _normal, torch.multinomial: _multinomial, T.multinomial: _multinomial,
+             torch.rand_like: _like(uniform, "torch.rand_like"),
              torch.randn_like: _like(normal, "torch.randn_like")}
     return table

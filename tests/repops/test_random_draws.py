@@ -66,6 +66,20 @@ def test_the_other_draws_are_their_stated_transforms():
     assert 0.2 < c.mean() < 0.3 and set(c.unique().tolist()) <= {0.0, 1.0}
 
 
+def test_multinomial_is_the_inverse_cdf_in_cumsum_s_order():
+    p = torch.tensor([[0.1, 0.0, 0.6, 0.3], [0.25, 0.25, 0.25, 0.25], [0.0, 0.0, 1.0, 0.0]])
+    with repops.deterministic(), dropout_key(2, 7):
+        got = torch.multinomial(p, 3000, replacement=True)
+        one = torch.tensor([0.5, 0.5]).multinomial(1)
+    c = np.cumsum(p.numpy(), axis=1, dtype=np.float32)
+    t = (reference_uniform(3 * 3000, 2, 7, 0).numpy().reshape(3, 3000) * c[:, -1:]).astype(np.float32)
+    assert torch.equal(got, torch.from_numpy((c[:, None, :] <= t[:, :, None]).sum(-1)))
+    assert (got[0] != 1).all() and (got[2] == 2).all() and abs((got[0] == 2).float().mean() - 0.6) < 0.05
+    assert one.shape == (1,) and one.dtype == torch.int64
+    with repops.deterministic(), dropout_key(2, 7), pytest.raises(UnsupportedOpError, match="without replacement"):
+        torch.multinomial(p, 2)
+
+
 def test_a_model_with_draws_trains_the_same_bits_on_every_thread_count_and_backend(monkeypatch):
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.Tanh(), torch.nn.Linear(6, 3))
