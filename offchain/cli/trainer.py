@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.markup import escape
+
 from .common import bounded, chain_args, console, eth, load_job, verde_of
 
 
@@ -24,12 +26,12 @@ def cmd_agent(args) -> int:
         from repops.distributed.tree import check_world
         check_world(job.spec.m, args.world_size)  # before any chain or stake
     except DistributedError as e:
-        console.print(f"[red]error:[/] {e}")
+        console.print(f"[red]error:[/] {escape(str(e))}")
         return 2
     try:
         behaviour = adversaries.from_spec(args.behaviour)
     except (KeyError, ValueError, TypeError) as e:
-        console.print(f"[red]error:[/] bad --behaviour {args.behaviour!r}: {e}\n  Fix: honest, or one of "
+        console.print(f"[red]error:[/] bad --behaviour {args.behaviour!r}: {escape(str(e))}\n  Fix: honest, or one of "
                       f"{', '.join(sorted(adversaries.BEHAVIOURS))} (name:key=value,...)")
         return 2
     chain, v = verde_of(args)
@@ -44,10 +46,10 @@ def cmd_agent(args) -> int:
             agent = TrainerAgent(v, chain.accounts[0], job, args.job_id, Path(args.workdir), behaviour, args.name,
                                  device=device, policy=policy, world_size=args.world_size)
         except DistributedError as e:
-            console.print(f"[red]error:[/] {e}")
+            console.print(f"[red]error:[/] {escape(str(e))}")
             return 2
         except RepOpsError as e:  # e.g. a GPU that fails RepOps' self-check: nothing was staked
-            console.print(f"[red]error:[/] the {device} device cannot train this job: {e}\n"
+            console.print(f"[red]error:[/] the {device} device cannot train this job: {escape(str(e))}\n"
                           "  Fix: train on another device (--device cpu gives the same bits, slower)")
             return 2
         agent.run(poll_s=args.poll_s, offline_s=args.offline_s)
@@ -76,7 +78,7 @@ def cmd_train(args) -> int:
             trainer = Trainer(job, workdir, "train", device=args.device, progress=True, world_size=args.world_size)
             claim = trainer.train()
         except DistributedError as e:
-            console.print(f"[red]error:[/] {e}")
+            console.print(f"[red]error:[/] {escape(str(e))}")
             return 2
         except Exception as e:  # noqa: BLE001 - what the client's model causes is said as the model's (exit 2)
             from repops.errors import DTypeError, UnsupportedOpError
