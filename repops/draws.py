@@ -9,7 +9,7 @@ key they are refused with the one message (NeedsRandomKey); a job's program carr
                    u[i] = sum_k b[i, k] * 2^-(k+1), exact: the 24-bit grid of [0, 1), as torch's
     randn:         Box-Muller on one draw u [2, n]: sqrt(-2 log(1 - u[0])) * cos(2pi * u[1])
     bernoulli(p):  (u < p) as float32, p in binary32 (a float p is rounded to it, as torch compares)
-    randint(l, h): l + int64(min(u * (h - l), h - l - 1))   (u * n >= 0: the cast truncates = floors)
+    randint(l, h): l + floor(r * (h - l) / 2^24), r = u * 2^24 the same bits as an int64 (integer kernels)
     uniform_(a, b) = u * (b - a) + a; normal_(m, s) = z * s + m (torch's own formulas)
     multinomial:   the inverse CDF, cumsum's order: how many of (probs @ triu(ones))_k are <= u * sum
 
@@ -65,14 +65,17 @@ def _no_generator(what: str, generator) -> None:
                                  "(seed, step, call), not from a torch.Generator; drop the generator argument")
 
 
+def _bits(shape: tuple, device, what: str) -> torch.Tensor:
+    """[n, 24] float32: 2 where Philox's bit is 1, else 0 (dropout's mask at p = 1/2), the next stream."""
+    key = _key(what)
+    ones = torch.ones((math.prod(shape), BITS), device=device)
+    return torch.ops.repops.dropout(ones, key.step, key.seed, key.stream(), 0.5)[1]
+
+
 def uniform(shape: tuple, device=None, what: str = "torch.rand") -> torch.Tensor:
     """rand(shape) from the block's key: the next stream, 24 Philox bits per element."""
-    key = _key(what)
-    n = math.prod(shape)
-    ones = torch.ones((n, BITS), device=device)
-    m = torch.ops.repops.dropout(ones, key.step, key.seed, key.stream(), 0.5)[1]  # 2 where the bit is 1, else 0
     w = torch.tensor([2.0 ** -(k + 2) for k in range(BITS)], device=device)  # 2 * 2^-(k+2) = 2^-(k+1)
-    return (m * w).sum(-1).reshape(shape)
+    return (_bits(shape, device, what) * w).sum(-1).reshape(shape)
 
 
 def normal(shape: tuple, device=None, what: str = "torch.randn") -> torch.Tensor:
@@ -94,7 +97,9 @@ def randint(low: int, high: int, shape: tuple, device=None, what: str = "torch.r
     n = high - low
     if n <= 0 or n > 1 << BITS:
         raise UnsupportedOpError(f"{what}({low}, {high}): RepOps draws ranges of 1 to 2^24 values")
-    return (uniform(shape, device, what) * float(n)).clamp(max=float(n - 1)).to(torch.int64) + low
+    w = torch.tensor([1 << (BITS - 1 - k) for k in range(BITS)], device=device)
+    r = ((_bits(shape, device, what) > 0).to(torch.int64) * w).sum(-1)  # rand's u * 2^24, as an integer
+    return torch.div(r * n, 1 << BITS, rounding_mode="floor").reshape(shape) + low
 
 
 def multinomial(probs: torch.Tensor, samples: int, replacement: bool = False,

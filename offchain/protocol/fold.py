@@ -84,7 +84,8 @@ def fold(ep: torch.export.ExportedProgram, keep: set = frozenset()) -> dict[str,
     graph = ep.graph_module.graph
     env, constant = _constants(ep)
     folded = {n for n in constant if n.op == "call_function" and not _view(n)}
-    frontier = [n for n in graph.nodes if n in folded and not _returns_nothing(n)
+    kept = _written_at_run(graph, folded)
+    frontier = [n for n in graph.nodes if n in folded and not _returns_nothing(n) and n not in kept
                 and any(u not in folded for u in n.users)]
     lifted = _Lifted(ep)
     for node in frontier:
@@ -173,6 +174,21 @@ def _written(graph) -> set:
     out = set()
     for node in graph.nodes:
         if node.op != "call_function" or not _mutable(node) or _private_write(node):
+            continue
+        for a in _writes(node):
+            while isinstance(a, torch.fx.Node):
+                out.add(a)
+                a = a.args[0] if a.op == "call_function" and _view(a) and a.args else None
+    return out
+
+
+def _written_at_run(graph, folded: set) -> set:
+    """Constant nodes an unfolded in-place op writes (`torch.empty(n).bernoulli_(p)`: a private
+    write of a draw): they stay computed in the graph, since a lifted constant is a compacted,
+    expanded view that is never written."""
+    out = set()
+    for node in graph.nodes:
+        if node.op != "call_function" or not _mutable(node) or node in folded:
             continue
         for a in _writes(node):
             while isinstance(a, torch.fx.Node):

@@ -1,6 +1,6 @@
 """Random numbers inside a job (issue #39; docs/PROTOCOL.md §5, NUMERICS.md §12): a program
-whose forward draws torch.randn_like noise, decides per layer with torch.rand (layerdrop
-written as data) and samples labels with torch.multinomial is exported with the job's key, its committed graph is the honest trace, every
+whose forward draws features (randint), torch.randn_like noise, decides per layer with torch.rand (layerdrop
+written as data), drops paths (`torch.empty(..).bernoulli_`) and samples labels (multinomial) is exported with the job's key, its committed graph is the honest trace, every
 node settles on chain, it trains with the same bits on 1 and 2 threads, and a trainer that
 flips one random bit loses at level 5, off chain and on chain. Hugging Face's layerdrop, a Python
 branch on a draw, cannot be one committed graph: export says so and what to write instead."""
@@ -25,9 +25,10 @@ class NoisyLayerDrop(torch.nn.Module):
         self.head, self.p = torch.nn.Linear(8, 3), p
 
     def forward(self, x, y):
-        h = x + 0.1 * torch.randn_like(x)
+        h = x[:, torch.randint(0, 8, (8,))] + 0.1 * torch.randn_like(x)  # features drawn with repetition
         for layer in self.layers:  # layerdrop as data: one graph whatever the draw
             h = torch.where(torch.rand([]) < self.p, h, h + torch.tanh(layer(h)))
+        h = h * torch.empty(h.shape[0], 1).bernoulli_(0.9)  # drop path as timm writes it (into a new tensor)
         logits = self.head(h)
         k = torch.multinomial(torch.softmax(logits.detach(), -1), 1)[:, 0]  # a sampled label (self-distillation)
         return torch.nn.functional.cross_entropy(logits, y) + 0.1 * torch.nn.functional.cross_entropy(logits, k)
@@ -48,7 +49,7 @@ def test_a_job_that_draws_is_its_trace_settles_everywhere_and_trains_the_same_bi
         random_job, monkeypatch):
     job, ctx, honest, d = random_job
     ops = [decode_structure(s)[0] for s in ctx.graph.structures]
-    assert ops.count(DROPOUT) == 1 + 3 + 1  # randn_like, three rand([]), multinomial
+    assert ops.count(DROPOUT) == 1 + 1 + 3 + 1 + 1  # randint, randn_like, three rand([]), bernoulli_, multinomial
     assert "aten.log.default" in ops and "aten.cos.default" in ops  # Box-Muller
     assert [n.structure() for n in honest.step_trace(1).nodes] == ctx.graph.structures
     assert ctx.kernel_graph.unsettled == []
@@ -57,8 +58,8 @@ def test_a_job_that_draws_is_its_trace_settles_everywhere_and_trains_the_same_bi
 
 
 def _draw_flipper(job, d, name, step):
-    """Flips one of the noise draw's Philox bits (kernel 1 of the first Philox op)."""
-    bad = Trainer(job, d / name, "cheater", behaviour=A.KernelCheat(step=step, op=DROPOUT, kernel=1, element=5))
+    """Flips the top Philox bit of the first draw, randint's (kernel 1 of the first Philox op): another feature."""
+    bad = Trainer(job, d / name, "cheater", behaviour=A.KernelCheat(step=step, op=DROPOUT, kernel=1, element=0))
     bad.train()
     return bad
 

@@ -60,7 +60,7 @@ def test_the_other_draws_are_their_stated_transforms():
         c = torch.empty(2000).bernoulli_(0.25)  # 4
     assert torch.equal(b, (reference_uniform(64, 1, 1, 0) < p).float())
     assert r.dtype == torch.int64 and r.min() == 3 and r.max() == 9 and len(r.unique()) == 7
-    assert torch.equal(r, (reference_uniform(4000, 1, 1, 1) * 7.0).to(torch.int64) + 3)
+    assert torch.equal(r, (reference_uniform(4000, 1, 1, 1).double() * 2 ** 24).long() * 7 // 2 ** 24 + 3)
     assert torch.equal(bits(x.reshape(-1)), bits(reference_uniform(64, 1, 1, 2) * 8.0 + -2.0))
     assert 2.0 < w.mean() < 4.0 and 0.2 < w.std() < 0.8
     assert 0.2 < c.mean() < 0.3 and set(c.unique().tolist()) <= {0.0, 1.0}
