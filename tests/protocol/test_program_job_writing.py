@@ -176,3 +176,26 @@ def test_an_error_prints_with_its_brackets(capsys, monkeypatch):
     monkeypatch.setattr(trainer, "add", adding)
     assert main(["train", "job.yaml"]) == 2
     assert "([torch.int64, torch.int64])" in " ".join(capsys.readouterr().out.split())
+
+
+def test_any_command_says_an_error_of_the_program_s_ops_is_the_model_s(tmp_path, capsys, monkeypatch):
+    """The agent and the demo run programs too: main() itself names the op and the line (exit 2)."""
+    from offchain.cli import client
+    prog, state = program.export(IgnoresAClass(), (torch.randn(4, 4), torch.zeros(4, dtype=torch.long)))
+    m = program.load(prog, state)
+
+    x, y = torch.randn(4, 4), torch.tensor([0, 1, 2, 0])
+
+    def runs_the_program(args):
+        import repops
+        with repops.deterministic():
+            m(x, y)  # refused: ignore_index 1 is a class
+    add = client.add
+
+    def adding(sub):
+        add(sub)
+        sub.choices["withdraw"].set_defaults(fn=runs_the_program)
+    monkeypatch.setattr(client, "add", adding)
+    assert main(["withdraw"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "aten.cross_entropy_loss" in out and "the refused line" in out and "bug in verde" not in out, out
