@@ -140,15 +140,15 @@ def _like(draw, what):
     return run
 
 
-def _randint(*args, size=None, generator=None, dtype=None, device=None, requires_grad=False, **kw):
+def _randint(*args, generator=None, dtype=None, device=None, requires_grad=False, **kw):
+    """torch.randint(high, size) or (low, high, size), any of them by keyword."""
     _no_generator("torch.randint", generator)
-    if size is None:
-        *bounds, size = args
-    else:
-        bounds = list(args)
-    low, high = (0, bounds[0]) if len(bounds) == 1 else bounds
     if dtype not in (None, torch.int64):
         raise DTypeError(f"torch.randint with dtype={dtype}: RepOps draws int64 only")
+    args = list(args)
+    size = kw["size"] if "size" in kw else args.pop()
+    bounds = args + [kw[k] for k in ("low", "high") if k in kw]
+    low, high = (0, bounds[0]) if len(bounds) == 1 else bounds
     return randint(int(low), int(high), _shape((size,)), device)
 
 

@@ -66,6 +66,17 @@ def test_the_other_draws_are_their_stated_transforms():
     assert 0.2 < c.mean() < 0.3 and set(c.unique().tolist()) <= {0.0, 1.0}
 
 
+def test_torch_s_call_forms_are_taken():
+    p, m = torch.full((3,), 0.5), torch.zeros(4)
+    with repops.deterministic(), dropout_key(1, 1):
+        got = [p.bernoulli(), p.bernoulli(0.9), torch.normal(0.0, 1.0, (3,)), torch.normal(m, 1.0),
+               torch.normal(m, torch.ones(4)), torch.rand_like(p), torch.randn(size=(2, 3)), torch.rand(torch.Size([3])),
+               torch.randint(5, (3,)), torch.randint(high=4, size=(2,)), torch.randint(2, 4, size=(2,)),
+               torch.randint(low=2, high=4, size=(2,)), torch.rand([])]
+    assert [tuple(t.shape) for t in got] == [(3,), (3,), (3,), (4,), (4,), (3,), (2, 3), (3,), (3,), (2,), (2,), (2,), ()]
+    assert all(t.dtype == torch.int64 for t in got[8:12]) and all(2 <= v < 4 for t in got[10:12] for v in t.tolist())
+
+
 def test_multinomial_is_the_inverse_cdf_in_cumsum_s_order():
     p = torch.tensor([[0.1, 0.0, 0.6, 0.3], [0.25, 0.25, 0.25, 0.25], [0.0, 0.0, 1.0, 0.0]])
     with repops.deterministic(), dropout_key(2, 7):
