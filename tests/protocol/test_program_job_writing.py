@@ -210,3 +210,14 @@ def test_an_op_repops_lacks_is_named_with_the_model_line_before_anything_is_writ
     said = str(e.value)
     assert "aten.lgamma" in said and f"{HERE}:" in said and "no RepOps lgamma" in said, said
     _nothing_left(tmp_path, "job")
+
+
+def test_a_first_batch_that_faults_is_refused_before_writing(tmp_path):
+    """Every label out of range: a trainer would claim the fault at step 0, and the client pay for nothing."""
+    class Plain(IgnoresAClass):
+        def forward(self, x, y):
+            return torch.nn.functional.cross_entropy(self.l(x), y)
+    data = {**_data(), "y": torch.full((8,), 5)}
+    with pytest.raises(JobError, match="(?s)the first step cannot be computed.*Fix: correct the data"):
+        write_program_job(tmp_path / "job", Plain(), data, ["x", "y"], steps=2, batch_size=4)
+    _nothing_left(tmp_path, "job")
