@@ -16,6 +16,7 @@ from offchain.trainer import adversaries as A
 from playing import honest_paid_on_chain, honest_wins_off_chain, trained
 
 DROPOUT = "repops.dropout.default"  # the Philox op every draw is made of
+pytestmark = pytest.mark.xdist_group("random_job")  # one worker trains the module's job once
 
 
 class NoisyLayerDrop(torch.nn.Module):
