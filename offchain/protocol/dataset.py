@@ -410,12 +410,12 @@ def check_first_step(job: Job) -> None:
     runs first. Its errors are the model's (model_errors.explain: the op, the model's line, the
     fix); a fault there means the job computes nothing a client would pay for."""
     import repops
-    from . import step
     from .model_errors import explain
+    from .onestep import run
     st = initial_state(job)
     try:
         with repops.deterministic():
-            step.run(st, batch(job, 0), job.spec.m)
+            run(st, batch(job, 0), job.spec.m)
     except repops.Fault as e:
         raise JobError(f"model.program: the first step cannot be computed ({e}): a trainer would claim that fault "
                        "and the job would train nothing\n  Fix: correct the data (or program) its first batch "
