@@ -169,6 +169,8 @@ def _functions() -> dict:
     for f in (F.batch_norm, F.instance_norm, VF.batch_norm, aten.batch_norm.default, VF.instance_norm,
               aten.instance_norm.default):
         table[f] = _without_cudnn(f)
+    from .draws import functions
+    table.update(functions())  # torch.rand, randn, bernoulli, ...: Philox draws inside a key (repops/draws.py)
     return table
 
 
@@ -305,11 +307,8 @@ class RepOpsMode(TorchDispatchMode):
             with self:
                 return func.decompose(*args, **kwargs)
         elif func._schema.name in _RANDOM:
-            raise UnsupportedOpError(
-                f"{func}: random numbers inside repops.deterministic() (torch's generators differ between CPU "
-                "and CUDA): draw random tensors (data, initial weights, noise) before entering the block and pass "
-                "them in; dropout (nn.Dropout, F.dropout) draws from RepOps' portable generator inside "
-                "`with repops.dropout_key(seed, step):`")
+            from .draws import refused
+            raise refused(str(func))
         else:
             raise UnsupportedOpError(f"{func} is not implemented by RepOps (args: {_describe(args)}). "
                                      "Add a definition in repops/aten.py, or keep this op out of "

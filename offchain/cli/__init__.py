@@ -9,6 +9,8 @@ import os
 import signal
 import threading
 
+from rich.markup import escape
+
 from ..chain import ChainError
 from . import chain as chain_cmds
 from . import client, demo, keys, report, trainer
@@ -66,8 +68,18 @@ def main(argv=None, chain=None) -> int:
     except Exception as e:
         if args.debug:
             raise
-        console.print(f"[red]error:[/] {_said(e)}", highlight=False)
+        e = _model_s(e)
+        console.print(f"[red]error:[/] {escape(_said(e))}", highlight=False)  # brackets in a message are text
         return 1 if _unexpected(e) else 2
+
+
+def _model_s(e: Exception) -> Exception:
+    """An error an op of a client's program raised (in any command: train, agent, demo) is the
+    model's: said with the op and the model's line (exit 2), not as a bug in verde."""
+    from ..protocol.model_errors import explain, program_node
+    if program_node(e.__traceback__) is None:
+        return e
+    return explain(e, "while running") or e
 
 
 def _unexpected(e: Exception) -> bool:

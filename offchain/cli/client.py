@@ -8,6 +8,8 @@ import shutil
 import time
 from pathlib import Path
 
+from rich.markup import escape
+
 from ..chain import ChainError
 from .common import STATUS, address, bounded, chain_args, console, eth, existing_job, load_job, step, verde_of
 
@@ -224,7 +226,7 @@ def cmd_release(args) -> int:
                 receipt = v.close(args.job_id, t, chain.accounts[0])
             except TransactionReverted as e:
                 failed += 1
-                console.print(f"  {t}: not yet ({e.error}: {e})", highlight=False)
+                console.print(f"  {t}: not yet ({e.error}: {escape(str(e))})", highlight=False)
                 continue
             took = v.registry.events.Forfeited().process_receipt(receipt, errors=DISCARD)
             console.print(f"  {t}: {h.amount / 1e18} ETH " + ("to the client: it did not answer the challenge"

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.markup import escape
+
 from .common import bounded, chain_args, console, eth, load_job, verde_of
 
 
@@ -24,7 +26,7 @@ def cmd_agent(args) -> int:
         from repops.distributed.tree import check_world
         check_world(job.spec.m, args.world_size)  # before any chain or stake
     except DistributedError as e:
-        console.print(f"[red]error:[/] {e}")
+        console.print(f"[red]error:[/] {escape(str(e))}")
         return 2
     ctx = None
     try:
@@ -50,10 +52,10 @@ def cmd_agent(args) -> int:
             agent = TrainerAgent(v, chain.accounts[0], job, args.job_id, Path(args.workdir), behaviour, args.name,
                                  device=device, policy=policy, world_size=args.world_size, ctx=ctx)
         except DistributedError as e:
-            console.print(f"[red]error:[/] {e}")
+            console.print(f"[red]error:[/] {escape(str(e))}")
             return 2
         except RepOpsError as e:  # e.g. a GPU that fails RepOps' self-check: nothing was staked
-            console.print(f"[red]error:[/] the {device} device cannot train this job: {e}\n"
+            console.print(f"[red]error:[/] the {device} device cannot train this job: {escape(str(e))}\n"
                           "  Fix: train on another device (--device cpu gives the same bits, slower)")
             return 2
         server = None
@@ -108,9 +110,18 @@ def cmd_train(args) -> int:
             trainer = Trainer(job, workdir, "train", device=args.device, progress=True, world_size=args.world_size)
             claim = trainer.train()
         except DistributedError as e:
-            console.print(f"[red]error:[/] {e}")
+            console.print(f"[red]error:[/] {escape(str(e))}")
             return 2
-        except RepOpsError as e:
+        except Exception as e:  # noqa: BLE001 - what the client's model causes is said as the model's (exit 2)
+            from repops.errors import DTypeError, UnsupportedOpError
+
+            from ..protocol.model_errors import explain
+            said = explain(e, "while training") if isinstance(e, (UnsupportedOpError, DTypeError)) or \
+                not isinstance(e, RepOpsError) else None
+            if said is not None:
+                raise said from None
+            if not isinstance(e, RepOpsError):
+                raise
             fix = ("train on another device (--device cpu gives the same bits, slower)" if args.device != "cpu" else
                    "the op or dtype named above is not reproducible in RepOps: change the model (docs/NUMERICS.md "
                    "lists what is defined)")

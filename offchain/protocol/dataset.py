@@ -100,10 +100,14 @@ def _check_program_fits(job: Job, data: dict) -> None:
                 raise JobError(f"model.program: forward(*batch) must return the loss as a float32 scalar, got "
                                f"{type(loss).__name__} {getattr(loss, 'dtype', '')} {list(getattr(loss, 'shape', []))}")
             loss.backward()
-    except (RepOpsError, IndexError) as e:
-        raise JobError(f"model.program: one {'inference' if spec.inference else 'training'} step does not run "
-                       f"under RepOps: {e}") from None
-    except RuntimeError as e:  # torch's own shape and dtype checks
+    except (RepOpsError, IndexError, RuntimeError) as e:
+        from .model_errors import explain, program_node
+        if program_node(e.__traceback__) is not None:  # an op of the program: named, with the model's line
+            raise explain(e, f"(one {'inference' if spec.inference else 'training'} step on meta tensors) does not "
+                             "run under RepOps") from None
+        if isinstance(e, (RepOpsError, IndexError)):
+            raise JobError(f"model.program: one {'inference' if spec.inference else 'training'} step does not run "
+                           f"under RepOps: {e}") from None
         raise JobError(f"model.program: the batch {[(k, str(t.dtype), list(t.shape)) for k, t in zip(spec.data.keys, b)]} "
                        f"does not fit the program: {str(e).splitlines()[0]}") from None
 
@@ -326,8 +330,8 @@ def write_program_job(directory, module: torch.nn.Module, data: dict, keys, step
     dropout draws its masks keyed by `seed` (the job's, which also orders the batches)."""
     from . import program
     keys = _keys_in(data, keys)
-    prog, state = program.export(module, tuple(data[k][:batch_size // micro_batches] for k in keys), seed)
-    return _write_program(directory, prog, state, data, dict(
+    prog, state, names = program.exported(module, tuple(data[k][:batch_size // micro_batches] for k in keys), seed)
+    return _write_program(directory, prog, state, names, data, dict(
         data=dict(batch_size=batch_size, seed=seed, keys=keys),
         optimizer=OptimizerSpec(**(optimizer or dict(lr=lr, weight_decay=weight_decay))), steps=steps,
         fanout=fanout, chunk=chunk, micro_batches=micro_batches))
@@ -341,8 +345,8 @@ def write_inference_job(directory, module: torch.nn.Module, data: dict, keys, ba
     from . import program
     keys = _keys_in(data, keys)
     rows = data[keys[0]].shape[0]
-    prog, state = program.export_inference(module, tuple(data[k][:batch_size] for k in keys), rows)
-    return _write_program(directory, prog, state, data, dict(
+    prog, state, names = program.exported_inference(module, tuple(data[k][:batch_size] for k in keys), rows)
+    return _write_program(directory, prog, state, names, data, dict(
         kind="inference", data=dict(batch_size=batch_size, keys=keys), steps=rows // batch_size, fanout=fanout,
         chunk=chunk))
 
@@ -355,20 +359,89 @@ def _keys_in(data: dict, keys) -> list:
     return keys
 
 
-def _write_program(directory, prog: bytes, state: dict, data: dict, fields: dict) -> Path:
+def _write_program(directory, prog: bytes, state: dict, names: dict, data: dict, fields: dict) -> Path:
     """model.json, init.safetensors, data.safetensors and job.yaml (the spec's other fields:
-    `fields`, data's without its file), checked as every party will load them."""
+    `fields`, data's without its file), checked as every party will load them and by one real
+    step on the first batch under RepOps (a refusal that shapes alone do not show surfaces
+    here, naming the op and the model's line). Written into a fresh directory beside
+    `directory` and moved into place only when every check passed: a failure leaves nothing.
+    names: the client's state_dict keys -> state names (program.exported), kept in init's
+    header (`verde.state_dict`) so a delivered model loads into the client's own module."""
+    import json
+    import shutil
+    import tempfile
     d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "model.json").write_bytes(prog)
-    save_file({k: v.clone().contiguous() for k, v in state.items()}, str(d / "init.safetensors"))
-    save_file({k: v.contiguous() for k, v in data.items()}, str(d / "data.safetensors"))
-    ref = lambda name: FileRef(file=name, sha256=sha256_file(d / name))  # noqa: E731
-    spec = JobSpec(model=ModelSpec(name="program", program=ref("model.json")), init=ref("init.safetensors"),
-                   **{**fields, "data": DataSpec(**ref("data.safetensors").model_dump(), **fields["data"])})
-    path = d / "job.yaml"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(dump(spec))
-    tmp.replace(path)
-    check_fits(Job(spec, d))  # what every party's jobfile.load checks (the hashes hold by construction)
-    return path
+    d.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}.", dir=d.parent))
+    try:
+        (tmp / "model.json").write_bytes(prog)
+        save_file({k: v.clone().contiguous() for k, v in state.items()}, str(tmp / "init.safetensors"),
+                  metadata={STATE_DICT: json.dumps(names)})
+        save_file({k: v.contiguous() for k, v in data.items()}, str(tmp / "data.safetensors"))
+        ref = lambda name: FileRef(file=name, sha256=sha256_file(tmp / name))  # noqa: E731
+        spec = JobSpec(model=ModelSpec(name="program", program=ref("model.json")), init=ref("init.safetensors"),
+                       **{**fields, "data": DataSpec(**ref("data.safetensors").model_dump(), **fields["data"])})
+        (tmp / "job.yaml").write_text(dump(spec))
+        job = Job(spec, tmp)
+        check_fits(job)  # what every party's jobfile.load checks (the hashes hold by construction)
+        check_first_step(job)
+        _move_into(tmp, d)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return d / "job.yaml"
+
+
+STATE_DICT = "verde.state_dict"  # init.safetensors' header key: the client's state_dict names (JSON)
+
+
+def user_names(job: Job) -> dict | None:
+    """The client's state_dict keys -> state names that a program job's init records
+    (_write_program), or None (a built-in model, a job written before they were recorded)."""
+    import json
+    from safetensors import safe_open
+    if job.spec.model.name != "program" or job.path(job.spec.init).suffix != ".safetensors":
+        return None
+    try:
+        with safe_open(str(job.path(job.spec.init)), "pt") as f:
+            raw = (f.metadata() or {}).get(STATE_DICT)
+        names = None if raw is None else json.loads(raw)
+    except (SafetensorError, OSError, ValueError) as e:
+        raise JobError(f"init: its header's {STATE_DICT!r} is not readable JSON: {e}") from None
+    if names is not None and not (isinstance(names, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in names.items())):
+        raise JobError(f"init: its header's {STATE_DICT!r} must map names to names")
+    return names
+
+
+def _move_into(tmp: Path, d: Path) -> None:
+    """The checked files from `tmp` into `d`: one rename when `d` is new; into an existing
+    directory file by file, its old job.yaml removed first and the new one moved last, so no
+    job.yaml ever names files that are not yet there."""
+    if not d.exists():
+        tmp.rename(d)
+        return
+    (d / "job.yaml").unlink(missing_ok=True)
+    for f in sorted(tmp.iterdir(), key=lambda f: f.name == "job.yaml"):
+        f.replace(d / f.name)
+
+
+def check_first_step(job: Job) -> None:
+    """One real step of a program job on its first batch, on CPU under RepOps: what a trainer
+    runs first. Its errors are the model's (model_errors.explain: the op, the model's line, the
+    fix); a fault there means the job computes nothing a client would pay for."""
+    import repops
+    from .model_errors import explain
+    from .onestep import run
+    st = initial_state(job)
+    try:
+        with repops.deterministic():
+            run(st, batch(job, 0), job.spec.m)
+    except repops.Fault as e:
+        raise JobError(f"model.program: the first step cannot be computed ({e}): a trainer would claim that fault "
+                       "and the job would train nothing\n  Fix: correct the data (or program) its first batch "
+                       "reads") from None
+    except Exception as e:  # noqa: BLE001 - what the model causes is said as the model's; the rest propagates
+        said = explain(e, "at the first step (one real step on the first batch, under RepOps)")
+        if said is None:
+            raise
+        raise said from None

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .claims import step_claim
-from .dataset import initial_state, state_tree
+from .dataset import STATE_DICT, initial_state, state_tree, user_names
 from .tensors import Committed, ElementProof, TensorError, canonical, chunk_count, commit
 
 STATE, MANIFEST = "state.safetensors", "manifest.json"
@@ -150,7 +150,11 @@ def model_tensors(job, state: dict) -> dict:
     """The model's parameters and buffers under the names its state_dict gives them (a
     buffer's state name without `buffer.`: TrainingState.model_names), without the
     optimizer's state; `state`: verify's. The names map one to one onto committed ones,
-    checked, so no tensor can reach the model file under a name it was not checked under."""
+    checked, so no tensor can reach the model file under a name it was not checked under.
+    A program job whose init records the client's names (dataset.user_names): exactly the
+    client's state_dict, so model.load_state_dict(state, strict=True) fits the client's own
+    module (folded buffers and the dropout step counter left out; an inference job's outputs
+    under `outputs`)."""
     st = initial_state(job, "meta")
     extra, missing = sorted(set(state) - set(st.names())), [n for n in st.names() if n not in state]
     if extra or missing:
@@ -160,7 +164,17 @@ def model_tensors(job, state: dict) -> dict:
         if m in out:
             raise DeliveryError(f"state tensors {source[m]} and {n} would both be written as {m!r}")
         out[m], source[m] = state[n], n
-    return out
+    names = user_names(job)
+    if names is None:
+        return out
+    unknown = sorted(set(names.values()) - set(out))
+    if unknown:
+        raise DeliveryError(f"init's {STATE_DICT!r} names tensors {unknown[:5]} that the model does not have")
+    mine, used = {}, set()
+    for k, n in names.items():  # a tied tensor under each of its keys, a copy each (safetensors shares nothing)
+        mine[k] = out[n] if n not in used else out[n].clone()
+        used.add(n)
+    return mine
 
 
 @dataclass(frozen=True)

@@ -76,13 +76,16 @@ def _returns_nothing(node) -> bool:
     return _schema_returns(node) == []
 
 
-def fold(ep: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
+def fold(ep: torch.export.ExportedProgram, keep: set = frozenset()) -> dict[str, torch.Tensor]:
     """Folds `ep` in place; returns the new constants by name (also added to ep.constants as
-    lifted tensor constants, which program.export turns into buffers)."""
+    lifted tensor constants, which program.export turns into buffers). keep: buffers that stay
+    in the program even when the folded graph no longer reads them (the client's state_dict,
+    delivered back to it)."""
     graph = ep.graph_module.graph
     env, constant = _constants(ep)
     folded = {n for n in constant if n.op == "call_function" and not _view(n)}
-    frontier = [n for n in graph.nodes if n in folded and not _returns_nothing(n)
+    kept = _written_at_run(graph, folded)
+    frontier = [n for n in graph.nodes if n in folded and not _returns_nothing(n) and n not in kept
                 and any(u not in folded for u in n.users)]
     lifted = _Lifted(ep)
     for node in frontier:
@@ -92,7 +95,7 @@ def fold(ep: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
     for node in reversed(list(graph.nodes)):  # what the lifted values replaced, and views left unused
         if node in constant and node.op in ("call_function", "get_attr") and (_returns_nothing(node) or not node.users):
             graph.erase_node(node)
-    _drop_unused_inputs(ep)
+    _drop_unused_inputs(ep, keep)
     ep.graph_module.recompile()
     return lifted.new
 
@@ -179,6 +182,21 @@ def _written(graph) -> set:
     return out
 
 
+def _written_at_run(graph, folded: set) -> set:
+    """Constant nodes an unfolded in-place op writes (`torch.empty(n).bernoulli_(p)`: a private
+    write of a draw): they stay computed in the graph, since a lifted constant is a compacted,
+    expanded view that is never written."""
+    out = set()
+    for node in graph.nodes:
+        if node.op != "call_function" or not _mutable(node) or node in folded:
+            continue
+        for a in _writes(node):
+            while isinstance(a, torch.fx.Node):
+                out.add(a)
+                a = a.args[0] if a.op == "call_function" and _view(a) and a.args else None
+    return out
+
+
 def _compact(value: torch.Tensor) -> torch.Tensor:
     """The value with every axis along which it repeats (bit for bit) cut to size 1: a mask
     built per batch row, a table repeated per head, is stored once and expanded in the graph."""
@@ -190,12 +208,13 @@ def _compact(value: torch.Tensor) -> torch.Tensor:
     return bits.view(value.dtype).contiguous().clone() if value.is_floating_point() else bits.contiguous().clone()
 
 
-def _drop_unused_inputs(ep) -> None:
-    """Constants and buffers the folded graph no longer reads leave the program (and init)."""
+def _drop_unused_inputs(ep, keep: set) -> None:
+    """Constants and buffers the folded graph no longer reads leave the program (and init),
+    but those in `keep`."""
     graph, specs = ep.graph_module.graph, ep.graph_signature.input_specs
     mutated = set(ep.graph_signature.buffers_to_mutate.values())
     for node, spec in list(zip([n for n in graph.nodes if n.op == "placeholder"], list(specs))):
-        if node.users or not (spec.kind == InputKind.CONSTANT_TENSOR or
+        if node.users or spec.target in keep or not (spec.kind == InputKind.CONSTANT_TENSOR or
                               spec.kind == InputKind.BUFFER and spec.target not in mutated):
             continue
         graph.erase_node(node)

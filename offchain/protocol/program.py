@@ -19,7 +19,8 @@ DROPOUT_STEP = "dropout_step"  # the step counter a program with dropout keeps i
 
 
 class _Dropout(torch.nn.Module):
-    """A model whose forward draws dropout masks: each forward first counts itself in a state
+    """A model whose forward draws dropout masks or random numbers (torch.rand, randn, ...:
+    repops/draws.py): each forward first counts itself in a state
     counter (binary32, from 0), then runs under repops.dropout_key(seed, counter), so the
     committed one-step graph reads the step as data and every step draws new masks, the
     same on every device (repops/random.py). The seed and each call's stream are constants
@@ -51,8 +52,19 @@ def export(module: torch.nn.Module, example_batch: tuple, seed: int = 0) -> tupl
     """The client's side: (program JSON, state: parameters and buffers by name). The module's
     forward(*batch) must return the loss; shapes are fixed to the example batch's. What the
     step computes from constants alone is folded into the state (fold.py). A model that
-    draws dropout in training is exported inside _Dropout keyed by `seed` (its state's names
-    then start with `model.`)."""
+    draws dropout or random numbers in training is exported inside _Dropout keyed by `seed`
+    (its state's names then start with `model.`)."""
+    prog, state, _ = exported(module, example_batch, seed)
+    return prog, state
+
+
+def exported(module: torch.nn.Module, example_batch: tuple, seed: int = 0, user: torch.nn.Module | None = None,
+             prefix: str = "") -> tuple[bytes, dict, dict]:
+    """export's (program, state) and the user's names: {key of user.state_dict(): its state
+    name} (user: the client's own module, `module` unless a wrapper's `prefix` names it), so a
+    delivered state loads into the client's module with load_state_dict(strict=True). Those
+    tensors stay in the state even where folding leaves them unread."""
+    user = module if user is None else user
     from torch._export.serde import schema
     from torch._export.serde.serialize import _bytes_to_dataclass, _to_json_bytes, serialize
     from repops.mode import RepOpsFunctions
@@ -67,12 +79,24 @@ def export(module: torch.nn.Module, example_batch: tuple, seed: int = 0) -> tupl
             if not _needs_dropout_key(e):
                 raise
             ep = capture(_Dropout(module, seed))
+            prefix = "model." + prefix
     except Exception as e:  # noqa: BLE001 - torch.export's own errors say what in the model it cannot trace
-        raise JobError(f"torch.export could not capture the model: {type(e).__name__}: {str(e)[:2000]}") from None
+        from .model_errors import user_frame
+        line = user_frame(e.__traceback__)
+        said = str(e)
+        if "data-dependent" in said:  # torch's message goes on with the whole graph: its first line says it
+            said = said.splitlines()[0] + (
+                "\n  Fix: the model branches in Python on a tensor's value (Hugging Face's layerdrop: `if "
+                "torch.rand([]) < layerdrop: continue`). A job commits one graph for every step: set that probability "
+                "to 0 (config.layerdrop = 0), or write the choice as data, e.g. h = torch.where(torch.rand([]) < p, "
+                "h, layer(h)) (docs/PROTOCOL.md §5)")
+        raise JobError(f"torch.export could not capture the model" + (f" at {line}" if line else "") +
+                       f": {type(e).__name__}: {said[:2000]}") from None
+    names = _user_names(user, prefix, ep.state_dict)
     if _writes_through_a_view(ep.graph):
         ep = ep.run_decompositions({})  # functional: the write is a slice_scatter/select_scatter node
     _freeze(ep, {n for n, p in module.named_parameters(remove_duplicate=False) if not p.requires_grad})
-    fold(ep)
+    fold(ep, keep=set(names.values()))
     bad = sorted(k for k, v in ep.constants.items() if not isinstance(v, torch.Tensor))
     if bad:
         raise JobError(f"the program holds non-tensor constants {bad[:5]} (script objects): not allowed in a job")
@@ -89,7 +113,10 @@ def export(module: torch.nn.Module, example_batch: tuple, seed: int = 0) -> tupl
         specs.append(spec)
     program.graph_module.signature.input_specs = specs
     state = {**ep.state_dict, **ep.constants}
-    return _to_json_bytes(program), {k: v.detach().contiguous() for k, v in state.items()}
+    lost = sorted(k for k, n in names.items() if n not in state)
+    if lost:  # (a parameter or buffer the graph does not see: nothing to deliver it from)
+        raise JobError(f"the program has no state tensor for {lost[:5]} of the model's state_dict")
+    return _to_json_bytes(program), {k: v.detach().contiguous() for k, v in state.items()}, names
 
 
 OUTPUTS = "outputs"  # an inference program's buffer: every row's output, in row order
@@ -118,6 +145,13 @@ def export_inference(module: torch.nn.Module, example_batch: tuple, rows: int) -
     """An inference job's program: module.forward(*batch) returns one tensor whose first
     dimension is the batch's (logits, embeddings, predicted ids); its weights are frozen (state
     the step reads) and it runs in eval mode. rows: the dataset's, the outputs' first dimension."""
+    prog, state, _ = exported_inference(module, example_batch, rows)
+    return prog, state
+
+
+def exported_inference(module: torch.nn.Module, example_batch: tuple, rows: int) -> tuple[bytes, dict, dict]:
+    """export_inference's (program, state) and the client's names (exported's), the outputs
+    under their own name."""
     module.eval()
     for p in module.parameters():
         p.requires_grad_(False)
@@ -130,7 +164,19 @@ def export_inference(module: torch.nn.Module, example_batch: tuple, rows: int) -
                        f"first, got {got}: return e.g. the logits (not a ModelOutput or a tuple)")
     if rows % b:
         raise JobError(f"the dataset's {rows} rows are not a whole number of batches of {b}: pad the data")
-    return export(_Inference(module, rows, y), example_batch)
+    prog, state, names = exported(_Inference(module, rows, y), example_batch, user=module, prefix="model.")
+    return prog, state, {**names, OUTPUTS: OUTPUTS}
+
+
+def _user_names(user: torch.nn.Module, prefix: str, exported: dict) -> dict:
+    """{user's state_dict key: its name in the program's state}. A tied tensor (an LM head
+    sharing the embedding's weight) is in the state once: its other keys name that one."""
+    sd = user.state_dict(keep_vars=True)
+    names = {k: prefix + k for k in sd}
+    for k in sd:
+        if names[k] not in exported:
+            names[k] = next((prefix + o for o in sd if prefix + o in exported and sd[o] is sd[k]), names[k])
+    return names
 
 
 def _writes_through_a_view(graph) -> bool:

@@ -218,3 +218,25 @@ def test_a_cheater_at_a_selects_backward_loses(tmp_path):
     bad.train()
     v = off_chain(ctx, bad, honest)
     assert v.winner == "honest" and v.losers == ["cheater"] and v.node == node and v.level == 3, str(v)
+
+
+def test_a_constant_tensor_the_step_writes_in_place_stays_computed_in_the_graph():
+    """`torch.zeros(n).add_(h)` (a buffer made in forward, then written with a value of the step):
+    the zeros are a constant, but a lifted constant is a compacted, expanded view that is never
+    written, so it stays a node of the graph."""
+    class Accumulates(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 3)
+
+        def forward(self, x, y):
+            acc = torch.zeros(8, 3)
+            acc.add_(self.lin(x))
+            return torch.nn.functional.cross_entropy(acc, y)
+    torch.manual_seed(0)
+    module, x, y = Accumulates(), torch.randn(8, 4), torch.randint(0, 3, (8,))
+    prog, state = program.export(module, (x, y))
+    exported = program.load(prog, {k: v.clone() for k, v in state.items()})
+    with repops.deterministic():
+        mine, theirs = exported.loss(x, y), module(x, y)
+    assert torch.equal(mine.view(torch.int32), theirs.view(torch.int32))

@@ -1,0 +1,223 @@
+"""A program job cannot be half-written (issue #39): write_program_job runs one real step under
+RepOps before anything is in place, names the op and the model's line a refusal comes from,
+leaves nothing behind when a check fails; the delivered model is the client's own state_dict;
+every error the client's model causes is exit 2 with the op, the reason and the fix, printed
+with its brackets."""
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from offchain.cli import main
+from offchain.protocol import dataset, program
+from offchain.protocol.dataset import write_inference_job, write_program_job
+from offchain.protocol.job import JobError
+from offchain.protocol.jobfile import load
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).name
+
+
+def _data(n=8):
+    g = torch.Generator().manual_seed(0)
+    return {"x": torch.randn(n, 4, generator=g), "y": torch.randint(0, 3, (n,), generator=g)}
+
+
+class IgnoresAClass(torch.nn.Module):
+    """Meta shapes are fine; RepOps refuses it only with real values (an ignore_index that is a class)."""
+
+    def __init__(self):
+        super().__init__()
+        self.l = torch.nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        h = self.l(x)
+        return torch.nn.functional.cross_entropy(h, y, ignore_index=1)  # the refused line
+
+
+class Empty(torch.nn.Module):
+    """Exports, but its state has a tensor of no elements (check_fits refuses it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.l, self.nothing = torch.nn.Linear(4, 3), torch.nn.Parameter(torch.empty(0))
+
+    def forward(self, x, y):
+        return torch.nn.functional.cross_entropy(self.l(x), y)
+
+
+class TiedMaskedLM(torch.nn.Module):
+    """A tied head, a persistent mask buffer that folding replaces, dropout (a step counter and
+    `model.` names in the program): none of that may reach the client's delivered state."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.head, self.drop = torch.nn.Embedding(6, 4), torch.nn.Linear(4, 6, bias=False), torch.nn.Dropout(0.2)
+        self.head.weight = self.emb.weight
+        self.register_buffer("mask", torch.tril(torch.ones(6, 6)))
+
+    def forward(self, x, y):
+        h = self.head(self.drop(self.emb(y)))
+        return torch.nn.functional.cross_entropy(h.masked_fill((self.mask == 0)[y], -1.0), y) + 0 * x.sum()
+
+
+def _nothing_left(parent: Path, name: str):
+    assert not (parent / name).exists()
+    assert [p.name for p in parent.iterdir() if p.name.startswith(f".{name}.")] == []
+
+
+def test_a_refusal_only_real_values_show_is_found_before_writing_with_the_op_and_the_model_line(tmp_path):
+    with pytest.raises(JobError) as e:
+        write_program_job(tmp_path / "job", IgnoresAClass(), _data(), ["x", "y"], steps=2, batch_size=4)
+    said = str(e.value)
+    assert "aten.cross_entropy_loss" in said and "ignore_index=1 is a class" in said, said
+    assert f"{HERE}:" in said and "the refused line" in said and "Fix:" in said, said
+    _nothing_left(tmp_path, "job")
+
+
+def test_a_failed_check_leaves_no_job_file_behind(tmp_path):
+    with pytest.raises(JobError, match="no elements"):
+        write_program_job(tmp_path / "job", Empty(), _data(), ["x", "y"], steps=2, batch_size=4)
+    _nothing_left(tmp_path, "job")
+
+
+def test_a_job_rewritten_into_its_directory_is_the_new_one(tmp_path):
+    torch.manual_seed(0)
+    first = load(write_program_job(tmp_path / "job", TiedMaskedLM(), _data(), ["x", "y"], steps=2, batch_size=4))
+    again = load(write_program_job(tmp_path / "job", TiedMaskedLM(), _data(), ["x", "y"], steps=3, batch_size=4))
+    assert again.spec.steps == 3 and again.job_id != first.job_id
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job"]
+
+
+def test_the_trained_state_loads_strictly_into_the_client_s_own_module(tmp_path, capsys):
+    torch.manual_seed(0)
+    mine = TiedMaskedLM()
+    job = write_program_job(tmp_path / "job", mine, _data(), ["x", "y"], steps=2, batch_size=4, fanout=2, chunk=64)
+    init = load_file(str(tmp_path / "job" / "init.safetensors"))
+    assert any(k.startswith("folded_") for k in init) and program.DROPOUT_STEP in init  # what must not be delivered
+    assert main(["train", str(job), "--out", str(tmp_path / "out.safetensors")]) == 0, capsys.readouterr().out
+    out = load_file(str(tmp_path / "out.safetensors"))
+    assert sorted(out) == sorted(mine.state_dict())
+    fresh = TiedMaskedLM()
+    fresh.load_state_dict(out, strict=True)
+    assert not torch.equal(fresh.emb.weight, mine.emb.weight)  # trained
+    assert torch.equal(fresh.mask, mine.mask)
+
+
+def test_an_inference_job_delivers_the_client_s_keys_and_its_outputs(tmp_path, capsys):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3))
+    job = write_inference_job(tmp_path / "job", net, {"x": _data()["x"]}, ["x"], batch_size=4)
+    assert main(["train", str(job), "--out", str(tmp_path / "out.safetensors")]) == 0, capsys.readouterr().out
+    out = load_file(str(tmp_path / "out.safetensors"))
+    assert sorted(out) == sorted([*net.state_dict(), program.OUTPUTS])
+    torch.nn.Sequential(torch.nn.Linear(4, 3)).load_state_dict({k: v for k, v in out.items() if k != "outputs"},
+                                                                strict=True)
+
+
+def _refused_job(tmp_path, monkeypatch):
+    """The refused model as a job file, written past the first-step check (as an older verde wrote it)."""
+    with monkeypatch.context() as m:
+        m.setattr(dataset, "check_first_step", lambda job: None, raising=False)
+        return write_program_job(tmp_path / "job", IgnoresAClass(), _data(), ["x", "y"], steps=2, batch_size=4)
+
+
+def test_verde_train_on_a_refused_program_names_the_op_and_the_model_line(tmp_path, capsys, monkeypatch):
+    job = _refused_job(tmp_path, monkeypatch)
+    rc = main(["train", str(job)])
+    out = capsys.readouterr().out
+    assert rc == 2, out
+    assert "aten.cross_entropy_loss" in out and f"{HERE}:" in out and "Fix:" in out, out
+    assert "bug in verde" not in out and "--device" not in out, out
+
+
+def test_verde_train_says_a_model_s_index_error_is_the_model_s_not_a_bug(tmp_path, capsys, monkeypatch):
+    """torch's own IndexError from an op of the program (here raised by its loss kernel) is exit 2."""
+    import repops.aten as A
+    job = _refused_job(tmp_path, monkeypatch)
+
+    def out_of_bounds(*args, **kwargs):
+        raise IndexError("Target 7 is out of bounds.")
+    monkeypatch.setitem(A.REGISTRY, torch.ops.aten.nll_loss_forward.default, out_of_bounds)
+    rc = main(["train", str(job)])
+    out = capsys.readouterr().out
+    assert rc == 2, out
+    assert "IndexError: Target 7 is out of bounds." in out and "aten.cross_entropy_loss" in out, out
+    assert "bug in verde" not in out, out
+
+
+def test_an_error_the_program_did_not_raise_is_not_called_the_model_s():
+    from offchain.protocol.model_errors import explain
+
+    def fails(e):
+        try:
+            raise e
+        except Exception as caught:  # noqa: BLE001
+            return explain(caught, "at step 1")
+    assert fails(RuntimeError("a bug in the trainer")) is None  # stays exit 1: a bug, with --debug's traceback
+    assert fails(ZeroDivisionError("x")) is None
+    import repops
+    said = str(fails(repops.UnsupportedOpError("aten.foo is not implemented by RepOps")))  # (a backward's op)
+    assert "aten.foo" in said and "Fix:" in said
+
+
+def test_an_error_prints_with_its_brackets(capsys, monkeypatch):
+    from offchain.cli import trainer
+
+    def refused(args):
+        raise JobError("aten.index.Tensor of a float tensor with 2 index tensors ([torch.int64, torch.int64])")
+    add = trainer.add
+
+    def adding(sub):
+        add(sub)
+        sub.choices["train"].set_defaults(fn=refused)
+    monkeypatch.setattr(trainer, "add", adding)
+    assert main(["train", "job.yaml"]) == 2
+    assert "([torch.int64, torch.int64])" in " ".join(capsys.readouterr().out.split())
+
+
+def test_any_command_says_an_error_of_the_program_s_ops_is_the_model_s(tmp_path, capsys, monkeypatch):
+    """The agent and the demo run programs too: main() itself names the op and the line (exit 2)."""
+    from offchain.cli import client
+    prog, state = program.export(IgnoresAClass(), (torch.randn(4, 4), torch.zeros(4, dtype=torch.long)))
+    m = program.load(prog, state)
+
+    x, y = torch.randn(4, 4), torch.tensor([0, 1, 2, 0])
+
+    def runs_the_program(args):
+        import repops
+        with repops.deterministic():
+            m(x, y)  # refused: ignore_index 1 is a class
+    add = client.add
+
+    def adding(sub):
+        add(sub)
+        sub.choices["withdraw"].set_defaults(fn=runs_the_program)
+    monkeypatch.setattr(client, "add", adding)
+    assert main(["withdraw"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "aten.cross_entropy_loss" in out and "the refused line" in out and "bug in verde" not in out, out
+
+
+def test_an_op_repops_lacks_is_named_with_the_model_line_before_anything_is_written(tmp_path):
+    class Gamma(IgnoresAClass):
+        def forward(self, x, y):
+            return torch.nn.functional.cross_entropy(torch.lgamma(self.l(x).abs() + 1), y)  # no RepOps lgamma
+    with pytest.raises(JobError) as e:
+        write_program_job(tmp_path / "job", Gamma(), _data(), ["x", "y"], steps=2, batch_size=4)
+    said = str(e.value)
+    assert "aten.lgamma" in said and f"{HERE}:" in said and "no RepOps lgamma" in said, said
+    _nothing_left(tmp_path, "job")
+
+
+def test_a_first_batch_that_faults_is_refused_before_writing(tmp_path):
+    """Every label out of range: a trainer would claim the fault at step 0, and the client pay for nothing."""
+    class Plain(IgnoresAClass):
+        def forward(self, x, y):
+            return torch.nn.functional.cross_entropy(self.l(x), y)
+    data = {**_data(), "y": torch.full((8,), 5)}
+    with pytest.raises(JobError, match="(?s)the first step cannot be computed.*Fix: correct the data"):
+        write_program_job(tmp_path / "job", Plain(), data, ["x", "y"], steps=2, batch_size=4)
+    _nothing_left(tmp_path, "job")
