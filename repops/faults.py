@@ -57,11 +57,14 @@ def _check(flags, rule: str, exc, describe):
     raise exc(describe(e), rule, e)
 
 
-def index_in_range(i, n: int, op: str, ignore: int | None = None) -> None:
+def index_in_range(i, n: int, op: str, ignore: int | None = None, given=None, kernels: bool | None = None) -> None:
     """Rule `index`: every element of the int64 index array i lies in [0, n), or equals
     `ignore` (nll_loss's ignore_index, itself outside [0, n)). Kernels:
-    bad = or(lt(i, 0), le(n, i)) [and(bad, not(eq(i, ignore)))], then fault(bad)."""
-    if P.observing():
+    bad = or(lt(i, 0), le(n, i)) [and(bad, not(eq(i, ignore)))], then fault(bad).
+    given: the index as the user gave it, when i is its wrap (wrap_negative): the message
+    quotes it and torch's range [-n, n). kernels False: the direct check even when observed
+    (before torch's own kernel, which a decomposition never is)."""
+    if P.observing() if kernels is None else kernels:
         K = I.KERNELS
         bad = K["or.bool"](K["lt.i64"](i, I.const(0, "i64")), K["le.i64"](I.const(n, "i64"), i))
         if ignore is not None:
@@ -73,10 +76,21 @@ def index_in_range(i, n: int, op: str, ignore: int | None = None) -> None:
             flags &= i != ignore
 
     def describe(e):
-        v = int(i.reshape(-1)[e])
-        return (f"{op}: index {v} (element {e} of the index tensor) is outside [0, {n})" +
+        v = int((i if given is None else given).reshape(-1)[e])
+        return (f"{op}: index {v} (element {e} of the index tensor) is outside [{0 if given is None else -n}, {n})" +
                 ("" if ignore is None else f" and is not ignore_index {ignore}"))
     _check(flags, "index", IndexFault, describe)
+
+
+def wrap_negative(i, n: int):
+    """torch's negative indices (advanced indexing, index_put): i + n where i < 0, as the
+    kernels select.i64(lt.i64(i, 0), add.i64(i, n), i); an index outside [-n, n) stays
+    outside [0, n), so index_in_range on the result is torch's check. On a device array
+    (no decomposition observes there) the same arithmetic where the array lives."""
+    if P.xp_of(i) is not np:
+        return P.xp_of(i).where(i < 0, i + n, i)
+    K = I.KERNELS
+    return K["select.i64"](K["lt.i64"](i, I.const(0, "i64")), K["add.i64"](i, I.const(n, "i64")), i)
 
 
 def divisor_nonzero(b, dt: str, op: str, kernels: bool | None = None) -> None:

@@ -1,0 +1,97 @@
+"""Advanced indexing of float tensors: x[i0, i1, ...] (aten.index.Tensor) and its write,
+index_put (accumulate=True), by any number of integer index tensors, adjacent or not, with
+torch's negative indices. Each is integer kernels on the indices (wrap, range fault, the flat
+index) and ONE gather (read) or embedding-backward sum (write) over the indexed dims merged
+into one: docs/NUMERICS.md §8, "Models we did not write"."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .aten import _indices, _inplace, _result, np_, register, tt
+from .errors import UnsupportedOpError
+from .reference import integers as I
+from .reference import nn as N
+from .reference import prims as P
+
+aten = torch.ops.aten
+
+
+def _used(op: str, indices) -> list[int]:
+    """The dims indexed by integer tensors (a bool or uint8 mask makes a shape that depends on
+    values: refused, with what to write instead)."""
+    used = [d for d, t in enumerate(indices) if t is not None]
+    if not used or any(indices[d].dtype in (torch.bool, torch.uint8) for d in used):
+        raise UnsupportedOpError(f"aten.{op} of a float tensor by {[None if t is None else t.dtype for t in indices]}: "
+                                 "RepOps defines indexing by integer tensors; a boolean mask makes a shape that "
+                                 "depends on the values: use torch.where(mask, ...) or multiply by the mask")
+    return used
+
+
+def flat_index(x, indices, op, copy=P.copy):
+    """(x with the indexed dims merged into one at position p, p, the flat index over them
+    (shape: the index tensors broadcast), the shape of the indexed dims). Each index is
+    wrapped (torch's negative indices) and range-checked in turn (rule `index`), then
+    flat = add(mul(flat, n_k), i_k) (integer kernels, numpy broadcasting). Non-adjacent index
+    dims are moved first (a view), as torch puts their result dims first."""
+    used = _used(op, indices)
+    tensors = [indices[d] for d in used]
+    if used != list(range(used[0], used[-1] + 1)):
+        x = np.transpose(x, used + [d for d in range(x.ndim) if d not in used])
+        used = list(range(len(used)))
+    p, k = used[0], len(used)
+    sizes = x.shape[p:p + k]
+    flat = None
+    for t, n in zip(tensors, sizes):
+        i = _indices(t, n, op, wrap=True)
+        flat = i if flat is None else I.KERNELS["add.i64"](I.KERNELS["mul.i64"](flat, I.const(n, "i64")), i) \
+            if P.xp_of(i) is np else flat * n + i
+    merged = x.shape[:p] + (int(np.prod(sizes)),) + x.shape[p + k:]
+    if not x.flags.c_contiguous:  # a permuted or strided input: one copy kernel (of x's dtype), then a view
+        x = copy(x)
+    return x.reshape(merged), p, flat, sizes
+
+
+@register(aten.index.Tensor)
+def index(a, indices):
+    """x[i0, i1, ...]: the gather kernel along the merged indexed dims at the flat index."""
+    return tt(gather_flat(*flat_index(np_(a, "index"), indices, "index")[:3], P.gather, P.const(0.0, ())))
+
+
+def gather_flat(x, p, flat, gather, fill):
+    """x's slices at the flat index along its dim p, by one gather kernel (of x's dtype)."""
+    lead = int(np.prod(x.shape[:p]))
+    idx = flat.reshape(-1)
+    out = gather(x.reshape(lead, x.shape[p], -1), np.broadcast_to(idx.reshape(1, -1), (lead, idx.size)), fill)
+    return out.reshape(x.shape[:p] + flat.shape + x.shape[p + 1:])
+
+
+def _index_put(a, indices, values, accumulate):
+    """x[i0, i1, ...] += values (accumulate: the backward of indexing): values (broadcast to
+    the indexed shape) summed into the merged dim's slices by embedding backward's rule (onto
+    each target in increasing source position, from +0), then added to x."""
+    if not accumulate:
+        raise UnsupportedOpError("x[idx] = values (aten.index_put without accumulate) of a float tensor: with "
+                                 "repeated indices the winner is unspecified; use torch.where or index_add")
+    x0 = np_(a, "index_put")
+    x, p, flat, sizes = flat_index(x0, indices, "index_put")
+    shape = x.shape[:p] + flat.shape + x.shape[p + 1:]
+    v = np_(values, "index_put")
+    v = np.broadcast_to(v, shape)
+    b = flat.ndim
+    vm = P.copy(np.moveaxis(v, list(range(p, p + b)), list(range(b))))  # the source rows in flat order
+    n = x.shape[p]
+    add = N.embedding_backward(flat.reshape(-1), vm.reshape(flat.size, -1), n)
+    add = np.moveaxis(add.reshape((n,) + x.shape[:p] + x.shape[p + 1:]), 0, p)
+    out = P.add(x, add).reshape(x.shape[:p] + tuple(sizes) + x.shape[p + 1:])
+    used = [d for d, t in enumerate(indices) if t is not None]
+    if used != list(range(used[0], used[-1] + 1)):  # undo the move of the indexed dims (a view)
+        order = used + [d for d in range(x0.ndim) if d not in used]
+        out = np.transpose(out, np.argsort(order))
+    return out
+
+
+register(aten.index_put.default)(lambda a, indices, values, accumulate=False: _result(
+    _index_put(a, indices, values, accumulate)))
+register(aten.index_put_.default, aten._index_put_impl_.default)(
+    lambda a, indices, values, accumulate=False, unsafe=False: _inplace(a, _index_put(a, indices, values, accumulate)))
