@@ -854,4 +854,4 @@ EMPTY = {aten.empty_like.default, aten.empty.memory_format, aten.new_empty.defau
 # arithmetic, no libm, so it is portable; with integral values it is exact.
 
 # op families defined in their own modules (they register into REGISTRY on import)
-from . import aten_index  # noqa: E402,F401
+from . import aten_index, aten_nn  # noqa: E402,F401

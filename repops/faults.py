@@ -16,7 +16,7 @@ import contextvars
 
 import numpy as np
 
-from .errors import DivisionFault, IndexFault
+from .errors import DivisionFault, DomainFault, IndexFault
 from .reference import integers as I
 from .reference import prims as P
 
@@ -103,3 +103,16 @@ def divisor_nonzero(b, dt: str, op: str, kernels: bool | None = None) -> None:
         flags = b == 0
     _check(flags, "division", DivisionFault,
            lambda e: f"{op}: integer division by zero (element {e} of the divisor)")
+
+
+def in_unit_interval(p, op: str) -> None:
+    """Rule `domain`: every element of the binary32 array p lies in [0, 1] (torch refuses
+    anything else, NaN included). Kernels: fault(not(and(le(0, p), le(p, 1))))."""
+    if P.observing():
+        K, zero, one = I.KERNELS, P.const(0.0, p.shape), P.const(1.0, p.shape)
+        flags = K["fault.bool"](K["not.bool"](K["and.bool"](P.le(zero, p), P.le(p, one))))
+    else:
+        flags = ~((p >= 0) & (p <= 1))
+    _check(flags, "domain", DomainFault,
+           lambda e: f"{op}: element {e} of the input is {float(p.reshape(-1)[e])!r}, not a probability in [0, 1] "
+                     "(apply sigmoid first, or use binary_cross_entropy_with_logits on the logits)")

@@ -110,3 +110,13 @@ def test_a_bool_mask_index_of_a_float_tensor_is_refused_with_what_to_write():
     x = torch.randn(3, 4)
     with pytest.raises(repops.UnsupportedOpError, match="torch.where"), repops.deterministic():
         x[x > 0]
+
+
+def test_one_index_for_every_row_on_the_cuda_kernels():
+    """x[:, [1]]: the gather's index is one value broadcast to every row (stride 0); the CUDA
+    backend passed that one element and its kernel read past it (wrong values, emulated and on
+    the GPU)."""
+    x = torch.randn(3, 4, 2)
+    with repops.deterministic("cuda-emu"):
+        got = x[:, torch.tensor([1])]
+    assert torch.equal(bits(got), bits(x[:, 1:2]))

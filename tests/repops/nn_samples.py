@@ -1,0 +1,46 @@
+"""Samples of the op families models in the wild need (issues #38/#39): activations, losses and
+advanced indexing. repops_samples.SAMPLES includes them, so each runs every sample test (close
+to native torch, CPU backend vs reference bit for bit on special, subnormal, signed-zero and
+strided inputs, the emulated CUDA kernels, the referee's dtype and descriptor rules)."""
+import torch
+import torch.nn.functional as F
+
+
+def _x(*shape, lo=-3.0, hi=3.0, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(*shape, generator=g) * (hi - lo) + lo
+
+
+def _i(*shape, hi, seed=0):
+    return torch.randint(0, hi, shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _finite(x):
+    """NaN -> 0 (a probability must be one: binary_cross_entropy faults on NaN, as torch refuses it)."""
+    return torch.where(x == x, x, 0.0)
+
+
+NN_SAMPLES = {
+    "elu_selu_celu": (lambda a: F.elu(a, 0.7) + F.selu(a) * F.celu(a, 1.3), lambda: (_x(5, 7),)),
+    "softplus_mish_logsigmoid": (lambda a: F.softplus(a) + F.softplus(a, 2.0, 1.5) * F.mish(a) - F.logsigmoid(a),
+                                 lambda: (_x(5, 7, lo=-25, hi=25),)),
+    "leaky_relu_hard_family": (lambda a: F.leaky_relu(a, 0.2) + F.hardswish(a) * F.hardsigmoid(a) + F.hardtanh(a, -2, 1.5)
+                               - F.relu6(a * 3) + torch.sign(a) * a, lambda: (_x(6, 7, lo=-5, hi=5),)),
+    "regression_losses": (lambda a, b: torch.stack([F.mse_loss(a, b), F.l1_loss(a, b, reduction="sum"),
+                                                    F.smooth_l1_loss(a, b, beta=0.5), F.huber_loss(a, b, delta=0.7)])
+                          + F.mse_loss(a, b, reduction="none")[0, :4], lambda: (_x(6, 4), _x(6, 4, seed=1))),
+    # targets and weights from integer inputs (no gradient; the float variants leave them alone)
+    "binary_cross_entropy": (lambda a, t, w: F.binary_cross_entropy(torch.sigmoid(_finite(a)), t.float() / 4.0)
+                             + F.binary_cross_entropy(torch.sigmoid(_finite(a)), t.float() / 4.0, w[0].float() / 2.0, reduction="sum"),
+                             lambda: (_x(5, 6), _i(5, 6, hi=5), _i(2, 6, hi=5, seed=1))),
+    "bce_with_logits": (lambda a, t, w: F.binary_cross_entropy_with_logits(a, t.float() / 4.0)
+                        + F.binary_cross_entropy_with_logits(a, t.float() / 4.0, weight=w[0].float() / 2.0, pos_weight=w[1].float() / 2.0,
+                                                             reduction="none").sum(0),
+                        lambda: (_x(5, 6), _i(5, 6, hi=5), _i(2, 6, hi=5, seed=1))),
+    # index tensors are inputs (a sample's every tensor is an argument: tests/protocol/test_oprun.py)
+    "index_two_tensors_last_token": (lambda a, r, i: a[r, i] * 2,
+                                     lambda: (_x(4, 5, 3), torch.arange(4), torch.tensor([2, -1, 0, 4]))),
+    "index_negative_list": (lambda a, i: a[..., i, :] + a[:, i[:1]].sum(), lambda: (_x(2, 3, 4, 2), torch.tensor([-2, 0]))),
+    "index_put_two_tensors": (lambda a, v, i, j: torch.ops.aten.index_put.default(a, [None, i, j], v, True),
+                              lambda: (_x(2, 4, 3), _x(2, 2, 3, seed=1), torch.tensor([[0], [-1]]), torch.tensor([1, 2, 1]))),
+}
