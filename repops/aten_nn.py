@@ -34,7 +34,8 @@ _pair("celu", lambda x, alpha=1.0: A.elu(x, alpha, 1.0, 1.0 / alpha), aten.celu_
 _pair("softplus", lambda x, beta=1.0, threshold=20.0: A.softplus(x, beta, threshold))
 _grad("softplus_backward", A.softplus_backward)
 _pair("mish", A.mish, aten.mish_.default)
-_grad("mish_backward", A.mish_backward)
+# (no mish_backward: torch decomposes it on meta tensors, where a job's graph is committed, into
+# softplus, tanh, sigmoid and arithmetic; RepOps runs that same composite on every device)
 _pair("hardswish", A.hardswish, aten.hardswish_.default)
 _grad("hardswish_backward", A.hardswish_backward)
 _pair("hardsigmoid", A.hardsigmoid, aten.hardsigmoid_.default)

@@ -100,13 +100,6 @@ def mish(x):
     return P.mul(x, M.tanh(log1p(M.exp(x))))
 
 
-def mish_backward(g, x):
-    """g (t + x s (1 - t t)), t = tanh(log1p(exp(x))), s = sigmoid(x)."""
-    t = M.tanh(log1p(M.exp(x)))
-    s = M.sigmoid(x)
-    return P.mul(g, P.add(t, P.mul(P.mul(x, s), P.sub(k(1.0), P.mul(t, t)))))
-
-
 def _relu6_of_shift(x):
     return P.min_(P.max_(P.add(x, k(3.0)), k(0.0)), k(6.0))
 
