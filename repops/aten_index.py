@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .aten import _indices, _inplace, _result, np_, register, tt
+from .aten import REGISTRY, _indices, _inplace, _result, arr, np_, register, tt
 from .errors import UnsupportedOpError
 from .reference import integers as I
 from .reference import nn as N
@@ -95,3 +95,13 @@ register(aten.index_put.default)(lambda a, indices, values, accumulate=False: _r
     _index_put(a, indices, values, accumulate)))
 register(aten.index_put_.default, aten._index_put_impl_.default)(
     lambda a, indices, values, accumulate=False, unsafe=False: _inplace(a, _index_put(a, indices, values, accumulate)))
+
+
+# -- in-place variants of the scatter ops: the op, then one copy kernel whose output is self ----------
+def _in_place(op):
+    out_of_place = REGISTRY[op]
+    return lambda a, *args, **kwargs: _inplace(a, arr(out_of_place(a, *args, **kwargs)))
+
+
+register(aten.index_add_.default)(_in_place(aten.index_add.default))
+register(aten.scatter_add_.default)(_in_place(aten.scatter_add.default))

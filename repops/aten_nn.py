@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from . import faults
-from .aten import _inplace, np_, register, tt
+from .aten import _clamp, _inplace, np_, register, tt
 from .errors import UnsupportedOpError
 from .reference import activations as A
 from .reference.fold import mean_dims, sum_dims
@@ -44,6 +44,14 @@ _pair("hardtanh", lambda x, lo=-1.0, hi=1.0: A.hardtanh(x, lo, hi), aten.hardtan
 _grad("hardtanh_backward", A.hardtanh_backward)
 _pair("sign", A.sign, aten.sign_.default)
 _pair("sgn", A.sign, aten.sgn_.default)
+
+
+# clamp's other overloads and in-place forms (clamp_min_ in Hugging Face's losses and masks)
+register(aten.clamp_min.Tensor)(lambda a, lo: tt(_clamp(np_(a, "clamp_min"), lo, None)))
+register(aten.clamp_max.Tensor)(lambda a, hi: tt(_clamp(np_(a, "clamp_max"), None, hi)))
+register(aten.clamp_.Tensor)(lambda a, lo=None, hi=None: _inplace(a, _clamp(np_(a, "clamp_"), lo, hi)))
+register(aten.clamp_min_.default, aten.clamp_min_.Tensor)(lambda a, lo: _inplace(a, _clamp(np_(a, "clamp_min_"), lo, None)))
+register(aten.clamp_max_.default, aten.clamp_max_.Tensor)(lambda a, hi: _inplace(a, _clamp(np_(a, "clamp_max_"), None, hi)))
 
 
 @register(aten.elu_backward.default)

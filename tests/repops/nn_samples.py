@@ -43,4 +43,7 @@ NN_SAMPLES = {
     "index_negative_list": (lambda a, i: a[..., i, :] + a[:, i[:1]].sum(), lambda: (_x(2, 3, 4, 2), torch.tensor([-2, 0]))),
     "index_put_two_tensors": (lambda a, v, i, j: torch.ops.aten.index_put.default(a, [None, i, j], v, True),
                               lambda: (_x(2, 4, 3), _x(2, 2, 3, seed=1), torch.tensor([[0], [-1]]), torch.tensor([1, 2, 1]))),
+    "inplace_scatter_and_clamp": (lambda a, v, i, j: (a * 1).index_add_(0, i, v).scatter_add_(1, j, v[:, :2])
+                                  .clamp_min_(-1.0).clamp_max_(a[0] + 1),
+                                  lambda: (_x(4, 5), _x(2, 5, seed=1), torch.tensor([1, 3]), torch.tensor([[0, 4], [2, 2]]))),
 }
