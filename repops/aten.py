@@ -154,8 +154,8 @@ def pow_(a, p):
         return tt(P.div(full(x.shape, 1.0), x))
     if p == -0.5:
         return tt(_rsqrt(x))
-    raise UnsupportedOpError(f"aten.pow.Tensor_Scalar with exponent {p!r}: RepOps defines pow only for "
-                             "exponents +-1..4, 0.5, -0.5 (write x*x*x or exp(p*log(x)) explicitly)")
+    from .reference.activations import pow as general  # any other exponent: exp(p log|x|) (repops/aten_nn.py)
+    return tt(general(x, np.float32(p)))
 
 
 _INT_CMP = {P.lt: np.less, P.le: np.less_equal, P.eq: np.equal}

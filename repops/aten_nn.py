@@ -4,10 +4,11 @@ variants copy the result back (one copy kernel whose output is self). Losses red
 other reductions do: mean = div(sum in row-major order, n), sum from -0."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from . import faults
-from .aten import _clamp, _inplace, np_, register, tt
+from .aten import _clamp, _inplace, arr, np_, register, tt
 from .errors import UnsupportedOpError
 from .reference import activations as A
 from .reference.fold import mean_dims, sum_dims
@@ -160,3 +161,19 @@ def binary_cross_entropy_with_logits(a, target, weight=None, pos_weight=None, re
     op = "binary_cross_entropy_with_logits"
     pw = None if pos_weight is None else np_(pos_weight, op)
     return _reduce(_weighted(A.bce_with_logits(np_(a, op), np_(target, op), pw), weight, op), reduction, op)
+
+
+# -- pow with a tensor exponent (Bloom's ALiBi slopes: base ** arange) --------------------------------------
+def _float(t, op):
+    """A float32 operand; an integer tensor by its to_f32 kernel (a dispute names the cast)."""
+    if isinstance(t, torch.Tensor) and not t.is_floating_point():
+        from .reference import integers as I
+        from .reference import prims as P
+        a = arr(t)
+        return I.KERNELS[f"to_f32.{I.dtype_name(a)}"](a) if P.xp_of(a) is np and I.dtype_name(a) else a.astype(np.float32)
+    return np_(t, op)
+
+
+register(aten.pow.Tensor_Tensor)(lambda a, b: tt(A.pow(_float(a, "pow"), _float(b, "pow"))))
+register(aten.pow.Scalar)(lambda a, b: tt(A.pow(np_(a, "pow"), _float(b, "pow"))))
+register(aten.pow_.Tensor)(lambda a, b: _inplace(a, A.pow(np_(a, "pow_"), _float(b, "pow_"))))

@@ -46,4 +46,7 @@ NN_SAMPLES = {
     "inplace_scatter_and_clamp": (lambda a, v, i, j: (a * 1).index_add_(0, i, v).scatter_add_(1, j, v[:, :2])
                                   .clamp_min_(-1.0).clamp_max_(a[0] + 1),
                                   lambda: (_x(4, 5), _x(2, 5, seed=1), torch.tensor([1, 3]), torch.tensor([[0, 4], [2, 2]]))),
+    "pow_tensor_exponents": (lambda a, b, n: torch.pow(a.abs() + 0.5, b) + torch.pow(2.0, b) + (a.abs() + 0.1).pow(1.5)
+                             + torch.pow(a[0, :1].abs() + 0.25, n.float()).sum(),   # ALiBi: base ** arange
+                             lambda: (_x(4, 5), _x(4, 5, seed=1), torch.arange(1, 9))),
 }
