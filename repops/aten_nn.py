@@ -177,3 +177,37 @@ def _float(t, op):
 register(aten.pow.Tensor_Tensor)(lambda a, b: tt(A.pow(_float(a, "pow"), _float(b, "pow"))))
 register(aten.pow.Scalar)(lambda a, b: tt(A.pow(np_(a, "pow"), _float(b, "pow"))))
 register(aten.pow_.Tensor)(lambda a, b: _inplace(a, A.pow(np_(a, "pow_"), _float(b, "pow_"))))
+
+
+# -- scans: float cumsum / cumprod in sequential order ---------------------------------------------------
+def _scan(prim, op):
+    """y[0] = x[0] (a copy), y[i] = prim(y[i-1], x[i]) along dim, one kernel per position in
+    increasing order (torch's CPU loop: its bits for cumsum), the positions assembled by one
+    place() copy (a CAT of the step outputs)."""
+    from .aten import _result_dtype
+    from .reference import prims as P
+
+    def impl(a, dim, dtype=None):
+        _result_dtype(op, dtype)
+        x = np_(a, op)
+        if x.ndim == 0 or x.shape[dim % x.ndim] <= 1 or x.size == 0:
+            return tt(P.copy(x))
+        d = dim % x.ndim
+        at = lambda i: x[(slice(None),) * d + (slice(i, i + 1),)]  # noqa: E731
+        acc = P.copy(at(0))
+        steps = [acc]
+        for i in range(1, x.shape[d]):
+            acc = prim(acc, at(i))
+            steps.append(acc)
+        return tt(P.place(x.shape, d, [(i, 1, s) for i, s in enumerate(steps)]))
+    return impl
+
+
+def _register_scans():
+    from .reference import prims as P
+    register(aten.cumsum.default)(_scan(P.add, "cumsum"))
+    register(aten.cumprod.default)(_scan(P.mul, "cumprod"))
+    register(aten.cumsum_.default)(lambda a, dim, dtype=None: _inplace(a, arr(_scan(P.add, "cumsum_")(a, dim, dtype))))
+
+
+_register_scans()

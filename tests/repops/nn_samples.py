@@ -49,4 +49,6 @@ NN_SAMPLES = {
     "pow_tensor_exponents": (lambda a, b, n: torch.pow(a.abs() + 0.5, b) + torch.pow(2.0, b) + (a.abs() + 0.1).pow(1.5)
                              + torch.pow(a[0, :1].abs() + 0.25, n.float()).sum(),   # ALiBi: base ** arange
                              lambda: (_x(4, 5), _x(4, 5, seed=1), torch.arange(1, 9))),
+    "cumsum_cumprod": (lambda a: a.cumsum(1) * 0.5 + a.cumsum(-1)[:, -1:] + (a * 0.1 + 1).cumprod(0)
+                       + a.cumsum(0), lambda: (_x(4, 9),)),
 }
