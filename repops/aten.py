@@ -29,7 +29,8 @@ F32 = np.float32
 # -- tensor <-> numpy ----------------------------------------------------------------------------
 def np_(t, op) -> np.ndarray:
     """A float32 view of a tensor argument (python numbers and 0-dim wrapped scalars become
-    float32 scalars, rounded once from their double value)."""
+    float32 scalars, rounded once from their double value; an integer or bool tensor on the
+    host becomes its to_f32 kernel's output, nearest-even as numpy's cast)."""
     if isinstance(t, (int, float, bool)):
         return np.asarray(t, F32)
     if t.dtype == torch.float32:
@@ -40,7 +41,10 @@ def np_(t, op) -> np.ndarray:
         raise DTypeError(f"{op}: RepOps computes in float32 only; got a {t.dtype} tensor of shape "
                          f"{tuple(t.shape)}. Convert the model and its inputs with .float() (a bf16/fp16 "
                          "checkpoint loads into a float32 model), and train without torch.autocast.")
-    return arr(t)
+    a = arr(t)
+    if P.xp_of(a) is np and I.dtype_name(a):  # an integer or bool operand of a float op: its to_f32
+        return I.KERNELS[f"to_f32.{I.dtype_name(a)}"](a)  # kernel, so a dispute names the conversion
+    return a
 
 
 def arr(t: torch.Tensor):
@@ -854,4 +858,4 @@ EMPTY = {aten.empty_like.default, aten.empty.memory_format, aten.new_empty.defau
 # arithmetic, no libm, so it is portable; with integral values it is exact.
 
 # op families defined in their own modules (they register into REGISTRY on import)
-from . import aten_index, aten_nn  # noqa: E402,F401
+from . import aten_index, aten_nn, aten_sort  # noqa: E402,F401

@@ -51,4 +51,12 @@ NN_SAMPLES = {
                              lambda: (_x(4, 5), _x(4, 5, seed=1), torch.arange(1, 9))),
     "cumsum_cumprod": (lambda a: a.cumsum(1) * 0.5 + a.cumsum(-1)[:, -1:] + (a * 0.1 + 1).cumprod(0)
                        + a.cumsum(0), lambda: (_x(4, 9),)),
+    "max_min_argmax": (lambda a: a.max(1).values + a.min(0, keepdim=True).values.sum() + a.amax(1) * a.argmax(1).float()
+                       + a.max() - a.amin(0).sum() + a.argmin().float(), lambda: (_x(4, 6),)),
+    "sort_topk_argsort": (lambda a: a.sort(1).values * 2 + a.topk(3, 1).values.sum(1, keepdim=True)
+                          + a.sort(0, descending=True).indices.float() - a.argsort(1).float(), lambda: (_x(4, 6),)),
+    "scatter_and_assignment_last_wins": (lambda a, v, i, j: a.scatter(1, i, v) + a.scatter(1, i, -1.5)
+                                         + torch.ops.aten.index_put.default(a, [j], v[:3, :1], False),
+                                         lambda: (_x(4, 5), _x(4, 2, seed=1), torch.tensor([[0, 4], [2, 2], [1, 0], [3, 3]]),
+                                                  torch.tensor([0, 2, -4]))),
 }

@@ -1,0 +1,138 @@
+"""Order statistics with integer results (docs/NUMERICS.md §8, "Ordering"): max/min with their
+index, sort, argsort, topk, and the writes whose duplicates torch resolves by order (scatter,
+x[idx] = v). Each is binary32 comparisons, integer kernels (reference/integers.py) and gathers,
+so every index it returns is a kernel output a referee can follow, and every rule is written:
+
+- ties: the first (lowest) position wins (max/min with index); sort is stable;
+- NaN is greater than every number (torch: max/min return it, sort puts it last ascending
+  and first descending, topk picks it first), and NaNs are equal to each other;
+- a write of several sources to one target: the last source (in row-major order) wins, as
+  torch's CPU loop does.
+
+Along a dim of n positions these cost O(n) kernels over O(n^2) comparisons (a row at a time
+is vectorised), which fits what models sort (experts, heads, a few thousand tokens)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import integers as I
+from . import prims as P
+
+F32 = np.float32
+MAX_SORTED = 4096  # n beyond this: refused by the aten layer (O(n^2) comparisons)
+
+
+def kernel(name: str):
+    """The integer kernel `name` (op.dtype) on host arrays; on a device array (no decomposition
+    observes there) the same exact arithmetic with the array's own module."""
+    ref = I.KERNELS[name]
+    op, dt = name.split(".")
+
+    def run(*xs):
+        if all(P.xp_of(x) is np for x in xs):
+            return ref(*xs)
+        xp = next(P.xp_of(x) for x in xs if P.xp_of(x) is not np)
+        rdt = I.result_dtype(op, dt)
+        out = I.OPS[op][1](*[xp.asarray(x) for x in xs])
+        return out.astype(I.DTYPES[rdt] if rdt != "f32" else F32)
+    return run
+
+
+K = {name: kernel(name) for name in I.KERNELS if not name.startswith("gather")}
+
+
+def const(v, dt="i64"):
+    return I.const(v, dt)
+
+
+def positions(n: int, xp=np) -> np.ndarray:
+    """0, 1, ..., n-1 as int64 kernel outputs: ones (a copy of a constant) scanned by
+    Hillis-Steele (y += y shifted by 1, 2, 4, ...; each shift one place() copy), minus 1."""
+    y = K["copy.i64"](I.const(1, "i64", (n,)))
+    by = 1
+    while by < n:
+        y = K["add.i64"](y, P.place((n,), 0, [(by, 1, y[:n - by])], I.DTYPES["i64"].type(0), K["copy.i64"]))
+        by *= 2
+    return K["sub.i64"](y, const(1))
+
+
+# -- NaN-aware comparisons (bool results) -------------------------------------------------------------------
+def is_nan(x):
+    return K["not.bool"](P.eq(x, x))
+
+
+def less(a, b):
+    """a < b with NaN greatest: lt(a, b) or (a is a number and b is NaN)."""
+    return K["or.bool"](P.lt(a, b), K["and.bool"](P.eq(a, a), is_nan(b)))
+
+
+def same(a, b):
+    """a == b with NaN equal to NaN."""
+    return K["or.bool"](P.eq(a, b), K["and.bool"](is_nan(a), is_nan(b)))
+
+
+# -- max / min with index ------------------------------------------------------------------------------------
+def first_true(hit):
+    """The index of the first true along the last axis (n where none), int64: a select per
+    position from the last down to the first (so the first true is written last)."""
+    n = hit.shape[-1]
+    idx = K["copy.i64"](I.const(n, "i64", hit.shape[:-1]))
+    for i in reversed(range(n)):
+        idx = K["select.i64"](hit[..., i], const(i), idx)
+    return idx
+
+
+def extreme(x, largest: bool):
+    """(value, index) along the last axis: fold(max) from -inf (min from +inf; NaN wins), and
+    the first position holding it (NaN: the first NaN)."""
+    prim, init = (P.max_, -np.inf) if largest else (P.min_, np.inf)
+    m = P.const(F32(init), x.shape[:-1])
+    for i in range(x.shape[-1]):
+        m = prim(m, x[..., i])
+    return m, first_true(same(x, m[..., None]))
+
+
+# -- sort -------------------------------------------------------------------------------------------------------
+def _count(flags):
+    """How many true along the last axis, int64: to_i64, then an add per position."""
+    v = K["to_i64.bool"](flags)
+    acc = v[..., 0]
+    for i in range(1, v.shape[-1]):
+        acc = K["add.i64"](acc, v[..., i])
+    return acc if v.shape[-1] > 1 else K["copy.i64"](acc)
+
+
+def sort(x, descending: bool):
+    """Stable sort along the last axis -> (values, int64 indices). rank[i] = #{j: x_j before
+    x_i} + #{j < i: x_j same as x_i}, where `before` is less (ascending) or less with the
+    operands swapped (descending: NaN first); then index[r] = the i with rank[i] = r (a select
+    per i into -1s... summed exactly: one i matches each r) and values = x gathered there."""
+    n = x.shape[-1]
+    pos = positions(n)
+    xi, xj = x[..., :, None], x[..., None, :]
+    before = less(xi, xj) if descending else less(xj, xi)       # [.., i, j]: x_j before x_i
+    earlier = K["lt.i64"](pos[None, :], pos[:, None])            # [i, j]: j < i
+    rank = _count(K["or.bool"](before, K["and.bool"](same(xj, xi), earlier)))
+    match = K["eq.i64"](rank[..., None, :], pos[:, None])        # [.., r, i]
+    picked = K["select.i64"](match, pos[None, :], const(0))
+    idx = picked[..., 0]
+    for i in range(1, n):
+        idx = K["add.i64"](idx, picked[..., i])
+    if n == 1:
+        idx = K["copy.i64"](idx)
+    rows = int(np.prod(x.shape[:-1]))
+    data = x if x.flags.c_contiguous else P.copy(x)
+    values = P.gather(data.reshape(rows, n, 1), idx.reshape(rows, n), P.const(0.0, ()))
+    return values.reshape(x.shape), idx
+
+
+# -- writes where duplicates resolve by order -------------------------------------------------------------------
+def last_source(target, n: int):
+    """For each destination 0..n-1 along a new last axis, the last source position p (along
+    target's last axis) with target[..., p] == destination, else -1: a compare and a select per
+    source in increasing order (the last match is written last)."""
+    dest = positions(n)
+    src = K["copy.i64"](I.const(-1, "i64", target.shape[:-1] + (n,)))
+    for p in range(target.shape[-1]):
+        src = K["select.i64"](K["eq.i64"](target[..., p:p + 1], dest), const(p), src)
+    return src
