@@ -1,9 +1,13 @@
 """The op families of issues #38/#39 in a model and as a job: a small sequence model with the
-activation zoo, a Hugging Face-style classifier pooling (`h[arange(B), last_token]`, two index
-tensors), Falcon's negative index list (`h[..., [-2], :]`), and a regression plus multi-label
-head trained on every loss (mse, l1, smooth_l1, huber, bce, bce_with_logits). It trains with the
+activation zoo, top-2 expert routing (topk, scatter, argmax), sort, cumsum and pow, a Hugging
+Face-style classifier pooling (`h[arange(B), last_token]`, two index tensors), Falcon's negative
+index list (`h[..., [-2], :]`), and a regression plus multi-label head trained on every loss
+(mse, l1, smooth_l1, huber, bce, bce_with_logits). It trains with the
 same bits on 1 and 2 threads and on the CPU backend and the numpy spec, its first loss is
-native torch's to rounding, and as a job every node of its step settles on chain."""
+native torch's to rounding, as a job every node of its step settles on chain, and a trainer
+that flips one routing decision loses the dispute at the topk node."""
+import dataclasses
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -12,11 +16,14 @@ import repops
 from offchain.dispute.context import Context
 from offchain.protocol.dataset import write_program_job
 from offchain.protocol.jobfile import load
+from offchain.protocol.trace import decode_structure
 from offchain.trainer import Trainer
+from offchain.trainer import adversaries as A
+from playing import honest_wins_off_chain
 from repops.models.quick_train import num_threads
 from repops.optim import AdamW
 
-B, T, V, D = 4, 5, 20, 16
+B, T, V, D, E = 4, 5, 20, 16, 4
 
 
 class Heads(torch.nn.Module):
@@ -26,12 +33,16 @@ class Heads(torch.nn.Module):
         self.emb = torch.nn.Embedding(V, D)
         self.a, self.b, self.c = torch.nn.Linear(D, D), torch.nn.Linear(D, D), torch.nn.Linear(D, D)
         self.reg, self.cls = torch.nn.Linear(D, 2), torch.nn.Linear(D, 3)
+        self.router, self.experts = torch.nn.Linear(D, E), torch.nn.Linear(D, D * E)
+        self.scale = torch.nn.Parameter(torch.full((D,), 0.3))
 
     def forward(self, ids, last, y, labels):
         h = self.emb(ids)
         h = F.mish(self.a(h)) + F.softplus(self.a(h), beta=2.0) - F.logsigmoid(h)
         h = F.elu(self.b(h)) * F.hardswish(h) + F.leaky_relu(self.c(h), 0.1) + F.selu(h) * F.hardsigmoid(h)
         h = F.hardtanh(h, -2.0, 2.0) + F.relu6(h) * 0.1 + F.celu(h) * 0.5
+        h = h + self._routed(h) + torch.pow(self.scale.abs() + 1, h.tanh()) + h.cumsum(1) * 0.1
+        h = h + (torch.sigmoid(h) + 0.5).pow(1.5) + h.sort(-1).values * 0.1 + h.amax(-1, keepdim=True)
         pooled = h[torch.arange(h.shape[0]), last]            # the last token of each row
         falcon = h[..., [-2], :].squeeze(1)                   # the second-to-last position
         reg = self.reg(pooled + falcon)
@@ -40,6 +51,16 @@ class Heads(torch.nn.Module):
         return (F.mse_loss(reg, y) + F.l1_loss(reg, y) + F.smooth_l1_loss(reg, y, beta=0.5)
                 + F.huber_loss(reg, y, delta=0.7) + F.binary_cross_entropy_with_logits(logits, target)
                 + F.binary_cross_entropy(torch.sigmoid(logits), target))
+
+
+    def _routed(self, h):
+        """Top-2 of E experts, Mixtral-style: softmax over the chosen logits, scattered into a
+        dense gate (scatter.src), every expert computed and mixed by its gate."""
+        logits = self.router(h)
+        top, idx = logits.topk(2, -1)
+        gate = torch.zeros_like(logits).scatter(-1, idx, torch.softmax(top, -1))
+        out = self.experts(h).unflatten(-1, (E, D))
+        return (gate.unsqueeze(-1) * out).sum(-2) + logits.argmax(-1, keepdim=True).float() * 0.01
 
 
 def _batch(seed):
@@ -88,6 +109,37 @@ def test_a_job_of_the_families_traces_its_committed_graph_and_every_node_settles
     assert ctx.kernel_graph.unsettled == []
     ops = {n.op for n in traced.nodes}
     assert {"aten.index.Tensor", "aten.mse_loss.default", "aten.binary_cross_entropy_with_logits.default",
-            "aten.mish.default", "aten.elu_backward.default", "aten.index_put.default"} <= ops, ops
+            "aten.mish.default", "aten.elu_backward.default", "aten.index_put.default", "aten.topk.default",
+            "aten.scatter.src", "aten.sort.default", "aten.cumsum.default", "aten.pow.Tensor_Tensor",
+            "aten.argmax.default"} <= ops, ops
     one, two = Trainer(job, tmp_path / "one", "one"), Trainer(job, tmp_path / "two", "two")
     assert one.train() == two.train()
+
+
+@pytest.mark.xdist_group("nn_family_job")
+def test_a_cheater_who_flips_a_routing_decision_loses_at_the_topk_node(tmp_path):
+    """The expert indices topk returns are int64 kernel outputs of its decomposition: a trainer
+    that routes one token to another expert (index + 1) is caught at that node, level 3, with
+    the honest trainer in either seat."""
+    @dataclasses.dataclass
+    class FlipsARoute(A.CorruptValue):
+        name = "flips-a-route"
+        level = 3
+
+        def before_record(self, step, index, func, args, kwargs, out):
+            if (step, index) == (self.step, self.node):
+                out[1].view(-1)[self.element] = (out[1].view(-1)[self.element] + 1) % E
+
+        def kernel_tamper(self, step, node, n_kernels):
+            return None
+
+    data = {k: torch.cat([a, b]) for k, a, b in zip(("ids", "last", "y", "labels"), _batch(0), _batch(1))}
+    job = load(write_program_job(tmp_path / "job", Heads(), data, list(data), steps=2, batch_size=B, fanout=2))
+    ctx = Context(job)
+    node = next(j for j, s in enumerate(ctx.graph.structures) if decode_structure(s)[0] == "aten.topk.default")
+    honest = Trainer(job, tmp_path / "honest", "honest")
+    honest.train()
+    bad = Trainer(job, tmp_path / "cheater", "cheater", behaviour=FlipsARoute(step=1, node=node, element=3))
+    assert bad.train() != honest.final_claim()
+    for v in honest_wins_off_chain(ctx, honest, bad):
+        assert v.node == node and v.level == 3, str(v)
