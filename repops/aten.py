@@ -856,6 +856,3 @@ EMPTY = {aten.empty_like.default, aten.empty.memory_format, aten.new_empty.defau
          aten.empty_strided.default}
 # Note: float arange (above) computes start + i*step in double then rounds once: IEEE
 # arithmetic, no libm, so it is portable; with integral values it is exact.
-
-# op families defined in their own modules (they register into REGISTRY on import)
-from . import aten_index, aten_nn, aten_sort  # noqa: E402,F401

@@ -1,5 +1,5 @@
-"""Advanced indexing of float tensors: x[i0, i1, ...] (aten.index.Tensor) and its write,
-index_put (accumulate=True), by any number of integer index tensors, adjacent or not, with
+"""Advanced indexing of float tensors: x[i0, i1, ...] (aten.index.Tensor) and its writes,
+index_put (accumulate: summed; else the last write wins), by any number of integer index tensors, adjacent or not, with
 torch's negative indices. Each is integer kernels on the indices (wrap, range fault, the flat
 index) and ONE gather (read) or embedding-backward sum (write) over the indexed dims merged
 into one: docs/NUMERICS.md §8, "Models we did not write"."""
@@ -12,6 +12,7 @@ from .aten import REGISTRY, _indices, _inplace, _result, arr, np_, register, tt
 from .errors import UnsupportedOpError
 from .reference import integers as I
 from .reference import nn as N
+from .reference import ordering as O
 from .reference import prims as P
 
 aten = torch.ops.aten
@@ -69,26 +70,46 @@ def gather_flat(x, p, flat, gather, fill):
 def _index_put(a, indices, values, accumulate):
     """x[i0, i1, ...] += values (accumulate: the backward of indexing): values (broadcast to
     the indexed shape) summed into the merged dim's slices by embedding backward's rule (onto
-    each target in increasing source position, from +0), then added to x."""
+    each target in increasing source position, from +0), then added to x. Without accumulate,
+    x[i0, i1, ...] = values: the last write to a target wins."""
     if not accumulate:
-        raise UnsupportedOpError("x[idx] = values (aten.index_put without accumulate) of a float tensor: with "
-                                 "repeated indices the winner is unspecified; use torch.where or index_add")
+        return _index_put_last_wins(a, indices, values)
     x0 = np_(a, "index_put")
     x, p, flat, sizes = flat_index(x0, indices, "index_put")
     shape = x.shape[:p] + flat.shape + x.shape[p + 1:]
-    v = np_(values, "index_put")
-    v = np.broadcast_to(v, shape)
+    v = np.broadcast_to(np_(values, "index_put"), shape)
     b = flat.ndim
     vm = P.copy(np.moveaxis(v, list(range(p, p + b)), list(range(b))))  # the source rows in flat order
     n = x.shape[p]
     add = N.embedding_backward(flat.reshape(-1), vm.reshape(flat.size, -1), n)
     add = np.moveaxis(add.reshape((n,) + x.shape[:p] + x.shape[p + 1:]), 0, p)
-    out = P.add(x, add).reshape(x.shape[:p] + tuple(sizes) + x.shape[p + 1:])
+    return _unmerged(P.add(x, add), x0, indices, p, sizes)
+
+
+def _unmerged(out, x0, indices, p, sizes):
+    """A result over the merged indexed dims back in x's shape (non-adjacent index dims moved
+    back: a view)."""
+    out = out.reshape(out.shape[:p] + tuple(sizes) + out.shape[p + 1:])
     used = [d for d, t in enumerate(indices) if t is not None]
-    if used != list(range(used[0], used[-1] + 1)):  # undo the move of the indexed dims (a view)
-        order = used + [d for d in range(x0.ndim) if d not in used]
-        out = np.transpose(out, np.argsort(order))
+    if used != list(range(used[0], used[-1] + 1)):
+        out = np.transpose(out, np.argsort(used + [d for d in range(x0.ndim) if d not in used]))
     return out
+
+
+def _index_put_last_wins(a, indices, values):
+    """x[i0, i1, ...] = values: each target of the merged indexed dims takes the value of the
+    last index position naming it (torch's CPU loop; on CUDA torch leaves it unspecified)."""
+    x0 = np_(a, "index_put")
+    x, p, flat, sizes = flat_index(x0, indices, "index_put")
+    n, B = x.shape[p], flat.size
+    src_pos = O.last_source(flat.reshape(1, B), n).reshape(n)
+    written = O.K["le.i64"](O.const(0), src_pos)
+    v = np.broadcast_to(np_(values, "index_put"), x.shape[:p] + flat.shape + x.shape[p + 1:])
+    lead = int(np.prod(x.shape[:p]))
+    vm = P.copy(v).reshape(lead, B, -1)
+    got = P.gather(vm, np.broadcast_to(src_pos.reshape(1, n), (lead, n)), P.const(0.0, ()))
+    out = P.select(written.reshape(1, n, 1), got, x.reshape(lead, n, -1)).reshape(x.shape)
+    return _unmerged(out, x0, indices, p, sizes)
 
 
 register(aten.index_put.default)(lambda a, indices, values, accumulate=False: _result(

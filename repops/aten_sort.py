@@ -1,6 +1,5 @@
 """aten's order statistics and order-resolved writes on float tensors: max/min (with index),
-argmax/argmin, amax/amin, sort/argsort, topk, scatter (src, value) and x[idx] = v
-(index_put without accumulate), by repops/reference/ordering.py (its rules: first index on
+argmax/argmin, amax/amin, sort/argsort, topk, scatter (src, value) (x[idx] = v: aten_index.py), by repops/reference/ordering.py (its rules: first index on
 ties, stable sort, NaN greatest, the last write wins). Integer results are int64 kernel
 outputs. docs/NUMERICS.md §8, "Ordering"."""
 from __future__ import annotations
@@ -8,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .aten import REGISTRY, _indices, _inplace, _result, np_, register, tt
-from .aten_index import flat_index
+from .aten import _indices, _inplace, _result, np_, register, tt
 from .errors import UnsupportedOpError
 from .reference import ordering as O
 from .reference import prims as P
@@ -162,45 +160,6 @@ register(aten.scatter.value)(lambda a, dim, index, value: _result(_scatter(a, di
 register(aten.scatter_.src)(lambda a, dim, index, src: _inplace(a, _scatter(a, dim, index, src, "scatter_")))
 register(aten.scatter_.value)(lambda a, dim, index, value: _inplace(a, _scatter(a, dim, index, None, "scatter_",
                                                                                  value)))
-
-
-def _index_put_last_wins(a, indices, values):
-    """x[i0, i1, ...] = values: each target of the merged indexed dims takes the value of the
-    last index position naming it (torch's CPU loop; on CUDA torch leaves it unspecified)."""
-    x0 = np_(a, "index_put")
-    x, p, flat, sizes = flat_index(x0, indices, "index_put")
-    n, B = x.shape[p], flat.size
-    src_pos = O.last_source(flat.reshape(1, B), n).reshape(n)
-    written = O.K["le.i64"](O.const(0), src_pos)
-    v = np.broadcast_to(np_(values, "index_put"), x.shape[:p] + flat.shape + x.shape[p + 1:])
-    lead = int(np.prod(x.shape[:p]))
-    vm = P.copy(v).reshape(lead, B, -1)
-    got = P.gather(vm, np.broadcast_to(src_pos.reshape(1, n), (lead, n)), P.const(0.0, ()))
-    out = P.select(written.reshape(1, n, 1), got, x.reshape(lead, n, -1)).reshape(
-        x.shape[:p] + tuple(sizes) + x.shape[p + 1:])
-    used = [k for k, t in enumerate(indices) if t is not None]
-    if used != list(range(used[0], used[-1] + 1)):
-        out = np.transpose(out, np.argsort(used + [k for k in range(x0.ndim) if k not in used]))
-    return out
-
-
-_ACCUMULATE = {op: REGISTRY[op] for op in (aten.index_put.default, aten.index_put_.default,
-                                            aten._index_put_impl_.default)}
-
-
-@register(aten.index_put.default)
-def index_put(a, indices, values, accumulate=False):
-    if accumulate:
-        return _ACCUMULATE[aten.index_put.default](a, indices, values, True)
-    return _result(_index_put_last_wins(a, indices, values))
-
-
-@register(aten.index_put_.default, aten._index_put_impl_.default)
-def index_put_(a, indices, values, accumulate=False, unsafe=False):
-    if accumulate:
-        return _ACCUMULATE[aten.index_put_.default](a, indices, values, True)
-    return _inplace(a, _index_put_last_wins(a, indices, values))
-
 
 
 # -- classification of values (bool results; max()/min()'s backward asks isnan) -----------------------------
