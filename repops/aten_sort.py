@@ -75,6 +75,8 @@ def _extreme_dims(largest, op):
     over the dims in row-major order (NaN wins)."""
     def impl(a, dims=(), keepdim=False):
         x = np_(a, op)
+        if x.ndim == 0:  # (any dim of a 0-dim tensor is itself)
+            return tt(P.copy(x))
         if x.size == 0 and (not dims or any(x.shape[d] == 0 for d in ([dims] if isinstance(dims, int) else dims))):
             raise IndexError(f"{op}: a reduction over no elements has no {'maximum' if largest else 'minimum'} "
                              "(torch refuses it too)")
@@ -90,6 +92,10 @@ register(aten.min.default)(lambda a: _extreme_dims(False, "min")(a))
 
 
 def _sorted(x0, dim, descending, op):
+    if x0.ndim and x0.shape[dim % x0.ndim] == 0:  # nothing to order: empty values and indices
+        d = dim % x0.ndim
+        x = np.moveaxis(x0, d, -1)
+        return P.copy(x), O.K["copy.i64"](O.I.const(0, "i64", x.shape)), d
     x, d = _last(x0, dim, op)
     if x.shape[-1] > O.MAX_SORTED:
         raise UnsupportedOpError(f"{op} along a dim of {x.shape[-1]}: RepOps' sort compares every pair "
@@ -131,6 +137,9 @@ def _scatter(a, dim, index, src, op, value=None):
     position q; the last q (row-major along dim) writing a target wins; untouched targets keep
     x. The index must cover x's other dims (what sort/topk/max backward and one-hot writes use)."""
     x = np_(a, op)
+    if x.ndim == 0:  # a 0-dim scatter: as one element along dim 0
+        one = lambda t: t.reshape(1) if isinstance(t, torch.Tensor) else t  # noqa: E731
+        return _scatter(one(a), 0, one(index), one(src), op, value).reshape(())
     d = dim % max(x.ndim, 1)
     if index.dim() != x.ndim or any(index.shape[k] != x.shape[k] for k in range(x.ndim) if k != d):
         raise UnsupportedOpError(f"aten.{op} with an index of shape {tuple(index.shape)} into {tuple(x.shape)}: "
