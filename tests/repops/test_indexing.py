@@ -4,6 +4,7 @@ integer data, on the compiled backend and the reference; an index outside [-n, n
 where torch raises; static positions outside their range are an IndexError, never a wrap."""
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -120,3 +121,37 @@ def test_one_index_for_every_row_on_the_cuda_kernels():
     with repops.deterministic("cuda-emu"):
         got = x[:, torch.tensor([1])]
     assert torch.equal(bits(got), bits(x[:, 1:2]))
+
+
+_BY_DIM = {
+    "softmax": lambda x, d: torch.softmax(x, d), "log_softmax": lambda x, d: torch.log_softmax(x, d),
+    "sum": lambda x, d: x.sum(d), "sum_two_dims": lambda x, d: x.sum([d, 0]) if d % x.dim() else x.sum([d]),
+    "mean_keepdim": lambda x, d: x.mean(d, keepdim=True), "amax": lambda x, d: x.amax(d),
+    "max_dim": lambda x, d: torch.stack([x.max(d).values, x.max(d).indices.float()]),
+    "argmin": lambda x, d: x.argmin(d, keepdim=True), "cumsum": lambda x, d: x.cumsum(d),
+    "sort": lambda x, d: x.sort(dim=d, stable=True).values, "topk": lambda x, d: x.topk(1, d).indices,
+    "gather": lambda x, d: torch.gather(x, d, torch.zeros_like(x, dtype=torch.long)),
+    "index_select": lambda x, d: x.index_select(d, torch.tensor([0, x.shape[d] - 1])),
+    "flip": lambda x, d: x.flip(d), "roll": lambda x, d: x.roll(1, d), "narrow": lambda x, d: x.narrow(d, 0, 1),
+    "select_scatter": lambda x, d: torch.select_scatter(x, x.select(d, -1) * 2, d, 0),
+    "slice_scatter": lambda x, d: torch.slice_scatter(x, x.narrow(d, 0, 1) * 3, d, -1),
+    "scatter_add": lambda x, d: x.scatter_add(d, torch.zeros_like(x, dtype=torch.long), x),
+    "index_add": lambda x, d: x.index_add(d, torch.zeros(x.shape[d], dtype=torch.long), x),
+    "vector_norm": lambda x, d: torch.linalg.vector_norm(x, dim=d), "layer_norm_last": lambda x, d: F.layer_norm(
+        x, x.shape[d % x.dim():]),
+    "repeat_interleave": lambda x, d: x.repeat_interleave(2, d), "unbind_stack": lambda x, d: torch.stack(x.unbind(d), d),
+}
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=3), st.data())
+def test_every_op_taking_a_dim_means_torchs_dim_negative_or_not(shape, data):
+    """The negative-dim class of wrong answer, searched: each op by a dim in [-ndim, ndim)."""
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(len(shape)))
+    d = data.draw(st.integers(-len(shape), len(shape) - 1))
+    for name, fn in _BY_DIM.items():
+        want = fn(x, d)
+        with repops.deterministic():
+            got = fn(x, d)
+        assert got.shape == want.shape and got.dtype == want.dtype, name
+        torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-6, msg=name)
