@@ -63,7 +63,8 @@ def gather_flat(x, p, flat, gather, fill):
     """x's slices at the flat index along its dim p, by one gather kernel (of x's dtype)."""
     lead = int(np.prod(x.shape[:p]))
     idx = flat.reshape(-1)
-    out = gather(x.reshape(lead, x.shape[p], -1), np.broadcast_to(idx.reshape(1, -1), (lead, idx.size)), fill)
+    rest = int(np.prod(x.shape[p + 1:]))  # (explicit: an empty x has no -1 to infer)
+    out = gather(x.reshape(lead, x.shape[p], rest), np.broadcast_to(idx.reshape(1, -1), (lead, idx.size)), fill)
     return out.reshape(x.shape[:p] + flat.shape + x.shape[p + 1:])
 
 
@@ -126,3 +127,56 @@ def _in_place(op):
 
 register(aten.index_add_.default)(_in_place(aten.index_add.default))
 register(aten.scatter_add_.default)(_in_place(aten.scatter_add.default))
+
+
+# -- index_copy, index_fill, take: the writes and reads above along one dim -----------------------------------
+def _along(dim, ndim, index):
+    return [None] * (dim % ndim) + [index]
+
+
+def _index_copy(a, dim, index, source, op):
+    """x.index_copy(dim, idx, src): x[..., idx, ...] = src, the last write winning; torch refuses
+    a negative index here (the `index` fault), where index_fill and take wrap it."""
+    if a.dim() == 0:  # (a 0-dim tensor: as one element)
+        return _index_copy(a.reshape(1), 0, index, source.reshape(-1), op).reshape(())
+    _indices(index, a.shape[dim % a.dim()], op)
+    return _index_put_last_wins(a, _along(dim, a.dim(), index.reshape(-1)), source)
+
+
+def _index_fill(a, dim, index, value, op):
+    if a.dim() == 0:
+        return _index_fill(a.reshape(1), 0, index, value, op).reshape(())
+    return _index_put_last_wins(a, _along(dim, a.dim(), index.reshape(-1)), value)
+
+
+register(aten.index_copy.default)(lambda a, dim, index, source: _result(_index_copy(a, dim, index, source, "index_copy")))
+register(aten.index_copy_.default)(lambda a, dim, index, source: _inplace(a, _index_copy(a, dim, index, source,
+                                                                                      "index_copy_")))
+register(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)(
+    lambda a, dim, index, value: _result(_index_fill(a, dim, index, value, "index_fill")))
+register(aten.index_fill_.int_Scalar, aten.index_fill_.int_Tensor)(
+    lambda a, dim, index, value: _inplace(a, _index_fill(a, dim, index, value, "index_fill_")))
+
+
+@register(aten.take.default)
+def take(a, index):
+    """x.take(idx): x flattened (row-major), then x[idx] (negative entries wrap, as torch)."""
+    x = np_(a, "take")
+    flat = (x if x.flags.c_contiguous else P.copy(x)).reshape(-1)
+    return tt(gather_flat(*flat_index(flat, [index], "take")[:3], P.gather, P.const(0.0, ())))
+
+
+def _flattened(t: torch.Tensor) -> torch.Tensor:
+    """t flattened as a view of t or of one copy kernel's output (a reshape that copies would
+    leave an operand no descriptor names)."""
+    if t.is_contiguous() or t.device.type != "cpu":
+        return t.reshape(-1)
+    a = arr(t)
+    return torch.from_numpy(P.copy(a) if t.is_floating_point() else O.K["copy.i64"](a.astype(np.int64))).reshape(-1)
+
+
+@register(aten.put.default)
+def put(a, index, source, accumulate=False):
+    """x.put(idx, src) (take's backward, accumulate=True): index_put on x flattened."""
+    out = _index_put(_flattened(a), [_flattened(index)], _flattened(source), accumulate)
+    return _result(out.reshape(tuple(a.shape)))

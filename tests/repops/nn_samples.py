@@ -59,4 +59,6 @@ NN_SAMPLES = {
                                          + torch.ops.aten.index_put.default(a, [j], v[:3, :1], False),
                                          lambda: (_x(4, 5), _x(4, 2, seed=1), torch.tensor([[0, 4], [2, 2], [1, 0], [3, 3]]),
                                                   torch.tensor([0, 2, -4]))),
+    "index_copy_fill_take": (lambda a, v, i, j: a.index_copy(0, i, v) + a.index_fill(1, j, 0.5) + torch.take(a, j).sum(),
+                             lambda: (_x(4, 5), _x(2, 5, seed=1), torch.tensor([3, 1]), torch.tensor([-1, 2]))),
 }

@@ -79,7 +79,8 @@ def test_writes_to_one_target_resolve_to_the_last_source_as_torchs_cpu_loop():
     rows = torch.tensor([0, 2, 0, -1])
     cases = [lambda: x.scatter(1, idx, src), lambda: x.scatter(1, idx, 7.5),
              lambda: x.index_put((rows,), torch.arange(16.0).reshape(4, 4)),
-             lambda: x.index_put((rows, torch.tensor([1, 1, 1, 0])), torch.tensor([5.0, 6.0, 7.0, 8.0]))]
+             lambda: x.index_put((rows, torch.tensor([1, 1, 1, 0])), torch.tensor([5.0, 6.0, 7.0, 8.0])),
+             lambda: x.index_copy(0, torch.tensor([2, 0, 2]), -x), lambda: x.index_fill(1, torch.tensor([-1, 0]), 3.0)]
     for fn in cases:
         want = fn()
         for got in _both(fn):
