@@ -19,7 +19,7 @@ from offchain.protocol.jobfile import load
 from offchain.protocol.trace import decode_structure
 from offchain.trainer import Trainer
 from offchain.trainer import adversaries as A
-from playing import honest_wins_off_chain
+from playing import honest_paid_on_chain, honest_wins_off_chain
 from repops.models.quick_train import num_threads
 from repops.optim import AdamW
 
@@ -99,12 +99,39 @@ def test_the_families_train_with_the_same_bits_on_threads_and_backends_and_as_to
     torch.testing.assert_close(l1[0], native.detach(), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.xdist_group("nn_family_job")
-def test_a_job_of_the_families_traces_its_committed_graph_and_every_node_settles_on_chain(tmp_path):
+@dataclasses.dataclass
+class FlipsARoute(A.CorruptValue):
+    """Routes one token to the next expert (topk's index + 1); its decomposition stays honest."""
+    name = "flips-a-route"
+    level = 3
+
+    def before_record(self, step, index, func, args, kwargs, out):
+        if (step, index) == (self.step, self.node):
+            out[1].view(-1)[self.element] = (out[1].view(-1)[self.element] + 1) % E
+
+    def kernel_tamper(self, step, node, n_kernels):
+        return None
+
+
+@pytest.fixture(scope="module")
+def routed(tmp_path_factory):
+    """The families' job, its referee context and an honest trainer that trained it."""
+    d = tmp_path_factory.mktemp("routed")
     data = {k: torch.cat([a, b]) for k, a, b in zip(("ids", "last", "y", "labels"), _batch(0), _batch(1))}
-    job = load(write_program_job(tmp_path / "job", Heads(), data, list(data), steps=2, batch_size=B, fanout=2))
-    ctx = Context(job)
-    traced = Trainer(job, tmp_path / "t", "t").step_trace(0)
+    job = load(write_program_job(d / "job", Heads(), data, list(data), steps=2, batch_size=B, fanout=2))
+    honest = Trainer(job, d / "honest", "honest")
+    honest.train()
+    return job, Context(job), honest, d
+
+
+def _topk_node(ctx):
+    return next(j for j, s in enumerate(ctx.graph.structures) if decode_structure(s)[0] == "aten.topk.default")
+
+
+@pytest.mark.xdist_group("nn_family_job")
+def test_a_job_of_the_families_traces_its_committed_graph_and_every_node_settles_on_chain(routed):
+    job, ctx, honest, d = routed
+    traced = Trainer(job, d / "t", "t").step_trace(0)
     assert [n.structure() for n in traced.nodes] == ctx.graph.structures
     assert ctx.kernel_graph.unsettled == []
     ops = {n.op for n in traced.nodes}
@@ -112,34 +139,24 @@ def test_a_job_of_the_families_traces_its_committed_graph_and_every_node_settles
             "aten.mish.default", "aten.elu_backward.default", "aten.index_put.default", "aten.topk.default",
             "aten.scatter.src", "aten.sort.default", "aten.cumsum.default", "aten.pow.Tensor_Tensor",
             "aten.argmax.default"} <= ops, ops
-    one, two = Trainer(job, tmp_path / "one", "one"), Trainer(job, tmp_path / "two", "two")
-    assert one.train() == two.train()
+    assert Trainer(job, d / "two", "two").train() == honest.final_claim()
 
 
 @pytest.mark.xdist_group("nn_family_job")
-def test_a_cheater_who_flips_a_routing_decision_loses_at_the_topk_node(tmp_path):
+def test_a_cheater_who_flips_a_routing_decision_loses_at_the_topk_node(routed):
     """The expert indices topk returns are int64 kernel outputs of its decomposition: a trainer
-    that routes one token to another expert (index + 1) is caught at that node, level 3, with
-    the honest trainer in either seat."""
-    @dataclasses.dataclass
-    class FlipsARoute(A.CorruptValue):
-        name = "flips-a-route"
-        level = 3
-
-        def before_record(self, step, index, func, args, kwargs, out):
-            if (step, index) == (self.step, self.node):
-                out[1].view(-1)[self.element] = (out[1].view(-1)[self.element] + 1) % E
-
-        def kernel_tamper(self, step, node, n_kernels):
-            return None
-
-    data = {k: torch.cat([a, b]) for k, a, b in zip(("ids", "last", "y", "labels"), _batch(0), _batch(1))}
-    job = load(write_program_job(tmp_path / "job", Heads(), data, list(data), steps=2, batch_size=B, fanout=2))
-    ctx = Context(job)
-    node = next(j for j, s in enumerate(ctx.graph.structures) if decode_structure(s)[0] == "aten.topk.default")
-    honest = Trainer(job, tmp_path / "honest", "honest")
-    honest.train()
-    bad = Trainer(job, tmp_path / "cheater", "cheater", behaviour=FlipsARoute(step=1, node=node, element=3))
+    that routes one token to another expert is caught at that node, level 3, in either seat."""
+    job, ctx, honest, d = routed
+    node = _topk_node(ctx)
+    bad = Trainer(job, d / "cheater", "cheater", behaviour=FlipsARoute(step=1, node=node, element=3))
     assert bad.train() != honest.final_claim()
     for v in honest_wins_off_chain(ctx, honest, bad):
         assert v.node == node and v.level == 3, str(v)
+
+
+@pytest.mark.xdist_group("nn_family_job")
+def test_the_route_flipper_loses_on_chain_and_the_honest_trainer_is_paid(settle_match, routed):
+    job, ctx, honest, d = routed
+    bad = Trainer(job, d / "cheater-chain", "cheater", behaviour=FlipsARoute(step=1, node=_topk_node(ctx), element=5))
+    assert bad.train() != honest.final_claim()
+    honest_paid_on_chain(settle_match, job, ctx, bad, honest, level=3)
