@@ -71,8 +71,8 @@ register(aten.argmin.default)(_arg(False, "argmin"))
 
 
 def _extreme_dims(largest, op):
-    """amax/amin (and max()/min() of everything): fold(max) from -inf / fold(min) from +inf
-    over the dims in row-major order (NaN wins)."""
+    """amax/amin (and max()/min() of everything): fold(max) from -inf over the dims in
+    row-major order (NaN wins); the min as neg(fold(max)(neg x)) (ordering.fold_min)."""
     def impl(a, dims=(), keepdim=False):
         x = np_(a, op)
         if x.ndim == 0:  # (any dim of a 0-dim tensor is itself)
@@ -80,8 +80,8 @@ def _extreme_dims(largest, op):
         if x.size == 0 and (not dims or any(x.shape[d] == 0 for d in ([dims] if isinstance(dims, int) else dims))):
             raise IndexError(f"{op}: a reduction over no elements has no {'maximum' if largest else 'minimum'} "
                              "(torch refuses it too)")
-        return tt(fold_dims(P.max_ if largest else P.min_, x, list(dims) or None, -np.inf if largest else np.inf,
-                            keepdim))
+        dims = list(dims) or None
+        return tt(fold_dims(P.max_, x, dims, -np.inf, keepdim) if largest else O.fold_min(x, dims, keepdim))
     return impl
 
 
