@@ -179,6 +179,13 @@ register(aten.pow.Scalar)(lambda a, b: tt(A.pow(np_(a, "pow"), _float(b, "pow"))
 register(aten.pow_.Tensor)(lambda a, b: _inplace(a, A.pow(np_(a, "pow_"), _float(b, "pow_"))))
 
 
+@register(aten.pow_.Scalar)
+def pow_scalar_(a, p):
+    """x.pow_(p): aten.pow.Tensor_Scalar's definition, written back."""
+    from .aten import REGISTRY
+    return _inplace(a, arr(REGISTRY[aten.pow.Tensor_Scalar](a, p)))
+
+
 # -- scans: float cumsum / cumprod in sequential order ---------------------------------------------------
 def _scan(prim, op):
     """y[0] = x[0] (a copy), y[i] = prim(y[i-1], x[i]) along dim, one kernel per position in
@@ -208,6 +215,7 @@ def _register_scans():
     register(aten.cumsum.default)(_scan(P.add, "cumsum"))
     register(aten.cumprod.default)(_scan(P.mul, "cumprod"))
     register(aten.cumsum_.default)(lambda a, dim, dtype=None: _inplace(a, arr(_scan(P.add, "cumsum_")(a, dim, dtype))))
+    register(aten.cumprod_.default)(lambda a, dim, dtype=None: _inplace(a, arr(_scan(P.mul, "cumprod_")(a, dim, dtype))))
 
 
 _register_scans()

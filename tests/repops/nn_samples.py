@@ -44,7 +44,7 @@ NN_SAMPLES = {
     "index_put_two_tensors": (lambda a, v, i, j: torch.ops.aten.index_put.default(a, [None, i, j], v, True),
                               lambda: (_x(2, 4, 3), _x(2, 2, 3, seed=1), torch.tensor([[0], [-1]]), torch.tensor([1, 2, 1]))),
     "inplace_scatter_and_clamp": (lambda a, v, i, j: (a * 1).index_add_(0, i, v).scatter_add_(1, j, v[:, :2])
-                                  .clamp_min_(-1.0).clamp_max_(a[0] + 1),
+                                  .clamp_min_(-1.0).clamp_max_(a[0] + 1).cumsum_(1).pow_(2),
                                   lambda: (_x(4, 5), _x(2, 5, seed=1), torch.tensor([1, 3]), torch.tensor([[0, 4], [2, 2]]))),
     "pow_tensor_exponents": (lambda a, b, n: torch.pow(a.abs() + 0.5, b) + torch.pow(2.0, b) + (a.abs() + 0.1).pow(1.5)
                              + torch.pow(a[0, :1].abs() + 0.25, n.float()).sum(),   # ALiBi: base ** arange
