@@ -1,8 +1,9 @@
 """Advanced indexing of float tensors: x[i0, i1, ...] (aten.index.Tensor) and its writes,
-index_put (accumulate: summed; else the last write wins), by any number of integer index tensors, adjacent or not, with
-torch's negative indices. Each is integer kernels on the indices (wrap, range fault, the flat
-index) and ONE gather (read) or embedding-backward sum (write) over the indexed dims merged
-into one: docs/NUMERICS.md §8, "Models we did not write"."""
+index_put (accumulate: summed; else the last write wins), index_copy/index_fill/take/put, by
+any number of integer index tensors, adjacent or not, with torch's negative indices. Each is
+integer kernels on the indices (wrap, range fault, the flat index) and ONE gather (read), sum
+(accumulate) or last-source select (write) over the indexed dims merged into one:
+docs/NUMERICS.md §8, "Models we did not write" and "Ordering"."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,6 @@ import torch
 
 from .aten import REGISTRY, _indices, _inplace, _result, arr, np_, register, tt
 from .errors import UnsupportedOpError
-from .reference import integers as I
 from .reference import nn as N
 from .reference import ordering as O
 from .reference import prims as P
@@ -45,8 +45,7 @@ def flat_index(x, indices, op, copy=P.copy):
     flat = None
     for t, n in zip(tensors, sizes):
         i = _indices(t, n, op, wrap=True)
-        flat = i if flat is None else I.KERNELS["add.i64"](I.KERNELS["mul.i64"](flat, I.const(n, "i64")), i) \
-            if P.xp_of(i) is np else flat * n + i
+        flat = i if flat is None else O.K["add.i64"](O.K["mul.i64"](flat, O.const(n)), i)
     merged = x.shape[:p] + (int(np.prod(sizes)),) + x.shape[p + k:]
     if not x.flags.c_contiguous:  # a permuted or strided input: one copy kernel (of x's dtype), then a view
         x = copy(x)
