@@ -1,7 +1,8 @@
 """aten's order statistics and order-resolved writes on float tensors: max/min (with index),
-argmax/argmin, amax/amin, sort/argsort, topk, scatter (src, value) (x[idx] = v: aten_index.py), by repops/reference/ordering.py (its rules: first index on
-ties, stable sort, NaN greatest, the last write wins). Integer results are int64 kernel
-outputs. docs/NUMERICS.md §8, "Ordering"."""
+argmax/argmin, amax/amin, sort/argsort, topk, scatter (src, value), isnan/isinf/isfinite (x[idx]
+= v: aten_index.py), by repops/reference/ordering.py (its rules: first index on ties, stable
+sort, NaN greatest, the last write wins). Integer results are int64 kernel outputs.
+docs/NUMERICS.md §8, "Ordering"."""
 from __future__ import annotations
 
 import numpy as np
