@@ -105,10 +105,12 @@ def _index_put_last_wins(a, indices, values):
     src_pos = O.last_source(flat.reshape(1, B), n).reshape(n)
     written = O.K["le.i64"](O.const(0), src_pos)
     v = np.broadcast_to(np_(values, "index_put"), x.shape[:p] + flat.shape + x.shape[p + 1:])
-    lead = int(np.prod(x.shape[:p]))
-    vm = P.copy(v).reshape(lead, B, -1)
+    lead, rest = int(np.prod(x.shape[:p])), int(np.prod(x.shape[p + 1:]))
+    if B == 0:  # nothing written: x itself (a copy kernel, so the result is a kernel output)
+        return _unmerged(P.copy(x), x0, indices, p, sizes)
+    vm = P.copy(v).reshape(lead, B, rest)
     got = P.gather(vm, np.broadcast_to(src_pos.reshape(1, n), (lead, n)), P.const(0.0, ()))
-    out = P.select(written.reshape(1, n, 1), got, x.reshape(lead, n, -1)).reshape(x.shape)
+    out = P.select(written.reshape(1, n, 1), got, x.reshape(lead, n, rest)).reshape(x.shape)
     return _unmerged(out, x0, indices, p, sizes)
 
 

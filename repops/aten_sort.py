@@ -38,7 +38,10 @@ def _last(x, dim: int, op: str):
 def _with_index(x0, dim, keepdim, largest, op):
     """(value, int64 index) of the max (min) along dim: first position on ties, NaN wins."""
     x, d = _last(x0, dim, op)
-    v, i = O.extreme(x, largest)
+    if x.size == 0:  # no rows (the reduced dim is not empty: _last): empty results
+        v, i = P.copy(x[..., 0]), O.K["copy.i64"](O.I.const(0, "i64", x.shape[:-1]))
+    else:
+        v, i = O.extreme(x, largest)
     if keepdim and x0.ndim:
         return np.expand_dims(v, d), np.expand_dims(i, d)
     shape = tuple(s for k, s in enumerate(x0.shape) if k != d)
@@ -82,6 +85,10 @@ def _extreme_dims(largest, op):
             raise IndexError(f"{op}: a reduction over no elements has no {'maximum' if largest else 'minimum'} "
                              "(torch refuses it too)")
         dims = list(dims) or None
+        if x.size == 0:  # no rows: an empty result of the reduced shape
+            shape = [1 if d in {k % x.ndim for k in dims} else n for d, n in enumerate(x.shape)] if keepdim else \
+                [n for d, n in enumerate(x.shape) if d not in {k % x.ndim for k in dims}]
+            return tt(P.copy(x.reshape(shape)))
         return tt(fold_dims(P.max_, x, dims, -np.inf, keepdim) if largest else O.fold_min(x, dims, keepdim))
     return impl
 
@@ -147,6 +154,8 @@ def _scatter(a, dim, index, src, op, value=None):
                                  "RepOps defines scatter with an index as large as the tensor in every dim but "
                                  f"dim {dim}")
     i = _indices(index, x.shape[d], op)
+    if index.numel() == 0 or x.size == 0:  # nothing written
+        return P.copy(x)
     target = np.moveaxis(i, d, -1)
     if not target.flags.c_contiguous and P.xp_of(target) is np:
         target = O.K["copy.i64"](target)

@@ -102,3 +102,17 @@ def test_every_index_result_is_an_integer_kernel_output():
 def test_a_sort_too_long_for_the_pairwise_spec_is_refused():
     with pytest.raises(repops.UnsupportedOpError, match="O\\(n\\^2\\)"), repops.deterministic():
         torch.sort(torch.zeros(5000))
+
+
+def test_empty_rows_and_empty_writes_give_torchs_empty_results():
+    e, o, none = torch.zeros(0, 3), torch.zeros(1, 3), torch.zeros(0, dtype=torch.long)
+    cases = [lambda: e.amax(1), lambda: e.amax(1, keepdim=True), lambda: e.argmax(1), lambda: e.max(1), lambda: e.sort(0),
+             lambda: o.topk(0, 1), lambda: e.scatter(1, torch.zeros(0, 3, dtype=torch.long), 1.0),
+             lambda: o.scatter(1, torch.zeros(1, 0, dtype=torch.long), 1.0), lambda: o.index_put((none,), torch.zeros(0, 3)),
+             lambda: torch.tensor(2.0).max(0), lambda: torch.tensor(2.0).sort(), lambda: torch.tensor(2.0).argmax()]
+    for fn in cases:
+        want = fn()
+        want = want if isinstance(want, tuple) else (want,)
+        for got in _both(fn):
+            got = got if isinstance(got, tuple) else (got,)
+            assert all(a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(got, want))
