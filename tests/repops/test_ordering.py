@@ -29,9 +29,12 @@ def _bits(t):
 
 
 def _both(fn):
+    """fn's results on the CPU backend and the reference (compared outside RepOps)."""
+    out = []
     for backend in ("cpu", "reference"):
         with repops.deterministic(backend):
-            yield fn()
+            out.append(fn())
+    return out
 
 
 @settings(max_examples=60, deadline=None)
