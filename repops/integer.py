@@ -248,6 +248,50 @@ def cumsum(a, dim, dtype=None):
     return result(y)
 
 
+def _extreme(a, dim, keepdim, op):
+    """(max or min, int64 index of its first position) along dim: a fold of max/min kernels in
+    increasing position order, then the first position equal to it (reference/ordering.py)."""
+    from .reference import ordering as O
+    dt = DT[a.dtype]
+    x = operand(a, dt)
+    if x.ndim == 0:
+        x = x.reshape(1)
+    d = dim % x.ndim
+    if x.shape[d] == 0:
+        raise IndexError(f"{op}: the reduced dim {dim} has no elements (torch refuses it too)")
+    moved = np.moveaxis(x, d, -1)
+    m = moved[..., 0]
+    for i in range(1, moved.shape[-1]):
+        m = K(op, dt)(m, moved[..., i])
+    m = K("copy", dt)(m) if moved.shape[-1] == 1 else m
+    i = O.first_true(K("eq", dt)(moved, m[..., None])) if moved.size else K("copy", "i64")(I.const(0, "i64", m.shape))
+    if keepdim and a.dim():
+        return np.expand_dims(m, d), np.expand_dims(i, d)
+    return m, i
+
+
+def _with_index(op):
+    return lambda a, dim, keepdim=False: tuple(result(v) for v in _extreme(a, dim, keepdim, op))
+
+
+def _arg(op):
+    def impl(a, dim=None, keepdim=False):
+        if a.dtype == torch.bool:
+            raise RuntimeError(f"arg{op}(): does not support bool input (torch refuses it too)")
+        if dim is None:
+            flat = operand(a, DT[a.dtype]).reshape(-1)  # (an operand of this op: contiguous, a view)
+            i = _extreme(torch.from_numpy(flat), 0, False, op)[1]
+            return result(i.reshape([1] * a.dim()) if keepdim else i)
+        return result(_extreme(a, dim, keepdim, op)[1])
+    return impl
+
+
+register(aten.max.dim)(_with_index("max"))
+register(aten.min.dim)(_with_index("min"))
+register(aten.argmax.default)(_arg("max"))
+register(aten.argmin.default)(_arg("min"))
+
+
 @register(aten.gather.default)
 def gather(a, dim, index, sparse_grad=False):
     """torch.gather of integer or bool data (RoBERTa's token types at its positions): aten's

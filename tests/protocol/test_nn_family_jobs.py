@@ -160,3 +160,36 @@ def test_the_route_flipper_loses_on_chain_and_the_honest_trainer_is_paid(settle_
     bad = Trainer(job, d / "cheater-chain", "cheater", behaviour=FlipsARoute(step=1, node=_topk_node(ctx), element=5))
     assert bad.train() != honest.final_claim()
     honest_paid_on_chain(settle_match, job, ctx, bad, honest, level=3)
+
+
+class SequenceClassifier(torch.nn.Module):
+    """Hugging Face's decoder classifier: the logits at each row's last non-pad token, found by
+    an integer argmax and read by two index tensors (`logits[arange(B), last]`)."""
+
+    def __init__(self):
+        super().__init__()
+        from transformers import LlamaConfig, LlamaForSequenceClassification
+        torch.manual_seed(0)
+        self.model = LlamaForSequenceClassification(LlamaConfig(
+            vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=1, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=16, num_labels=3, pad_token_id=0,
+            attn_implementation="sdpa"))
+
+    def forward(self, ids, labels):
+        return self.model(input_ids=ids, labels=labels).loss
+
+
+@pytest.mark.xdist_group("nn_family_job")
+def test_a_hugging_face_sequence_classifier_is_a_job_whose_every_node_settles(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, V, (2 * B, T), generator=g)
+    ids[0, 3:] = 0  # padded rows: the last non-pad token is not the last position
+    ids[5, 1:] = 0
+    data = {"ids": ids, "labels": torch.randint(0, 3, (2 * B,), generator=g)}
+    job = load(write_program_job(tmp_path / "job", SequenceClassifier(), data, list(data), steps=2, batch_size=B,
+                                 fanout=2))
+    ctx = Context(job)
+    traced = Trainer(job, tmp_path / "t", "t").step_trace(0)
+    assert [n.structure() for n in traced.nodes] == ctx.graph.structures
+    assert {"aten.argmax.default", "aten.index.Tensor"} <= {n.op for n in traced.nodes}
+    assert ctx.kernel_graph.unsettled == []

@@ -62,3 +62,13 @@ NN_SAMPLES = {
     "index_copy_fill_take": (lambda a, v, i, j: a.index_copy(0, i, v) + a.index_fill(1, j, 0.5) + torch.take(a, j).sum(),
                              lambda: (_x(4, 5), _x(2, 5, seed=1), torch.tensor([3, 1]), torch.tensor([-1, 2]))),
 }
+
+# integer data (docs/NUMERICS.md §13): torch's own result is the spec's, bit for bit
+_LENGTHS = torch.tensor([[3, 1, 3, 0, -2], [0, 0, 5, 5, 1]])
+
+NN_INTEGER_SAMPLES = {
+    # Hugging Face's last non-pad token: (positions * mask).argmax(-1)
+    "argmax_max_min_with_index": (lambda a: torch.stack([a.argmax(-1), a.argmin(-1), a.max(1).values, a.min(1).indices,
+                                                          a.int().argmax(1).long(), (a != 0).int().argmax(-1).long()]),
+                                  lambda: (_LENGTHS,)),
+}

@@ -196,6 +196,7 @@ INTEGER_SAMPLES = {
 
 
 # -- the op families of issues #38/#39 (activations, losses, advanced indexing) --------------------------
-from nn_samples import NN_SAMPLES  # noqa: E402
+from nn_samples import NN_INTEGER_SAMPLES, NN_SAMPLES  # noqa: E402
 
 SAMPLES.update(NN_SAMPLES)
+INTEGER_SAMPLES.update(NN_INTEGER_SAMPLES)
