@@ -1,10 +1,10 @@
 """RepOps: operators that give the same bits on every CPU and GPU (docs/NUMERICS.md).
 The mode (and torch with it) loads on first use: `import repops.errors` stays cheap for the
 command line."""
-from .errors import (BackendError, DeviceError, DistributedError, DivisionFault, DTypeError, Fault, IndexFault,
+from .errors import (BackendError, DeviceError, DistributedError, DivisionFault, DomainFault, DTypeError, Fault, IndexFault,
                      RepOpsError, UnsupportedOpError)
 
-__all__ = ["BackendError", "DeviceError", "DistributedError", "DivisionFault", "DTypeError", "Fault", "IndexFault", "RepOpsError", "RepOpsMode", "UnsupportedOpError", "deterministic",
+__all__ = ["BackendError", "DeviceError", "DistributedError", "DivisionFault", "DomainFault", "DTypeError", "Fault", "IndexFault", "RepOpsError", "RepOpsMode", "UnsupportedOpError", "deterministic",
            "dropout_key"]
 
 

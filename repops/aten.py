@@ -29,7 +29,8 @@ F32 = np.float32
 # -- tensor <-> numpy ----------------------------------------------------------------------------
 def np_(t, op) -> np.ndarray:
     """A float32 view of a tensor argument (python numbers and 0-dim wrapped scalars become
-    float32 scalars, rounded once from their double value)."""
+    float32 scalars, rounded once from their double value; an integer or bool tensor on the
+    host becomes its to_f32 kernel's output, nearest-even as numpy's cast)."""
     if isinstance(t, (int, float, bool)):
         return np.asarray(t, F32)
     if t.dtype == torch.float32:
@@ -40,7 +41,10 @@ def np_(t, op) -> np.ndarray:
         raise DTypeError(f"{op}: RepOps computes in float32 only; got a {t.dtype} tensor of shape "
                          f"{tuple(t.shape)}. Convert the model and its inputs with .float() (a bf16/fp16 "
                          "checkpoint loads into a float32 model), and train without torch.autocast.")
-    return arr(t)
+    a = arr(t)
+    if P.xp_of(a) is np and I.dtype_name(a):  # an integer or bool operand of a float op: its to_f32
+        return I.KERNELS[f"to_f32.{I.dtype_name(a)}"](a)  # kernel, so a dispute names the conversion
+    return a
 
 
 def arr(t: torch.Tensor):
@@ -154,8 +158,8 @@ def pow_(a, p):
         return tt(P.div(full(x.shape, 1.0), x))
     if p == -0.5:
         return tt(_rsqrt(x))
-    raise UnsupportedOpError(f"aten.pow.Tensor_Scalar with exponent {p!r}: RepOps defines pow only for "
-                             "exponents +-1..4, 0.5, -0.5 (write x*x*x or exp(p*log(x)) explicitly)")
+    from .reference.activations import pow as general  # any other exponent: exp(p log|x|) (repops/aten_nn.py)
+    return tt(general(x, np.float32(p)))
 
 
 _INT_CMP = {P.lt: np.less, P.le: np.less_equal, P.eq: np.equal}
@@ -303,10 +307,11 @@ def log_softmax_backward(grad, y, dim, input_dtype=None):
                                      dim))
 
 
-def _indices(t, n: int, op: str, ignore=None):
+def _indices(t, n: int, op: str, ignore=None, wrap=False):
     """An index tensor as int64 (a view when it already is one, so a decomposition sees a
     view of the op's input); an index outside [0, n) that is not `ignore` is a fault (rule
-    `index`, repops/faults.py)."""
+    `index`, repops/faults.py). wrap: torch's negative indices (x[idx], index_put), i + n
+    for i in [-n, 0) by integer kernels (faults.wrap_negative); outside [-n, n) a fault."""
     if t.is_floating_point() or t.dtype == torch.bool:
         raise IndexError(f"{op}: indices must be an integer tensor, got {t.dtype} (a float index would be "
                          "truncated; convert it with .long() where that is meant)")
@@ -315,6 +320,10 @@ def _indices(t, n: int, op: str, ignore=None):
         i = I.KERNELS[f"to_i64.{I.dtype_name(i)}"](i) if P.xp_of(i) is np and I.dtype_name(i) else i.astype(np.int64)
     if ignore is not None and 0 <= ignore < n:
         raise UnsupportedOpError(f"{op}: ignore_index={ignore} is a class; RepOps needs it outside [0, {n})")
+    if wrap:
+        given, i = i, faults.wrap_negative(i, n)
+        faults.index_in_range(i, n, op, given=given)
+        return i
     faults.index_in_range(i, n, op, ignore)
     return i
 
@@ -490,6 +499,8 @@ def slice_scatter(a, src, dim=0, start=None, end=None, step=1):
 def select_scatter(a, src, dim, index):
     x = np_(a, "select_scatter")
     dim %= x.ndim
+    if not -x.shape[dim] <= index < x.shape[dim]:  # (torch's rule; index % n would write another row)
+        raise IndexError(f"select_scatter: index {index} is outside [-{x.shape[dim]}, {x.shape[dim]}) for dim {dim}")
     v = np.expand_dims(np_(src, "select_scatter"), dim)
     return tt(P.place(x.shape, dim, [(index % x.shape[dim], 1, v), (0, 1, x)]))
 
@@ -509,24 +520,6 @@ def index_select(a, dim, index):
     return tt(_gather_along(x, dim, _indices(index, x.shape[dim % x.ndim], "index_select").reshape(-1)))
 
 
-def _one_index(op, x, indices):
-    """x[..., idx, ...] with one integer index tensor (after leading full slices): its axis."""
-    used = [i for i, t in enumerate(indices) if t is not None]
-    if len(used) != 1 or indices[used[0]].dtype in (torch.bool, torch.uint8):
-        raise UnsupportedOpError(f"aten.{op} of a float tensor with {len(used)} index tensors "
-                                 f"({[None if t is None else t.dtype for t in indices]}): RepOps defines "
-                                 "indexing by ONE integer tensor (x[idx], x[:, idx]); mask with torch.where")
-    return used[0]
-
-
-@register(aten.index.Tensor)
-def index(a, indices):
-    x = np_(a, "index")
-    d = _one_index("index", x, indices)
-    idx = _indices(indices[d], x.shape[d], "index")
-    return tt(_gather_along(x, d, idx.reshape(-1)).reshape(x.shape[:d] + idx.shape + x.shape[d + 1:]))
-
-
 def _accumulate(x, d, idx, v):
     """x + (v's slices along axis d summed into x's slices idx, each in increasing position
     order: embedding_backward's fixed-order rule; an untouched slice adds +0)."""
@@ -534,18 +527,6 @@ def _accumulate(x, d, idx, v):
     vm = P.copy(np.moveaxis(v, d, 0)).reshape(idx.size, -1)
     add = N.embedding_backward(idx, vm, x.shape[d]).reshape(xm.shape)
     return np.moveaxis(P.add(xm, add), 0, d)
-
-
-def _index_put(a, indices, values, accumulate):
-    """x[idx] += values (accumulate, the backward of indexing)."""
-    x = np_(a, "index_put")
-    d = _one_index("index_put", x, indices)
-    if not accumulate:
-        raise UnsupportedOpError("x[idx] = values (aten.index_put without accumulate) of a float tensor: with "
-                                 "repeated indices the winner is unspecified; use torch.where or index_add")
-    idx = _indices(indices[d], x.shape[d], "index_put").reshape(-1)
-    v = np.broadcast_to(np_(values, "index_put"), x.shape[:d] + tuple(indices[d].shape) + x.shape[d + 1:])
-    return _accumulate(x, d, idx, v.reshape(x.shape[:d] + (idx.size,) + x.shape[d + 1:]))
 
 
 @register(aten.index_add.default)
@@ -576,10 +557,6 @@ def scatter_add(a, dim, index, src):
     return _result(P.add(x, add))
 
 
-register(aten.index_put.default)(lambda a, indices, values, accumulate=False: _result(
-    _index_put(a, indices, values, accumulate)))
-register(aten.index_put_.default, aten._index_put_impl_.default)(
-    lambda a, indices, values, accumulate=False, unsafe=False: _inplace(a, _index_put(a, indices, values, accumulate)))
 
 
 # -- more elementwise and reductions (torch.nn models, Hugging Face families) ---------------------------------

@@ -44,3 +44,7 @@ class IndexFault(Fault, IndexError):
 
 class DivisionFault(Fault, ZeroDivisionError):
     """An integer division or remainder by zero (torch: RuntimeError 'ZeroDivisionError')."""
+
+
+class DomainFault(Fault, ValueError):
+    """A value outside the domain torch checks (binary_cross_entropy's probability outside [0, 1])."""

@@ -22,7 +22,7 @@ import contextvars
 
 import numpy as np
 
-from .errors import DivisionFault, Fault, IndexFault
+from .errors import DivisionFault, DomainFault, Fault, IndexFault
 from .reference import integers as I
 from .reference import prims as P
 
@@ -108,11 +108,14 @@ def _check(flags, rule: str, exc, describe, defer: bool = True):
     raise exc(describe(e), rule, e)
 
 
-def index_in_range(i, n: int, op: str, ignore: int | None = None) -> None:
+def index_in_range(i, n: int, op: str, ignore: int | None = None, given=None, kernels: bool | None = None) -> None:
     """Rule `index`: every element of the int64 index array i lies in [0, n), or equals
     `ignore` (nll_loss's ignore_index, itself outside [0, n)). Kernels:
-    bad = or(lt(i, 0), le(n, i)) [and(bad, not(eq(i, ignore)))], then fault(bad)."""
-    if P.observing():
+    bad = or(lt(i, 0), le(n, i)) [and(bad, not(eq(i, ignore)))], then fault(bad).
+    given: the index as the user gave it, when i is its wrap (wrap_negative): the message
+    quotes it and torch's range [-n, n). kernels False: the direct check even when observed
+    (before torch's own kernel, which a decomposition never is)."""
+    if P.observing() if kernels is None else kernels:
         K = I.KERNELS
         bad = K["or.bool"](K["lt.i64"](i, I.const(0, "i64")), K["le.i64"](I.const(n, "i64"), i))
         if ignore is not None:
@@ -124,10 +127,21 @@ def index_in_range(i, n: int, op: str, ignore: int | None = None) -> None:
             flags &= i != ignore
 
     def describe(e):
-        v = int(i.reshape(-1)[e])
-        return (f"{op}: index {v} (element {e} of the index tensor) is outside [0, {n})" +
+        v = int((i if given is None else given).reshape(-1)[e])
+        return (f"{op}: index {v} (element {e} of the index tensor) is outside [{0 if given is None else -n}, {n})" +
                 ("" if ignore is None else f" and is not ignore_index {ignore}"))
     _check(flags, "index", IndexFault, describe)
+
+
+def wrap_negative(i, n: int):
+    """torch's negative indices (advanced indexing, index_put): i + n where i < 0, as the
+    kernels select.i64(lt.i64(i, 0), add.i64(i, n), i); an index outside [-n, n) stays
+    outside [0, n), so index_in_range on the result is torch's check. On a device array
+    (no decomposition observes there) the same arithmetic where the array lives."""
+    if P.xp_of(i) is not np:
+        return P.xp_of(i).where(i < 0, i + n, i)
+    K = I.KERNELS
+    return K["select.i64"](K["lt.i64"](i, I.const(0, "i64")), K["add.i64"](i, I.const(n, "i64")), i)
 
 
 def divisor_nonzero(b, dt: str, op: str, kernels: bool | None = None) -> None:
@@ -140,3 +154,16 @@ def divisor_nonzero(b, dt: str, op: str, kernels: bool | None = None) -> None:
         flags = b == 0
     _check(flags, "division", DivisionFault,
            lambda e: f"{op}: integer division by zero (element {e} of the divisor)")
+
+
+def in_unit_interval(p, op: str) -> None:
+    """Rule `domain`: every element of the binary32 array p lies in [0, 1] (torch refuses
+    anything else, NaN included). Kernels: fault(not(and(le(0, p), le(p, 1))))."""
+    if P.observing():
+        K, zero, one = I.KERNELS, P.const(0.0, p.shape), P.const(1.0, p.shape)
+        flags = K["fault.bool"](K["not.bool"](K["and.bool"](P.le(zero, p), P.le(p, one))))
+    else:
+        flags = ~((p >= 0) & (p <= 1))
+    _check(flags, "domain", DomainFault,
+           lambda e: f"{op}: element {e} of the input is {float(p.reshape(-1)[e])!r}, not a probability in [0, 1] "
+                     "(apply sigmoid first, or use binary_cross_entropy_with_logits on the logits)")

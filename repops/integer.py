@@ -248,41 +248,77 @@ def cumsum(a, dim, dtype=None):
     return result(y)
 
 
+def _extreme(a, dim, keepdim, op):
+    """(max or min, int64 index of its first position) along dim: a fold of max/min kernels in
+    increasing position order, then the first position equal to it (reference/ordering.py)."""
+    from .reference import ordering as O
+    dt = DT[a.dtype]
+    x = operand(a, dt)
+    if x.ndim == 0:
+        x = x.reshape(1)
+    d = dim % x.ndim
+    if x.shape[d] == 0:
+        raise IndexError(f"{op}: the reduced dim {dim} has no elements (torch refuses it too)")
+    moved = np.moveaxis(x, d, -1)
+    m = moved[..., 0]
+    for i in range(1, moved.shape[-1]):
+        m = K(op, dt)(m, moved[..., i])
+    m = K("copy", dt)(m) if moved.shape[-1] == 1 else m
+    i = O.first_true(K("eq", dt)(moved, m[..., None])) if moved.size else K("copy", "i64")(I.const(0, "i64", m.shape))
+    if keepdim and a.dim():
+        return np.expand_dims(m, d), np.expand_dims(i, d)
+    return m, i
+
+
+def _with_index(op):
+    return lambda a, dim, keepdim=False: tuple(result(v) for v in _extreme(a, dim, keepdim, op))
+
+
+def _arg(op):
+    def impl(a, dim=None, keepdim=False):
+        if a.dtype == torch.bool:
+            raise RuntimeError(f"arg{op}(): does not support bool input (torch refuses it too)")
+        if dim is None:
+            flat = operand(a, DT[a.dtype]).reshape(-1)  # (an operand of this op: contiguous, a view)
+            i = _extreme(torch.from_numpy(flat), 0, False, op)[1]
+            return result(i.reshape([1] * a.dim()) if keepdim else i)
+        return result(_extreme(a, dim, keepdim, op)[1])
+    return impl
+
+
+register(aten.max.dim)(_with_index("max"))
+register(aten.min.dim)(_with_index("min"))
+register(aten.argmax.default)(_arg("max"))
+register(aten.argmin.default)(_arg("min"))
+
+
 @register(aten.gather.default)
 def gather(a, dim, index, sparse_grad=False):
     """torch.gather of integer or bool data (RoBERTa's token types at its positions): aten's
     layout (take_along) with the copy and gather kernels of the data's dtype."""
     dt = DT[a.dtype]
-    return result(take_along(a.detach().numpy(), dim, operand(index, "i64"), K("copy", dt),
+    i = operand(index, "i64")
+    faults.index_in_range(i, a.shape[dim % max(a.dim(), 1)] if a.dim() else 1, "gather")
+    return result(take_along(a.detach().numpy(), dim, i, K("copy", dt),
                              I.KERNELS[f"gather.{dt}"], I.const(0, dt)))
 
 
 @register(aten.index.Tensor)
 def index(a, indices):
-    """x[i0, i1, ...] over consecutive dims p..p+k-1 (torch wraps negative indices): one
-    flat index by integer kernels, then the gather kernel of x's dtype."""
-    used = [i for i, t in enumerate(indices) if t is not None]
-    p, k = used[0], len(used)
-    x, dt = a.detach().numpy(), DT[a.dtype]
-    sizes = x.shape[p:p + k]
-    flat = None
-    for size, i in zip(sizes, used):
-        ix = operand(indices[i], "i64")
-        ix = K("select", "i64")(K("lt", "i64")(ix, I.const(0, "i64")), K("add", "i64")(ix, I.const(size, "i64")), ix)
-        flat = ix if flat is None else K("add", "i64")(K("mul", "i64")(flat, I.const(size, "i64")), ix)
-    lead, n = int(np.prod(x.shape[:p])), int(np.prod(sizes))
-    data = x.reshape(lead, n, -1) if x.flags.c_contiguous else K("copy", dt)(x).reshape(lead, n, -1)
-    idx = np.broadcast_to(flat.reshape(1, -1), (lead, flat.size))
-    out = I.KERNELS[f"gather.{dt}"](data, idx, I.const(0, dt))
-    return result(out.reshape(x.shape[:p] + flat.shape + x.shape[p + k:]))
+    """x[i0, i1, ...] by integer index tensors: the float definition's integer kernels on the
+    indices (torch's negative indices wrapped, each range-checked: rule `index`) and one gather
+    of x's dtype (repops/aten_index.py)."""
+    from .aten_index import flat_index, gather_flat
+    dt = DT[a.dtype]
+    x, p, flat, _ = flat_index(a.detach().numpy(), indices, "index", K("copy", dt))
+    return result(gather_flat(x, p, flat, I.KERNELS[f"gather.{dt}"], I.const(0, dt)))
 
 
 def _indexable(args) -> bool:
-    """index.Tensor: integer index tensors over consecutive dims (a bool mask makes a shape
-    that depends on values: native)."""
-    used = [i for i, t in enumerate(args[1]) if t is not None]
-    return bool(used) and used == list(range(used[0], used[-1] + 1)) and \
-        all(args[1][i].dtype in (torch.int64, torch.int32) for i in used)
+    """index.Tensor: integer index tensors (a bool mask makes a shape that depends on values:
+    native)."""
+    return all(t is None or t.dtype in (torch.int64, torch.int32) for t in args[1]) and \
+        any(t is not None for t in args[1])
 
 
 def applies(func, args, kwargs) -> bool:
@@ -315,7 +351,29 @@ def native(func, args, kwargs):
     and remainder, where torch has no portable answer (_division)."""
     if func in _DIVISION_OPS:
         return _division(func, args, kwargs)
+    if func in _RANGE_CHECKED:
+        _RANGE_CHECKED[func](*args, **kwargs)
     return func(*args, **kwargs)
+
+
+def _index_ranges(a, indices):
+    """Rule `index` of x[i0, i1, ...] as the definition checks it (each index wrapped, in
+    turn), so torch's own kernel meets an out-of-range index as the same Fault."""
+    if a.device.type == "meta" or any(t is not None and t.dtype in (torch.bool, torch.uint8) for t in indices):
+        return
+    used = [d for d, t in enumerate(indices) if t is not None]
+    for d in used:
+        i = arr(indices[d]).astype(np.int64)
+        n = a.shape[d]
+        faults.index_in_range(i + (i < 0) * n, n, "index", given=i, kernels=False)
+
+
+def _gather_range(a, dim, index, sparse_grad=False):
+    if a.device.type != "meta":
+        faults.index_in_range(arr(index), a.shape[dim % a.dim()] if a.dim() else 1, "gather", kernels=False)
+
+
+_RANGE_CHECKED = {aten.index.Tensor: _index_ranges, aten.gather.default: _gather_range}
 
 
 _DIVISION_OPS = {getattr(getattr(aten, name), overload)

@@ -163,7 +163,9 @@ class Ops:
         r, n, d = np.shape(data)
         m = np.shape(index)[1]
         data = self.contiguous(data)
-        index = self._operand(index, (r, m), np.int64)[0]
+        index, si = self._operand(index, (r, m), np.int64)
+        if si == 0 and r * m > 1:  # one index for every row (a broadcast): the kernel reads index[rm]
+            index = self.xp.ascontiguousarray(self.xp.broadcast_to(index.reshape(1, 1), (r, m)))
         fill = self._operand(fill, (1,))[0]
         out = self.xp.empty((r, m, d), F32)
         if out.size:

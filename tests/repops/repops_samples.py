@@ -193,3 +193,10 @@ INTEGER_SAMPLES = {
                                                  1), lambda: (_BIG, _MASK)),
     "in_place": (lambda a, m: a.clone().add_(1).masked_fill_(m, 0).bitwise_not_(), lambda: (_BIG, _MASK)),
 }
+
+
+# -- the op families of issues #38/#39 (activations, losses, advanced indexing) --------------------------
+from nn_samples import NN_INTEGER_SAMPLES, NN_SAMPLES  # noqa: E402
+
+SAMPLES.update(NN_SAMPLES)
+INTEGER_SAMPLES.update(NN_INTEGER_SAMPLES)

@@ -44,6 +44,18 @@ CASES = {
                              torch.tensor([-5, 3]), 4, 0),
     "scatter_add": _index_case(lambda x, w, t: x.scatter_add(1, t, torch.ones(4, 1)), torch.tensor([[0], [4], [1], [1]]),
                                torch.tensor([[0], [4], [1], [6]]), 5, 3),
+    # torch's negative indices wrap (x[t], index_put): outside [-n, n) is the fault
+    "index_wraps_negatives": _index_case(lambda x, w, t: x[t], torch.tensor([-1, 3, -4]), torch.tensor([-1, -5, 2]),
+                                         4, 1),
+    "index_two_tensors": _index_case(lambda x, w, t: x[t, t - 1], torch.tensor([0, -1, 3]), torch.tensor([0, 3, 4]),
+                                     4, 2),
+    "index_put_wraps_negatives": _index_case(lambda x, w, t: x.index_put((t,), w[:3, :1], accumulate=True),
+                                             torch.tensor([-1, 0, -1]), torch.tensor([0, -5, 1]), 4, 1),
+    "index_of_integers": _index_case(lambda x, w, t: x * torch.arange(4)[t].float()[:, None],
+                                     torch.tensor([-1, 0, 1, 2]), torch.tensor([0, 1, 2, -9]), 4, 3),
+    # a probability outside [0, 1] (the batch's): torch refuses it, NaN included
+    "binary_cross_entropy_domain": (lambda x, w, t: F.binary_cross_entropy(t, torch.sigmoid(x[:, 0]).detach()) + x[0, 0],
+                                    torch.tensor([0.5, 1.0, 0.0, 0.25]), torch.tensor([0.5, 1.0, 0.0, 1.5]), "domain", 3),
     # (the dividend is computed in the step: a traced step reads only its state and batch)
     "floor_divide": (lambda x, w, t: x * ((t * 5 - 7) // t).float()[:, None], torch.tensor([2, 3, -1, 1]),
                      torch.tensor([2, 3, 0, 0]), "division", 2),
@@ -75,7 +87,8 @@ def test_every_backend_meets_the_fault_at_the_same_element_where_torch_refuses(n
         with pytest.raises(repops.Fault) as info:
             _run(fn, bad, backend)
         assert (info.value.rule, info.value.element) == (rule, element), (backend, info.value)
-        assert isinstance(info.value, repops.IndexFault if rule == "index" else repops.DivisionFault)
+        assert isinstance(info.value, {"index": repops.IndexFault, "division": repops.DivisionFault,
+                                       "domain": repops.DomainFault}[rule])
 
 
 def _faulting_node(fn, index):

@@ -1,0 +1,147 @@
+"""Order statistics with integer results (docs/NUMERICS.md §8, "Ordering"): max/min with their
+index, sort, argsort, topk, and the writes whose duplicates torch resolves by order (scatter,
+x[idx] = v). Each is binary32 comparisons, integer kernels (reference/integers.py) and gathers,
+so every index it returns is a kernel output a referee can follow, and every rule is written:
+
+- ties: the first (lowest) position wins (max/min with index); sort is stable;
+- NaN is greater than every number (torch: max/min return it, sort puts it last ascending
+  and first descending, topk picks it first), and NaNs are equal to each other;
+- a write of several sources to one target: the last source (in row-major order) wins, as
+  torch's CPU loop does.
+
+Counts and positions are reduced as binary32 folds (one kernel each on every backend): the
+integers involved are below 2^24, so every sum, min and max of them is exact, and a
+to_int32_rne then to_i64 brings the result back. So an op costs a fixed number of kernels;
+sort and the order-resolved writes compare every pair (O(n^2) elements), which fits what
+models sort (experts, heads, a few thousand tokens)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import integers as I
+from . import prims as P
+from .fold import fold_dims, sum_dims
+
+F32 = np.float32
+MAX_SORTED = 4096  # n beyond this: refused by the aten layer (O(n^2) comparisons)
+
+
+def kernel(name: str):
+    """The integer kernel `name` (op.dtype) on host arrays; on a device array (no decomposition
+    observes there) the same exact arithmetic with the array's own module."""
+    ref = I.KERNELS[name]
+    op, dt = name.split(".")
+
+    def run(*xs):
+        if all(P.xp_of(x) is np for x in xs):
+            return ref(*xs)
+        xp = next(P.xp_of(x) for x in xs if P.xp_of(x) is not np)
+        rdt = I.result_dtype(op, dt)
+        out = I.OPS[op][1](*[xp.asarray(x) for x in xs])
+        return out.astype(I.DTYPES[rdt] if rdt != "f32" else F32)
+    return run
+
+
+K = {name: kernel(name) for name in I.KERNELS if not name.startswith("gather")}
+
+
+def const(v, dt="i64"):
+    return I.const(v, dt)
+
+
+def positions(n: int, xp=np) -> np.ndarray:
+    """0, 1, ..., n-1 as int64 kernel outputs: ones (a copy of a constant) scanned by
+    Hillis-Steele (y += y shifted by 1, 2, 4, ...; each shift one place() copy), minus 1."""
+    y = K["copy.i64"](I.const(1, "i64", (n,)))
+    by = 1
+    while by < n:
+        y = K["add.i64"](y, P.place((n,), 0, [(by, 1, y[:n - by])], I.DTYPES["i64"].type(0), K["copy.i64"]))
+        by *= 2
+    return K["sub.i64"](y, const(1))
+
+
+# -- NaN-aware comparisons (bool results) -------------------------------------------------------------------
+def is_nan(x):
+    return K["not.bool"](P.eq(x, x))
+
+
+def less(a, b):
+    """a < b with NaN greatest: lt(a, b) or (a is a number and b is NaN)."""
+    return K["or.bool"](P.lt(a, b), K["and.bool"](P.eq(a, a), is_nan(b)))
+
+
+def same(a, b):
+    """a == b with NaN equal to NaN."""
+    return K["or.bool"](P.eq(a, b), K["and.bool"](is_nan(a), is_nan(b)))
+
+
+def to_index(f):
+    """An exact integer-valued binary32 array (|v| < 2^24) as int64: to_int32_rne, to_i64."""
+    return K["to_i64.i32"](P.to_int32_rne(f))
+
+
+def _as_f32(i):
+    return K["to_f32.i64"](i) if i.dtype == np.int64 else K["to_f32.bool"](i)
+
+
+# -- max / min with index ------------------------------------------------------------------------------------
+def fold_min(x, dims, keepdim=False):
+    """min over dims as neg(fold(max)(neg x)): the same bits as fold(min) from +inf (NaN wins,
+    -0 < +0), on the compiled fold kernel (which has add and max)."""
+    if P.xp_of(x) is np and not x.flags.c_contiguous:  # (numpy keeps a strided input's layout in a
+        x = P.copy(x)                                   # map's output: views of it would name nothing)
+    return P.neg(fold_dims(P.max_, P.neg(x), dims, -np.inf, keepdim))
+
+
+def first_true(hit):
+    """The index of the first true along the last axis (n where none), int64: the min over
+    the axis of select.i64(hit, position, n), as -fold(max)(select.i64(hit, -position, -n))
+    in binary32."""
+    n = hit.shape[-1]
+    cand = K["select.i64"](hit, K["neg.i64"](positions(n)), const(-n))
+    return to_index(P.neg(fold_dims(P.max_, _as_f32(cand), [-1], -np.inf)))
+
+
+def extreme(x, largest: bool):
+    """(value, index) along the last axis: fold(max) from -inf (min from +inf; NaN wins), and
+    the first position holding it (NaN: the first NaN)."""
+    m = fold_dims(P.max_, x, [-1], -np.inf) if largest else fold_min(x, [-1])
+    return m, first_true(same(x, m[..., None]))
+
+
+# -- sort -------------------------------------------------------------------------------------------------------
+def _count(flags):
+    """How many true along the last axis, int64 (a binary32 sum of 0s and 1s: exact)."""
+    return to_index(sum_dims(_as_f32(flags), [-1]))
+
+
+def sort(x, descending: bool):
+    """Stable sort along the last axis -> (values, int64 indices). rank[i] = #{j: x_j before
+    x_i} + #{j < i: x_j same as x_i}, where `before` is less (ascending) or less with the
+    operands swapped (descending: NaN first); then index[r] = the sum over i of
+    select(rank[i] = r, i, 0) (one i matches each r) and values = x gathered there."""
+    n = x.shape[-1]
+    pos = positions(n)
+    xi, xj = x[..., :, None], x[..., None, :]
+    before = less(xi, xj) if descending else less(xj, xi)       # [.., i, j]: x_j before x_i
+    earlier = K["lt.i64"](pos[None, :], pos[:, None])            # [i, j]: j < i
+    rank = _count(K["or.bool"](before, K["and.bool"](same(xj, xi), earlier)))
+    match = K["eq.i64"](rank[..., None, :], pos[:, None])        # [.., r, i]
+    idx = to_index(sum_dims(_as_f32(K["select.i64"](match, pos[None, :], const(0))), [-1]))
+    rows = int(np.prod(x.shape[:-1]))
+    data = x if x.flags.c_contiguous else P.copy(x)
+    values = P.gather(data.reshape(rows, n, 1), idx.reshape(rows, n), P.const(0.0, ()))
+    return values.reshape(x.shape), idx
+
+
+# -- writes where duplicates resolve by order -------------------------------------------------------------------
+def last_source(target, n: int):
+    """For each destination 0..n-1 along a new last axis, the last source position p (along
+    target's last axis) with target[..., p] == destination, else -1: the max over p of
+    select.i64(eq.i64(target[p], destination), p, -1), as a binary32 fold(max)."""
+    m = target.shape[-1]
+    if m == 0:
+        return K["copy.i64"](I.const(-1, "i64", target.shape[:-1] + (n,)))
+    match = K["eq.i64"](target[..., None, :], positions(n)[:, None])      # [.., t, p]
+    cand = K["select.i64"](match, positions(m), const(-1))
+    return to_index(fold_dims(P.max_, _as_f32(cand), [-1], -np.inf))

@@ -1,0 +1,72 @@
+"""The activations, losses and powers of repops/reference/activations.py against torch and
+float64: the accurate building blocks (expm1, log1p) over sweeps, pow over every pair of
+special values (signs of zeros and infinities included), and the losses' reductions."""
+import itertools
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import repops
+from repops.reference import activations as A
+
+
+def _ulps(got, want64):
+    """|got - want| in units of the binary32 ulp at want."""
+    want = want64.astype(np.float32)
+    ulp = np.spacing(np.abs(want)).astype(np.float64)
+    return np.abs(got.astype(np.float64) - want64) / ulp
+
+
+def test_expm1_and_log1p_are_within_two_ulps_over_sweeps():
+    """The reason they exist: exp(x) - 1 near 0 and log(1 + u) for tiny u lose every digit."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([np.float32(10.0) ** rng.uniform(-30, 1.9, 20000).astype(np.float32) * rng.choice([-1, 1], 20000),
+                        np.float32([0.4999999, 0.5, -0.5, 1e-38, -1e-40])]).astype(np.float32)
+    e = A.expm1(x)
+    assert _ulps(e, np.expm1(x.astype(np.float64))).max() <= 2.0
+    u = np.concatenate([np.float32(10.0) ** rng.uniform(-40, 30, 20000), -rng.uniform(0, 1, 5000)]).astype(np.float32)
+    ln = A.log1p(u)
+    finite = u > -1
+    assert _ulps(ln[finite], np.log1p(u[finite].astype(np.float64))).max() <= 2.0
+    assert A.log1p(np.float32([-1.0]))[0] == -np.inf and A.log1p(np.float32([np.inf]))[0] == np.inf
+    assert np.signbit(A.expm1(np.float32([-0.0]))[0]) and np.isnan(A.expm1(np.float32([np.nan]))[0])
+
+
+_SPECIALS = [0., -0., 1., -1., 2., -2., 0.5, -0.5, 3., -3., float("inf"), -float("inf"), float("nan"), 1e-30, 7.3, -7.3,
+             100., 2.5, -2.5, 1e10, 1e-40]
+
+
+def test_pow_meets_torch_on_every_pair_of_special_values():
+    x = torch.tensor([a for a, _ in itertools.product(_SPECIALS, _SPECIALS)])
+    y = torch.tensor([b for _, b in itertools.product(_SPECIALS, _SPECIALS)])
+    want = torch.pow(x, y)
+    for backend in ("cpu", "reference"):
+        with repops.deterministic(backend):
+            got = torch.pow(x, y)
+        torch.testing.assert_close(got, want, rtol=3e-6, atol=0, equal_nan=True)
+        nonnan = ~want.isnan()
+        assert torch.equal(torch.signbit(got[nonnan]), torch.signbit(want[nonnan]))
+
+
+def test_the_activations_keep_torchs_signs_nans_and_infinities():
+    x = torch.tensor([0.0, -0.0, float("nan"), float("inf"), -float("inf"), -2.0, 3.5, 1e-20, -1e-20])
+    # (relu6 and hardtanh are clamps: -0 in gives +0 out, the spec's max orders -0 < +0, as relu's)
+    fns = [F.elu, F.selu, F.softplus, F.mish, F.hardswish, F.hardsigmoid, F.logsigmoid, torch.sign,
+           lambda t: F.leaky_relu(t, 0.1), lambda t: F.celu(t, 0.5)]
+    for fn in fns:
+        want = fn(x)
+        with repops.deterministic():
+            got = fn(x)
+        torch.testing.assert_close(got, want, rtol=2e-6, atol=0, equal_nan=True)
+        assert torch.equal(torch.signbit(got[~want.isnan()]), torch.signbit(want[~want.isnan()])), fn
+
+
+def test_a_losses_reduction_none_sum_and_mean_are_torchs():
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(3, 4, generator=g), torch.randn(3, 4, generator=g)
+    for loss in (F.mse_loss, F.smooth_l1_loss, F.huber_loss, F.l1_loss):
+        for reduction in ("none", "sum", "mean"):
+            with repops.deterministic():
+                got = loss(x, y, reduction=reduction)
+            torch.testing.assert_close(got, loss(x, y, reduction=reduction), rtol=1e-6, atol=1e-7)
