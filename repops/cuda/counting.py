@@ -15,7 +15,7 @@ float results are then garbage, never to be used.
 Narrow launches are judged at the GPU's geometry (repops/cuda/kernels.py: THREADS, SMS),
 not the emulator's: blocks = ceil(work items / THREADS) for a grid-stride kernel, one per row
 for a row kernel, one per group of columns for a fold (repops/cuda/ops.py _row_grid,
-_column_grid)."""
+_group_grid)."""
 from __future__ import annotations
 
 import contextlib
@@ -37,7 +37,8 @@ LOOP = {
     "norm_f32": lambda a: a[13],  # the normalised row (layer / RMS norm)
     "colsum_f32": lambda a: a[6],  # the rows summed per column (norm weight / bias gradients)
     "fold_f32": lambda a: a[3],  # the folded axis
-    "embedding_backward_f32": lambda a: a[3],  # every position, per column
+    "embedding_poison_f32": lambda a: -(-a[3] // (256 // a[6])),  # a lane's positions (256 threads, a[6] columns)
+    "embedding_backward_f32": lambda a: a[4],  # the positions of a block's rows: at most every position
 }
 # Reductions to fewer outputs than SMs (a scalar, a 10-class bias gradient): each output's
 # fold is one sequential chain by the spec (a tree would change the bits) and already has a
@@ -115,7 +116,7 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
     from ..reference import prims as P
     from .ops import Ops
     c = Counts(record_sites=sites)
-    launch, grids, xp_of = rt.launch, (Ops._grid, Ops._row_grid, Ops._column_grid), P.xp_of
+    launch, grids, xp_of = rt.launch, (Ops._grid, Ops._row_grid, Ops._group_grid, Ops._table_rows), P.xp_of
     arr, tt, data, from_dlpack = aten.arr, aten.tt, aten._data, torch.from_dlpack
     work = []
 
@@ -127,7 +128,7 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
         work.append(rows)
         return grids[1](self, rows, n)
 
-    def counted_column_grid(self, n, cols):
+    def counted_group_grid(self, n, cols):
         work.append(-(-n // cols))
         return grids[2](self, n, cols)
 
@@ -182,7 +183,8 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
         return read
 
     rt.launch = counted_launch
-    Ops._grid, Ops._row_grid, Ops._column_grid = counted_grid, counted_row_grid, counted_column_grid
+    Ops._grid, Ops._row_grid, Ops._group_grid = counted_grid, counted_row_grid, counted_group_grid
+    Ops._table_rows = lambda self, v: grids[3](self, v, 32 * SMS)  # the GPU's grid (repops/cuda/device.py)
     E.OBSERVER = c.seen
     reads = {}
     if device:
@@ -197,7 +199,7 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
     finally:
         E.OBSERVER = None
         del rt.launch
-        Ops._grid, Ops._row_grid, Ops._column_grid = grids
+        Ops._grid, Ops._row_grid, Ops._group_grid, Ops._table_rows = grids
         aten.arr = integer.arr = arr
         aten.tt, aten._data, P.xp_of, torch.from_dlpack = tt, data, xp_of, from_dlpack
         for name, had in reads.items():

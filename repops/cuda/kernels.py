@@ -11,7 +11,7 @@ NVRTC_OPTIONS = ("--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=
 
 F, I, Q, U = "float", "int", "long long", "unsigned"
 CF, MF, CI, MI, CB, MB = "const float *", "float *", "const int *", "int *", "const unsigned char *", "unsigned char *"
-CU, MU, CQ = "const unsigned *", "unsigned *", "const long long *"
+CU, MU, CQ, MQ = "const unsigned *", "unsigned *", "const long long *", "long long *"
 
 KERNELS = {
     "prim_map_f32": ("primitives.cu", (I, CF, Q, CF, Q, CF, Q, MF, Q)),
@@ -24,7 +24,8 @@ KERNELS = {
     "matmul_f32": ("matmul.cu", (CF, CF, MF, I, I, I)),
     "gather_u32": ("indexing.cu", (CU, CQ, CU, MU, Q, Q, Q, Q)),
     "onehot_u32": ("indexing.cu", (CQ, CU, Q, CU, Q, MU, Q, Q)),
-    "embedding_backward_f32": ("indexing.cu", (CQ, CF, MF, Q, Q, Q)),
+    "embedding_poison_f32": ("indexing.cu", (CQ, CF, MQ, Q, Q, Q, I)),
+    "embedding_backward_f32": ("indexing.cu", (CQ, CF, CQ, MF, Q, Q, Q, Q)),
     "philox_keep_u8": ("random.cu", (CI, U, U, U, MB, Q)),
     "rows_f32": ("nn.cu", (I, CF, CF, I, CB, CF, MF, Q, Q, Q)),
     "norm_f32": ("nn.cu", (I, CF, CF, I, CF, I, CF, CF, MF, MF, MF, MF, Q, Q)),

@@ -96,9 +96,16 @@ class Ops:
         t = min(self.rt.row_threads, max(32, -(-n // 32) * 32))
         return (max(1, min(rows, self.rt.max_blocks)), 1, 1), (t, 1, 1)
 
-    def _column_grid(self, n, cols):
-        """A block per `cols` of n columns folded over `rows` (fold, column sums)."""
-        return (max(1, min(-(-n // cols), self.rt.max_blocks)), 1, 1), (self.rt.row_threads, 1, 1)
+    def _group_grid(self, n, per):
+        """A block per `per` of n items (the columns of a fold or a column sum, the rows of an
+        embedding table), row_threads each."""
+        return (max(1, min(-(-n // per), self.rt.max_blocks)), 1, 1), (self.rt.row_threads, 1, 1)
+
+    def _table_rows(self, v, max_blocks=None):
+        """Table rows per block of embedding backward: about two blocks per SM, and no more
+        groups than the runtime runs blocks (each group walks every position; on the
+        emulator, 2 blocks, a group's barriers are its cost)."""
+        return max(1, v // (2 * SMS), -(-v // (max_blocks or self.rt.max_blocks)))
 
     @staticmethod
     def _columns(n):
@@ -216,12 +223,22 @@ class Ops:
         return out
 
     def embedding_backward(self, index, g, num_weights):
+        """kernels/indexing.cu: the poisoned columns' summary, then a block per group of table
+        rows (it writes every element of them: no fill)."""
         index = self.contiguous(index, np.int64)
         g = self.contiguous(g)
-        out = self.fill((num_weights, g.shape[1]), 0.0)  # +0
-        if index.size and g.shape[1]:
-            self.rt.launch("embedding_backward_f32", *self._grid(g.shape[1]), index, g, out, index.size, g.shape[1],
-                           num_weights)
+        P_, D = index.size, g.shape[1]
+        if num_weights == 0 or D == 0:
+            return self.xp.empty((num_weights, D), F32)
+        if P_ == 0:
+            return self.fill((num_weights, D), 0.0)  # +0
+        poison = self.xp.empty((D,), np.int64)
+        cols = self._columns(D)
+        self.rt.launch("embedding_poison_f32", *self._group_grid(D, cols), index, g, poison, P_, D, num_weights, cols)
+        out = self.xp.empty((num_weights, D), F32)
+        per = self._table_rows(num_weights)
+        self.rt.launch("embedding_backward_f32", *self._group_grid(num_weights, per), index, g, poison, out, P_, D,
+                       num_weights, per)
         return out
 
     # -- row operators, norms, attention, AdamW (kernels/nn.cu, optim.cu) ----------------------
@@ -269,7 +286,7 @@ class Ops:
         if (want_dw or want_db) and n:
             if rows:
                 cols = self._columns(n)
-                self.rt.launch("colsum_f32", *self._column_grid(n, cols), wterm, a, int(want_dw),
+                self.rt.launch("colsum_f32", *self._group_grid(n, cols), wterm, a, int(want_dw),
                                dummy if dw is None else dw, int(want_db), dummy if db is None else db, rows, n, cols)
             else:
                 dw, db = (None if t is None else self.fill((n,), -0.0) for t in (dw, db))
@@ -349,7 +366,7 @@ class Ops:
             out = self.xp.empty(moved.shape[1:], F32)
             if out.size:
                 cols = self._columns(out.size)
-                self.rt.launch("fold_f32", *self._column_grid(out.size, cols), code, moved, out, n, out.size,
+                self.rt.launch("fold_f32", *self._group_grid(out.size, cols), code, moved, out, n, out.size,
                                self.constant([init]), cols)
         return self.xp.expand_dims(out, axis) if keepdims else out
 

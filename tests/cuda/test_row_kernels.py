@@ -111,3 +111,34 @@ def test_fold_columns(ops, shape, axis):
     x = data(rng, *shape)
     for prim, init in ((P.add, -0.0), (P.add, 1e-45), (P.max_, float("-inf")), (P.max_, -0.0)):
         same(ops.fold(prim, x, axis, init), ref_fold.reference(prim, x, axis, init))
+
+
+@pytest.mark.parametrize("P_,D,V", [(1, 1, 1), (100, 5, 7), (70, 300, 11), (33, 40, 3), (5, 3, 2), (0, 4, 3)])
+def test_embedding_backward(ops, P_, D, V):
+    """Positions in chunks longer than the block, repeated rows summed in order, indices outside
+    the table, non-finite entries poisoning (one row's, two rows', an outside index's); one
+    table row per block (V <= max_blocks) and several, V not a multiple of them; D = 300:
+    two columns per block in the poison summary."""
+    rng = np.random.default_rng(P_ + D + V)
+    index = rng.integers(0, min(V, 4) if P_ > 50 else V, P_).astype(np.int64)  # few rows: long chains
+    g = data(rng, P_, D)
+    cases = [(index, np.nan_to_num(g, nan=1.0, posinf=2.0, neginf=-2.0))]  # finite
+    if P_ > 3:
+        g1 = cases[0][1].copy()
+        g1[2, 0] = np.inf
+        g1[3, D - 1] = np.uint32(0x7FA00001).view(F32)  # a NaN payload
+        cases.append((index, g1))  # S_d of one row
+        g2 = g1.copy()
+        if index[4] == index[2]:
+            index = index.copy()
+            index[4] = (index[2] + 1) % V
+        g2[4, 0] = -np.inf
+        cases.append((index, g2))  # S_0 of two rows, when V > 1
+        out = index.copy()
+        out[1] = V + 5  # outside the table: adds nothing, its non-finite entry poisons every row
+        g3 = cases[0][1].copy()
+        g3[1, D // 2] = np.nan
+        cases.append((out, g3))
+    cases.append((index, g))
+    for idx, gg in cases:
+        same(ops.embedding_backward(idx, gg, V), R.embedding_backward.reference(idx, gg, V))
