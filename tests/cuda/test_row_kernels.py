@@ -142,3 +142,29 @@ def test_embedding_backward(ops, P_, D, V):
     cases.append((index, g))
     for idx, gg in cases:
         same(ops.embedding_backward(idx, gg, V), R.embedding_backward.reference(idx, gg, V))
+
+
+def test_no_narrow_launch_at_the_benchmarks_shapes():
+    """At the GPU's geometry (repops/cuda/counting.py), the row kernels of a d1024 Llama step
+    (2048 rows of 1024, attention rows of 512, a 32,000 vocabulary, 1024 columns summed over
+    2048 rows; fewer rows here, still over 132) launch >= 132 blocks where one thread per row
+    or column launched 4 to 16; a fold to few outputs is the allow-list's. Kernels are stubbed:
+    only the glue's geometry is looked at."""
+    from repops.cuda.counting import counting
+    rt = Emulator()
+    ops = Ops(rt)
+    x, w = np.zeros((2048, 1024), F32), np.zeros(1024, F32)
+    stat = np.zeros((2048, 1), F32)
+    with counting(rt, device=False, stub=True, sites=False) as c:
+        ops.layer_norm(x, w, w, 1e-5, 1)
+        ops.layer_norm_backward(x, x, stat, stat, w, 1, True, True)
+        ops.rms_norm(x, w, 1e-6)
+        ops.rms_norm_backward(x, x, w, stat)
+        ops.softmax(np.zeros((1024, 512), F32), -1)
+        ops.log_softmax(np.zeros((256, 32000), F32), -1)
+        ops.fold(P.add, x, 0, -0.0)
+        ops.embedding_backward(np.zeros(2048, np.int64), x, 32000)
+    assert c.launches == 11 and c.narrow == 0, dict(c.sites.get("narrow", {}))
+    with counting(rt, device=False, stub=True, sites=False) as c:
+        ops.fold(P.add, np.zeros((256, 10), F32), 0, -0.0)
+    assert (c.narrow, c.allowed) == (0, 1)
