@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from . import emulator as E
-from .kernels import SMS, THREADS
+from .kernels import ROW_THREADS, SMS, THREADS
 
 SERIAL = 64  # a per-thread loop at least this long in a launch of fewer than SMS blocks is narrow
 # the serial loop each thread of a kernel walks, from its arguments (repops/cuda/kernels/*.cu)
@@ -37,7 +37,7 @@ LOOP = {
     "norm_f32": lambda a: a[13],  # the normalised row (layer / RMS norm)
     "colsum_f32": lambda a: a[6],  # the rows summed per column (norm weight / bias gradients)
     "fold_f32": lambda a: a[3],  # the folded axis
-    "embedding_poison_f32": lambda a: -(-a[3] // (256 // a[6])),  # a lane's positions (256 threads, a[6] columns)
+    "embedding_poison_f32": lambda a: -(-a[3] // (ROW_THREADS // a[6])),  # a lane's positions (a[6] columns a block)
     "embedding_backward_f32": lambda a: a[4],  # the positions of a block's rows: at most every position
 }
 # Reductions to fewer outputs than SMs (a scalar, a 10-class bias gradient): each output's

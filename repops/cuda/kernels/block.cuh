@@ -10,7 +10,7 @@
 #include "common.cuh"
 
 #ifndef REPOPS_STAGE
-#define REPOPS_STAGE 1024  // floats staged per chain and block (>= blockDim.x)
+#define REPOPS_STAGE 1024  // floats staged per chain and block (any size >= 4: COLUMNS per tile row)
 #endif
 
 // Block-stride loop over rows: block b takes rows b, b + gridDim.x, ...
