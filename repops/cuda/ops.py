@@ -278,8 +278,8 @@ class Ops:
         wterm = self.xp.empty(a.shape if op.endswith("backward") else (1,), F32)  # the kernel writes it
         dummy = self.xp.empty((1,), F32)
         if a.size:
-            self.rt.launch("norm_f32", *self._row_grid(rows, n), NORMS[op], a, a if x is None else x, int(w is not None),
-                           dummy if w is None else w, int(b is not None), dummy if b is None else b,
+            self.rt.launch("norm_f32", *self._row_grid(rows, n), NORMS[op], a, a if x is None else x,
+                           int(w is not None), dummy if w is None else w, int(b is not None), dummy if b is None else b,
                            self.constant([eps]), s0, dummy if s1 is None else s1, out, wterm, rows, n)
         dw = self.xp.empty((n,), F32) if want_dw else None
         db = self.xp.empty((n,), F32) if want_db else None
