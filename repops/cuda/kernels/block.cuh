@@ -19,10 +19,10 @@
 // acc[k] = fold(add) of term k over j = 0..n-1 in order, for K chains at once: terms(j, v)
 // writes v[0..K-1] for element j (it runs on the thread that stages j and may store other
 // outputs of j). acc[] comes in as the initial values and leaves as the sums, the same in
-// every thread. Call from every thread of the block.
+// every thread. stage: the kernel's __shared__ float[K * REPOPS_STAGE] (one per kernel, so
+// every call shares it). Call from every thread of the block.
 template <int K, class Terms>
-__device__ void rp_block_sums(long long n, Terms terms, float *acc) {
-    __shared__ float stage[K][REPOPS_STAGE];
+__device__ void rp_block_sums(long long n, Terms terms, float *acc, float *stage) {
     __shared__ float result[K];
     const int t = threadIdx.x;
     __syncthreads();  // the previous call's readers of result[] are done
@@ -31,12 +31,12 @@ __device__ void rp_block_sums(long long n, Terms terms, float *acc) {
         for (int i = t; i < len; i += blockDim.x) {
             float v[K];
             terms(j0 + i, v);
-            for (int k = 0; k < K; k++) stage[k][i] = v[k];
+            for (int k = 0; k < K; k++) stage[k * REPOPS_STAGE + i] = v[k];
         }
         __syncthreads();
         if (t == 0)
             for (int i = 0; i < len; i++)
-                for (int k = 0; k < K; k++) acc[k] = acc[k] + stage[k][i];
+                for (int k = 0; k < K; k++) acc[k] = acc[k] + stage[k * REPOPS_STAGE + i];
         __syncthreads();  // the stage is free again
     }
     if (t == 0)
@@ -68,22 +68,22 @@ __device__ float rp_block_max(long long n, F f) {
 // folds each over l = 0..L-1 in order (acc = step(k, acc, x)); thread t < cb holds column
 // c0 + t's K accumulators in acc[] (initial values in, results out; other threads' acc is
 // untouched). Tiles of rows x cb columns are staged by the whole block with coalesced loads:
-// load(k, l, c) reads matrix k. cb <= 32.
+// load(k, l, c) reads matrix k. cb <= REPOPS_STAGE; stage as rp_block_sums's.
 template <int K, class Load, class Step>
-__device__ void rp_column_folds(long long L, long long C, long long c0, int cb, Load load, Step step, float *acc) {
-    __shared__ float stage[K][REPOPS_STAGE];
+__device__ void rp_column_folds(long long L, long long C, long long c0, int cb, Load load, Step step, float *acc,
+                                float *stage) {
     const int t = threadIdx.x;
     const long long tile = REPOPS_STAGE / cb;
     for (long long l0 = 0; l0 < L; l0 += tile) {
         const int len = (int)(L - l0 < tile ? L - l0 : tile);
         for (int i = t; i < len * cb; i += blockDim.x) {
             const long long l = l0 + i / cb, c = c0 + i % cb;
-            for (int k = 0; k < K; k++) stage[k][i] = c < C ? load(k, l, c) : 0.0f;
+            for (int k = 0; k < K; k++) stage[k * REPOPS_STAGE + i] = c < C ? load(k, l, c) : 0.0f;
         }
         __syncthreads();
         if (t < cb && c0 + t < C)
             for (int i = 0; i < len; i++)
-                for (int k = 0; k < K; k++) acc[k] = step(k, acc[k], stage[k][i * cb + t]);
+                for (int k = 0; k < K; k++) acc[k] = step(k, acc[k], stage[k * REPOPS_STAGE + i * cb + t]);
         __syncthreads();
     }
 }

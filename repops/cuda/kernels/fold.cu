@@ -7,10 +7,11 @@
 
 extern "C" __global__ void fold_f32(int op, const float *x, float *out, long long n, long long rows, const float *init,
                                     int cols) {
+    __shared__ float stage[REPOPS_STAGE];
     for (long long c0 = blockIdx.x * (long long)cols; c0 < rows; c0 += (long long)gridDim.x * cols) {
         float acc[1] = {init[0]};
         rp_column_folds<1>(n, rows, c0, cols, [&](int, long long i, long long r) { return x[i * rows + r]; },
-                           [&](int, float a, float v) { return op == 0 ? rp_canon(a + v) : rp_max(a, v); }, acc);
+                           [&](int, float a, float v) { return op == 0 ? rp_canon(a + v) : rp_max(a, v); }, acc, stage);
         const long long r = c0 + threadIdx.x;
         if (threadIdx.x < cols && r < rows) out[r] = acc[0];
     }

@@ -12,6 +12,7 @@
 // 4 attention rows: softmax(mask ? -inf : x scale); 5 attention rows back: (mask ? +0 : softmax_backward(x, y)) scale.
 extern "C" __global__ void rows_f32(int op, const float *x, const float *y, int has_mask, const unsigned char *mask,
                                     const float *scale_p, float *out, long long outer, long long n, long long inner) {
+    __shared__ float stage[REPOPS_STAGE];
     const float scale = scale_p[0];
     REPOPS_FOR_EACH_ROW(r, outer * inner) {
         const long long b = ROW(r);
@@ -25,7 +26,7 @@ extern "C" __global__ void rows_f32(int op, const float *x, const float *y, int 
             rp_block_sums<1>(n, [&](long long j, float *v) {
                 v[0] = rp_exp(s(j) - m);
                 if (op != 1) out[b + j * inner] = v[0];
-            }, acc);
+            }, acc, stage);
             if (op == 1) {
                 const float l = rp_log(acc[0]);
                 for (long long j = threadIdx.x; j < n; j += blockDim.x)
@@ -35,14 +36,14 @@ extern "C" __global__ void rows_f32(int op, const float *x, const float *y, int 
                     out[b + j * inner] = rp_canon(out[b + j * inner] / acc[0]);
             }
         } else if (op == 2 || op == 5) {
-            rp_block_sums<1>(n, [&](long long j, float *v) { v[0] = x[b + j * inner] * y[b + j * inner]; }, acc);
+            rp_block_sums<1>(n, [&](long long j, float *v) { v[0] = x[b + j * inner] * y[b + j * inner]; }, acc, stage);
             for (long long j = threadIdx.x; j < n; j += blockDim.x) {
                 float d = y[b + j * inner] * (x[b + j * inner] - acc[0]);
                 if (op == 5) d = ((has_mask && mask[b + j * inner]) ? 0.0f : d) * scale;
                 out[b + j * inner] = rp_canon(d);
             }
         } else {
-            rp_block_sums<1>(n, [&](long long j, float *v) { v[0] = x[b + j * inner]; }, acc);
+            rp_block_sums<1>(n, [&](long long j, float *v) { v[0] = x[b + j * inner]; }, acc, stage);
             for (long long j = threadIdx.x; j < n; j += blockDim.x)
                 out[b + j * inner] = rp_canon(x[b + j * inner] - rp_exp(y[b + j * inner]) * acc[0]);
         }
@@ -57,6 +58,7 @@ extern "C" __global__ void rows_f32(int op, const float *x, const float *y, int 
 extern "C" __global__ void norm_f32(int op, const float *a, const float *xx, int has_w, const float *w, int has_b,
                                     const float *bias, const float *eps_p, float *s0, float *s1, float *out,
                                     float *wterm, long long rows, long long n) {
+    __shared__ float stage[2 * REPOPS_STAGE];
     const float nf = (float)n, eps = eps_p[0];
     const long long t0 = threadIdx.x, nt = blockDim.x;
     REPOPS_FOR_EACH_ROW(r, rows) {
@@ -64,10 +66,10 @@ extern "C" __global__ void norm_f32(int op, const float *a, const float *xx, int
         float *O = out + r * n, *W = wterm + r * n;
         if (op == 0) {
             float acc[1] = {-0.0f};
-            rp_block_sums<1>(n, [&](long long j, float *v) { v[0] = A[j]; }, acc);
+            rp_block_sums<1>(n, [&](long long j, float *v) { v[0] = A[j]; }, acc, stage);
             const float mean = acc[0] / nf;
             acc[0] = -0.0f;
-            rp_block_sums<1>(n, [&](long long j, float *v) { v[0] = (A[j] - mean) * (A[j] - mean); }, acc);
+            rp_block_sums<1>(n, [&](long long j, float *v) { v[0] = (A[j] - mean) * (A[j] - mean); }, acc, stage);
             const float rstd = 1.0f / sqrtf(acc[0] / nf + eps);
             for (long long j = t0; j < n; j += nt) {
                 float v = (A[j] - mean) * rstd;
@@ -81,7 +83,7 @@ extern "C" __global__ void norm_f32(int op, const float *a, const float *xx, int
             }
         } else if (op == 2) {
             float acc[1] = {-0.0f};
-            rp_block_sums<1>(n, [&](long long j, float *v) { v[0] = A[j] * A[j]; }, acc);
+            rp_block_sums<1>(n, [&](long long j, float *v) { v[0] = A[j] * A[j]; }, acc, stage);
             const float rr = 1.0f / sqrtf(acc[0] / nf + eps);
             for (long long j = t0; j < n; j += nt) O[j] = rp_canon((A[j] * rr) * w[j]);
             if (t0 == 0) s0[r] = rp_canon(rr);
@@ -94,7 +96,7 @@ extern "C" __global__ void norm_f32(int op, const float *a, const float *xx, int
                 v[0] = g;
                 v[1] = g * xhat;
                 W[j] = A[j] * xhat;
-            }, acc);
+            }, acc, stage);
             const float m1 = acc[0] / nf, m2 = acc[1] / nf;
             for (long long j = t0; j < n; j += nt) {
                 float xhat = (X[j] - mean) * rstd;
@@ -107,7 +109,7 @@ extern "C" __global__ void norm_f32(int op, const float *a, const float *xx, int
             rp_block_sums<1>(n, [&](long long j, float *v) {
                 v[0] = (A[j] * w[j]) * X[j];
                 W[j] = A[j] * (X[j] * rr);
-            }, acc);
+            }, acc, stage);
             const float c = ((acc[0] * -0.5f) * ((rr * rr) * rr)) / nf;
             for (long long j = t0; j < n; j += nt) O[j] = rp_canon((A[j] * w[j]) * rr + c * (X[j] * 2.0f));
         }
@@ -119,11 +121,12 @@ extern "C" __global__ void norm_f32(int op, const float *a, const float *xx, int
 // thread per column adding them in order.
 extern "C" __global__ void colsum_f32(const float *wterm, const float *go, int has_dw, float *dw, int has_db, float *db,
                                       long long rows, long long n, int cols) {
+    __shared__ float stage[2 * REPOPS_STAGE];
     for (long long c0 = blockIdx.x * (long long)cols; c0 < n; c0 += (long long)gridDim.x * cols) {
         float acc[2] = {-0.0f, -0.0f};
         rp_column_folds<2>(rows, n, c0, cols, [&](int k, long long r, long long c) {
             return k == 0 ? (has_dw ? wterm[r * n + c] : 0.0f) : (has_db ? go[r * n + c] : 0.0f);
-        }, [](int, float s, float v) { return s + v; }, acc);
+        }, [](int, float s, float v) { return s + v; }, acc, stage);
         const long long c = c0 + threadIdx.x;
         if (threadIdx.x < cols && c < n) {
             if (has_dw) dw[c] = rp_canon(acc[0]);
