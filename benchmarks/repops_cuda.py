@@ -19,8 +19,8 @@ with --counts, what the launch glue does per training step, counted on the CPU e
    step counted (the first may fill caches) with the kernels stubbed (their values are never
    read by the glue): launches, host syncs, CuPy copy kernels (and MB), CuPy's other kernels
    (integer elementwise ops and reductions), DLPack conversions, host->device uploads and
-   narrow launches (< 132 blocks at 256 threads, a serial loop of 64+ per thread; scalar
-   folds listed apart), and glue_ratio = host time of a RepOps step with the launches stubbed
+   narrow launches (< 132 blocks at the GPU's geometry, a serial loop of 64+ per thread;
+   folds to fewer outputs than SMs listed apart), and glue_ratio = host time of a RepOps step with the launches stubbed
    / native torch's CPU step, both on a tiny model with the same layers (TINY). Writes
    benchmarks/results/repops_cuda_counts.json.
 Writes benchmarks/results/repops_cuda.{json,png}: device, gpu_tests {passed, failed} (from
@@ -232,7 +232,8 @@ def bench_counts(models, out: Path, con):
     out.write_text(json.dumps({
         "device": "CUDA emulator (CPU): the GPU's launch glue, kernels stubbed",
         "command": "python benchmarks/repops_cuda.py --counts",
-        "narrow": f"< {SMS} blocks of 256 threads and a per-thread serial loop >= {SERIAL}: {sorted(LOOP)}",
+        "narrow": f"< {SMS} blocks (of 256 threads for a grid-stride kernel; one per row or column group for the "
+                  f"row kernels) and a per-thread serial loop >= {SERIAL}: {sorted(LOOP)}",
         "allow_list": sorted(ALLOWED), "tiny_models": TINY,
         "notes": "syncs: the one read of the deferred index checks when the repops.deterministic() block ends "
                  "(repops/faults.py settle); copies: CuPy copy kernels (contiguous copies, casts, fills), cupy_ops: "

@@ -12,8 +12,10 @@ counted where it is read. `stub=True` counts launches without running them (the 
 sequence never depends on float values), so a d1024 Llama step is counted in seconds; its
 float results are then garbage, never to be used.
 
-Narrow launches are judged at the GPU's geometry (repops/cuda/kernels.py THREADS, one SM
-count), not the emulator's: blocks = ceil(work items / THREADS)."""
+Narrow launches are judged at the GPU's geometry (repops/cuda/kernels.py: THREADS, SMS),
+not the emulator's: blocks = ceil(work items / THREADS) for a grid-stride kernel, one per row
+for a row kernel, one per group of columns for a fold (repops/cuda/ops.py _row_grid,
+_group_grid)."""
 from __future__ import annotations
 
 import contextlib
@@ -26,9 +28,8 @@ import numpy as np
 import torch
 
 from . import emulator as E
-from .kernels import THREADS
+from .kernels import ROW_THREADS, SMS, THREADS
 
-SMS = 132  # an H100 SXM's streaming multiprocessors: fewer blocks leave SMs idle
 SERIAL = 64  # a per-thread loop at least this long in a launch of fewer than SMS blocks is narrow
 # the serial loop each thread of a kernel walks, from its arguments (repops/cuda/kernels/*.cu)
 LOOP = {
@@ -36,11 +37,14 @@ LOOP = {
     "norm_f32": lambda a: a[13],  # the normalised row (layer / RMS norm)
     "colsum_f32": lambda a: a[6],  # the rows summed per column (norm weight / bias gradients)
     "fold_f32": lambda a: a[3],  # the folded axis
-    "embedding_backward_f32": lambda a: a[3],  # every position, per column
+    "embedding_poison_f32": lambda a: -(-a[3] // (ROW_THREADS // a[6])),  # a lane's positions (a[6] columns a block)
+    "embedding_backward_f32": lambda a: a[4],  # the positions of a block's rows: at most every position
 }
-# True scalar reductions: one output, its fold a single sequential chain by the spec (a tree
-# would change the bits). Listed apart, not narrow.
-ALLOWED = {"fold_f32 to one value": lambda a: a[4] == 1}
+# Reductions to fewer outputs than SMs (a scalar, a 10-class bias gradient): each output's
+# fold is one sequential chain by the spec (a tree would change the bits) and already has a
+# block of its own; the launch cannot be wider. Listed apart, not narrow.
+ALLOWED = {"fold_f32 to fewer outputs than SMs": lambda a: a[4] < SMS,
+           "colsum_f32 of fewer columns than SMs": lambda a: a[7] < SMS}
 
 # torch's reads of a tensor's value on the host: on a CUDA tensor each waits for the device
 _READS = ("item", "tolist", "cpu", "__bool__", "__int__", "__float__", "__index__")
@@ -112,25 +116,33 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
     from ..reference import prims as P
     from .ops import Ops
     c = Counts(record_sites=sites)
-    launch, grid, xp_of = rt.launch, Ops._grid, P.xp_of
+    launch, grids, xp_of = rt.launch, (Ops._grid, Ops._row_grid, Ops._group_grid, Ops._table_rows), P.xp_of
     arr, tt, data, from_dlpack = aten.arr, aten.tt, aten._data, torch.from_dlpack
     work = []
 
-    def counted_grid(self, n):
-        work.append(n)
-        return grid(self, n)
+    def counted_grid(self, n):  # the GPU's blocks of each geometry
+        work.append(-(-n // THREADS))
+        return grids[0](self, n)
+
+    def counted_row_grid(self, rows, n):
+        work.append(rows)
+        return grids[1](self, rows, n)
+
+    def counted_group_grid(self, n, cols):
+        work.append(-(-n // cols))
+        return grids[2](self, n, cols)
 
     def counted_launch(name, g, block, *args):
         c.launches += 1
         c.kernels[name] += 1
-        n = work.pop() if work else None
+        blocks = work.pop() if work else None
         work.clear()
-        if name in LOOP and n is not None and -(-n // THREADS) < SMS and LOOP[name](args) >= SERIAL:
+        if name in LOOP and blocks is not None and blocks < SMS and LOOP[name](args) >= SERIAL:
             if any(test(args) for k, test in ALLOWED.items() if k.startswith(name)):
                 c.allowed += 1
             else:
                 c.narrow += 1
-                c.sites.setdefault("narrow", Counter())[f"{name} (loop {LOOP[name](args)}, work {n})"] += 1
+                c.sites.setdefault("narrow", Counter())[f"{name} (loop {LOOP[name](args)}, blocks {blocks})"] += 1
         if not stub:
             launch(name, g, block, *args)
 
@@ -170,7 +182,9 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
                 inside.pop()
         return read
 
-    rt.launch, Ops._grid = counted_launch, counted_grid
+    rt.launch = counted_launch
+    Ops._grid, Ops._row_grid, Ops._group_grid = counted_grid, counted_row_grid, counted_group_grid
+    Ops._table_rows = lambda self, v: grids[3](self, v, 32 * SMS)  # the GPU's grid (repops/cuda/device.py)
     E.OBSERVER = c.seen
     reads = {}
     if device:
@@ -185,7 +199,7 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
     finally:
         E.OBSERVER = None
         del rt.launch
-        Ops._grid = grid
+        Ops._grid, Ops._row_grid, Ops._group_grid, Ops._table_rows = grids
         aten.arr = integer.arr = arr
         aten.tt, aten._data, P.xp_of, torch.from_dlpack = tt, data, xp_of, from_dlpack
         for name, had in reads.items():

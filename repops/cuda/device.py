@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import BackendError
 from ..reference.prims import moved
 from .compile import NOT_IEEE, compile_source
-from .kernels import KERNELS, NVRTC_OPTIONS, THREADS, TUNING, defines
+from .kernels import KERNELS, NVRTC_OPTIONS, ROW_THREADS, THREADS, TUNING, defines
 
 _SCALARS = {"int": np.int32, "long long": np.int64, "unsigned": np.uint32}
 
@@ -35,6 +35,7 @@ def _cupy():
 
 class Device:
     elementwise_threads = THREADS
+    row_threads = ROW_THREADS
 
     def __init__(self, options=NVRTC_OPTIONS, tuning=None, target="ptx"):
         """options: NVRTC's; the numerics contract's unless a test compiles a bad device on

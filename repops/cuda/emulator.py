@@ -182,6 +182,7 @@ class Emulator:
     # keep the number of emulated threads down while still running every loop
     max_blocks = 2
     elementwise_threads = 32
+    row_threads = 32  # a block of one warp: rows longer than the block take every path
 
     def __init__(self, ftz: bool = False, tuning=None):
         self.name = "cuda-emu" + ("-ftz" if ftz else "")

@@ -11,7 +11,7 @@ NVRTC_OPTIONS = ("--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=
 
 F, I, Q, U = "float", "int", "long long", "unsigned"
 CF, MF, CI, MI, CB, MB = "const float *", "float *", "const int *", "int *", "const unsigned char *", "unsigned char *"
-CU, MU, CQ = "const unsigned *", "unsigned *", "const long long *"
+CU, MU, CQ, MQ = "const unsigned *", "unsigned *", "const long long *", "long long *"
 
 KERNELS = {
     "prim_map_f32": ("primitives.cu", (I, CF, Q, CF, Q, CF, Q, MF, Q)),
@@ -20,25 +20,32 @@ KERNELS = {
     "prim_ldexp_f32": ("primitives.cu", (CF, Q, CI, Q, MF, Q)),
     "prim_from_int32_f32": ("primitives.cu", (CI, Q, MF, Q)),
     "prim_to_int32_f32": ("primitives.cu", (I, CF, Q, MI, Q)),
-    "fold_f32": ("fold.cu", (I, CF, MF, Q, Q, CF)),
+    "fold_f32": ("fold.cu", (I, CF, MF, Q, Q, CF, I)),
     "matmul_f32": ("matmul.cu", (CF, CF, MF, I, I, I)),
     "gather_u32": ("indexing.cu", (CU, CQ, CU, MU, Q, Q, Q, Q)),
     "onehot_u32": ("indexing.cu", (CQ, CU, Q, CU, Q, MU, Q, Q)),
-    "embedding_backward_f32": ("indexing.cu", (CQ, CF, MF, Q, Q, Q)),
+    "embedding_poison_f32": ("indexing.cu", (CQ, CF, MQ, Q, Q, Q, I)),
+    "embedding_backward_f32": ("indexing.cu", (CQ, CF, CQ, MF, Q, Q, Q, Q)),
     "philox_keep_u8": ("random.cu", (CI, U, U, U, MB, Q)),
     "rows_f32": ("nn.cu", (I, CF, CF, I, CB, CF, MF, Q, Q, Q)),
     "norm_f32": ("nn.cu", (I, CF, CF, I, CF, I, CF, CF, MF, MF, MF, MF, Q, Q)),
-    "colsum_f32": ("nn.cu", (CF, CF, I, MF, I, MF, Q, Q)),
+    "colsum_f32": ("nn.cu", (CF, CF, I, MF, I, MF, Q, Q, I)),
     "adamw_scalars": ("optim.cu", (MF, MF, CF, MF)),
     "adamw_f32": ("optim.cu", (MF, CF, MF, MF, CF, CF, Q)),
 }
 
-# Launch geometry. THREADS: elementwise kernels on the GPU. TUNING: compile-time shape of the
-# matmul tiles (-D flags for NVRTC and the emulator alike); it never changes bits, only speed
-# (benchmarks/repops_cuda.py --sweep measures others).
+# Launch geometry. THREADS: elementwise kernels on the GPU. ROW_THREADS: the most threads of a
+# block that works on one row (softmax family, norms) or on a group of columns (folds, column
+# sums: COLUMNS of them per block, fewer where that leaves SMs idle). TUNING: compile-time
+# shapes (-D flags for NVRTC and the emulator alike): the matmul tiles, and REPOPS_STAGE, the
+# floats a row kernel stages in shared memory per chain (repops/cuda/kernels/block.cuh). They
+# never change bits, only speed (benchmarks/repops_cuda.py --sweep measures other tiles).
 THREADS = 256
-TUNING = {"MATMUL_BM": 128, "MATMUL_BN": 128, "MATMUL_BK": 16, "MATMUL_WM": 64, "MATMUL_WN": 32}
-
+ROW_THREADS = 256
+COLUMNS = 4
+SMS = 132  # an H100 SXM's streaming multiprocessors: a launch of fewer blocks leaves SMs idle
+TUNING = {"MATMUL_BM": 128, "MATMUL_BN": 128, "MATMUL_BK": 16, "MATMUL_WM": 64, "MATMUL_WN": 32,
+          "REPOPS_STAGE": 1024}
 
 def defines(tuning: dict) -> tuple:
     return tuple(f"-D{k}={v}" for k, v in sorted(tuning.items()))

@@ -16,7 +16,7 @@ from ..errors import DTypeError
 from ..kernels import MAP_OPS, NORMS, ROWS
 from ..reference import prims as P
 from ..reference.linalg import matmul_shape
-from .kernels import matmul_geometry
+from .kernels import COLUMNS, SMS, matmul_geometry
 
 F32 = np.float32
 _CMP = {"eq", "lt", "le"}
@@ -89,6 +89,29 @@ class Ops:
         """Grid-stride kernels: any geometry gives the same bits (one output per thread)."""
         t = self.rt.elementwise_threads
         return (max(1, min(-(-n // t), self.rt.max_blocks)), 1, 1), (t, 1, 1)
+
+    def _row_grid(self, rows, n):
+        """A block per row of n elements (block-stride beyond max_blocks), a warp multiple of
+        threads up to row_threads: any geometry gives the same bits (kernels/block.cuh)."""
+        t = min(self.rt.row_threads, max(32, -(-n // 32) * 32))
+        return (max(1, min(rows, self.rt.max_blocks)), 1, 1), (t, 1, 1)
+
+    def _group_grid(self, n, per):
+        """A block per `per` of n items (the columns of a fold or a column sum, the rows of an
+        embedding table), row_threads each."""
+        return (max(1, min(-(-n // per), self.rt.max_blocks)), 1, 1), (self.rt.row_threads, 1, 1)
+
+    def _table_rows(self, v, max_blocks=None):
+        """Table rows per block of embedding backward: about two blocks per SM, and no more
+        groups than the runtime runs blocks (each group walks every position; on the
+        emulator, 2 blocks, a group's barriers are its cost)."""
+        return max(1, v // (2 * SMS), -(-v // (max_blocks or self.rt.max_blocks)))
+
+    @staticmethod
+    def _columns(n):
+        """Columns per block: COLUMNS, fewer where n / COLUMNS blocks would leave SMs idle (one
+        column each when n < SMS: its fold is one chain by the spec, a block is all it can use)."""
+        return max(1, min(COLUMNS, n // SMS))
 
     def _run(self, kernel, shape, out_dtype, pre, operands):
         """Launch an elementwise kernel: pre (leading ints), operands as (array, stride)
@@ -202,12 +225,22 @@ class Ops:
         return out
 
     def embedding_backward(self, index, g, num_weights):
+        """kernels/indexing.cu: the poisoned columns' summary, then a block per group of table
+        rows (it writes every element of them: no fill)."""
         index = self.contiguous(index, np.int64)
         g = self.contiguous(g)
-        out = self.fill((num_weights, g.shape[1]), 0.0)  # +0
-        if index.size and g.shape[1]:
-            self.rt.launch("embedding_backward_f32", *self._grid(g.shape[1]), index, g, out, index.size, g.shape[1],
-                           num_weights)
+        P_, D = index.size, g.shape[1]
+        if num_weights == 0 or D == 0:
+            return self.xp.empty((num_weights, D), F32)
+        if P_ == 0:
+            return self.fill((num_weights, D), 0.0)  # +0
+        poison = self.xp.empty((D,), np.int64)
+        cols = self._columns(D)
+        self.rt.launch("embedding_poison_f32", *self._group_grid(D, cols), index, g, poison, P_, D, num_weights, cols)
+        out = self.xp.empty((num_weights, D), F32)
+        per = self._table_rows(num_weights)
+        self.rt.launch("embedding_backward_f32", *self._group_grid(num_weights, per), index, g, poison, out, P_, D,
+                       num_weights, per)
         return out
 
     # -- row operators, norms, attention, AdamW (kernels/nn.cu, optim.cu) ----------------------
@@ -225,7 +258,7 @@ class Ops:
         else:
             m = self.xp.empty((1,), np.uint8)
         if out.size:
-            self.rt.launch("rows_f32", *self._grid(outer * inner), ROWS[op], x, x if y is None else y,
+            self.rt.launch("rows_f32", *self._row_grid(outer * inner, n), ROWS[op], x, x if y is None else y,
                            int(mask is not None), m, self.constant([scale]), out, outer, n, inner)
         return out
 
@@ -247,15 +280,16 @@ class Ops:
         wterm = self.xp.empty(a.shape if op.endswith("backward") else (1,), F32)  # the kernel writes it
         dummy = self.xp.empty((1,), F32)
         if a.size:
-            self.rt.launch("norm_f32", *self._grid(rows), NORMS[op], a, a if x is None else x, int(w is not None),
-                           dummy if w is None else w, int(b is not None), dummy if b is None else b,
+            self.rt.launch("norm_f32", *self._row_grid(rows, n), NORMS[op], a, a if x is None else x,
+                           int(w is not None), dummy if w is None else w, int(b is not None), dummy if b is None else b,
                            self.constant([eps]), s0, dummy if s1 is None else s1, out, wterm, rows, n)
         dw = self.xp.empty((n,), F32) if want_dw else None
         db = self.xp.empty((n,), F32) if want_db else None
         if (want_dw or want_db) and n:
             if rows:
-                self.rt.launch("colsum_f32", *self._grid(n), wterm, a, int(want_dw), dummy if dw is None else dw,
-                               int(want_db), dummy if db is None else db, rows, n)
+                cols = self._columns(n)
+                self.rt.launch("colsum_f32", *self._group_grid(n, cols), wterm, a, int(want_dw),
+                               dummy if dw is None else dw, int(want_db), dummy if db is None else db, rows, n, cols)
             else:
                 dw, db = (None if t is None else self.fill((n,), -0.0) for t in (dw, db))
         return out, dw, db
@@ -333,8 +367,9 @@ class Ops:
         else:
             out = self.xp.empty(moved.shape[1:], F32)
             if out.size:
-                self.rt.launch("fold_f32", *self._grid(out.size), code, moved, out, n, out.size,
-                               self.constant([init]))
+                cols = self._columns(out.size)
+                self.rt.launch("fold_f32", *self._group_grid(out.size, cols), code, moved, out, n, out.size,
+                               self.constant([init]), cols)
         return self.xp.expand_dims(out, axis) if keepdims else out
 
     def matmul(self, a, b):

@@ -24,34 +24,92 @@ extern "C" __global__ void onehot_u32(const long long *index, const unsigned *va
     }
 }
 
-// Embedding backward (repops/reference/nn.py; the CPU's kernels/indexing.c): out [V, D] = +0 is
-// written by the caller; one thread per column d walks the positions p in order:
-// out[index[p], d] += g[p, d]. A non-finite g[p, d] poisons column d in every row but index[p]
-// (the one-hot product's 0 * inf): S_d = the rows with a non-finite entry; every row but w1 if
-// S_d = {w1}, every row if |S_d| > 1. An index outside [0, V) (past a fault, which the caller
-// reads later: repops/faults.py) is a one-hot row of zeros: it adds nothing, and its
-// non-finite entry poisons every row; it is never a write outside `out`.
-extern "C" __global__ void embedding_backward_f32(const long long *index, const float *g, float *out, long long P,
-                                                  long long D, long long V) {
-    REPOPS_FOR_EACH(d, D) {
-        long long w1 = -1;
-        int multi = 0;
-        for (long long p = 0; p < P; p++) {
-            const float v = g[p * D + d];
-            const long long w = index[p];
-            const int in = w >= 0 && w < V;
-            if (in) out[w * D + d] = out[w * D + d] + v;
-            if (v - v != 0.0f) {  // not finite (inf - inf and NaN - NaN are NaN)
-                if (!in) multi = 1;
-                else if (w1 < 0) w1 = w;
-                else if (w1 != w) multi = 1;
+// Embedding backward (repops/reference/nn.py; the CPU's kernels/indexing.c): out [V, D] =
+// the sum of the rows g[p] with index[p] == w in increasing p, from +0. A non-finite g[p, d]
+// poisons column d in every row but index[p] (the one-hot product's 0 * inf): S_d = the rows
+// with a non-finite entry in column d; every row but w1 if S_d = {w1}, every row if |S_d| > 1.
+// An index outside [0, V) (past a fault, which the caller reads later: repops/faults.py) is
+// a one-hot row of zeros: it adds nothing, and its non-finite entry poisons every row; it is
+// never a write outside `out`. Two launches:
+
+// 1. S_d's summary per column: -1 (empty), w1 (one row), -2 (more, or an index outside the
+// table). Exact in any order (the summary of a set union), so each block takes `cols`
+// columns, its threads lanes over the positions, then a tree over the lanes.
+__device__ __forceinline__ long long repops_poison_join(long long a, long long b) {
+    return a == -1 ? b : (b == -1 || a == b ? a : -2);
+}
+
+extern "C" __global__ void embedding_poison_f32(const long long *index, const float *g, long long *poison,
+                                                long long P, long long D, long long V, int cols) {
+    __shared__ long long part[1024];  // blockDim.x <= 1024
+    const int t = threadIdx.x, lanes = blockDim.x / cols, lane = t / cols;
+    for (long long c0 = blockIdx.x * (long long)cols; c0 < D; c0 += (long long)gridDim.x * cols) {
+        const long long c = c0 + t % cols;
+        long long s = -1;
+        if (lane < lanes && c < D)
+            for (long long p = lane; p < P; p += lanes) {
+                const float v = g[p * D + c];
+                if (v - v != 0.0f) {  // not finite (inf - inf and NaN - NaN are NaN)
+                    const long long w = index[p];
+                    s = repops_poison_join(s, w >= 0 && w < V ? w : -2);
+                }
+            }
+        __syncthreads();  // the previous group's part[] is read
+        part[t] = s;
+        __syncthreads();
+        for (int k = 1; k < lanes; k *= 2) {
+            if (lane % (2 * k) == 0 && lane + k < lanes) part[t] = repops_poison_join(part[t], part[t + k * cols]);
+            __syncthreads();
+        }
+        if (t < cols && c < D) poison[c] = part[t];
+    }
+}
+
+// 2. A block owns `per` rows of the table [w0, w0 + per): it writes them +0, then walks the
+// positions in chunks of blockDim.x, the block marking the positions whose index falls in its
+// rows and compacting them in order (a prefix sum of the marks in shared memory, exact
+// integers), then adds those rows of g in increasing p, thread t owning columns t, t +
+// blockDim.x, ...: each (w, d) chain is one thread's, in the spec's order. Last, the
+// poisoned columns of its rows become NaN.
+extern "C" __global__ void embedding_backward_f32(const long long *index, const float *g, const long long *poison,
+                                                  float *out, long long P, long long D, long long V, long long per) {
+    __shared__ int scan[1024];  // blockDim.x <= 1024
+    __shared__ long long hit_p[1024], hit_w[1024];
+    const int t = threadIdx.x, nt = blockDim.x;
+    for (long long w0 = blockIdx.x * per; w0 < V; w0 += (long long)gridDim.x * per) {
+        const long long w1 = w0 + per < V ? w0 + per : V;
+        for (long long w = w0; w < w1; w++)
+            for (long long d = t; d < D; d += nt) out[w * D + d] = 0.0f;
+        for (long long p0 = 0; p0 < P; p0 += nt) {
+            const long long p = p0 + t;
+            const long long w = p < P ? index[p] : -1;
+            const int mine = w >= w0 && w < w1;
+            __syncthreads();  // the previous chunk's hits are read
+            scan[t] = mine;
+            __syncthreads();
+            for (int k = 1; k < nt; k *= 2) {
+                const int add = t >= k ? scan[t - k] : 0;
+                __syncthreads();
+                scan[t] += add;
+                __syncthreads();
+            }
+            if (mine) {
+                hit_p[scan[t] - 1] = p;
+                hit_w[scan[t] - 1] = w;
+            }
+            __syncthreads();
+            const int hits = scan[nt - 1];
+            for (int h = 0; h < hits; h++) {
+                const float *G = g + hit_p[h] * D;
+                float *O = out + hit_w[h] * D;
+                for (long long d = t; d < D; d += nt) O[d] = rp_canon(O[d] + G[d]);
             }
         }
-        for (long long p = 0; p < P; p++)
-            if (index[p] >= 0 && index[p] < V) out[index[p] * D + d] = rp_canon(out[index[p] * D + d]);
-        if (multi) w1 = V;  // (every row)
-        if (w1 >= 0)
-            for (long long w = 0; w < V; w++)
-                if (multi || w != w1) out[w * D + d] = RP_NAN;
+        for (long long d = t; d < D; d += nt) {
+            const long long s = poison[d];
+            if (s != -1)
+                for (long long w = w0; w < w1; w++)
+                    if (w != s) out[w * D + d] = RP_NAN;
+        }
     }
 }
