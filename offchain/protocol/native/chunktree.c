@@ -32,6 +32,7 @@ typedef struct {
     pthread_mutex_t *mu;
     pthread_cond_t *cv;
     int go;
+    uint8_t zero[64][32];  /* zero[h]: a node of height h over padding only (hashed once, not per node) */
 } job_t;
 
 typedef struct {
@@ -84,7 +85,10 @@ static void *work(void *p) {
         }
     }
     uint64_t base = 0, m = j->P;
+    int h = 0;
     while (m > 1) {
+        h++;
+        uint64_t live = (j->n + ((uint64_t)1 << h) - 1) >> h;  /* nodes of this level over some real leaf */
         uint64_t half = m / 2;
         int par = T > 1 && half >= (uint64_t)T * MIN_PER_THREAD;  /* the same choice on every thread */
         if (par) {
@@ -99,7 +103,10 @@ static void *work(void *p) {
         }
         const uint8_t *src = j->out + 32 * base;
         uint8_t *dst = j->out + 32 * (base + m);
-        for (uint64_t i = lo; i < hi; i++) inner(dst + 32 * i, src + 64 * i);
+        for (uint64_t i = lo; i < hi; i++) {
+            if (i < live) inner(dst + 32 * i, src + 64 * i);
+            else memcpy(dst + 32 * i, j->zero[h], 32);
+        }
         base += m;
         m = half;
     }
@@ -123,7 +130,16 @@ int verde_chunk_tree(const uint8_t *data, uint64_t nbytes, uint64_t csize, uint8
     pthread_barrier_t bar;
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-    job_t job = {data, nbytes, csize, n, P, out, 1, &bar, &mu, &cv, 0};
+    job_t job;
+    memset(&job, 0, sizeof job);
+    job.data = data, job.nbytes = nbytes, job.csize = csize, job.n = n, job.P = P, job.out = out, job.T = 1;
+    job.bar = &bar, job.mu = &mu, job.cv = &cv;
+    for (int h = 1; h < 64 && ((uint64_t)1 << (h - 1)) < P; h++) {
+        uint8_t pair[64];
+        memcpy(pair, job.zero[h - 1], 32);
+        memcpy(pair + 32, job.zero[h - 1], 32);
+        inner(job.zero[h], pair);
+    }
     arg_t args[256];
     pthread_t tids[256];
     int started = 1;
