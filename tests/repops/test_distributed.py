@@ -86,7 +86,7 @@ def _train_dp(model, fingerprint=b"job"):
         losses.append(dp.backward(*_data(s)))
         with repops.deterministic():
             opt.step()
-    return [p.detach().clone() for p in model.parameters()] + losses, dp.bytes_sent
+    return [p.detach().clone() for p in model.parameters()] + losses, (dp.bytes_sent, dp.bytes_received)
 
 
 def _rank(rank, world, port, fingerprints, die_at, queue):
@@ -164,7 +164,7 @@ def test_one_process_gives_the_hand_written_tree(reference):
     want, left_folds_differ = reference
     got, sent = _train_dp(_model())
     assert all(torch.equal(a, b) for a, b in zip(_bits(got), _bits(want)))
-    assert sent == 0
+    assert sent == (0, 0)
     assert left_folds_differ, "the data must tell the tree from a left fold, or this test proves nothing"
 
 
@@ -176,7 +176,13 @@ def test_gloo_ranks_give_the_single_process_bits(reference, world):
     got = [torch.from_numpy(a) for a in results[0][1]]
     assert all(torch.equal(a, b) for a, b in zip(_bits(got), _bits(want)))
     n_values = sum(p.numel() for p in _model().parameters()) + 1
-    assert results[0][2] == STEPS * n_values * 4, "one partial sum per rank per step crosses the network"
+    n_params = len(list(_model().parameters()))
+    # rank 0, a cover of one partial: the other rank's shard of it out, the other rank's partial
+    # of shard 0 in, then the finished shards (padded to the larger, with the parameter mask) both ways
+    mine, theirs = n_values // world, n_values - n_values // world
+    row = theirs + n_params + 1  # the mask: the loss and each parameter
+    assert results[0][2] == (STEPS * 4 * (theirs + row), STEPS * 4 * (mine + row)), \
+        "each rank sends and receives one shard's partials and the finished shards, not whole covers"
 
 
 def test_a_rank_on_another_job_is_refused_by_every_rank():
