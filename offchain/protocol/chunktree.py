@@ -59,7 +59,8 @@ def lib():
             L = ctypes.CDLL(str(cached_library("verde-chunktree", [SOURCE], FLAGS, (crypto,))))
             L.verde_tree_nodes.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
             L.verde_tree_nodes.restype = ctypes.c_uint64
-            L.verde_chunk_tree.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int]
+            L.verde_chunk_tree.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int,
+                                           ctypes.c_uint64]
             L.verde_chunk_tree.restype = ctypes.c_int
             _lib = L
         except Exception as e:  # noqa: BLE001  (any reason: the Python tree gives the same bytes)
@@ -75,10 +76,10 @@ def nodes_python(raw: bytes, csize: int) -> bytes:
     return b"".join(b"".join(level) for level in merkle._levels(leaves))
 
 
-def nodes(array: np.ndarray, csize: int, nthreads: int | None = None) -> bytes:
+def nodes(array: np.ndarray, csize: int, nthreads: int | None = None, min_bytes: int = 1 << 20) -> bytes:
     """Every node of the chunk tree of a C-contiguous array's bytes cut into csize-byte chunks:
     levels leaves first (padded with ZERO to a power of two), 32 bytes each (merkle.Tree.from_nodes
-    reads them back)."""
+    reads them back). A thread for each min_bytes at most (tests lower it to split small trees)."""
     if csize < 1:
         raise ValueError(f"chunk of {csize} bytes: a chunk holds at least one byte")
     if not array.flags.c_contiguous:
@@ -87,5 +88,5 @@ def nodes(array: np.ndarray, csize: int, nthreads: int | None = None) -> bytes:
     if L is None:
         return nodes_python(array.tobytes(), csize)
     out = ctypes.create_string_buffer(32 * L.verde_tree_nodes(array.nbytes, csize))
-    L.verde_chunk_tree(array.ctypes.data, array.nbytes, csize, out, nthreads or threads())
+    L.verde_chunk_tree(array.ctypes.data, array.nbytes, csize, out, nthreads or threads(), max(1, min_bytes))
     return out.raw

@@ -120,13 +120,18 @@ uint64_t verde_tree_nodes(uint64_t nbytes, uint64_t csize) {
     return 2 * P - 1;
 }
 
-/* Every node of that tree into out (verde_tree_nodes * 32 bytes), on up to `threads` threads
- * (fewer if the OS refuses some: the bytes never depend on how many). Returns 0. */
-int verde_chunk_tree(const uint8_t *data, uint64_t nbytes, uint64_t csize, uint8_t *out, int threads) {
+/* Every node of that tree into out (verde_tree_nodes * 32 bytes), on up to `threads` threads,
+ * one for each min_bytes of data at most (starting a thread costs ~0.05 ms: the many small
+ * tensors of a traced step are hashed on the caller's), fewer if the OS refuses some: the
+ * bytes never depend on how many. Returns 0. */
+int verde_chunk_tree(const uint8_t *data, uint64_t nbytes, uint64_t csize, uint8_t *out, int threads,
+                     uint64_t min_bytes) {
     uint64_t n = (nbytes + csize - 1) / csize, P = 1;
     while (P < n) P <<= 1;
     int T = threads < 1 ? 1 : threads > 256 ? 256 : threads;
     if ((uint64_t)T > P) T = (int)P;
+    uint64_t most = nbytes / (min_bytes ? min_bytes : 1);  /* threads worth starting */
+    if ((uint64_t)T > most) T = most > 1 ? (int)most : 1;
     pthread_barrier_t bar;
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
