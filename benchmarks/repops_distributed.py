@@ -63,7 +63,8 @@ def measure(name: str, steps: int, m: int, cores: int) -> dict:
             run = train_steps(job, work, world, 0, steps, {steps}, threads=threads, progress=True)
             warm = run.seconds[1:] or run.seconds  # the first step pays the warm-up
             runs[label] = {"world": world, "threads": threads, "step_s": sorted(warm)[len(warm) // 2],
-                           "bytes_sent": run.bytes_sent, "bytes_received": run.bytes_received, "state": CheckpointStore(work, clean=False).load(steps)}
+                           "bytes_sent": run.bytes_sent, "bytes_received": run.bytes_received,
+                           "state": CheckpointStore(work, clean=False).load(steps)}
     states = [r.pop("state") for r in runs.values()]
     same = all(same_bits(a[k], b[k]) for a in states[1:] for b in states[:1] for k in b)
     one, two = runs["1 process, 1 thread"]["step_s"], list(runs.values())[2]["step_s"]
@@ -127,8 +128,8 @@ def main() -> None:
     for c in ("world size", "sharded exchange", "x gradient", "all_gather of covers (replaced)"):
         t.add_column(c, justify="right")
     for w in args.bytes_worlds:
-        t.add_row(str(w), f"{traffic['bytes_per_rank'][w]:,}", f"{traffic['bytes_per_rank'][w] / traffic['gradient_bytes']:.2f}",
-                  f"{traffic['bytes_per_rank_all_gather'][w]:,}")
+        got = traffic["bytes_per_rank"][w]
+        t.add_row(str(w), f"{got:,}", f"{got / traffic['gradient_bytes']:.2f}", f"{traffic['bytes_per_rank_all_gather'][w]:,}")
     Console().print(t)
     if args.bytes_only:
         prev = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
