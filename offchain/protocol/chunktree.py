@@ -4,7 +4,8 @@ releases the GIL and runs on every core, instead of one hashlib call per 1 KB ch
 slower a core, and one core). The bytes are the pure-Python tree's (merkle.Tree), node for node:
 tests/protocol/test_chunktree.py compares them.
 
-The C path needs gcc (RepOps' CPU kernels need it too, and share its build cache:
+SHA-256 runs on the CPU's SHA extensions where it has them (no per-hash API call), else on
+OpenSSL. The C path needs gcc (RepOps' CPU kernels need it too, and share its build cache:
 repops/cpu/build.py) and the libcrypto that Python's hashlib loads. Without either, commitments
 fall back to the pure-Python tree with one warning: the same roots, about 5x slower a core.
 Threads: VERDE_COMMIT_THREADS, else every CPU this process may use.
@@ -62,12 +63,24 @@ def lib():
             L.verde_chunk_tree.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int,
                                            ctypes.c_uint64]
             L.verde_chunk_tree.restype = ctypes.c_int
+            L.verde_sha_impl.argtypes = [ctypes.c_int]
+            L.verde_sha_impl.restype = ctypes.c_int
             _lib = L
         except Exception as e:  # noqa: BLE001  (any reason: the Python tree gives the same bytes)
             _why_not = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             warnings.warn(f"tensor commitments use the pure-Python chunk tree (same roots, ~5x slower a core): "
                           f"the C chunk tree is unavailable ({_why_not})", RuntimeWarning, stacklevel=2)
     return _lib
+
+
+def compression(force: str | None = None) -> str:
+    """Which SHA-256 compression the C path runs: "sha-ni" (the CPU's SHA extensions) or
+    "openssl"; force picks one (tests run both; "sha-ni" falls back where the CPU lacks it),
+    "auto" the CPU's choice again."""
+    L = lib()
+    if L is None:
+        return "python"
+    return ("openssl", "sha-ni")[L.verde_sha_impl({None: -1, "auto": -2, "openssl": 0, "sha-ni": 1}[force])]
 
 
 def nodes_python(raw: bytes, csize: int) -> bytes:

@@ -30,11 +30,22 @@ def test_the_c_path_is_built_here():
     assert chunktree.lib() is not None
 
 
+@pytest.fixture(params=["sha-ni", "openssl"])
+def compression(request):
+    """Both compressions of the C path (SHA-NI only where the CPU has it)."""
+    if request.param == "sha-ni" and chunktree.compression("sha-ni") != "sha-ni":
+        chunktree.compression("auto")
+        pytest.skip("this CPU has no SHA extensions")
+    assert chunktree.compression(request.param) == request.param
+    yield request.param
+    chunktree.compression("auto")
+
+
 SHAPES = [(), (0,), (3, 0), (1,), (7,), (5, 3), (2, 3, 4), (1000,), (257, 3), (4096,), (33, 65)]
 
 
 @pytest.mark.parametrize("dtype", sorted(DTYPES, key=str), ids=str)
-def test_c_tree_equals_python_tree_node_for_node(dtype):
+def test_c_tree_equals_python_tree_node_for_node(dtype, compression):
     rng = np.random.default_rng(40)
     for shape in SHAPES:
         a = canonical(random_array(rng, dtype, shape))
@@ -49,7 +60,7 @@ def test_c_tree_equals_python_tree_node_for_node(dtype):
             assert c.tree.leaves == ref_tree.leaves and c.tree._levels == ref_tree._levels
 
 
-def test_large_trees_split_every_level_across_threads_identically():
+def test_large_trees_split_every_level_across_threads_identically(compression):
     """Big enough that the inner levels are hashed in parallel too (>= 256 nodes a thread)."""
     rng = np.random.default_rng(7)
     a = rng.standard_normal(300_001).astype(np.float32)  # ragged last chunk, 2^11 padded leaves
