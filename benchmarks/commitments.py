@@ -9,9 +9,10 @@ at each thread count (the C chunk tree, offchain/protocol/chunktree.py), and, fo
 size, the pure-Python tree (one hashlib call per chunk: what commit() did before #40).
 Bar (issue #40): commitment >= 0.8x SHA-256 a core, scaling with cores. Each is timed by wall
 clock and by CPU seconds (every thread's): on a shared machine the wall clock cannot show
-scaling, the CPU seconds still show the cost a core. The format bounds the ratio: a 1 KB chunk
-is 16 SHA-256 blocks of data but costs 17 (its leaf's tag and padding) + 2 (its share of the
-inner nodes), so <= 16/19 = 0.84x SHA-256 over the same bytes.
+scaling, the CPU seconds still show the cost a core. A 1 KB chunk is 16 SHA-256 blocks of data
+but costs 17 compressions (its leaf's tag and padding) + 2 (its share of the inner nodes): one
+chain at a time would reach at most 16/19 = 0.84x of SHA-256 over the same bytes; the SHA-NI
+path hashes two chunks at once (two chains fill sha256rnds2), which one long hashlib call cannot.
 Writes benchmarks/results/commitments.json.
 """
 from __future__ import annotations
