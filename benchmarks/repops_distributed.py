@@ -1,13 +1,21 @@
 """Data-parallel RepOps on CPU (gloo), measured in one run on this machine:
 
   python benchmarks/repops_distributed.py [--models mlp llama] [--steps 8] [--micro-batches 4]
+                                          [--bytes-worlds 1 2 4 8] [--bytes-only]
 
 Per model (benchmarks/repops_cpu.py's configurations, as a job with M micro-batches): seconds
 per training step on 1 process with 1 thread, on 1 process with every core, and on 2
 processes sharing the cores; the speedup and scaling efficiency t(1 process, 1 thread) /
 (N * t(N processes, 1 thread each)); the bytes each rank puts on the wire per step; and
 whether the checkpoints are the same bits (they must be). The path measured is `verde train
---world-size N`'s (offchain/trainer/distributed.py), without its traced steps. Writes
+--world-size N`'s (offchain/trainer/distributed.py), without its traced steps.
+
+`bytes_per_rank` {W: bytes rank 0 receives a step} at W = 1, 2, 4, 8 (the mlp, M = 8, 2 steps,
+one thread a rank: only bytes are measured, so 8 ranks on 2 cores are fine), with the
+checkpoints of every W compared bit for bit, and `bytes_per_rank_all_gather`: what the
+exchange it replaced (an all_gather of every rank's whole cover) received, (W - 1) x cover x
+gradient, computed. Bar (issue #40): bytes at W = 8 <= 1.25x those at W = 2. --bytes-only
+measures just these and keeps the rest of the JSON. Writes
 benchmarks/results/repops_distributed.{json,png}."""
 from __future__ import annotations
 
@@ -55,12 +63,36 @@ def measure(name: str, steps: int, m: int, cores: int) -> dict:
             run = train_steps(job, work, world, 0, steps, {steps}, threads=threads, progress=True)
             warm = run.seconds[1:] or run.seconds  # the first step pays the warm-up
             runs[label] = {"world": world, "threads": threads, "step_s": sorted(warm)[len(warm) // 2],
-                           "bytes_sent": run.bytes_sent, "state": CheckpointStore(work, clean=False).load(steps)}
+                           "bytes_sent": run.bytes_sent, "bytes_received": run.bytes_received,
+                           "state": CheckpointStore(work, clean=False).load(steps)}
     states = [r.pop("state") for r in runs.values()]
     same = all(same_bits(a[k], b[k]) for a in states[1:] for b in states[:1] for k in b)
     one, two = runs["1 process, 1 thread"]["step_s"], list(runs.values())[2]["step_s"]
     return {"model": name, "micro_batches": m, "steps": steps, "runs": runs, "same_bits": same,
             "speedup_2": one / two, "efficiency_2": one / (2 * two)}
+
+
+def measure_bytes(worlds: list, name: str = "mlp", m: int = 8, steps: int = 2) -> dict:
+    """Bytes received by rank 0 per step at each world size, and whether the checkpoints agree."""
+    from repops.distributed.tree import block, cover
+    received, states = {}, []
+    with tempfile.TemporaryDirectory(prefix="verde-dist-bytes-") as tmp:
+        job = _job(Path(tmp) / "job", name, steps, m)
+        for w in worlds:
+            work = Path(tmp) / f"w{w}"
+            run = train_steps(job, work, w, 0, steps, {steps}, threads=1)
+            received[w] = run.bytes_received
+            states.append(CheckpointStore(work, clean=False).load(steps))
+    gradient = 1 + sum(int(torch.tensor(s).prod()) for s in _param_shapes(job))  # the loss, then each gradient
+    old = {w: (w - 1) * max(len(cover(m, *block(m, w, r))) for r in range(w)) * gradient * 4 for w in worlds}
+    same = all(same_bits(a[k], states[0][k]) for a in states[1:] for k in states[0])
+    return {"model": name, "micro_batches": m, "gradient_bytes": 4 * gradient, "bytes_per_rank": received,
+            "bytes_per_rank_all_gather": old, "same_bits": same}
+
+
+def _param_shapes(job) -> list:
+    from offchain.protocol.dataset import build_model
+    return [list(p.shape) for p in build_model(job, "meta").parameters() if p.requires_grad]
 
 
 def plot(results: list, path: Path) -> None:
@@ -84,9 +116,29 @@ def main() -> None:
     ap.add_argument("--models", nargs="+", default=["mlp", "llama"], choices=sorted(CONFIGS))
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--micro-batches", type=int, default=4)
+    ap.add_argument("--bytes-worlds", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--bytes-only", action="store_true", help="measure bytes_per_rank only, keep the other results")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "repops_distributed"))
     args = ap.parse_args()
     cores = os.cpu_count() or 1
+    out = Path(args.out)
+    traffic = measure_bytes(args.bytes_worlds)
+    t = Table(title=f"bytes received per rank and step ({traffic['model']}, M = {traffic['micro_batches']}, "
+                    f"gradient {traffic['gradient_bytes']:,} bytes)")
+    for c in ("world size", "sharded exchange", "x gradient", "all_gather of covers (replaced)"):
+        t.add_column(c, justify="right")
+    for w in args.bytes_worlds:
+        got = traffic["bytes_per_rank"][w]
+        t.add_row(str(w), f"{got:,}", f"{got / traffic['gradient_bytes']:.2f}", f"{traffic['bytes_per_rank_all_gather'][w]:,}")
+    Console().print(t)
+    if args.bytes_only:
+        prev = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
+        out.with_suffix(".json").write_text(json.dumps({**prev, "traffic": traffic,
+                                                        "bytes_per_rank": traffic["bytes_per_rank"]}, indent=1))
+        print(f"wrote {out.with_suffix('.json')} (bytes_per_rank only)")
+        if not traffic["same_bits"]:
+            sys.exit("the world sizes did not end in the same bits")
+        return
     results = [measure(n, args.steps, args.micro_batches, cores) for n in args.models]
     t = Table(title=f"RepOps data-parallel on CPU (gloo), {cores} cores, median of {args.steps - 1} steps")
     for c in ("model", "run", "s/step", "bytes sent/rank/step", "speedup vs 1x1", "same bits"):
@@ -98,12 +150,12 @@ def main() -> None:
                       str(r["same_bits"]))
         t.add_row(r["model"], "efficiency, 2 processes", f"{r['efficiency_2']:.0%}", "", "", "")
     Console().print(t)
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"cores": cores, "results": results}, indent=1))
+    out.with_suffix(".json").write_text(json.dumps({"cores": cores, "results": results, "traffic": traffic,
+                                                    "bytes_per_rank": traffic["bytes_per_rank"]}, indent=1))
     plot(results, out.with_suffix(".png"))
     print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.png')}")
-    if not all(r["same_bits"] for r in results):
+    if not all(r["same_bits"] for r in results) or not traffic["same_bits"]:
         sys.exit("the runs did not end in the same bits")
 
 

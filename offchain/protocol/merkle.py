@@ -59,6 +59,24 @@ class Tree:
     def __post_init__(self):
         object.__setattr__(self, "_levels", _levels(list(self.leaves)))
 
+    @classmethod
+    def from_nodes(cls, n: int, nodes: bytes) -> "Tree":
+        """The n-leaf tree whose levels (leaves first, padded as _levels pads them) are `nodes`,
+        32 bytes a node, concatenated: what chunktree.nodes computes without Python hashing."""
+        levels, off, m = [], 0, 1 << depth(n)
+        if len(nodes) != 32 * (2 * m - 1):
+            raise ProofError(f"a tree of {n} leaves has {2 * m - 1} nodes, got {len(nodes) / 32}")
+        while True:
+            levels.append([nodes[32 * (off + i):32 * (off + i + 1)] for i in range(m)])
+            off += m
+            if m == 1:
+                break
+            m //= 2
+        t = object.__new__(cls)
+        object.__setattr__(t, "leaves", tuple(levels[0][:n]))
+        object.__setattr__(t, "_levels", levels)
+        return t
+
     @property
     def n(self) -> int:
         return len(self.leaves)

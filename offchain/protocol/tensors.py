@@ -4,10 +4,11 @@ element is provable with one chunk and log2(chunks) hashes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
-from . import merkle
+from . import chunktree, merkle
 from .encoding import u8, u64
 
 # uint8: what torch returns as a byte buffer (batch norm's reserve space); never a kernel operand
@@ -60,16 +61,25 @@ def parse_header(head: bytes) -> tuple[int, tuple]:
 
 @dataclass(frozen=True)
 class Committed:
-    """A tensor with its chunk tree: answers element proofs."""
+    """A tensor with its chunk tree: answers element proofs. The tree's nodes are hashed in
+    one call (chunktree: C, every core); the Python Tree over them is built only when a
+    proof or a node is asked for."""
     array: np.ndarray
     chunk: int  # elements per chunk
 
     def __post_init__(self):
-        raw = self.array.tobytes()
-        size = self.chunk * self.array.itemsize
-        chunks = [raw[i:i + size] for i in range(0, len(raw), size)]
-        object.__setattr__(self, "chunks", chunks)
-        object.__setattr__(self, "tree", merkle.Tree(tuple(merkle.leaf_hash(c) for c in chunks)))
+        object.__setattr__(self, "_nodes", chunktree.nodes(self.array, self.chunk * self.array.itemsize))
+
+    @property
+    def n(self) -> int:
+        return chunk_count(self.array.shape, self.chunk)
+
+    @cached_property
+    def tree(self) -> merkle.Tree:
+        return merkle.Tree.from_nodes(self.n, self._nodes)
+
+    def chunk_bytes(self, c: int) -> bytes:
+        return self.array.reshape(-1)[c * self.chunk:(c + 1) * self.chunk].tobytes()
 
     @property
     def code(self) -> int:
@@ -77,14 +87,14 @@ class Committed:
 
     @property
     def root(self) -> bytes:
-        return merkle.sha256(header(self.code, self.array.shape), self.tree.root)
+        return merkle.sha256(header(self.code, self.array.shape), merkle.seal(self.n, self._nodes[-32:]))
 
     def element_proof(self, flat_index: int) -> "ElementProof":
         n = self.array.size
         if not 0 <= flat_index < n:
             raise TensorError(f"element {flat_index} outside a tensor of {n} elements")
         c = flat_index // self.chunk
-        return ElementProof(self.code, tuple(self.array.shape), self.chunk, flat_index, self.chunks[c],
+        return ElementProof(self.code, tuple(self.array.shape), self.chunk, flat_index, self.chunk_bytes(c),
                             tuple(self.tree.proof(c)))
 
 

@@ -29,7 +29,8 @@ FAULTED = "fault-distributed.json"  # the step a rank met a fault at (docs/NUMER
 class Run:
     losses: dict          # step -> loss
     seconds: list         # rank 0's wall time of each step (batch, gradient, exchange, optimizer)
-    bytes_sent: int       # per rank and step: its partial sums on the wire (it receives N - 1 times that)
+    bytes_sent: int       # per rank and step: its shards of its partial sums, and its finished shard, to the others
+    bytes_received: int = 0  # per rank and step: the others' partials of its shard and their finished shards
 
 
 def _free_port() -> int:
@@ -77,7 +78,7 @@ def train_steps(job: Job, workdir: Path, world: int, start: int, stop: int, keep
         raise DistributedError(f"the {world}-process run stopped: rank {e.error_index} exited with code {e.exit_code} "
                                "(killed?). Only complete checkpoints are kept: run again to resume") from None
     r = json.loads(out.read_text())
-    return Run({int(k): v for k, v in r["losses"].items()}, r["seconds"], r["bytes_sent"])
+    return Run({int(k): v for k, v in r["losses"].items()}, r["seconds"], r["bytes_sent"], r["bytes_received"])
 
 
 def _rank(rank, job, workdir, world, port, device, start, stop, keep, threads, progress, timeout_s):
@@ -121,7 +122,8 @@ def _rank(rank, job, workdir, world, port, device, start, stop, keep, threads, p
                 store.save(s + 1, st.state_dict())
         if rank == 0:
             text = json.dumps({"losses": losses, "seconds": seconds,
-                               "bytes_sent": dp.bytes_sent // max(1, stop - start)})
+                               "bytes_sent": dp.bytes_sent // max(1, stop - start),
+                               "bytes_received": dp.bytes_received // max(1, stop - start)})
             _atomic(Path(workdir) / LOSSES, lambda p: p.write_text(text))
         dist.barrier()
     finally:

@@ -39,31 +39,40 @@ def default_threads() -> int:
 
 
 
-def library_path(extra: tuple = ()) -> Path:
+def compiler_version() -> str:
     if shutil.which(CC) is None:
-        raise BackendError(f"C compiler {CC!r} not found: RepOps' CPU kernels are built with it. "
-                           "Install gcc (Debian: apt-get install gcc) or set REPOPS_CC.")
-    version = subprocess.run([CC, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    sources = sorted(KERNELS.glob("*.[ch]")) + sorted(SHARED.glob("*.h"))
-    h = hashlib.sha256(" ".join(FLAGS + list(extra) + [version]).encode())
+        raise BackendError(f"C compiler {CC!r} not found: RepOps' CPU kernels (and the fast tensor commitments) "
+                           "are built with it. Install gcc (Debian: apt-get install gcc) or set REPOPS_CC.")
+    return subprocess.run([CC, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+
+
+def cached_library(name: str, sources: list, flags: list, link: tuple = ()) -> Path:
+    """A shared library built once from `sources` (.c compiled, .h hashed) with gcc, cached in
+    CACHE under a hash of the sources, flags, link arguments and compiler version. Every C
+    library of the project is built here (the RepOps kernels, offchain/protocol's chunk trees)."""
+    h = hashlib.sha256(" ".join(list(flags) + list(link) + [compiler_version()]).encode())
     for s in sources:
-        h.update(s.name.encode() + s.read_bytes())
-    return CACHE / f"librepops-{h.hexdigest()[:16]}.so"
-
-
-def build(extra: tuple = ()) -> Path:
-    """The kernels' shared library (cached); extra: more gcc flags (tests build probes)."""
-    out = library_path(extra)
+        h.update(Path(s).name.encode() + Path(s).read_bytes())
+    out = CACHE / f"lib{name}-{h.hexdigest()[:16]}.so"
     if out.exists():
         return out
     CACHE.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".tmp{os.getpid()}.so")
-    cmd = [CC, *FLAGS, *extra, f"-I{SHARED}", *map(str, sorted(KERNELS.glob("*.c"))), "-lm", "-o", str(tmp)]
+    cmd = [CC, *flags, *[str(s) for s in sources if str(s).endswith(".c")], *link, "-o", str(tmp)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
-        raise BackendError(f"building the RepOps CPU kernels failed:\n$ {' '.join(cmd)}\n{r.stderr}")
+        raise BackendError(f"building {name} failed:\n$ {' '.join(cmd)}\n{r.stderr}")
     tmp.replace(out)  # atomic: concurrent builders never load half a file
     return out
+
+
+def _kernel_sources() -> list:
+    return sorted(KERNELS.glob("*.[ch]")) + sorted(SHARED.glob("*.h"))
+
+
+def build(extra: tuple = ()) -> Path:
+    """The kernels' shared library (cached); extra: more gcc flags (tests build probes)."""
+    return cached_library("repops", _kernel_sources(), [*FLAGS, *extra, f"-I{SHARED}"], ("-lm",))
 
 
 def lib() -> ctypes.CDLL:

@@ -1,8 +1,12 @@
 """Data parallelism with the single-process bits: each rank computes the micro-batches of its
-block and reduces its cover of the fixed tree; the covers cross the network by all_gather
-(order-preserving: only bytes move), and every rank finishes the same tree with RepOps'
-additions. torch's DistributedDataParallel all-reduces in an order set by the world size,
-its buckets and NCCL's algorithm: a different sum, hence different bits."""
+block and reduces its cover of the fixed tree. The flattened gradient (loss first, then every
+parameter's) is cut into W element shards; an all_to_all gives each rank every rank's cover
+partials of its own shard, the rank finishes the fixed tree on that shard with RepOps'
+additions, and an all_gather hands every rank the finished shards. The tree is per element,
+so sharding by element changes no sum: the bits depend on M only. Each rank receives about
+twice the gradient a step whatever W (reduce-scatter + all-gather traffic), not W - 1 whole
+covers. torch's DistributedDataParallel all-reduces in an order set by the world size, its
+buckets and NCCL's algorithm: a different sum, hence different bits."""
 from __future__ import annotations
 
 import functools
@@ -58,7 +62,7 @@ class DataParallel:
             raise DistributedError(f"micro_batches must be at least 1, got {self.m}")
         self.lo, self.hi = block(self.m, self.world, self.rank)
         self.covers = [cover(self.m, *block(self.m, self.world, r)) for r in range(self.world)]
-        self.bytes_sent = 0
+        self.bytes_sent = self.bytes_received = 0  # payload to / from other ranks, all steps
         if self.world > 1:
             self._agree(fingerprint)
 
@@ -91,38 +95,51 @@ class DataParallel:
         import repops
         with repops.deterministic(self.backend):
             sums = micro.local_sums(self.loss_fn, self.params, batch, self.m, self.lo, self.hi)
-        if self.world > 1:
-            sums = self._exchange(sums)
+        total = self._exchange(sums) if self.world > 1 else sums.root()
         with repops.deterministic(self.backend):
-            loss, *grads = micro.mean(sums.root(), self.m)
+            loss, *grads = micro.mean(total, self.m)
         micro.assign(self.params, grads)
         return loss
 
-    def _exchange(self, sums: TreeSum) -> TreeSum:
-        """all_gather of every rank's cover, flattened (loss first, then each gradient); one
-        row per partial, padded to the longest cover."""
+    def _exchange(self, sums: TreeSum) -> list:
+        """The tree's root from every rank's cover: all_to_all of each shard's partials, the
+        tree finished on this rank's shard, all_gather of the finished shards (each with this
+        rank's mask of parameters that have a gradient: ranks that disagree are refused)."""
+        import repops
         parts = sums.items()
         if [k for k, _ in parts] != self.covers[self.rank]:
             raise DistributedError(f"rank {self.rank} reduced {[k for k, _ in parts]}, not its cover "
                                    f"{self.covers[self.rank]}")
         template = parts[0][1]
         shapes = [None if t is None else t.shape for t in template]
-        rows = max(len(c) for c in self.covers)
-        flat = [torch.cat([t.reshape(-1) for t in v if t is not None]) for _, v in parts]
-        width = flat[0].numel()
-        mine = torch.zeros(rows, width, dtype=torch.float32, device=flat[0].device)
-        for i, f in enumerate(flat):
-            mine[i] = f
-        gathered = [torch.empty_like(mine) for _ in range(self.world)]
-        self._collective(dist.all_gather, gathered, mine, group=self.group)
-        self.bytes_sent += mine.numel() * 4
-        total = TreeSum(self.m, micro.add)
-        import repops
+        flat = torch.stack([torch.cat([t.reshape(-1) for t in v if t is not None]) for _, v in parts])
+        W, me, width = self.world, self.rank, flat.shape[1]
+        bounds = [width * q // W for q in range(W + 1)]
+        size = [bounds[q + 1] - bounds[q] for q in range(W)]
+        send = torch.cat([flat[:, bounds[q]:bounds[q + 1]].reshape(-1) for q in range(W)])
+        counts = [len(c) * size[me] for c in self.covers]
+        recv = torch.empty(sum(counts), dtype=flat.dtype, device=flat.device)
+        self._collective(dist.all_to_all_single, recv, send, counts, [len(parts) * size[q] for q in range(W)],
+                         group=self.group)
+        total, off = TreeSum(self.m, micro.add), 0
         with repops.deterministic(self.backend):
-            for r, cov in enumerate(self.covers):
-                for i, (lo, hi) in enumerate(cov):
-                    total.put(lo, hi, _unflatten(gathered[r][i], shapes))
-        return total
+            for cov in self.covers:
+                for lo, hi in cov:
+                    total.put(lo, hi, [recv[off:off + size[me]]])
+                    off += size[me]
+            shard = total.root()[0]
+        mask = torch.tensor([float(t is not None) for t in template], dtype=flat.dtype, device=flat.device)
+        row = torch.zeros(max(size) + mask.numel(), dtype=flat.dtype, device=flat.device)
+        row[:size[me]], row[max(size):] = shard, mask
+        rows = [torch.empty_like(row) for _ in range(W)]
+        self._collective(dist.all_gather, rows, row, group=self.group)
+        for r in range(W):
+            if not torch.equal(rows[r][max(size):], mask):
+                raise DistributedError(f"rank {r} has gradients for other parameters than rank {me}: a model whose "
+                                       "used parameters depend on the data cannot be summed in a fixed tree")
+        self.bytes_sent += flat.element_size() * (len(parts) * (width - size[me]) + (W - 1) * row.numel())
+        self.bytes_received += flat.element_size() * ((sum(counts) - counts[me]) + (W - 1) * row.numel())
+        return _unflatten(torch.cat([rows[q][:size[q]] for q in range(W)]), shapes)
 
 
 def _unflatten(row: torch.Tensor, shapes: list) -> list:
