@@ -430,12 +430,29 @@ def _result(a):
     return tt(a if own else P.copy(a))
 
 
+def _scalar_as_vector(result_like=0):
+    """torch takes a 0-dim tensor where an op has a dim (0 or -1) as a 1-element vector: so
+    does RepOps (every 0-dim tensor argument as shape (1,)), and the result gets torch's shape
+    back (that of argument `result_like`: self, or gather's index)."""
+    def deco(fn):
+        def run(*args, **kwargs):
+            if args[0].dim():
+                return fn(*args, **kwargs)
+            one = lambda t: t.reshape(1) if isinstance(t, torch.Tensor) and t.dim() == 0 else t  # noqa: E731
+            out = fn(*map(one, args), **{k: one(v) for k, v in kwargs.items()})
+            return out.reshape(args[result_like].shape)
+        run.__name__, run.__doc__ = fn.__name__, fn.__doc__
+        return run
+    return deco
+
+
 @register(aten.flip.default)
 def flip(a, dims):
     return tt(P.copy(np.flip(np_(a, "flip"), tuple(dims))))
 
 
 @register(aten.roll.default)
+@_scalar_as_vector()
 def roll(a, shifts, dims=()):
     x = np_(a, "roll")
     shape, placed = x.shape, False
@@ -501,6 +518,7 @@ def _gather_along(x, dim, idx):
 
 
 @register(aten.index_select.default)
+@_scalar_as_vector()
 def index_select(a, dim, index):
     x = np_(a, "index_select")
     return tt(_gather_along(x, dim, _indices(index, x.shape[dim % x.ndim], "index_select").reshape(-1)))
@@ -546,6 +564,7 @@ def _index_put(a, indices, values, accumulate):
 
 
 @register(aten.index_add.default)
+@_scalar_as_vector()
 def index_add(a, dim, index, source, alpha=1):
     """x.index_add(dim, idx, source) (index_select's backward): source's slices summed into x."""
     x = np_(a, "index_add")
@@ -556,6 +575,7 @@ def index_add(a, dim, index, source, alpha=1):
 
 
 @register(aten.scatter_add.default)
+@_scalar_as_vector()
 def scatter_add(a, dim, index, src):
     """x.scatter_add(dim, idx, src) (gather's backward): src[p] summed into x at p with its dim
     coordinate replaced by idx[p]; onto each target, in increasing p (embedding_backward's rule
@@ -648,6 +668,7 @@ def take_along(x, dim, i, copy, gather, fill):
 
 
 @register(aten.gather.default)
+@_scalar_as_vector(2)
 def gather(a, dim, index, sparse_grad=False):
     """torch.gather of float data, by the gather kernel (take_along)."""
     x = np_(a, "gather")
@@ -722,9 +743,9 @@ def native_group_norm(x, weight, bias, n, c, hw, group, eps):
     """Per (sample, group): layer norm over the group's channels and positions; then the
     per-channel affine."""
     op = "native_group_norm"
-    xa = np_(x, op)
-    y, mean, rstd = N.layer_norm(xa.reshape(n, group, -1), None, None, eps, 1)
-    y = y.reshape(n, c, -1)
+    xa = np_(x, op)  # (explicit sizes below: -1 is ambiguous when a size is 0)
+    y, mean, rstd = N.layer_norm(xa.reshape(n, group, c // group * hw), None, None, eps, 1)
+    y = y.reshape(n, c, hw)
     if weight is not None:
         y = P.mul(y, np_(weight, op).reshape(c, 1))
     if bias is not None:
@@ -735,22 +756,32 @@ def native_group_norm(x, weight, bias, n, c, hw, group, eps):
 @register(aten.native_group_norm_backward.default)
 def native_group_norm_backward(go, x, mean, rstd, weight, n, c, hw, group, mask):
     op = "native_group_norm_backward"
-    g, xa = np_(go, op).reshape(n, c, -1), np_(x, op)
+    g, xa = np_(go, op).reshape(n, c, hw), np_(x, op)  # (explicit sizes: -1 is ambiguous when one is 0)
     w = None if weight is None else np_(weight, op).reshape(c, 1)
     gw = g if w is None else P.mul(g, w)
-    xg = xa.reshape(n, group, -1)
+    xg = xa.reshape(n, group, c // group * hw)
     mean_, rstd_ = np_(mean, op).reshape(n, group, 1), np_(rstd, op).reshape(n, group, 1)
-    dx, _, _ = N.layer_norm_backward(gw.reshape(n, group, -1), xg, mean_, rstd_, None, 1, False, False)
-    xhat = P.mul(P.sub(xg, mean_), rstd_).reshape(n, c, -1)
+    dx, _, _ = N.layer_norm_backward(gw.reshape(xg.shape), xg, mean_, rstd_, None, 1, False, False)
+    xhat = P.mul(P.sub(xg, mean_), rstd_).reshape(n, c, hw)
     dw = sum_dims(P.mul(g, xhat), [0, 2]) if (mask[1] and weight is not None) else None
     db = sum_dims(g, [0, 2]) if mask[2] else None
     return (tt(dx.reshape(xa.shape)) if mask[0] else None), (None if dw is None else tt(dw)), (None if db is None else tt(db))
 
 
-def _pool_args(x, kernel, stride, padding):
-    nd = x.dim() - 2
+def _pool_args(nd, kernel, stride, padding):
     kernel = N.per_axis(kernel, nd)
     return kernel, (N.per_axis(stride, nd) if stride else kernel), N.per_axis(padding, nd)
+
+
+def _batched(a, nd, op):
+    """A pooling operand as [N, C, *S] (the reference's layout): an unbatched one ([C, *S],
+    which torch accepts) as a batch of one; _unbatched undoes it on the result."""
+    x = np_(a, op)
+    return x.reshape((1,) + x.shape) if x.ndim == nd + 1 else x
+
+
+def _unbatched(y, a, nd):
+    return tt(y.reshape(y.shape[1:]) if a.dim() == nd + 1 else y)
 
 
 @register(aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default)
@@ -760,35 +791,51 @@ def max_pool_with_indices(x, *args):
                              "repops.max_pool")
 
 
-@register(aten.avg_pool2d.default, aten.avg_pool3d.default)
-def avg_pool(x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None):
-    k, st, pad = _pool_args(x, kernel, stride, padding)
-    return tt(N.avg_pool(np_(x, "avg_pool"), k, st, pad, ceil_mode, count_include_pad, divisor_override))
+def _avg_pool(nd):
+    def avg_pool(x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None):
+        k, st, pad = _pool_args(nd, kernel, stride, padding)
+        return _unbatched(N.avg_pool(_batched(x, nd, "avg_pool"), k, st, pad, ceil_mode, count_include_pad,
+                                     divisor_override), x, nd)
+    return avg_pool
 
 
-@register(aten.avg_pool2d_backward.default, aten.avg_pool3d_backward.default)
-def avg_pool_backward(g, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
-    k, st, pad = _pool_args(x, kernel, stride, padding)
-    return tt(N.avg_pool_backward(np_(g, "avg_pool_backward"), np_(x, "avg_pool_backward"), k, st, pad, ceil_mode,
-                                  count_include_pad, divisor_override))
+def _avg_pool_backward(nd):
+    def avg_pool_backward(g, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
+        k, st, pad = _pool_args(nd, kernel, stride, padding)
+        op = "avg_pool_backward"
+        return _unbatched(N.avg_pool_backward(_batched(g, nd, op), _batched(x, nd, op), k, st, pad, ceil_mode,
+                                              count_include_pad, divisor_override), x, nd)
+    return avg_pool_backward
 
 
-@register(aten._adaptive_avg_pool2d.default, aten._adaptive_avg_pool3d.default)
-def adaptive_avg_pool(x, output_size):
-    """Windows of equal size (the input a multiple of the output): average pooling."""
-    S = list(x.shape[2:])
-    if any(s % o for s, o in zip(S, output_size)):
-        raise UnsupportedOpError(f"adaptive average pooling from {S} to {list(output_size)}: RepOps defines it "
-                                 "when each input size is a multiple of the output size")
-    k = [s // o for s, o in zip(S, output_size)]
-    return tt(N.avg_pool(np_(x, "adaptive_avg_pool"), k, k, [0] * len(k), False, True, None))
+def _adaptive_avg_pool(nd):
+    def adaptive_avg_pool(x, output_size):
+        """Windows of equal size (the input a multiple of the output): average pooling."""
+        S = list(x.shape[-nd:])
+        if len(output_size) != nd or any(o is None for o in output_size):
+            raise UnsupportedOpError(f"adaptive average pooling to {list(output_size)}: give {nd} sizes")
+        if any(o == 0 or s % o for s, o in zip(S, output_size)):
+            raise UnsupportedOpError(f"adaptive average pooling from {S} to {list(output_size)}: RepOps defines it "
+                                     "when each input size is a multiple of the output size")
+        k = [s // o for s, o in zip(S, output_size)]
+        return _unbatched(N.avg_pool(_batched(x, nd, "adaptive_avg_pool"), k, k, [0] * nd, False, True, None), x, nd)
+    return adaptive_avg_pool
 
 
-@register(aten._adaptive_avg_pool2d_backward.default, aten._adaptive_avg_pool3d_backward.default)
-def adaptive_avg_pool_backward(g, x):
-    k = [s // o for s, o in zip(x.shape[2:], g.shape[2:])]
-    return tt(N.avg_pool_backward(np_(g, "adaptive_avg_pool_backward"), np_(x, "adaptive_avg_pool_backward"), k, k,
-                                  [0] * len(k), False, True, None))
+def _adaptive_avg_pool_backward(nd):
+    def adaptive_avg_pool_backward(g, x):
+        k = [s // o for s, o in zip(x.shape[-nd:], g.shape[-nd:])]
+        op = "adaptive_avg_pool_backward"
+        return _unbatched(N.avg_pool_backward(_batched(g, nd, op), _batched(x, nd, op), k, k, [0] * nd, False, True,
+                                              None), x, nd)
+    return adaptive_avg_pool_backward
+
+
+for _nd in (2, 3):
+    register(getattr(aten, f"avg_pool{_nd}d").default)(_avg_pool(_nd))
+    register(getattr(aten, f"avg_pool{_nd}d_backward").default)(_avg_pool_backward(_nd))
+    register(getattr(aten, f"_adaptive_avg_pool{_nd}d").default)(_adaptive_avg_pool(_nd))
+    register(getattr(aten, f"_adaptive_avg_pool{_nd}d_backward").default)(_adaptive_avg_pool_backward(_nd))
 
 
 # -- RepOps' own operators (repops/ops.py) -------------------------------------------------------------

@@ -79,6 +79,47 @@ def _integral(func, args, kwargs) -> bool:
 _INTEGRAL: dict = {}
 
 
+def _meta_dtypes(func, args, kwargs) -> tuple | None:
+    """The dtypes of func's tensor results by torch's own rules (its meta kernel), or None
+    where it has none. Cached by the operands' dtypes and the non-tensor arguments."""
+    flat = [*args, *kwargs.values()]
+    flat += [v for a in flat if isinstance(a, (list, tuple)) for v in a]
+    key = (func, tuple(kwargs), tuple(_kind(a) for a in flat))
+    if key not in _DTYPES:
+        meta = lambda a: a.to("meta") if isinstance(a, torch.Tensor) else (  # noqa: E731
+            [meta(x) for x in a] if isinstance(a, list) else a)
+        try:
+            out = func(*[meta(a) for a in args], **{k: meta(v) for k, v in kwargs.items()})
+            outs = out if isinstance(out, (list, tuple)) else [out]
+            _DTYPES[key] = tuple(o.dtype for o in outs if isinstance(o, torch.Tensor))
+        except Exception:  # noqa: BLE001 - no meta kernel: the definition's own checks decide
+            _DTYPES[key] = None
+    return _DTYPES[key]
+
+
+_DTYPES: dict = {}
+
+
+def _check_float32(func, args, kwargs):
+    """RepOps computes binary32: an operand of another float dtype is taken only where torch's
+    result is float32 too (a 0-dim float64 tensor next to a float32 one, torch's wrapped scalar);
+    where torch would return float64 / float16 / bfloat16 (0-dim operands only: larger ones
+    already are refused by np_), the result would silently be float32: refused instead."""
+    other = False
+    for a in (*args, *kwargs.values()):
+        for t in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(t, torch.Tensor) and t.dtype != torch.float32 and (t.is_floating_point() or t.is_complex()):
+                other = True
+    if not other:
+        return
+    dtypes = _meta_dtypes(func, args, kwargs)
+    wrong = [d for d in dtypes or () if (d.is_floating_point or d.is_complex) and d != torch.float32]
+    if wrong:
+        from .errors import DTypeError
+        raise DTypeError(f"{func}: RepOps computes in float32 only; torch's result here is {wrong[0]} (args: "
+                         f"{_describe(args)}). Convert the tensors with .float() first.")
+
+
 def _kind(a):
     if isinstance(a, torch.Tensor):
         return a.dtype
@@ -183,13 +224,26 @@ def _without_cudnn(norm):
                 args = (*args[:8], False, *args[9:])
             else:
                 kwargs["cudnn_enabled"] = False
-        was = torch.backends.cudnn.enabled
-        torch.backends.cudnn.enabled = False
-        try:
+        with _cudnn_off():
             return norm(*args, **kwargs)
-        finally:
-            torch.backends.cudnn.enabled = was
     return run
+
+
+@contextlib.contextmanager
+def _cudnn_off():
+    """torch.backends.cudnn.enabled = False for the block, also where a program froze torch's
+    backend flags (torch.backends.disable_global_flags: torch's own test databases do on
+    import; setting a flag then raises RuntimeError). torch's flags() context manager sets
+    every cuDNN flag; this sets only `enabled`, the way it does (allowing the mutation)."""
+    allow = getattr(torch.backends, "__allow_nonbracketed_mutation", contextlib.nullcontext)
+    was = torch.backends.cudnn.enabled
+    with allow():
+        torch.backends.cudnn.enabled = False
+    try:
+        yield
+    finally:
+        with allow():
+            torch.backends.cudnn.enabled = was
 
 
 def _per_tensor(func, args, kwargs):
@@ -274,6 +328,8 @@ class RepOpsMode(TorchDispatchMode):
         device = _device(func, args)
         # integer ops on meta too: the graph of a step (shapes only) must have the trace's nodes
         exact = func in A.EXACT or (func.namespace == "aten" and _integral(func, args, kwargs))
+        if impl is not None and not exact and device != "meta":
+            _check_float32(func, args, kwargs)
         traced = self.trace is not None and func.namespace != "profiler" and (
             impl is not None or exact)  # profiler marks compute nothing; composites decompose
         if traced and hasattr(self.trace, "before"):
