@@ -401,7 +401,7 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     """Rows of weight picked by the gather kernel (an index outside the table is an error)."""
     w = np_(weight, "embedding")
     t = _indices(indices, w.shape[0], "embedding")
-    out = P.gather(w.reshape(1, *w.shape), t.reshape(1, -1), P.const(0.0, ()))
+    out = P.gather(w.reshape(1, *w.shape), t.reshape(1, t.size), P.const(0.0, ()))
     return tt(out.reshape(*t.shape, w.shape[1]))
 
 
@@ -416,7 +416,7 @@ def embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_fr
         raise UnsupportedOpError("aten.embedding_dense_backward with scale_grad_by_freq=True")
     g = np_(grad, "embedding_dense_backward")
     idx = _indices(indices, num_weights, "embedding_dense_backward").reshape(-1)
-    out = N.embedding_backward(idx, g.reshape(idx.size, -1), num_weights)
+    out = N.embedding_backward(idx, g.reshape(idx.size, g.shape[-1]), num_weights)
     if padding_idx is not None and 0 <= padding_idx < num_weights:  # the padding row's gradient is +0
         out = P.place(out.shape, 0, [(padding_idx, 1, P.const(0.0, (1, out.shape[1]))), (0, 1, out)])
     return tt(out)
@@ -511,8 +511,8 @@ def select_scatter(a, src, dim, index):
 def _gather_along(x, dim, idx):
     """x's slices at integer positions idx (1-D) along dim, by the gather kernel."""
     dim %= x.ndim
-    lead, n = int(np.prod(x.shape[:dim])), x.shape[dim]
-    data = x.reshape(lead, n, -1) if x.flags.c_contiguous else P.copy(x).reshape(lead, n, -1)
+    lead, n, inner = int(np.prod(x.shape[:dim])), x.shape[dim], int(np.prod(x.shape[dim + 1:]))
+    data = (x if x.flags.c_contiguous else P.copy(x)).reshape(lead, n, inner)  # (no -1: ambiguous when empty)
     out = P.gather(data, np.broadcast_to(idx.reshape(1, -1), (lead, idx.size)), P.const(0.0, ()))
     return out.reshape(x.shape[:dim] + idx.shape + x.shape[dim + 1:])
 
@@ -546,7 +546,7 @@ def _accumulate(x, d, idx, v):
     """x + (v's slices along axis d summed into x's slices idx, each in increasing position
     order: embedding_backward's fixed-order rule; an untouched slice adds +0)."""
     xm = np.moveaxis(x, d, 0)
-    vm = P.copy(np.moveaxis(v, d, 0)).reshape(idx.size, -1)
+    vm = P.copy(np.moveaxis(v, d, 0)).reshape(idx.size, int(np.prod(xm.shape[1:])))
     add = N.embedding_backward(idx, vm, x.shape[d]).reshape(xm.shape)
     return np.moveaxis(P.add(xm, add), 0, d)
 

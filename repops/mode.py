@@ -246,6 +246,14 @@ def _cudnn_off():
             torch.backends.cudnn.enabled = was
 
 
+@functools.cache
+def _decompositions() -> dict:
+    """torch's decomposition table (torch._decomp.decomposition_table): op -> a Python
+    composition of other aten ops."""
+    from torch._decomp import decomposition_table
+    return dict(decomposition_table)
+
+
 def _per_tensor(func, args, kwargs):
     """torch._foreach_<op>(lists, ...) as <op> on each i-th element (what the single-tensor
     loop calls): a list argument as long as the first is zipped, anything else is shared."""
@@ -365,6 +373,16 @@ class RepOpsMode(TorchDispatchMode):
                 "and CUDA): draw random tensors (data, initial weights, noise) before entering the block and pass "
                 "them in; dropout (nn.Dropout, F.dropout) draws from RepOps' portable generator inside "
                 "`with repops.dropout_key(seed, step):`")
+        elif (decomposition := _decompositions().get(func)) is not None:
+            # torch's own decomposition (torch._decomp, what torch.export and Inductor lower
+            # with): a fixed composition of aten ops, each run on RepOps with this mode re-entered,
+            # as for a composite op above. What it reaches that RepOps lacks is refused there.
+            with self:
+                out = decomposition(*args, **kwargs)
+            if out is not NotImplemented:  # (a decomposition that does not apply to these arguments)
+                return out
+            raise UnsupportedOpError(f"{func} is not implemented by RepOps for these arguments ({_describe(args)}), "
+                                     "nor by torch's decomposition of it")
         else:
             raise UnsupportedOpError(f"{func} is not implemented by RepOps (args: {_describe(args)}). "
                                      "Add a definition in repops/aten.py, or keep this op out of "

@@ -135,7 +135,8 @@ def same_bits(a, b) -> str:
 
 
 def compare(make, *, backward: bool, values: bool = True, thread_check: bool = True) -> Outcome:
-    """make() -> (fn, inputs_of): a fresh closure over fresh copies of the inputs, for each run.
+    """make(cast) -> (fn, inputs_of): a fresh closure over fresh copies of the inputs (cast:
+    their float32 tensors to binary64, for _closer_to_float64), for each run.
     A sample native torch rejects says nothing about RepOps: None."""
     try:
         fn, inputs_of = make()
@@ -152,6 +153,8 @@ def compare(make, *, backward: bool, values: bool = True, thread_check: bool = T
     except Exception as e:  # noqa: BLE001 - anything else is a defect
         return Outcome(FOREIGN, f"{type(e).__name__}: {_first_line(e)}")
     what = differ(native, mine, values)
+    if what and _closer_to_float64(make, backward, mine):
+        what = ""  # native's float32 rounding, not RepOps', is what differs (RepOps matches binary64)
     if what:
         return Outcome(WRONG, what)
     if thread_check:
@@ -163,6 +166,25 @@ def compare(make, *, backward: bool, values: bool = True, thread_check: bool = T
         if values and (bits := same_bits(mine, two)):
             return Outcome(WRONG, "1 vs 2 threads: " + bits)
     return Outcome(PASS)
+
+
+def _closer_to_float64(make, backward, mine) -> bool:
+    """Where RepOps and native float32 differ beyond the tolerance, the same sample natively
+    in binary64 (rounded back to float32) decides: a result within the tolerance of that is
+    right (native float32 lost more, e.g. a layer norm of one element: x - mean is 0 exactly,
+    native gives a rounding residue times rstd = 316)."""
+    def wide(x):
+        return tree_map(lambda t: t.detach().double().requires_grad_(t.requires_grad)
+                        if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t, x)
+
+    def narrow(x):
+        return tree_map(lambda t: t.float() if isinstance(t, torch.Tensor) and t.dtype == torch.float64 else t, x)
+    try:
+        fn, inputs_of = make(wide)
+        exact = run(fn, inputs_of, backward=backward, under_repops=False)
+    except Exception:  # noqa: BLE001 - no binary64 variant: native float32 stands
+        return False
+    return not differ(narrow(exact), mine)
 
 
 def _first_line(e) -> str:
@@ -193,8 +215,8 @@ def opinfo_samples(op, limit: int | None = None):
 
 
 def check_sample(op, sample, backward: bool, thread_check: bool = True) -> Outcome | None:
-    def make():
-        s = _clone((sample.input, sample.args, sample.kwargs))
+    def make(cast=lambda x: x):
+        s = cast(_clone((sample.input, sample.args, sample.kwargs)))
 
         def fn():
             return sample.output_process_fn_grad(op(s[0], *s[1], **s[2]))
@@ -244,9 +266,11 @@ def check_module_input(info, mi, thread_check: bool = True) -> Outcome | None:
     except Exception:  # noqa: BLE001 - torch cannot build it here
         return None
 
-    def make():
+    def make(cast=None):
         m = copy.deepcopy(module)
         f = _clone((mi.forward_input.args, mi.forward_input.kwargs))
+        if cast is not None:
+            m, f = m.double(), cast(f)
         return (lambda: m(*f[0], **f[1])), (lambda: _leaves(f) + list(m.parameters()))
     return compare(make, backward=True, thread_check=thread_check)
 
