@@ -37,10 +37,16 @@ def np_(t, op) -> np.ndarray:
     if t.dim() == 0 and t.dtype.is_floating_point:
         return np.asarray(t.item(), F32)
     if t.dtype.is_floating_point:
-        raise DTypeError(f"{op}: RepOps computes in float32 only; got a {t.dtype} tensor of shape "
-                         f"{tuple(t.shape)}. Convert the model and its inputs with .float() (a bf16/fp16 "
-                         "checkpoint loads into a float32 model), and train without torch.autocast.")
+        raise dtype_error(op, t.dtype, [t])
     return arr(t)
+
+
+def dtype_error(op, dtype, args) -> DTypeError:
+    """The one refusal of a float dtype other than float32 (an operand's, or torch's result's)."""
+    shapes = ", ".join(f"{t.dtype}{list(t.shape)}" for t in args if isinstance(t, torch.Tensor))
+    return DTypeError(f"{op}: RepOps computes in float32 only; got a {dtype} tensor (operands: {shapes}). Convert "
+                      "the model and its inputs with .float() (a bf16/fp16 checkpoint loads into a float32 model), "
+                      "and train without torch.autocast.")
 
 
 def arr(t: torch.Tensor):

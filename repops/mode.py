@@ -101,23 +101,23 @@ _DTYPES: dict = {}
 
 
 def _check_float32(func, args, kwargs):
-    """RepOps computes binary32: an operand of another float dtype is taken only where torch's
-    result is float32 too (a 0-dim float64 tensor next to a float32 one, torch's wrapped scalar);
-    where torch would return float64 / float16 / bfloat16 (0-dim operands only: larger ones
-    already are refused by np_), the result would silently be float32: refused instead."""
-    other = False
+    """RepOps computes binary32: a 0-dim operand of another float dtype is taken (as torch's
+    wrapped scalar) only where torch's result is float32 too (next to a float32 tensor); where
+    torch would return float64 / float16 / bfloat16, the result would silently be float32:
+    refused instead. (A larger operand of another dtype is refused by the definition.)"""
+    scalar = False
     for a in (*args, *kwargs.values()):
         for t in (a if isinstance(a, (list, tuple)) else (a,)):
             if isinstance(t, torch.Tensor) and t.dtype != torch.float32 and (t.is_floating_point() or t.is_complex()):
-                other = True
-    if not other:
+                if t.dim():
+                    return  # refused by the definition itself (aten.np_), with its message
+                scalar = True
+    if not scalar:
         return
     dtypes = _meta_dtypes(func, args, kwargs)
     wrong = [d for d in dtypes or () if (d.is_floating_point or d.is_complex) and d != torch.float32]
     if wrong:
-        from .errors import DTypeError
-        raise DTypeError(f"{func}: RepOps computes in float32 only; torch's result here is {wrong[0]} (args: "
-                         f"{_describe(args)}). Convert the tensors with .float() first.")
+        raise A.dtype_error(str(func), wrong[0], args)
 
 
 def _kind(a):
@@ -377,8 +377,12 @@ class RepOpsMode(TorchDispatchMode):
             # torch's own decomposition (torch._decomp, what torch.export and Inductor lower
             # with): a fixed composition of aten ops, each run on RepOps with this mode re-entered,
             # as for a composite op above. What it reaches that RepOps lacks is refused there.
-            with self:
-                out = decomposition(*args, **kwargs)
+            try:
+                with self:
+                    out = decomposition(*args, **kwargs)
+            except UnsupportedOpError as e:  # named as the op the program called
+                raise UnsupportedOpError(f"{func} (args: {_describe(args)}): torch's decomposition of it reaches "
+                                         f"what RepOps lacks: {e}") from e
             if out is not NotImplemented:  # (a decomposition that does not apply to these arguments)
                 return out
             raise UnsupportedOpError(f"{func} is not implemented by RepOps for these arguments ({_describe(args)}), "

@@ -22,6 +22,7 @@ SEVERITY = {PASS: 0, REFUSED: 1, FOREIGN: 2, WRONG: 3}
 # (and its exp/log are correctly rounded where torch's are not): a difference beyond this is
 # not rounding.
 RTOL, ATOL = 1e-4, 1e-5
+OBSERVER = None  # () -> a dispatch mode pushed inside RepOps' runs (report.Observe), or None
 
 
 @dataclasses.dataclass
@@ -80,7 +81,8 @@ def run(fn, inputs_of, *, backward: bool, under_repops: bool, n_threads: int | N
     (outputs, grads) detached."""
     ctx = repops.deterministic() if under_repops else contextlib.nullcontext()
     thr = threads(n_threads) if n_threads else contextlib.nullcontext()
-    with thr, ctx, warnings.catch_warnings():
+    seen = OBSERVER() if under_repops and OBSERVER else contextlib.nullcontext()
+    with thr, ctx, seen, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         out = fn()
         grads = _grads(out, inputs_of()) if backward else None
