@@ -585,8 +585,10 @@ def index_add(a, dim, index, source, alpha=1):
 def scatter_add(a, dim, index, src):
     """x.scatter_add(dim, idx, src) (gather's backward): src[p] summed into x at p with its dim
     coordinate replaced by idx[p]; onto each target, in increasing p (embedding_backward's rule
-    over x's flat positions)."""
+    over x's flat positions). An empty index adds nothing (torch checks no other shape then)."""
     x = np_(a, "scatter_add")
+    if index.numel() == 0:
+        return tt(P.copy(x))
     dim %= x.ndim
     idx = _indices(index, x.shape[dim], "scatter_add")
     xp = P.xp_of(idx)
@@ -676,8 +678,11 @@ def take_along(x, dim, i, copy, gather, fill):
 @register(aten.gather.default)
 @_scalar_as_vector(2)
 def gather(a, dim, index, sparse_grad=False):
-    """torch.gather of float data, by the gather kernel (take_along)."""
+    """torch.gather of float data, by the gather kernel (take_along). An empty index gives an
+    empty result of its shape (torch checks no other shape then: x[5] with index [2, 0])."""
     x = np_(a, "gather")
+    if index.numel() == 0:
+        return torch.empty(tuple(index.shape), dtype=torch.float32, device=a.device)
     i = _indices(index, x.shape[dim % x.ndim], "gather")
     return _result(take_along(x, dim, i, P.copy, P.gather, P.const(0.0, ())))
 

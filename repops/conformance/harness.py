@@ -155,7 +155,7 @@ def compare(make, *, backward: bool, values: bool = True, thread_check: bool = T
     except Exception as e:  # noqa: BLE001 - anything else is a defect
         return Outcome(FOREIGN, f"{type(e).__name__}: {_first_line(e)}")
     what = differ(native, mine, values)
-    if what and _closer_to_float64(make, backward, mine):
+    if what and _closer_to_float64(make, backward, native, mine):
         what = ""  # native's float32 rounding, not RepOps', is what differs (RepOps matches binary64)
     if what:
         return Outcome(WRONG, what)
@@ -170,23 +170,40 @@ def compare(make, *, backward: bool, values: bool = True, thread_check: bool = T
     return Outcome(PASS)
 
 
-def _closer_to_float64(make, backward, mine) -> bool:
+def _closer_to_float64(make, backward, native, mine) -> bool:
     """Where RepOps and native float32 differ beyond the tolerance, the same sample natively
-    in binary64 (rounded back to float32) decides: a result within the tolerance of that is
-    right (native float32 lost more, e.g. a layer norm of one element: x - mean is 0 exactly,
-    native gives a rounding residue times rstd = 316)."""
+    in binary64 decides: RepOps' result is rounding when, tensor by tensor, its largest error
+    against binary64 is at most 4x native float32's (+ ATOL). (A layer norm of one element:
+    x - mean is 0 exactly, native's rounding residue times rstd = 316 gave 2.4e-5; an
+    attention gradient summed over a broadcast axis: errors 4.4e-5 vs native's 2.6e-5 on
+    values up to 53.) Not for a different shape, dtype or NaN pattern: those are wrong."""
+    if differ(native, mine, values=False):
+        return False
+
     def wide(x):
         return tree_map(lambda t: t.detach().double().requires_grad_(t.requires_grad)
                         if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t, x)
-
-    def narrow(x):
-        return tree_map(lambda t: t.float() if isinstance(t, torch.Tensor) and t.dtype == torch.float64 else t, x)
     try:
         fn, inputs_of = make(wide)
         exact = run(fn, inputs_of, backward=backward, under_repops=False)
     except Exception:  # noqa: BLE001 - no binary64 variant: native float32 stands
         return False
-    return not differ(narrow(exact), mine)
+    trio = list(zip(_leaves(native), _leaves(mine), _leaves(exact)))
+    if len(trio) != len(_leaves(native)):
+        return False
+    for a, b, c in trio:
+        if not (a.dtype == torch.float32 and c.dtype == torch.float64 and a.layout == torch.strided):
+            if not torch.equal(a, b):
+                return False
+            continue
+        if not torch.equal(b.isnan(), c.isnan()) or not torch.equal(b.isinf() & (b == c), b.isinf()):
+            return False
+        finite = c.isfinite()
+        err_mine = (b.double() - c)[finite].abs().max() if finite.any() else 0
+        err_native = (a.double() - c)[finite].abs().max() if finite.any() else 0
+        if err_mine > 4 * err_native + ATOL:
+            return False
+    return True
 
 
 def _first_line(e) -> str:

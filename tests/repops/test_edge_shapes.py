@@ -60,6 +60,8 @@ CASES = {
                          lambda: [torch.tensor(1.5), torch.tensor(2.)]),
     "gather_empty_uint8_index": (lambda x: x.gather(1, torch.zeros(2, 0, dtype=torch.uint8)),
                                  lambda: [torch.randn(2, 3)]),
+    "gather_empty_index_other_rank": (lambda x: x.gather(0, torch.zeros(2, 0, dtype=torch.uint8)),
+                                      lambda: [torch.randn(5)]),
     # unbatched pooling ([C, *S]): the spatial axes were taken as shape[2:]
     "adaptive_avg_pool1d_unbatched": (lambda x: F.adaptive_avg_pool1d(x, 4), lambda: [torch.randn(8, 8)]),
     "adaptive_avg_pool2d_unbatched_none": (lambda x: F.adaptive_avg_pool2d(x, (None, 2)), lambda: [torch.randn(3, 4, 4)]),
