@@ -129,3 +129,20 @@ def test_batch_and_instance_norm_under_frozen_backend_flags():
         assert torch.backends.cudnn.enabled
     finally:  # (torch has no public way to unfreeze)
         vars(torch.backends)["__allow_nonbracketed_mutation_flag"] = not frozen
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (3, 0)])
+@pytest.mark.parametrize("backend", ["cpu", "cuda-emu"])
+def test_norms_of_empty_inputs_have_the_specs_bits_on_every_backend(backend, shape):
+    """Every output of the norm kernels, statistics included (a node of a Verde trace), is the
+    reference's: not what the allocator left when the kernel skipped the empty input."""
+    x, w, b = torch.randn(*shape), torch.randn(shape[1]), torch.randn(shape[1])
+    fns = (lambda x, w, b: torch.ops.aten.native_layer_norm(x, [shape[1]], w, b, 1e-5),
+           lambda x, w, b: torch.ops.repops.rms_norm(x, w, 1e-5))
+    for fn in fns:
+        outs, grads = _run(lambda *a: tuple(o for o in fn(*a) if o.is_floating_point()), [x, w, b], backend)
+        ref_outs, ref_grads = _run(lambda *a: tuple(o for o in fn(*a) if o.is_floating_point()), [x, w, b],
+                                   "reference")
+        for a, r in zip([*outs, *grads], [*ref_outs, *ref_grads]):
+            assert (a is None) == (r is None)
+            assert a is None or torch.equal(_bits(a), _bits(r))
