@@ -144,6 +144,17 @@ for _name, _fn in (("neg", P.neg), ("abs", P.abs_), ("sqrt", P.sqrt), ("rsqrt", 
     register(getattr(aten, _name + "_").default)(_unary_inplace(_fn, _name + "_"))
 
 
+def _sign(x):
+    """sign(x) = [0 < x] - [x < 0] as 1/+0 selects (torch's rule: sign(+-0) = +0, sign(NaN) = +0)."""
+    one, zero = full(x.shape, 1.0), full(x.shape, 0.0)
+    return P.sub(P.select(P.lt(zero, x), one, zero), P.select(P.lt(x, zero), one, zero))
+
+
+for _name, _fn in (("erf", M.erf), ("sign", _sign), ("sgn", _sign)):
+    register(getattr(aten, _name).default)(_unary(_fn, _name))
+    register(getattr(aten, _name + "_").default)(_unary_inplace(_fn, _name + "_"))
+
+
 @register(aten.pow.Tensor_Scalar)
 def pow_(a, p):
     x = np_(a, "pow")
@@ -286,6 +297,38 @@ def sum_(a, dims=None, keepdim=False, dtype=None):
 def mean(a, dims=None, keepdim=False, dtype=None):
     _result_dtype("mean", dtype)
     return tt(mean_dims(np_(a, "mean"), dims, keepdim))
+
+
+def _extremum(prim, name):
+    """amax / amin: fold(max / min) from -inf / +inf over the dims (IEEE-2019: NaN wins, -0 < +0).
+    An empty reduced dim has no extremum: torch raises, and so does RepOps."""
+    def impl(a, dims=(), keepdim=False):
+        x = np_(a, name)
+        if x.size == 0 and any(x.shape[d] == 0 for d in _dims(x, dims)):
+            raise UnsupportedOpError(f"aten.{name} over an empty dim of a {list(x.shape)} tensor: it has no value "
+                                     "(torch raises too); reduce over non-empty dims")
+        return tt(fold_dims(prim, x, dims, -np.inf if prim is P.max_ else np.inf, keepdim))
+    return impl
+
+
+register(aten.amax.default)(_extremum(P.max_, "amax"))
+register(aten.amin.default)(_extremum(P.min_, "amin"))
+
+
+@register(aten.var.correction, aten.var.dim)
+def var(a, dims=None, *args, correction=None, keepdim=False, unbiased=None):
+    """sum((x - mean)^2) / max(n - correction, 0) over the dims (mean = sum / n; the sums fold
+    in row-major order from -0); correction 1 by default, 0 when unbiased is False."""
+    if args:  # aten.var.dim(self, dim, unbiased=True, keepdim=False)
+        unbiased, *rest = args
+        keepdim = rest[0] if rest else keepdim
+    if correction is None:
+        correction = 0 if unbiased is False else 1
+    x = np_(a, "var")
+    n = int(np.prod([x.shape[d] for d in _dims(x, dims)]))
+    d = P.sub(x, mean_dims(x, dims, True))
+    s = sum_dims(P.mul(d, d), dims, keepdim)
+    return tt(P.div(s, P.const(max(n - float(correction), 0.0), s.shape)))
 
 
 @register(aten._softmax.default)

@@ -246,6 +246,9 @@ def _cudnn_off():
             torch.backends.cudnn.enabled = was
 
 
+_PRIMS_RUNNING: set = set()  # prims whose aten kernel is running (a prim met again inside is refused)
+
+
 @functools.cache
 def _decompositions() -> dict:
     """torch's decomposition table (torch._decomp.decomposition_table): op -> a Python
@@ -373,6 +376,16 @@ class RepOpsMode(TorchDispatchMode):
                 "and CUDA): draw random tensors (data, initial weights, noise) before entering the block and pass "
                 "them in; dropout (nn.Dropout, F.dropout) draws from RepOps' portable generator inside "
                 "`with repops.dropout_key(seed, step):`")
+        elif func.namespace == "prims" and getattr(func, "impl_aten", None) is not None and func not in _PRIMS_RUNNING:
+            # a prim that torch's decompositions reach (torch._refs): torch's own eager kernel of
+            # it is an aten op (prims.ne: torch.ne), run on RepOps; one that leads back to itself
+            # (prims.sign -> aten.sign -> its decomposition -> prims.sign) is refused below
+            _PRIMS_RUNNING.add(func)
+            try:
+                with self:
+                    out = func.impl_aten(*args, **kwargs)
+            finally:
+                _PRIMS_RUNNING.discard(func)
         elif (decomposition := _decompositions().get(func)) is not None:
             # torch's own decomposition (torch._decomp, what torch.export and Inductor lower
             # with): a fixed composition of aten ops, each run on RepOps with this mode re-entered,
@@ -380,9 +393,12 @@ class RepOpsMode(TorchDispatchMode):
             try:
                 with self:
                     out = decomposition(*args, **kwargs)
-            except UnsupportedOpError as e:  # named as the op the program called
-                raise UnsupportedOpError(f"{func} (args: {_describe(args)}): torch's decomposition of it reaches "
-                                         f"what RepOps lacks: {e}") from e
+            except UnsupportedOpError as e:  # named as the op called, and the piece RepOps lacks
+                lacks = getattr(e, "lacks", str(e))
+                err = UnsupportedOpError(f"{func} (args: {_describe(args)}): torch's decomposition of it reaches "
+                                         f"what RepOps lacks: {lacks}")
+                err.lacks = lacks
+                raise err from e
             if out is not NotImplemented:  # (a decomposition that does not apply to these arguments)
                 return out
             raise UnsupportedOpError(f"{func} is not implemented by RepOps for these arguments ({_describe(args)}), "
