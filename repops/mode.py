@@ -84,7 +84,9 @@ def _meta_dtypes(func, args, kwargs) -> tuple | None:
     where it has none. Cached by the operands' dtypes and the non-tensor arguments."""
     flat = [*args, *kwargs.values()]
     flat += [v for a in flat if isinstance(a, (list, tuple)) for v in a]
-    key = (func, tuple(kwargs), tuple(_kind(a) for a in flat))
+    # (0-dim or not is part of the key: torch promotes a 0-dim operand as a wrapped scalar)
+    key = (func, tuple(kwargs), tuple((_kind(a), a.dim() == 0) if isinstance(a, torch.Tensor) else _kind(a)
+                                      for a in flat))
     if key not in _DTYPES:
         meta = lambda a: a.to("meta") if isinstance(a, torch.Tensor) else (  # noqa: E731
             [meta(x) for x in a] if isinstance(a, list) else a)

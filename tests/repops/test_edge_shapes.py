@@ -109,10 +109,14 @@ def test_zero_dim_other_float_is_refused_not_float32(dtype, op):
 
 
 def test_zero_dim_float64_next_to_float32_is_a_wrapped_scalar():
-    """torch's promotion keeps float32 there: RepOps computes it (rounded once)."""
-    x = torch.randn(3)
+    """torch's promotion keeps float32 there: RepOps computes it (rounded once); next to a
+    0-dim float32 it does not (float64): refused, whichever came first (the decision is cached
+    by dtype and 0-dim-ness)."""
+    x, two = torch.randn(3), torch.tensor(2.0, dtype=torch.float64)
     with repops.deterministic():
-        y = x * torch.tensor(2.0, dtype=torch.float64)
+        y = x * two
+        with pytest.raises(DTypeError):
+            torch.tensor(1.5) * two
     assert y.dtype == torch.float32 and torch.equal(y, x * 2)
 
 
