@@ -248,6 +248,18 @@ def _cudnn_off():
             torch.backends.cudnn.enabled = was
 
 
+def _without_overlap(func, args) -> list:
+    """A decomposition's tensor arguments that it only reads, each with no two elements at one
+    address: torch's decompositions copy an input keeping its strides (clone_preserve_strides)
+    and write into views of the copy, which for an expanded input (the gradient of a sum:
+    stride 0) writes several elements to one place, or raises. A contiguous copy (a traced
+    clone: exact) has the same values."""
+    written = {i for i, a in enumerate(func._schema.arguments) if a.alias_info is not None and a.alias_info.is_write}
+    return [a.clone(memory_format=torch.contiguous_format)
+            if i not in written and isinstance(a, torch.Tensor) and a.numel() > 1 and torch._debug_has_internal_overlap(a)
+            else a for i, a in enumerate(args)]
+
+
 _PRIMS_RUNNING: set = set()  # prims whose aten kernel is running (a prim met again inside is refused)
 
 
@@ -394,7 +406,7 @@ class RepOpsMode(TorchDispatchMode):
             # as for a composite op above. What it reaches that RepOps lacks is refused there.
             try:
                 with self:
-                    out = decomposition(*args, **kwargs)
+                    out = decomposition(*_without_overlap(func, args), **kwargs)
             except UnsupportedOpError as e:  # named as the op called, and the piece RepOps lacks
                 lacks = getattr(e, "lacks", str(e))
                 err = UnsupportedOpError(f"{func} (args: {_describe(args)}): torch's decomposition of it reaches "

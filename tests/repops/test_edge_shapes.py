@@ -62,6 +62,12 @@ CASES = {
                                  lambda: [torch.randn(2, 3)]),
     "gather_empty_index_other_rank": (lambda x: x.gather(0, torch.zeros(2, 0, dtype=torch.uint8)),
                                       lambda: [torch.randn(5)]),
+    # an expanded (stride-0) operand of torch's decompositions: diagonal_scatter's copies its
+    # input with the same strides and writes the diagonal into it (the gradient of a sum)
+    "diagonal_scatter_grad": (lambda x, s: torch.diagonal_scatter(x, s, 1), lambda: [torch.randn(3, 5),
+                                                                                    torch.randn(3)]),
+    "diagonal_scatter_expanded": (lambda x, s: torch.diagonal_scatter(x.sum().expand(4, 4), s),
+                                  lambda: [torch.randn(2), torch.randn(4)]),
     # unbatched pooling ([C, *S]): the spatial axes were taken as shape[2:]
     "adaptive_avg_pool1d_unbatched": (lambda x: F.adaptive_avg_pool1d(x, 4), lambda: [torch.randn(8, 8)]),
     "adaptive_avg_pool2d_unbatched_none": (lambda x: F.adaptive_avg_pool2d(x, (None, 2)), lambda: [torch.randn(3, 4, 4)]),
