@@ -260,6 +260,18 @@ def _without_overlap(func, args) -> list:
             else a for i, a in enumerate(args)]
 
 
+def _still_a_view(func, args, out):
+    """A view op's decomposition must return a view of its input: one that returns a copy would
+    let a write through the "view" miss the base, silently (so it is refused)."""
+    if func.is_view and isinstance(args[0], torch.Tensor):
+        base = args[0].untyped_storage().data_ptr()
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        if any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() != base for o in outs):
+            raise UnsupportedOpError(f"{func} (args: {_describe(args)}): torch's decomposition of this view op "
+                                     "returns a copy, not a view; RepOps does not define it")
+    return out
+
+
 _PRIMS_RUNNING: set = set()  # prims whose aten kernel is running (a prim met again inside is refused)
 
 
@@ -414,7 +426,7 @@ class RepOpsMode(TorchDispatchMode):
                 err.lacks = lacks
                 raise err from e
             if out is not NotImplemented:  # (a decomposition that does not apply to these arguments)
-                return out
+                return _still_a_view(func, args, out)
             raise UnsupportedOpError(f"{func} is not implemented by RepOps for these arguments ({_describe(args)}), "
                                      "nor by torch's decomposition of it")
         else:

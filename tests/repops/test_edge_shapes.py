@@ -156,3 +156,23 @@ def test_norms_of_empty_inputs_have_the_specs_bits_on_every_backend(backend, sha
         for a, r in zip([*outs, *grads], [*ref_outs, *ref_grads]):
             assert (a is None) == (r is None)
             assert a is None or torch.equal(_bits(a), _bits(r))
+
+
+def test_view_ops_by_torchs_decomposition_stay_views():
+    """diagonal and unfold run torch's decomposition (as_strided): a write through the result
+    reaches the base, as natively (a decomposition returning a copy is refused instead)."""
+    x, y = torch.zeros(3, 3), torch.zeros(2, 4)
+    with repops.deterministic():
+        x.diagonal().add_(1.0)
+        y.unfold(1, 2, 2).mul_(0.0).add_(2.0)
+    assert torch.equal(x, torch.eye(3)) and torch.equal(y, torch.full((2, 4), 2.0))
+
+
+def test_a_view_op_whose_decomposition_copies_is_refused(monkeypatch):
+    import repops.mode as mode
+    table = dict(mode._decompositions())
+    view = table[torch.ops.aten.diagonal.default]
+    table[torch.ops.aten.diagonal.default] = lambda *a, **k: torch.ops.aten.clone(view(*a, **k))
+    monkeypatch.setattr(mode, "_decompositions", lambda: table)
+    with repops.deterministic(), pytest.raises(repops.UnsupportedOpError, match="returns a copy, not a view"):
+        torch.zeros(3, 3).diagonal()
