@@ -254,16 +254,22 @@ def _without_overlap(func, args) -> list:
     and write into views of the copy, which for an expanded input (the gradient of a sum:
     stride 0) writes several elements to one place, or raises. A contiguous copy (a traced
     clone: exact) has the same values."""
+    if _is_view(func):
+        return list(args)  # (a view of the input is what it must return: strides are no hazard there)
     written = {i for i, a in enumerate(func._schema.arguments) if a.alias_info is not None and a.alias_info.is_write}
     return [a.clone(memory_format=torch.contiguous_format)
             if i not in written and isinstance(a, torch.Tensor) and a.numel() > 1 and torch._debug_has_internal_overlap(a)
             else a for i, a in enumerate(args)]
 
 
+def _is_view(func) -> bool:
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns)
+
+
 def _still_a_view(func, args, out):
     """A view op's decomposition must return a view of its input: one that returns a copy would
     let a write through the "view" miss the base, silently (so it is refused)."""
-    if func.is_view and isinstance(args[0], torch.Tensor):
+    if _is_view(func) and isinstance(args[0], torch.Tensor):
         base = args[0].untyped_storage().data_ptr()
         outs = out if isinstance(out, (list, tuple)) else [out]
         if any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() != base for o in outs):
