@@ -92,4 +92,4 @@ def test_dim_and_index_ops_match_native_or_refuse(case):
         assert (a is None) == (b is None), kind
         if a is not None:
             assert (b.shape, b.dtype) == (a.shape, a.dtype), (kind, shape, dim)
-            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=f"{kind} {shape} dim={dim}")
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, equal_nan=True, msg=f"{kind} {shape} dim={dim}")
