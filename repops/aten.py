@@ -38,13 +38,19 @@ def np_(t, op) -> np.ndarray:
     if t.dim() == 0 and t.dtype.is_floating_point:
         return np.asarray(t.item(), F32)
     if t.dtype.is_floating_point:
-        raise DTypeError(f"{op}: RepOps computes in float32 only; got a {t.dtype} tensor of shape "
-                         f"{tuple(t.shape)}. Convert the model and its inputs with .float() (a bf16/fp16 "
-                         "checkpoint loads into a float32 model), and train without torch.autocast.")
+        raise dtype_error(op, t.dtype, [t])
     a = arr(t)
     if P.xp_of(a) is np and I.dtype_name(a):  # an integer or bool operand of a float op: its to_f32
         return I.KERNELS[f"to_f32.{I.dtype_name(a)}"](a)  # kernel, so a dispute names the conversion
     return a
+
+
+def dtype_error(op, dtype, args) -> DTypeError:
+    """The one refusal of a float dtype other than float32 (an operand's, or torch's result's)."""
+    shapes = ", ".join(f"{t.dtype}{list(t.shape)}" for t in args if isinstance(t, torch.Tensor))
+    return DTypeError(f"{op}: RepOps computes in float32 only; got a {dtype} tensor (operands: {shapes}). Convert "
+                      "the model and its inputs with .float() (a bf16/fp16 checkpoint loads into a float32 model), "
+                      "and train without torch.autocast.")
 
 
 def arr(t: torch.Tensor):
@@ -138,6 +144,17 @@ def _unary_inplace(fn, name):
 for _name, _fn in (("neg", P.neg), ("abs", P.abs_), ("sqrt", P.sqrt), ("rsqrt", _rsqrt), ("exp", M.exp), ("log", M.log),
                    ("tanh", M.tanh), ("sigmoid", M.sigmoid), ("sin", M.sin), ("cos", M.cos),
                    ("reciprocal", _reciprocal)):
+    register(getattr(aten, _name).default)(_unary(_fn, _name))
+    register(getattr(aten, _name + "_").default)(_unary_inplace(_fn, _name + "_"))
+
+
+def _sign(x):
+    """sign(x) = [0 < x] - [x < 0] as 1/+0 selects (torch's rule: sign(+-0) = +0, sign(NaN) = +0)."""
+    one, zero = full(x.shape, 1.0), full(x.shape, 0.0)
+    return P.sub(P.select(P.lt(zero, x), one, zero), P.select(P.lt(x, zero), one, zero))
+
+
+for _name, _fn in (("erf", M.erf), ("sign", _sign), ("sgn", _sign)):
     register(getattr(aten, _name).default)(_unary(_fn, _name))
     register(getattr(aten, _name + "_").default)(_unary_inplace(_fn, _name + "_"))
 
@@ -286,6 +303,38 @@ def mean(a, dims=None, keepdim=False, dtype=None):
     return tt(mean_dims(np_(a, "mean"), dims, keepdim))
 
 
+def _extremum(prim, name):
+    """amax / amin: fold(max / min) from -inf / +inf over the dims (IEEE-2019: NaN wins, -0 < +0).
+    An empty reduced dim has no extremum: torch raises, and so does RepOps."""
+    def impl(a, dims=(), keepdim=False):
+        x = np_(a, name)
+        if x.size == 0 and any(x.shape[d] == 0 for d in _dims(x, dims)):
+            raise UnsupportedOpError(f"aten.{name} over an empty dim of a {list(x.shape)} tensor: it has no value "
+                                     "(torch raises too); reduce over non-empty dims")
+        return tt(fold_dims(prim, x, dims, -np.inf if prim is P.max_ else np.inf, keepdim))
+    return impl
+
+
+register(aten.amax.default)(_extremum(P.max_, "amax"))
+register(aten.amin.default)(_extremum(P.min_, "amin"))
+
+
+@register(aten.var.correction, aten.var.dim)
+def var(a, dims=None, *args, correction=None, keepdim=False, unbiased=None):
+    """sum((x - mean)^2) / max(n - correction, 0) over the dims (mean = sum / n; the sums fold
+    in row-major order from -0); correction 1 by default, 0 when unbiased is False."""
+    if args:  # aten.var.dim(self, dim, unbiased=True, keepdim=False)
+        unbiased, *rest = args
+        keepdim = rest[0] if rest else keepdim
+    if correction is None:
+        correction = 0 if unbiased is False else 1
+    x = np_(a, "var")
+    n = int(np.prod([x.shape[d] for d in _dims(x, dims)]))
+    d = P.sub(x, mean_dims(x, dims, True))
+    s = sum_dims(P.mul(d, d), dims, keepdim)
+    return tt(P.div(s, P.const(max(n - float(correction), 0.0), s.shape)))
+
+
 @register(aten._softmax.default)
 def softmax(a, dim, half_to_float=False):
     return tt(N.softmax(np_(a, "_softmax"), dim))
@@ -413,7 +462,7 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     """Rows of weight picked by the gather kernel (an index outside the table is an error)."""
     w = np_(weight, "embedding")
     t = _indices(indices, w.shape[0], "embedding")
-    out = P.gather(w.reshape(1, *w.shape), t.reshape(1, -1), P.const(0.0, ()))
+    out = P.gather(w.reshape(1, *w.shape), t.reshape(1, t.size), P.const(0.0, ()))
     return tt(out.reshape(*t.shape, w.shape[1]))
 
 
@@ -428,7 +477,7 @@ def embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_fr
         raise UnsupportedOpError("aten.embedding_dense_backward with scale_grad_by_freq=True")
     g = np_(grad, "embedding_dense_backward")
     idx = _indices(indices, num_weights, "embedding_dense_backward").reshape(-1)
-    out = N.embedding_backward(idx, g.reshape(idx.size, -1), num_weights)
+    out = N.embedding_backward(idx, g.reshape(idx.size, g.shape[-1]), num_weights)
     if padding_idx is not None and 0 <= padding_idx < num_weights:  # the padding row's gradient is +0
         out = P.place(out.shape, 0, [(padding_idx, 1, P.const(0.0, (1, out.shape[1]))), (0, 1, out)])
     return tt(out)
@@ -442,12 +491,29 @@ def _result(a):
     return tt(a if own else P.copy(a))
 
 
+def _scalar_as_vector(result_like=0):
+    """torch takes a 0-dim tensor where an op has a dim (0 or -1) as a 1-element vector: so
+    does RepOps (every 0-dim tensor argument as shape (1,)), and the result gets torch's shape
+    back (that of argument `result_like`: self, or gather's index)."""
+    def deco(fn):
+        def run(*args, **kwargs):
+            if args[0].dim():
+                return fn(*args, **kwargs)
+            one = lambda t: t.reshape(1) if isinstance(t, torch.Tensor) and t.dim() == 0 else t  # noqa: E731
+            out = fn(*map(one, args), **{k: one(v) for k, v in kwargs.items()})
+            return out.reshape(args[result_like].shape)
+        run.__name__, run.__doc__ = fn.__name__, fn.__doc__
+        return run
+    return deco
+
+
 @register(aten.flip.default)
 def flip(a, dims):
     return tt(P.copy(np.flip(np_(a, "flip"), tuple(dims))))
 
 
 @register(aten.roll.default)
+@_scalar_as_vector()
 def roll(a, shifts, dims=()):
     x = np_(a, "roll")
     shape, placed = x.shape, False
@@ -508,13 +574,14 @@ def select_scatter(a, src, dim, index):
 def _gather_along(x, dim, idx):
     """x's slices at integer positions idx (1-D) along dim, by the gather kernel."""
     dim %= x.ndim
-    lead, n = int(np.prod(x.shape[:dim])), x.shape[dim]
-    data = x.reshape(lead, n, -1) if x.flags.c_contiguous else P.copy(x).reshape(lead, n, -1)
+    lead, n, inner = int(np.prod(x.shape[:dim])), x.shape[dim], int(np.prod(x.shape[dim + 1:]))
+    data = (x if x.flags.c_contiguous else P.copy(x)).reshape(lead, n, inner)  # (no -1: ambiguous when empty)
     out = P.gather(data, np.broadcast_to(idx.reshape(1, -1), (lead, idx.size)), P.const(0.0, ()))
     return out.reshape(x.shape[:dim] + idx.shape + x.shape[dim + 1:])
 
 
 @register(aten.index_select.default)
+@_scalar_as_vector()
 def index_select(a, dim, index):
     x = np_(a, "index_select")
     return tt(_gather_along(x, dim, _indices(index, x.shape[dim % x.ndim], "index_select").reshape(-1)))
@@ -524,12 +591,13 @@ def _accumulate(x, d, idx, v):
     """x + (v's slices along axis d summed into x's slices idx, each in increasing position
     order: embedding_backward's fixed-order rule; an untouched slice adds +0)."""
     xm = np.moveaxis(x, d, 0)
-    vm = P.copy(np.moveaxis(v, d, 0)).reshape(idx.size, -1)
+    vm = P.copy(np.moveaxis(v, d, 0)).reshape(idx.size, int(np.prod(xm.shape[1:])))
     add = N.embedding_backward(idx, vm, x.shape[d]).reshape(xm.shape)
     return np.moveaxis(P.add(xm, add), 0, d)
 
 
 @register(aten.index_add.default)
+@_scalar_as_vector()
 def index_add(a, dim, index, source, alpha=1):
     """x.index_add(dim, idx, source) (index_select's backward): source's slices summed into x."""
     x = np_(a, "index_add")
@@ -540,11 +608,14 @@ def index_add(a, dim, index, source, alpha=1):
 
 
 @register(aten.scatter_add.default)
+@_scalar_as_vector()
 def scatter_add(a, dim, index, src):
     """x.scatter_add(dim, idx, src) (gather's backward): src[p] summed into x at p with its dim
     coordinate replaced by idx[p]; onto each target, in increasing p (embedding_backward's rule
-    over x's flat positions)."""
+    over x's flat positions). An empty index adds nothing (torch checks no other shape then)."""
     x = np_(a, "scatter_add")
+    if index.numel() == 0:
+        return tt(P.copy(x))
     dim %= x.ndim
     idx = _indices(index, x.shape[dim], "scatter_add")
     xp = P.xp_of(idx)
@@ -628,9 +699,13 @@ def take_along(x, dim, i, copy, gather, fill):
 
 
 @register(aten.gather.default)
+@_scalar_as_vector(2)
 def gather(a, dim, index, sparse_grad=False):
-    """torch.gather of float data, by the gather kernel (take_along)."""
+    """torch.gather of float data, by the gather kernel (take_along). An empty index gives an
+    empty result of its shape (torch checks no other shape then: x[5] with index [2, 0])."""
     x = np_(a, "gather")
+    if index.numel() == 0:
+        return torch.empty(tuple(index.shape), dtype=torch.float32, device=a.device)
     i = _indices(index, x.shape[dim % x.ndim], "gather")
     return _result(take_along(x, dim, i, P.copy, P.gather, P.const(0.0, ())))
 
@@ -702,9 +777,9 @@ def native_group_norm(x, weight, bias, n, c, hw, group, eps):
     """Per (sample, group): layer norm over the group's channels and positions; then the
     per-channel affine."""
     op = "native_group_norm"
-    xa = np_(x, op)
-    y, mean, rstd = N.layer_norm(xa.reshape(n, group, -1), None, None, eps, 1)
-    y = y.reshape(n, c, -1)
+    xa = np_(x, op)  # (explicit sizes below: -1 is ambiguous when a size is 0)
+    y, mean, rstd = N.layer_norm(xa.reshape(n, group, c // group * hw), None, None, eps, 1)
+    y = y.reshape(n, c, hw)
     if weight is not None:
         y = P.mul(y, np_(weight, op).reshape(c, 1))
     if bias is not None:
@@ -715,22 +790,32 @@ def native_group_norm(x, weight, bias, n, c, hw, group, eps):
 @register(aten.native_group_norm_backward.default)
 def native_group_norm_backward(go, x, mean, rstd, weight, n, c, hw, group, mask):
     op = "native_group_norm_backward"
-    g, xa = np_(go, op).reshape(n, c, -1), np_(x, op)
+    g, xa = np_(go, op).reshape(n, c, hw), np_(x, op)  # (explicit sizes: -1 is ambiguous when one is 0)
     w = None if weight is None else np_(weight, op).reshape(c, 1)
     gw = g if w is None else P.mul(g, w)
-    xg = xa.reshape(n, group, -1)
+    xg = xa.reshape(n, group, c // group * hw)
     mean_, rstd_ = np_(mean, op).reshape(n, group, 1), np_(rstd, op).reshape(n, group, 1)
-    dx, _, _ = N.layer_norm_backward(gw.reshape(n, group, -1), xg, mean_, rstd_, None, 1, False, False)
-    xhat = P.mul(P.sub(xg, mean_), rstd_).reshape(n, c, -1)
+    dx, _, _ = N.layer_norm_backward(gw.reshape(xg.shape), xg, mean_, rstd_, None, 1, False, False)
+    xhat = P.mul(P.sub(xg, mean_), rstd_).reshape(n, c, hw)
     dw = sum_dims(P.mul(g, xhat), [0, 2]) if (mask[1] and weight is not None) else None
     db = sum_dims(g, [0, 2]) if mask[2] else None
     return (tt(dx.reshape(xa.shape)) if mask[0] else None), (None if dw is None else tt(dw)), (None if db is None else tt(db))
 
 
-def _pool_args(x, kernel, stride, padding):
-    nd = x.dim() - 2
+def _pool_args(nd, kernel, stride, padding):
     kernel = N.per_axis(kernel, nd)
     return kernel, (N.per_axis(stride, nd) if stride else kernel), N.per_axis(padding, nd)
+
+
+def _batched(a, nd, op):
+    """A pooling operand as [N, C, *S] (the reference's layout): an unbatched one ([C, *S],
+    which torch accepts) as a batch of one; _unbatched undoes it on the result."""
+    x = np_(a, op)
+    return x.reshape((1,) + x.shape) if x.ndim == nd + 1 else x
+
+
+def _unbatched(y, a, nd):
+    return tt(y.reshape(y.shape[1:]) if a.dim() == nd + 1 else y)
 
 
 @register(aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default)
@@ -740,35 +825,51 @@ def max_pool_with_indices(x, *args):
                              "repops.max_pool")
 
 
-@register(aten.avg_pool2d.default, aten.avg_pool3d.default)
-def avg_pool(x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None):
-    k, st, pad = _pool_args(x, kernel, stride, padding)
-    return tt(N.avg_pool(np_(x, "avg_pool"), k, st, pad, ceil_mode, count_include_pad, divisor_override))
+def _avg_pool(nd):
+    def avg_pool(x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None):
+        k, st, pad = _pool_args(nd, kernel, stride, padding)
+        return _unbatched(N.avg_pool(_batched(x, nd, "avg_pool"), k, st, pad, ceil_mode, count_include_pad,
+                                     divisor_override), x, nd)
+    return avg_pool
 
 
-@register(aten.avg_pool2d_backward.default, aten.avg_pool3d_backward.default)
-def avg_pool_backward(g, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
-    k, st, pad = _pool_args(x, kernel, stride, padding)
-    return tt(N.avg_pool_backward(np_(g, "avg_pool_backward"), np_(x, "avg_pool_backward"), k, st, pad, ceil_mode,
-                                  count_include_pad, divisor_override))
+def _avg_pool_backward(nd):
+    def avg_pool_backward(g, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
+        k, st, pad = _pool_args(nd, kernel, stride, padding)
+        op = "avg_pool_backward"
+        return _unbatched(N.avg_pool_backward(_batched(g, nd, op), _batched(x, nd, op), k, st, pad, ceil_mode,
+                                              count_include_pad, divisor_override), x, nd)
+    return avg_pool_backward
 
 
-@register(aten._adaptive_avg_pool2d.default, aten._adaptive_avg_pool3d.default)
-def adaptive_avg_pool(x, output_size):
-    """Windows of equal size (the input a multiple of the output): average pooling."""
-    S = list(x.shape[2:])
-    if any(s % o for s, o in zip(S, output_size)):
-        raise UnsupportedOpError(f"adaptive average pooling from {S} to {list(output_size)}: RepOps defines it "
-                                 "when each input size is a multiple of the output size")
-    k = [s // o for s, o in zip(S, output_size)]
-    return tt(N.avg_pool(np_(x, "adaptive_avg_pool"), k, k, [0] * len(k), False, True, None))
+def _adaptive_avg_pool(nd):
+    def adaptive_avg_pool(x, output_size):
+        """Windows of equal size (the input a multiple of the output): average pooling."""
+        S = list(x.shape[-nd:])
+        if len(output_size) != nd or any(o is None for o in output_size):
+            raise UnsupportedOpError(f"adaptive average pooling to {list(output_size)}: give {nd} sizes")
+        if any(o == 0 or s % o for s, o in zip(S, output_size)):
+            raise UnsupportedOpError(f"adaptive average pooling from {S} to {list(output_size)}: RepOps defines it "
+                                     "when each input size is a multiple of the output size")
+        k = [s // o for s, o in zip(S, output_size)]
+        return _unbatched(N.avg_pool(_batched(x, nd, "adaptive_avg_pool"), k, k, [0] * nd, False, True, None), x, nd)
+    return adaptive_avg_pool
 
 
-@register(aten._adaptive_avg_pool2d_backward.default, aten._adaptive_avg_pool3d_backward.default)
-def adaptive_avg_pool_backward(g, x):
-    k = [s // o for s, o in zip(x.shape[2:], g.shape[2:])]
-    return tt(N.avg_pool_backward(np_(g, "adaptive_avg_pool_backward"), np_(x, "adaptive_avg_pool_backward"), k, k,
-                                  [0] * len(k), False, True, None))
+def _adaptive_avg_pool_backward(nd):
+    def adaptive_avg_pool_backward(g, x):
+        k = [s // o for s, o in zip(x.shape[-nd:], g.shape[-nd:])]
+        op = "adaptive_avg_pool_backward"
+        return _unbatched(N.avg_pool_backward(_batched(g, nd, op), _batched(x, nd, op), k, k, [0] * nd, False, True,
+                                              None), x, nd)
+    return adaptive_avg_pool_backward
+
+
+for _nd in (2, 3):
+    register(getattr(aten, f"avg_pool{_nd}d").default)(_avg_pool(_nd))
+    register(getattr(aten, f"avg_pool{_nd}d_backward").default)(_avg_pool_backward(_nd))
+    register(getattr(aten, f"_adaptive_avg_pool{_nd}d").default)(_adaptive_avg_pool(_nd))
+    register(getattr(aten, f"_adaptive_avg_pool{_nd}d_backward").default)(_adaptive_avg_pool_backward(_nd))
 
 
 # -- RepOps' own operators (repops/ops.py) -------------------------------------------------------------

@@ -10,7 +10,26 @@ from .errors import BackendError
 def _native_integers(table: dict) -> dict:
     """Integer ops run torch's own exact kernels (repops.integer.run's override)."""
     from .integer import native
-    return {**table, "integer": native}
+    return _empty_by_reference({**table, "integer": native})
+
+
+# Kernels that skip an empty input and would return what the allocator left for the outputs
+# it still has (a layer norm on a [0, N] batch: its weight and bias gradients; on [N, 0]: its
+# statistics): an empty operand runs the reference there, which defines them (-0 sums, NaN
+# statistics of an empty row), on the backend's own primitives.
+EMPTY_BY_REFERENCE = ("layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward")
+
+
+def _empty_by_reference(table: dict) -> dict:
+    from .reference.prims import OVERRIDABLE
+
+    def guard(name, kernel):
+        def run(*args):
+            if any(getattr(a, "size", 1) == 0 and hasattr(a, "shape") for a in args):
+                return OVERRIDABLE[name].reference(*args)
+            return kernel(*args)
+        return run
+    return {k: guard(k, v) if k in EMPTY_BY_REFERENCE else v for k, v in table.items()}
 
 
 def _cpu() -> dict:

@@ -80,6 +80,49 @@ def _integral(func, args, kwargs) -> bool:
 _INTEGRAL: dict = {}
 
 
+def _meta_dtypes(func, args, kwargs) -> tuple | None:
+    """The dtypes of func's tensor results by torch's own rules (its meta kernel), or None
+    where it has none. Cached by the operands' dtypes and the non-tensor arguments."""
+    flat = [*args, *kwargs.values()]
+    flat += [v for a in flat if isinstance(a, (list, tuple)) for v in a]
+    # (0-dim or not is part of the key: torch promotes a 0-dim operand as a wrapped scalar)
+    key = (func, tuple(kwargs), tuple((_kind(a), a.dim() == 0) if isinstance(a, torch.Tensor) else _kind(a)
+                                      for a in flat))
+    if key not in _DTYPES:
+        meta = lambda a: a.to("meta") if isinstance(a, torch.Tensor) else (  # noqa: E731
+            [meta(x) for x in a] if isinstance(a, list) else a)
+        try:
+            out = func(*[meta(a) for a in args], **{k: meta(v) for k, v in kwargs.items()})
+            outs = out if isinstance(out, (list, tuple)) else [out]
+            _DTYPES[key] = tuple(o.dtype for o in outs if isinstance(o, torch.Tensor))
+        except Exception:  # noqa: BLE001 - no meta kernel: the definition's own checks decide
+            _DTYPES[key] = None
+    return _DTYPES[key]
+
+
+_DTYPES: dict = {}
+
+
+def _check_float32(func, args, kwargs):
+    """RepOps computes binary32: a 0-dim operand of another float dtype is taken (as torch's
+    wrapped scalar) only where torch's result is float32 too (next to a float32 tensor); where
+    torch would return float64 / float16 / bfloat16, the result would silently be float32:
+    refused instead. (A larger operand of another dtype is refused by the definition.)"""
+    scalar = False
+    for a in (*args, *kwargs.values()):
+        for t in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(t, torch.Tensor) and t.dtype != torch.float32 and (t.is_floating_point() or t.is_complex()):
+                if t.dim():
+                    return  # refused by the definition itself (aten.np_), with its message
+                scalar = True
+    if not scalar:
+        return
+    dtypes = _meta_dtypes(func, args, kwargs)
+    wrong = [d for d in dtypes or () if (d.is_floating_point or d.is_complex) and d != torch.float32]
+    if wrong:
+        raise A.dtype_error(str(func), wrong[0], args)
+
+
 def _kind(a):
     if isinstance(a, torch.Tensor):
         return a.dtype
@@ -186,13 +229,67 @@ def _without_cudnn(norm):
                 args = (*args[:8], False, *args[9:])
             else:
                 kwargs["cudnn_enabled"] = False
-        was = torch.backends.cudnn.enabled
-        torch.backends.cudnn.enabled = False
-        try:
+        with _cudnn_off():
             return norm(*args, **kwargs)
-        finally:
-            torch.backends.cudnn.enabled = was
     return run
+
+
+@contextlib.contextmanager
+def _cudnn_off():
+    """torch.backends.cudnn.enabled = False for the block, also where a program froze torch's
+    backend flags (torch.backends.disable_global_flags: torch's own test databases do on
+    import; setting a flag then raises RuntimeError). torch's flags() context manager sets
+    every cuDNN flag; this sets only `enabled`, the way it does (allowing the mutation)."""
+    allow = getattr(torch.backends, "__allow_nonbracketed_mutation", contextlib.nullcontext)
+    was = torch.backends.cudnn.enabled
+    with allow():
+        torch.backends.cudnn.enabled = False
+    try:
+        yield
+    finally:
+        with allow():
+            torch.backends.cudnn.enabled = was
+
+
+def _without_overlap(func, args) -> list:
+    """A decomposition's tensor arguments that it only reads, each with no two elements at one
+    address: torch's decompositions copy an input keeping its strides (clone_preserve_strides)
+    and write into views of the copy, which for an expanded input (the gradient of a sum:
+    stride 0) writes several elements to one place, or raises. A contiguous copy (a traced
+    clone: exact) has the same values."""
+    if _is_view(func):
+        return list(args)  # (a view of the input is what it must return: strides are no hazard there)
+    written = {i for i, a in enumerate(func._schema.arguments) if a.alias_info is not None and a.alias_info.is_write}
+    return [a.clone(memory_format=torch.contiguous_format)
+            if i not in written and isinstance(a, torch.Tensor) and a.numel() > 1 and torch._debug_has_internal_overlap(a)
+            else a for i, a in enumerate(args)]
+
+
+def _is_view(func) -> bool:
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns)
+
+
+def _still_a_view(func, args, out):
+    """A view op's decomposition must return a view of its input: one that returns a copy would
+    let a write through the "view" miss the base, silently (so it is refused)."""
+    if _is_view(func) and isinstance(args[0], torch.Tensor):
+        base = args[0].untyped_storage().data_ptr()
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        if any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() != base for o in outs):
+            raise UnsupportedOpError(f"{func} (args: {_describe(args)}): torch's decomposition of this view op "
+                                     "returns a copy, not a view; RepOps does not define it")
+    return out
+
+
+_PRIMS_RUNNING: set = set()  # prims whose aten kernel is running (a prim met again inside is refused)
+
+
+@functools.cache
+def _decompositions() -> dict:
+    """torch's decomposition table (torch._decomp.decomposition_table): op -> a Python
+    composition of other aten ops."""
+    from torch._decomp import decomposition_table
+    return dict(decomposition_table)
 
 
 def _per_tensor(func, args, kwargs):
@@ -277,6 +374,8 @@ class RepOpsMode(TorchDispatchMode):
         device = _device(func, args)
         # integer ops on meta too: the graph of a step (shapes only) must have the trace's nodes
         exact = func in A.EXACT or (func.namespace == "aten" and _integral(func, args, kwargs))
+        if impl is not None and not exact and device != "meta":
+            _check_float32(func, args, kwargs)
         traced = self.trace is not None and func.namespace != "profiler" and (
             impl is not None or exact)  # profiler marks compute nothing; composites decompose
         if traced and hasattr(self.trace, "before"):
@@ -310,6 +409,33 @@ class RepOpsMode(TorchDispatchMode):
         elif func._schema.name in _RANDOM:
             from .draws import refused
             raise refused(str(func))
+        elif func.namespace == "prims" and getattr(func, "impl_aten", None) is not None and func not in _PRIMS_RUNNING:
+            # a prim that torch's decompositions reach (torch._refs): torch's own eager kernel of
+            # it is an aten op (prims.ne: torch.ne), run on RepOps; one that leads back to itself
+            # (prims.sign -> aten.sign -> its decomposition -> prims.sign) is refused below
+            _PRIMS_RUNNING.add(func)
+            try:
+                with self:
+                    out = func.impl_aten(*args, **kwargs)
+            finally:
+                _PRIMS_RUNNING.discard(func)
+        elif (decomposition := _decompositions().get(func)) is not None:
+            # torch's own decomposition (torch._decomp, what torch.export and Inductor lower
+            # with): a fixed composition of aten ops, each run on RepOps with this mode re-entered,
+            # as for a composite op above. What it reaches that RepOps lacks is refused there.
+            try:
+                with self:
+                    out = decomposition(*_without_overlap(func, args), **kwargs)
+            except UnsupportedOpError as e:  # named as the op called, and the piece RepOps lacks
+                lacks = getattr(e, "lacks", str(e))
+                err = UnsupportedOpError(f"{func} (args: {_describe(args)}): torch's decomposition of it reaches "
+                                         f"what RepOps lacks: {lacks}")
+                err.lacks = lacks
+                raise err from e
+            if out is not NotImplemented:  # (a decomposition that does not apply to these arguments)
+                return _still_a_view(func, args, out)
+            raise UnsupportedOpError(f"{func} is not implemented by RepOps for these arguments ({_describe(args)}), "
+                                     "nor by torch's decomposition of it")
         else:
             raise UnsupportedOpError(f"{func} is not implemented by RepOps (args: {_describe(args)}). "
                                      "Add a definition in repops/aten.py, or keep this op out of "

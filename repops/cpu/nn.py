@@ -21,7 +21,9 @@ def _threads():
 
 
 def _c(x) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(x, F32))  # an exact copy when strided
+    """x as a C-contiguous float32 array: an exact copy when strided. (Not ascontiguousarray:
+    it makes a 0-d array 1-d, and softmax of a 0-dim tensor came back with shape (1,).)"""
+    return np.require(x, F32, "C")
 
 
 def _ptr(x):

@@ -21,9 +21,12 @@ def fold(prim, x: np.ndarray, axis: int, init: float, keepdims: bool = False) ->
 
 
 def _dims(x, dims) -> tuple:
+    """The reduced axes, sorted and non-negative. A 0-dim tensor has no axes: torch accepts
+    dim 0 or -1 there and reduces over nothing (its one element is the row)."""
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         return tuple(range(x.ndim))
-    return tuple(sorted(d % x.ndim for d in ([dims] if isinstance(dims, int) else dims)))
+    dims = [dims] if isinstance(dims, int) else dims
+    return tuple(sorted(d % x.ndim for d in dims)) if x.ndim else ()
 
 
 def fold_dims(prim, x, dims, init, keepdim=False):
@@ -31,7 +34,8 @@ def fold_dims(prim, x, dims, init, keepdim=False):
     dims = _dims(x, dims)
     rest = [d for d in range(x.ndim) if d not in dims]
     moved = np.transpose(x, rest + list(dims))
-    flat = moved.reshape(moved.shape[:len(rest)] + (-1,))
+    # (explicit sizes: -1 is ambiguous when an axis is empty)
+    flat = moved.reshape(moved.shape[:len(rest)] + (int(np.prod([x.shape[d] for d in dims])),))
     # a fresh copy never overlaps x, so the O(1) bounds test is exact here (shares_memory can be slow)
     if flat.size and not np.may_share_memory(flat, x):  # reshape had to copy: say so (a copy kernel)
         flat = P.copy(moved).reshape(flat.shape)

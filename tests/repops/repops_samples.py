@@ -37,6 +37,11 @@ SAMPLES.update({
     "sigmoid": (lambda a: torch.sigmoid(a), lambda: (_x(4, 8),)),
     "sin_cos": (lambda a: torch.sin(a) * torch.cos(a), lambda: (_x(5, 7, lo=-60, hi=60),)),
 })
+SAMPLES.update({  # #38: reductions and elementwise ops torch's decompositions reach
+    "amax_amin": (lambda a: a.amax(0) - a.amin((-1, 0), keepdim=True), lambda: (_x(4, 6),)),
+    "var_std": (lambda a: torch.var(a, 1) + torch.std(a, 0, correction=0).sum(), lambda: (_x(5, 6),)),
+    "sign_erf": (lambda a: torch.sign(a) * torch.erf(a), lambda: (_x(5, 7),)),
+})
 
 
 # -- input variants every sample also runs on (bitwise tests) -------------------------------------------
