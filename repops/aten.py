@@ -223,7 +223,8 @@ def relu(a):
 @register(aten.threshold_backward.default)
 def threshold_backward(grad, x, threshold):
     g, x = np_(grad, "threshold_backward"), np_(x, "threshold_backward")
-    return tt(P.select(P.lt(full(x.shape, threshold), x), g, full(g.shape, 0.0)))
+    # torch's rule is x <= t ? 0 : g: a NaN x passes its gradient (lt(t, x) would zero it)
+    return tt(P.select(P.le(x, full(x.shape, threshold)), full(g.shape, 0.0), g))
 
 
 _GELU = {"none": (N.gelu, N.gelu_backward), "tanh": (N.gelu_tanh, N.gelu_tanh_backward)}

@@ -81,7 +81,8 @@ def _index_put(a, indices, values, accumulate):
     b = flat.ndim
     vm = P.copy(np.moveaxis(v, list(range(p, p + b)), list(range(b))))  # the source rows in flat order
     n = x.shape[p]
-    add = N.embedding_backward(flat.reshape(-1), vm.reshape(flat.size, -1), n)
+    inner = int(np.prod(x.shape[:p] + x.shape[p + 1:]))  # (no -1: ambiguous when empty)
+    add = N.embedding_backward(flat.reshape(-1), vm.reshape(flat.size, inner), n)
     add = np.moveaxis(add.reshape((n,) + x.shape[:p] + x.shape[p + 1:]), 0, p)
     return _unmerged(P.add(x, add), x0, indices, p, sizes)
 
