@@ -106,3 +106,14 @@ def test_training_a_job_whose_step_faults_says_where_and_what_to_fix(tmp_path, c
     assert rc == 2 and "Traceback" not in out, out
     assert "step 3 of 6 cannot be computed" in out and "aten.floor_divide" in out and "rule division" in out, out
     assert "integer division by zero" in out and "fault claim" in out and "Fix: correct the data" in out, out
+
+
+def test_a_reader_that_stops_early_gets_no_traceback():
+    """`verde agent JOB --behaviour help | head -1` printed a BrokenPipeError traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    verde = Path(sys.executable).parent / "verde"
+    r = subprocess.run(f"'{verde}' agent x --behaviour help | head -1", shell=True, capture_output=True, text=True,
+                       timeout=120)
+    assert r.stdout.strip() and "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr[-2000:]

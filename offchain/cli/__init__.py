@@ -49,6 +49,15 @@ keys: VERDE_PRIVATE_KEY, or VERDE_KEYSTORE + VERDE_KEYSTORE_PASSWORD."""
 
 def main(argv=None, chain=None) -> int:
     """`chain`: a connected Chain to use instead of --chain (the ape scripts pass ape's)."""
+    try:
+        return _main(argv, chain)
+    except BrokenPipeError:  # the reader stopped (`verde ... | head`): no traceback, and none at exit
+        import sys
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv, chain) -> int:
     p = argparse.ArgumentParser(prog="verde", description="Verifiable delegated training (Verde + RepOps)",
                                 epilog=ROLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--debug", action="store_true", default=bool(os.environ.get("VERDE_DEBUG")),
