@@ -171,24 +171,21 @@ class _Lifted:
 def _written(graph) -> set:
     """The nodes whose tensor an in-place op writes (directly or through views): their value
     is not the same all step, so neither they nor anything computed from them is folded."""
-    out = set()
-    for node in graph.nodes:
-        if node.op != "call_function" or not _mutable(node) or _private_write(node):
-            continue
-        for a in _writes(node):
-            while isinstance(a, torch.fx.Node):
-                out.add(a)
-                a = a.args[0] if a.op == "call_function" and _view(a) and a.args else None
-    return out
+    return _written_by(graph, lambda node: not _private_write(node))
 
 
 def _written_at_run(graph, folded: set) -> set:
     """Constant nodes an unfolded in-place op writes (`torch.empty(n).bernoulli_(p)`: a private
     write of a draw): they stay computed in the graph, since a lifted constant is a compacted,
     expanded view that is never written."""
+    return _written_by(graph, lambda node: node not in folded)
+
+
+def _written_by(graph, counts) -> set:
+    """The nodes (and the bases of the views) that the in-place ops `counts` admits write."""
     out = set()
     for node in graph.nodes:
-        if node.op != "call_function" or not _mutable(node) or node in folded:
+        if node.op != "call_function" or not _mutable(node) or not counts(node):
             continue
         for a in _writes(node):
             while isinstance(a, torch.fx.Node):
