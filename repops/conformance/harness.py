@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import os
 import warnings
 
 import torch
@@ -15,6 +14,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 import repops
 from repops.errors import RepOpsError
+from repops.models.quick_train import num_threads
 
 PASS, REFUSED, WRONG, FOREIGN = "pass", "refused", "WRONG", "FOREIGN"
 SEVERITY = {PASS: 0, REFUSED: 1, FOREIGN: 2, WRONG: 3}
@@ -45,22 +45,6 @@ def _clone(x):
     return tree_map(one, x)
 
 
-@contextlib.contextmanager
-def threads(n: int):
-    """RepOps' kernels (REPOPS_NUM_THREADS) and torch's pool both at n threads."""
-    was_env, was_torch = os.environ.get("REPOPS_NUM_THREADS"), torch.get_num_threads()
-    os.environ["REPOPS_NUM_THREADS"] = str(n)
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(was_torch)
-        if was_env is None:
-            os.environ.pop("REPOPS_NUM_THREADS", None)
-        else:
-            os.environ["REPOPS_NUM_THREADS"] = was_env
-
-
 def _grads(outputs, inputs):
     """Gradients of the sum of every float output with respect to the inputs that require
     them (None where an input is unused); no gradient when nothing differentiable came out."""
@@ -80,7 +64,7 @@ def run(fn, inputs_of, *, backward: bool, under_repops: bool, n_threads: int | N
     """fn() -> outputs; inputs_of() -> the tensors whose gradients are compared. Returns
     (outputs, grads) detached."""
     ctx = repops.deterministic() if under_repops else contextlib.nullcontext()
-    thr = threads(n_threads) if n_threads else contextlib.nullcontext()
+    thr = num_threads(n_threads) if n_threads else contextlib.nullcontext()
     seen = OBSERVER() if under_repops and OBSERVER else contextlib.nullcontext()
     with thr, ctx, seen, warnings.catch_warnings():
         warnings.simplefilter("ignore")
