@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .aten import REGISTRY, _indices, _inplace, _result, arr, np_, register, tt
+from .aten import REGISTRY, _indices, _inplace, _result, _scalar_as_vector, arr, np_, register, tt
 from .errors import UnsupportedOpError
 from .reference import nn as N
 from .reference import ordering as O
@@ -136,18 +136,16 @@ def _along(dim, ndim, index):
     return [None] * (dim % ndim) + [index]
 
 
+@_scalar_as_vector()
 def _index_copy(a, dim, index, source, op):
     """x.index_copy(dim, idx, src): x[..., idx, ...] = src, the last write winning; torch refuses
     a negative index here (the `index` fault), where index_fill and take wrap it."""
-    if a.dim() == 0:  # (a 0-dim tensor: as one element)
-        return _index_copy(a.reshape(1), 0, index, source.reshape(-1), op).reshape(())
     _indices(index, a.shape[dim % a.dim()], op)
     return _index_put_last_wins(a, _along(dim, a.dim(), index.reshape(-1)), source)
 
 
+@_scalar_as_vector()
 def _index_fill(a, dim, index, value, op):
-    if a.dim() == 0:
-        return _index_fill(a.reshape(1), 0, index, value, op).reshape(())
     return _index_put_last_wins(a, _along(dim, a.dim(), index.reshape(-1)), value)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .aten import _indices, _inplace, _result, np_, register, tt
+from .aten import _indices, _inplace, _result, _scalar_as_vector, np_, register, tt
 from .errors import UnsupportedOpError
 from .reference import ordering as O
 from .reference import prims as P
@@ -140,15 +140,13 @@ def topk(a, k, dim=-1, largest=True, sorted=True):
 
 
 # -- writes where duplicates resolve by order: the last source wins -------------------------------------------
+@_scalar_as_vector()
 def _scatter(a, dim, index, src, op, value=None):
     """x.scatter(dim, idx, src or value): target position along dim idx[q] for each index
     position q; the last q (row-major along dim) writing a target wins; untouched targets keep
     x. The index must cover x's other dims (what sort/topk/max backward and one-hot writes use)."""
     x = np_(a, op)
-    if x.ndim == 0:  # a 0-dim scatter: as one element along dim 0
-        one = lambda t: t.reshape(1) if isinstance(t, torch.Tensor) else t  # noqa: E731
-        return _scatter(one(a), 0, one(index), one(src), op, value).reshape(())
-    d = dim % max(x.ndim, 1)
+    d = dim % x.ndim
     if index.dim() != x.ndim or any(index.shape[k] != x.shape[k] for k in range(x.ndim) if k != d):
         raise UnsupportedOpError(f"aten.{op} with an index of shape {tuple(index.shape)} into {tuple(x.shape)}: "
                                  "RepOps defines scatter with an index as large as the tensor in every dim but "
