@@ -117,3 +117,26 @@ def test_a_reader_that_stops_early_gets_no_traceback():
     r = subprocess.run(f"'{verde}' agent x --behaviour help | head -1", shell=True, capture_output=True, text=True,
                        timeout=120)
     assert r.stdout.strip() and "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr[-2000:]
+
+
+def test_posting_a_job_whose_first_step_cannot_be_computed_is_refused_before_any_chain(tmp_path, capsys, monkeypatch):
+    """`verde post` runs the first step on the first batch (what every trainer runs first): a
+    job file not written by `write_program_job` (by hand, by another tool, by an older Verde) whose
+    first batch divides by zero would pay for nothing. It is refused with the reason before the
+    chain is contacted (the chain given here does not exist), exit 2."""
+    import torch
+
+    from offchain.protocol import dataset
+    from offchain.protocol.schedule import batch_rows
+    from small_job import Ratio
+    ids = torch.randint(1, 20, (32, 5), generator=torch.Generator().manual_seed(5))
+    ids[batch_rows(32, 4, 0, 0)[0], 1] = 0  # a zero divisor in the first batch
+    with monkeypatch.context() as m:
+        m.setattr(dataset, "check_first_step", lambda job: None)  # (a writer that does not run the model)
+        job = dataset.write_program_job(tmp_path / "job", Ratio(), {"ids": ids}, ["ids"], steps=2, batch_size=4,
+                                        fanout=2, chunk=64)
+    rc, out = _run(["post", str(job), "--payment", "1", "--stake", "1", "--chain", "anvil:99999"], capsys, monkeypatch)
+    out = " ".join(out.split())
+    assert rc == 2 and "Traceback" not in out, out
+    assert "the job cannot be posted" in out and "first step cannot be computed" in out and "Fix:" in out, out
+    assert "bad port" not in out and "cannot reach" not in out, out

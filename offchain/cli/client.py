@@ -17,6 +17,7 @@ from .common import STATUS, address, bounded, chain_args, console, eth, existing
 def cmd_post(args) -> int:
     from ..dispute.context import Context
     job = load_job(args.job)
+    _check_first_step(job)
     chain, v = verde_of(args)
     with chain:
         behind = time.time() - chain.now()
@@ -38,6 +39,20 @@ def cmd_post(args) -> int:
                       f"{_utc(chain.now() + join_s + train_s + reveal_s)}), dispute clock {clock_s} s per party",
                       highlight=False)
     return 0
+
+
+def _check_first_step(job) -> None:
+    """One real step on the first batch under RepOps, before any money moves: what every trainer
+    runs first. A job file written by hand, by another tool or by `write_job` (which does not
+    run the model) may be refused there or fault; posted, it would pay for nothing."""
+    from ..protocol.dataset import check_first_step
+    from ..protocol.job import JobError
+    step("running the first step on the first batch (what a trainer runs first)…")
+    try:
+        check_first_step(job)
+    except JobError as e:
+        problem, _, fix = str(e).partition("\n  Fix: ")
+        raise ChainError(f"the job cannot be posted: {problem}", fix or "correct the job's data or model") from None
 
 
 def _windows(args, chain, v) -> tuple:
