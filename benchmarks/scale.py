@@ -1,0 +1,249 @@
+"""How the trainer's protocol work grows with the model (issue #40): the job's Llama-style model
+at several sizes, each measured in a fresh process (its peak memory is its own):
+
+  python benchmarks/scale.py [--sizes 1m 4m 16m 40m 125m] [--device cpu|cuda] [--no-gas]
+
+Per size: a plain step and a traced step (every intermediate tensor committed), the state
+commitment against hashlib SHA-256 over the same bytes in the same run, a checkpoint written and
+read, the peak resident memory of the process after its traced step (model, optimizer state and
+the step's transients), the bytes a traced step hashes (its trace), a dispute with a cheater who
+corrupts one attention element of the last step played off chain to level 5 (the trainer's seconds
+per level, the referee's bytes received and seconds) and, unless --no-gas, the same dispute on
+Anvil (the gas of every game transaction: it must stay flat in the model size). The JSON keeps
+`cpu` and `gpu` rows side by side (a run on one device replaces only its own list); the PNG is
+log-log cost vs parameters, one line per measure, with the fitted exponent of each in its legend.
+Writes benchmarks/results/scale.{json,png}.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+OUT = ROOT / "benchmarks" / "results" / "scale"
+
+# the job's model family (repops.models "llama": HF Llama's architecture) from ~1 M to ~125 M
+# parameters on the CPU; 350 M and 1.1 B (hidden 2048, 16 layers, seq 1024) for a GPU machine
+SIZES = {
+    "1m": {"vocab": 256, "d_model": 128, "n_layers": 4, "n_heads": 4, "d_ff": 384, "max_seq": 64},
+    "4m": {"vocab": 1024, "d_model": 256, "n_layers": 4, "n_heads": 4, "d_ff": 768, "max_seq": 64},
+    "16m": {"vocab": 4096, "d_model": 384, "n_layers": 8, "n_heads": 6, "d_ff": 1152, "max_seq": 64},
+    "40m": {"vocab": 8192, "d_model": 512, "n_layers": 10, "n_heads": 8, "d_ff": 1536, "max_seq": 64},
+    "125m": {"vocab": 24576, "d_model": 768, "n_layers": 12, "n_heads": 12, "d_ff": 2048, "max_seq": 64},
+    "350m": {"vocab": 32000, "d_model": 1024, "n_layers": 24, "n_heads": 16, "d_ff": 2816, "max_seq": 1024},
+    "1.1b": {"vocab": 32000, "d_model": 2048, "n_layers": 16, "n_heads": 32, "d_ff": 5632, "max_seq": 1024},
+}
+CPU_SIZES = ["1m", "4m", "16m", "40m", "125m"]
+GPU_SIZES = ["350m", "1.1b"]
+LEVELS = {1: "root", 2: "node", 3: "kernel", 4: "element", 5: "primitive"}
+STEPS, FANOUT, BATCH = 2, 2, 2
+MEASURES = {"step_s": "plain step (s)", "traced_step_s": "traced step (s)", "commit_s": "state commitment (s)",
+            "checkpoint_write_s": "checkpoint write (s)", "peak_mem_bytes": "peak memory (bytes)",
+            "trace_bytes": "trace (bytes)", "answer_total_s": "trainer's dispute answers (s)",
+            "referee_bytes": "referee bytes", "gas": "gas (whole dispute)"}
+
+
+def _timed(f):
+    t = time.perf_counter()
+    out = f()
+    return time.perf_counter() - t, out
+
+
+def measure(size: str, device: str, gas: bool) -> dict:
+    """One size, in this process (run through `--one`)."""
+    import torch
+
+    from offchain.dispute.context import Context
+    from offchain.dispute.party import InProcess, Party
+    from offchain.dispute.referee import dispute
+    from offchain.protocol import trace as trace_mod
+    from offchain.protocol.corpus import token_rows
+    from offchain.protocol.dataset import write_job
+    from offchain.protocol.jobfile import load
+    from offchain.protocol.tensors import commit
+    from offchain.protocol.trace import decode_structure
+    from offchain.trainer import Trainer
+    from offchain.trainer import adversaries as A
+    from offchain.trainer.store import CheckpointStore
+
+    config = SIZES[size]
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        job = load(write_job(tmp / "job", "llama", config, {"tokens": token_rows(config["max_seq"])}, steps=STEPS,
+                             batch_size=BATCH, fanout=FANOUT))
+        honest = Trainer(job, tmp / "h", "honest", device=device)
+        st = honest._fresh_state()
+        params = sum(p.numel() for p in st.model.parameters())
+        sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+        honest._run(st, 0)  # warm-up (allocations, kernel builds)
+        sync()
+        step_s, _ = _timed(lambda: (honest._run(st, 1), sync()))
+        hashed = [0]
+        inner = trace_mod.commit
+
+        def counting(t, chunk):
+            hashed[0] += t.numel() * t.element_size()
+            return inner(t, chunk)
+        trace_mod.commit = counting
+        try:
+            traced_s, _ = _timed(lambda: (honest._traced(st, 1), sync()))
+        finally:
+            trace_mod.commit = inner
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        gpu_peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
+        tensors = st.tensors()
+        nbytes = sum(t.numel() * t.element_size() for t in tensors)
+        commit_s, _ = _timed(lambda: [commit(t, job.spec.chunk) for t in tensors])
+        host = [t.detach().cpu().contiguous().numpy() for t in tensors]
+        sha_s, _ = _timed(lambda: [hashlib.sha256(a).digest() for a in host])
+        store = CheckpointStore(tmp / "ckpt")
+        write_s, _ = _timed(lambda: store.save(1, st.state_dict()))
+        read_s, _ = _timed(lambda: store.load(1))
+        del st, host
+
+        # the dispute: a cheater corrupts one element of the last step's first attention output
+        ctx = Context(job)
+        node = [decode_structure(x)[0] for x in ctx.graph.structures].index("repops.attention.default")
+        cheater = Trainer(job, tmp / "b", "cheater", device=device,
+                          behaviour=A.CorruptValue(step=STEPS - 1, node=node, element=3, ulps=64))
+        honest.train()
+        cheater.train()
+        seconds: dict[int, float] = {}
+
+        class Timed(Party):
+            def ask(self, level, method, *args):
+                t = time.perf_counter()
+                try:
+                    return super().ask(level, method, *args)
+                finally:
+                    if self.name == "honest":
+                        seconds[level] = seconds.get(level, 0.0) + time.perf_counter() - t
+
+        v = dispute(ctx, Timed("honest", InProcess(honest), deadline_s=3600, final=honest.final_claim()),
+                    Timed("cheater", InProcess(cheater), deadline_s=3600, final=cheater.final_claim()))
+        if v.winner != "honest":
+            raise SystemExit(f"{size}: the honest trainer did not win: {v}")
+        row = {"size": size, "config": config, "params": params, "state_bytes": nbytes,
+               "step_s": step_s, "traced_step_s": traced_s, "traced_ratio": traced_s / step_s,
+               "commit_s": commit_s, "commit_gbps": nbytes / commit_s / 1e9, "sha256_gbps": nbytes / sha_s / 1e9,
+               "commit_vs_sha256": sha_s / commit_s, "checkpoint_write_s": write_s, "checkpoint_read_s": read_s,
+               "peak_mem_bytes": peak, "gpu_peak_mem_bytes": gpu_peak, "trace_bytes": hashed[0],
+               "answer_s": {LEVELS[k]: s for k, s in sorted(seconds.items())},
+               "answer_total_s": sum(seconds.values()), "level": v.level,
+               "referee_bytes": v.bytes_received, "referee_s": v.seconds, "gas": None, "max_tx_gas": None}
+        if gas:
+            row["gas"], row["max_tx_gas"] = _chain_gas(job, ctx, honest, cheater)
+        return row
+
+
+def _chain_gas(job, ctx, honest, cheater) -> tuple[int, int]:
+    """The same dispute on Anvil: the gas of every transaction from the match's opening on."""
+    from offchain.chain.backends import anvil
+    from offchain.chain.verde import Verde
+    with anvil() as chain:
+        v = Verde.deploy(chain)
+        client, ha, ba = chain.accounts[1], chain.accounts[2], chain.accounts[3]
+        seats = [(ha, honest), (ba, cheater)]
+        jid, _ = v.deliver(job, ctx, seats, 3 * 10**18, 10**18, client)
+        first = chain.w3.eth.block_number + 1
+        m = v.open_match(jid, ha.address, ba.address)
+        v.play(m, seats, ctx, max_rounds=200)
+        decided = v.decision(m)
+        if not decided or decided.get("winner", ha.address) != ha.address:
+            raise SystemExit(f"on chain the honest trainer did not win: {decided}")
+        w3, used = chain.w3, []
+        for n in range(first, w3.eth.block_number + 1):
+            for tx in w3.eth.get_block(n)["transactions"]:
+                used.append(w3.eth.get_transaction_receipt(tx)["gasUsed"])
+        return sum(used), max(used)
+
+
+def fit(xs, ys) -> float:
+    """The least-squares slope of log y on log x: cost ~ params^slope."""
+    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
+    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
+    den = sum((a - mx) ** 2 for a in lx)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / den if den else float("nan")
+
+
+def plot(rows: list, path: Path, title: str) -> dict:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    exponents = {}
+    for key, label in MEASURES.items():
+        pts = [(r["params"], r[key]) for r in rows if r.get(key)]
+        if len(pts) < 2:
+            continue
+        xs, ys = zip(*pts)
+        exponents[key] = fit(xs, ys)
+        ax.plot(xs, ys, "o-", label=f"{label}: ~N^{exponents[key]:.2f}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("parameters N")
+    ax.set_ylabel("cost (its own unit)")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return exponents
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", nargs="*", default=None, choices=sorted(SIZES))
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--no-gas", action="store_true", help="skip the on-chain dispute (Anvil)")
+    ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a child: one size, JSON on stdout
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(measure(args.one, args.device, not args.no_gas)))
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from tqdm import tqdm
+    con = Console(width=220)
+    sizes = args.sizes or (CPU_SIZES if args.device == "cpu" else GPU_SIZES)
+    rows = []
+    for size in tqdm(sizes, desc="sizes"):
+        cmd = [sys.executable, __file__, "--one", size, "--device", args.device] + (["--no-gas"] if args.no_gas else [])
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise SystemExit(f"size {size} failed (exit {p.returncode}):\n{p.stderr[-4000:]}")
+        rows.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    t = Table("params", "step s", "traced s", "ratio", "commit GB/s", "vs sha256", "ckpt w/r s", "peak MB",
+              "trace MB", *[f"{n} s" for n in LEVELS.values()], "referee B", "gas", title=f"scale ({args.device})")
+    for r in rows:
+        t.add_row(f"{r['params']:,}", f"{r['step_s']:.2f}", f"{r['traced_step_s']:.2f}", f"{r['traced_ratio']:.2f}",
+                  f"{r['commit_gbps']:.2f}", f"{r['commit_vs_sha256']:.2f}",
+                  f"{r['checkpoint_write_s']:.2f}/{r['checkpoint_read_s']:.2f}", f"{r['peak_mem_bytes'] / 2**20:,.0f}",
+                  f"{r['trace_bytes'] / 2**20:,.0f}", *[f"{r['answer_s'].get(n, 0):.2f}" for n in LEVELS.values()],
+                  f"{r['referee_bytes']:,}", "-" if r["gas"] is None else f"{r['gas']:,}")
+    con.print(t)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    path = args.out.with_suffix(".json")
+    data = json.loads(path.read_text()) if path.exists() else {"cpu": [], "gpu": []}
+    data[args.device if args.device == "cpu" else "gpu"] = rows
+    data["command"] = "python benchmarks/scale.py" + ("" if args.device == "cpu" else " --device cuda")
+    data["steps"], data["fanout"], data["batch_size"] = STEPS, FANOUT, BATCH
+    both = [r for r in data["cpu"] + data["gpu"]]
+    data["exponents"] = plot(both, args.out.with_suffix(".png"), "Verde's protocol costs vs model size "
+                             f"({len(data['cpu'])} CPU, {len(data['gpu'])} GPU sizes)")
+    path.write_text(json.dumps(data, indent=1))
+    con.print("fitted exponents (cost ~ params^e): " + ", ".join(f"{k} {e:.2f}" for k, e in data["exponents"].items()))
+    con.print(f"wrote {path} and .png")
+
+
+if __name__ == "__main__":
+    main()
