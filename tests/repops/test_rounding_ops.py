@@ -217,3 +217,27 @@ def test_sgn_floor_and_fmod_backward_give_torchs_gradients():
         with repops.deterministic():
             (g,) = torch.autograd.grad(fn(x).sum(), x)
         assert torch.equal(g.view(torch.int32), want.view(torch.int32))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda-emu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_the_compositions_give_the_references_bits_on_every_kernel_table(backend):
+    """The compositions are primitives only, so every backend's kernels give the reference's
+    bits (special values, subnormals and huge quotients included)."""
+    from kernel_samples import backend_table
+    from repops.reference import prims as P
+    table = backend_table(backend)  # (skips the GPU where there is none)
+    x, y = _pairs(n=1500, seed=5)
+    xp = np
+    if backend == "cuda":
+        import cupy as xp
+    binary = [R.fmod, R.remainder, R.div_floor, R.nextafter, R.hypot, R.fmax]
+    unary = [R.ceil, R.exp2, R.log2, R.log10, lambda v: R.round_decimals(v, -2), R.signbit, lambda v: R.frexp(v)[0],
+             lambda v: R.frexp(v)[1]]
+    for i, fn in enumerate(binary + unary):
+        args = (x, y) if i < len(binary) else (x,)
+        with P.implementations({}):
+            want = fn(*args)
+        with P.implementations(table):
+            got = fn(*(xp.asarray(a) for a in args))
+        got = got.get() if hasattr(got, "get") and not isinstance(got, np.ndarray) else np.asarray(got)
+        assert got.dtype == want.dtype and np.array_equal(got.view(np.uint8), np.asarray(want).view(np.uint8)), i
