@@ -1,8 +1,9 @@
 """aten's rounding, remainder, IEEE and base-2/base-10 ops on RepOps: each the composition in
-repops/reference/rounding.py (or activations.py's log1p/expm1), registered under the aten op
-AND the prim torch's own decompositions reach (prims.floor, prims.fmod, ...: copysign, frac,
-logaddexp, xlog1py and the losses decompose into them). In-place variants copy the result
-back (one copy kernel whose output is self). docs/NUMERICS.md §8, "Rounding, remainders and
+repops/reference/rounding.py (or activations.py's log1p/expm1). The prims torch's own
+decompositions reach (prims.floor, prims.fmod, ...: copysign, frac, logaddexp, xlog1py and
+soft_margin_loss decompose into them) run as their aten op (repops/mode.py: a prim's
+impl_aten), so a trace names aten ops only. In-place variants copy the result back (one copy
+kernel whose output is self). docs/NUMERICS.md §8, "Rounding, remainders, IEEE functions and
 logarithms"."""
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from .reference import activations as A
 from .reference import prims as P
 from .reference import rounding as R
 
-aten, prims = torch.ops.aten, torch.ops.prims
+aten = torch.ops.aten
 
 
 def _bools(a) -> torch.Tensor:
@@ -33,7 +34,7 @@ def _signbit(x, op):
 UNARY = {"floor": P.floor, "ceil": R.ceil, "trunc": P.trunc, "round": P.rint, "exp2": R.exp2, "log2": R.log2,
          "log10": R.log10, "log1p": A.log1p, "expm1": A.expm1}
 for _name, _fn in UNARY.items():
-    register(getattr(aten, _name).default, getattr(prims, _name).default)(
+    register(getattr(aten, _name).default)(
         lambda a, _fn=_fn, _name=_name: tt(_fn(np_(a, _name))))
     register(getattr(aten, _name + "_").default)(lambda a, _fn=_fn, _name=_name: _inplace(a, _fn(np_(a, _name))))
 register(aten.fix.default)(lambda a: tt(P.trunc(np_(a, "fix"))))
@@ -54,7 +55,7 @@ BINARY = {"fmod": R.fmod, "remainder": R.remainder, "fmax": R.fmax, "fmin": R.fm
 for _name, _fn in BINARY.items():
     _out, _in = _binary(_fn, _name)
     ops = [getattr(getattr(aten, _name), o) for o in getattr(aten, _name).overloads() if "out" not in o]
-    register(*ops, getattr(prims, _name).default)(_out)
+    register(*ops)(_out)
     if hasattr(aten, _name + "_"):
         register(*[getattr(getattr(aten, _name + "_"), o) for o in getattr(aten, _name + "_").overloads()])(_in)
 
@@ -76,12 +77,12 @@ register(aten.div_.Tensor_mode, aten.div_.Scalar_mode)(
     lambda a, b, rounding_mode=None: _inplace(a, _mode(rounding_mode)(np_(a, "div_"), np_(b, "div_"))))
 
 
-@register(aten.signbit.default, prims.signbit.default)
+@register(aten.signbit.default)
 def signbit(a):
     return _bools(_signbit(np_(a, "signbit"), "signbit"))
 
 
-@register(aten.frexp.Tensor, prims.frexp.default)
+@register(aten.frexp.Tensor)
 def frexp(a):
     mantissa, exponent = R.frexp(np_(a, "frexp"))
     return tt(mantissa), _bools(exponent)

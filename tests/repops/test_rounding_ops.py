@@ -241,3 +241,30 @@ def test_the_compositions_give_the_references_bits_on_every_kernel_table(backend
             got = fn(*(xp.asarray(a) for a in args))
         got = got.get() if hasattr(got, "get") and not isinstance(got, np.ndarray) else np.asarray(got)
         assert got.dtype == want.dtype and np.array_equal(got.view(np.uint8), np.asarray(want).view(np.uint8)), i
+
+
+def test_ops_torch_decomposes_into_prims_are_recorded_as_aten_nodes_a_dispute_replays():
+    """copysign, frac, logaddexp, xlog1py and soft_margin_loss reach prims.signbit, prims.trunc,
+    prims.log1p, ...: each runs as its aten op (the prim's impl_aten), so every node of the
+    trace is an aten op that OpRun rebuilds and decomposes into kernels."""
+    import torch.nn.functional as F
+    from offchain.dispute.oprun import OpRun
+    from offchain.protocol.trace import StepRecorder
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randn(4, 5, generator=g).requires_grad_(), torch.randn(4, 5, generator=g).requires_grad_()
+    rec = StepRecorder([a, b], [], chunk=8, keep=True)
+    with repops.deterministic(trace=rec):
+        out = (torch.copysign(a, b) + torch.frac(a * 3) + torch.logaddexp(a, b) + torch.special.xlog1py(a, b.abs())
+               + F.soft_margin_loss(a, b.detach().sign()))
+        out.sum().backward()
+    state = [a.detach(), b.detach()]
+
+    def value(ref):
+        return rec.outputs[ref.index][ref.slot] if ref.kind == 0 else state[ref.index]
+    names = set()
+    for n in rec.nodes:
+        run = OpRun(n.structure(), [value(r) for r in n.refs], 8)
+        assert run.kernels()
+        names.add(run.op_name)
+    assert all(name.startswith("aten.") for name in names)
+    assert {"aten.signbit.default", "aten.trunc.default", "aten.log1p.default"} <= names, names
