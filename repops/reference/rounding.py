@@ -49,8 +49,7 @@ def ceil(x):
 def round_decimals(x, decimals: int):
     """torch's CPU kernel: d > 0: rint(x RN(10^d)) / RN(10^d); d < 0: rint(x / RN(10^-d)) RN(10^-d)
     (10^|d| rounded once to binary32: inf from 10^39 on, as torch's float cast)."""
-    with np.errstate(over="ignore"):
-        ten = F32(float(10 ** abs(decimals)))
+    ten = F32(float(10 ** abs(decimals))) if abs(decimals) <= 38 else INF  # (10^39 rounds to inf)
     if decimals == 0:
         return P.rint(x)
     if decimals > 0:
