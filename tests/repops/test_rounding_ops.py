@@ -207,6 +207,26 @@ def test_the_sign_of_a_nan_is_refused_by_a_fault():
                 fn(x)
     with repops.deterministic():
         assert torch.equal(torch.signbit(x[:2]), torch.tensor([False, True]))
+    for backend in ("reference", "cuda-emu"):
+        with pytest.raises(repops.errors.DomainFault) as info, repops.deterministic(backend):
+            torch.signbit(x)
+        assert (info.value.rule, info.value.element) == ("domain", 2)
+
+
+def test_a_traced_steps_nan_sign_fault_is_a_fault_claim_the_decomposition_makes():
+    """The fault's kernels are in signbit's decomposition: OpRun faults at the same element."""
+    from offchain.dispute.oprun import FAULT_KERNEL, OpRun
+    from offchain.protocol.trace import StepRecorder
+    w = torch.tensor([1.0, -2.0, 3.0, 4.0], requires_grad=True)
+    data = torch.tensor([0.5, -1.0, float("nan"), 2.0])
+    rec = StepRecorder([w], [data], chunk=16)
+    with pytest.raises(repops.errors.DomainFault), repops.deterministic("cpu", trace=rec):
+        torch.copysign(w, data * 2).sum().backward()
+    node, inputs = rec.faulted()
+    run = OpRun(node.structure(), inputs, 16)
+    kernels = run.kernels()
+    k, element, rule = run.fault
+    assert kernels[k].name == FAULT_KERNEL and (element, rule) == (2, "domain")
 
 
 def test_sgn_floor_and_fmod_backward_give_torchs_gradients():
