@@ -10,7 +10,6 @@ import numpy as np
 
 from . import math as M
 from . import prims as P
-from .activations import log1p
 
 F32 = np.float32
 INF = F32(np.inf)
@@ -254,9 +253,3 @@ def log10(x):
     e, lm = _log_parts(x)
     t = P.fma(lm, INV_LN10, P.mul(lm, INV_LN10_TAIL))
     return _log_specials(x, P.fma(e, LG2_HI, P.fma(e, LG2_LO, t)))
-
-
-def xlog1py(x, y):
-    """torch's special.xlog1py: NaN where y is NaN; 0 where x = 0; else x log1p(y)."""
-    r = P.select(P.eq(x, k(0.0)), k(0.0), P.mul(x, log1p(y)))
-    return P.select(P.eq(y, y), r, y)

@@ -231,7 +231,8 @@ def test_a_traced_steps_nan_sign_fault_is_a_fault_claim_the_decomposition_makes(
 
 def test_sgn_floor_and_fmod_backward_give_torchs_gradients():
     """sgn's backward makes aten._efficientzerotensor: a tensor of +0 under RepOps."""
-    for fn in (torch.sgn, torch.floor, torch.round, lambda t: torch.fmod(t, 0.7), lambda t: torch.fmod(torch.tensor(0.7), t), lambda t: torch.remainder(t, torch.tensor(0.3))):
+    for fn in (torch.sgn, torch.floor, torch.round, lambda t: torch.fmod(t, 0.7),
+               lambda t: torch.fmod(torch.tensor(0.7), t), lambda t: torch.remainder(t, torch.tensor(0.3))):
         x = torch.randn(5, 3, requires_grad=True)
         want = torch.autograd.grad(fn(x).sum(), x)[0]
         with repops.deterministic():
