@@ -54,8 +54,7 @@ BINARY = {"fmod": R.fmod, "remainder": R.remainder, "fmax": R.fmax, "fmin": R.fm
           "hypot": R.hypot}
 for _name, _fn in BINARY.items():
     _out, _in = _binary(_fn, _name)
-    ops = [getattr(getattr(aten, _name), o) for o in getattr(aten, _name).overloads() if "out" not in o]
-    register(*ops)(_out)
+    register(*[getattr(getattr(aten, _name), o) for o in getattr(aten, _name).overloads() if "out" not in o])(_out)
     if hasattr(aten, _name + "_"):
         register(*[getattr(getattr(aten, _name + "_"), o) for o in getattr(aten, _name + "_").overloads()])(_in)
 

@@ -1,6 +1,6 @@
 """Rounding, remainders, IEEE bit-level functions and the base-2/base-10 logarithms and powers
-as compositions of the binary32 primitives (docs/NUMERICS.md §8, "Rounding, remainders and
-logarithms"). The exact functions (floor, ceil, fmod, nextafter, frexp, ...) give torch's
+as compositions of the binary32 primitives (docs/NUMERICS.md §8, "Rounding, remainders, IEEE
+functions and logarithms"). The exact functions (floor, ceil, fmod, nextafter, frexp, ...) give torch's
 bits; the others follow torch's CPU formula in its order. No new primitive: every step is
 one of §4's, so each is settleable as it stands.
 """
@@ -18,6 +18,7 @@ FLT_MAX = M.c(0x7F7FFFFF)
 
 
 def k(v) -> np.float32:
+    """A Python number as a binary32 constant (rounded once)."""
     return F32(v)
 
 
@@ -34,7 +35,7 @@ def _all(*conds):
 
 
 def _signs_differ(m, y):
-    """m != 0 and (m < 0) != (y < 0), for a nonzero m (torch's fix-up test; NaN lanes any)."""
+    """m != 0 and (m < 0) != (y < 0): torch's fix-up test (false for m = +-0)."""
     return P.eq(P.select(P.lt(m, ZERO), P.select(P.lt(y, ZERO), ZERO, ONE),
                          P.select(P.lt(ZERO, m), P.select(P.lt(y, ZERO), ONE, ZERO), ZERO)), ONE)
 
