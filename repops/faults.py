@@ -167,3 +167,15 @@ def in_unit_interval(p, op: str) -> None:
     _check(flags, "domain", DomainFault,
            lambda e: f"{op}: element {e} of the input is {float(p.reshape(-1)[e])!r}, not a probability in [0, 1] "
                      "(apply sigmoid first, or use binary_cross_entropy_with_logits on the logits)")
+
+
+def not_nan(x, op: str, why: str) -> None:
+    """Rule `domain`: no element of the binary32 array x is NaN, where the op's result would
+    depend on a NaN's bits (its sign, signaling or quiet) and the primitives' NaNs are all the
+    canonical one. Kernels: fault(not(eq(x, x)))."""
+    if P.observing():
+        K = I.KERNELS
+        flags = K["fault.bool"](K["not.bool"](P.eq(x, x)))
+    else:
+        flags = x != x
+    _check(flags, "domain", DomainFault, lambda e: f"{op}: element {e} is NaN, {why}")
