@@ -122,3 +122,99 @@ register(aten.index_reduce.default)(
 register(aten.index_reduce_.default)(
     lambda a, dim, index, source, reduce, *, include_self=True: _inplace(a, _index_reduce(
         a, dim, index, source, reduce, include_self, op="index_reduce_")))
+
+
+# -- products ---------------------------------------------------------------------------------------------
+def _prod(a, dims=None, keepdim=False, dtype=None):
+    """prod over dims: fold(mul) from 1 over their elements in row-major order (torch's own CPU
+    order is its vectorised reduction's: the same to rounding)."""
+    _result_dtype("prod", dtype)
+    return tt(fold_dims(P.mul, np_(a, "prod"), dims, 1.0, keepdim))
+
+
+register(aten.prod.default)(lambda a, *, dtype=None: _prod(a, None, False, dtype))
+register(aten.prod.dim_int)(lambda a, dim, keepdim=False, *, dtype=None: _prod(a, [dim], keepdim, dtype))
+
+
+@register(aten.addbmm.default)
+def addbmm(bias, b1, b2, *, beta=1, alpha=1):
+    """beta bias + alpha sum_b b1[b] @ b2[b], torch's CPU loop: acc = addmm(bias, b1[0], b2[0],
+    beta, alpha), then acc = addmm(acc, b1[b], b2[b], 1, alpha) for b = 1, 2, ... (addmm: the
+    product times alpha, plus the bias (times beta); beta = 0 ignores the bias, NaN included)."""
+    from .reference import linalg as RL
+    op = "addbmm"
+    x, y = np_(b1, op), np_(b2, op)
+    if x.ndim != 3 or y.ndim != 3 or x.shape[0] != y.shape[0] or x.shape[2] != y.shape[1]:
+        raise ValueError(f"addbmm: batches {list(x.shape)} and {list(y.shape)} do not chain (torch refuses it too)")
+    shape = (x.shape[1], y.shape[2])
+    acc = None if beta == 0 else np.broadcast_to(np_(bias, op), shape)
+    if acc is not None and beta != 1:
+        acc = P.mul(acc, np.float32(beta))
+    for b in range(x.shape[0]):
+        mm = RL.matmul(x[b], y[b])
+        mm = mm if alpha == 1 else P.mul(mm, np.float32(alpha))
+        acc = mm if acc is None else P.add(mm, acc)
+    return _result(P.const(0.0, shape) if acc is None else acc)
+
+
+@register(aten.logcumsumexp.default)
+def logcumsumexp(a, dim):
+    """y_i = lae(x_i, y_{i-1}) from y_{-1} = -inf, one step a position in increasing order
+    (torch's CPU loop, which keeps y in binary64: the same to rounding): lae(x, y) = x where
+    min(x, y) = max(x, y) is infinite, else log1p(exp(min - max)) + max (NaN wins in min/max)."""
+    from .reference.activations import log1p
+    from .reference.math import exp
+    x = np_(a, "logcumsumexp")
+    if x.ndim == 0 or x.size == 0:
+        x = x if x.ndim else x.reshape(1)
+    d = dim % x.ndim
+    at = lambda i: x[(slice(None),) * d + (slice(i, i + 1),)]  # noqa: E731
+    acc, steps = P.const(-np.inf, at(0).shape) if x.shape[d] else None, []
+    for i in range(x.shape[d]):
+        xi = at(i)
+        lo, hi = P.min_(xi, acc), P.max_(xi, acc)
+        both_inf = O.K["and.bool"](P.eq(lo, hi), O.K["not.bool"](P.eq(P.sub(lo, lo), P.const(0.0, ()))))
+        acc = P.select(both_inf, xi, P.add(log1p(exp(P.sub(lo, hi))), hi))
+        steps.append(acc)
+    out = P.place(x.shape, d, [(i, 1, s) for i, s in enumerate(steps)]) if steps else P.copy(x)
+    return tt(out.reshape(a.shape))
+
+
+# -- comparisons of whole tensors (Python bools) ---------------------------------------------------------------
+@register(aten.equal.default)
+def equal(a, b):
+    """torch.equal: the same shape and every element IEEE-equal (NaN is not; -0 == +0)."""
+    x, y = np_(a, "equal"), np_(b, "equal")
+    return x.shape == y.shape and bool(P.eq(x, y).all())
+
+
+@register(aten.allclose.default)
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """torch.isclose's float32 formula, then all: a == b (or both NaN, with equal_nan), or
+    |a - b| finite and <= atol + |rtol b| (rtol, atol rounded to binary32 once)."""
+    x, y = np_(a, "allclose"), np_(b, "allclose")
+    close = P.eq(x, y)
+    if equal_nan:
+        close = O.K["or.bool"](close, O.K["and.bool"](O.is_nan(x), O.is_nan(y)))
+    err = P.abs_(P.sub(x, y))
+    within = O.K["and.bool"](P.eq(P.sub(err, err), P.const(0.0, ())),
+                             P.le(err, P.add(np.float32(atol), P.abs_(P.mul(y, np.float32(rtol))))))
+    return bool(O.K["or.bool"](close, within).all())
+
+
+# -- allocation -----------------------------------------------------------------------------------------------
+EXACT.add(aten.empty_permuted.default)
+from .aten import EMPTY  # noqa: E402
+EMPTY.add(aten.empty_permuted.default)  # (+0, as every creation without values)
+
+
+@register(aten.resize_as_.default)
+def resize_as_(a, template, *, memory_format=None):
+    """Metadata only, as torch, while the template fits self's memory; growing it would hand
+    out uninitialised memory (different on every run): refused."""
+    need = template.numel() * a.element_size()
+    if need > a.untyped_storage().nbytes() - a.storage_offset() * a.element_size():
+        raise UnsupportedOpError(f"aten.resize_as_ of a {list(a.shape)} tensor to {list(template.shape)}: it grows "
+                                 "the tensor, whose new elements would be uninitialised memory; make a new tensor "
+                                 "(torch.zeros) instead")
+    return a.resize_as_(template, memory_format=memory_format)

@@ -145,3 +145,52 @@ def last_source(target, n: int):
     match = K["eq.i64"](target[..., None, :], positions(n)[:, None])      # [.., t, p]
     cand = K["select.i64"](match, positions(m), const(-1))
     return to_index(fold_dims(P.max_, _as_f32(cand), [-1], -np.inf))
+
+
+# -- scans and searches -------------------------------------------------------------------------------------------
+def scan(prim, x, identity):
+    """Inclusive scan along the last axis by Hillis-Steele: y = prim(y, y shifted by 1, 2, 4, ...
+    (identity below); each shift one place() copy). Only for prims whose result does not depend
+    on the association (max, min: exact), so it is the sequential scan's result."""
+    n = x.shape[-1]
+    y, by = x, 1
+    while by < n:
+        shifted = P.place(y.shape, y.ndim - 1, [(by, 1, y[..., :n - by])], identity)
+        y, by = prim(y, shifted), by * 2
+    return y if y is not x else P.copy(x)
+
+
+def cumulative_extreme(x, largest: bool):
+    """(values, int64 indices) of cummax (cummin) along the last axis, torch's CPU rule: the
+    running maximum m_i (NaN wins), and the LAST position j <= i with x_j equal to m_j (NaN: the
+    last NaN so far; -0 and +0 tie); values are x gathered there (so its bits, -0 included).
+    The index is a running max of select.i64(same(x, m), position, 0), exact in binary32."""
+    n = x.shape[-1]
+    m = scan(P.max_ if largest else P.min_, x, -np.inf if largest else np.inf)
+    cand = K["select.i64"](same(x, m), positions(n), const(0))
+    idx = to_index(scan(P.max_, _as_f32(cand), -np.inf))
+    rows = int(np.prod(x.shape[:-1]))
+    data = x if x.flags.c_contiguous else P.copy(x)
+    values = P.gather(data.reshape(rows, n, 1), idx.reshape(rows, n), P.const(0.0, ()))
+    return values.reshape(x.shape), idx
+
+
+def binary_search(seq, v, right: bool):
+    """torch.searchsorted's loop, step for step, for every value at once: start = 0, end = n;
+    while start < end: mid = start + (end - start) // 2; left: !(seq[mid] >= v) (right:
+    !(seq[mid] > v)) -> start = mid + 1, else end = mid. seq [R, n] f32, v [R, k] f32 ->
+    [R, k] int64. The interval at least halves each step: bit_length(n) steps; a finished
+    search (start == end) keeps its bounds. Exactly torch's answer also for a NaN or an unsorted
+    sequence (the loop's path, not a count)."""
+    (R, n), k = seq.shape, v.shape[-1]
+    start = K["copy.i64"](I.const(0, "i64", (R, k)))
+    end = K["copy.i64"](I.const(n, "i64", (R, k)))
+    for _ in range(int(n).bit_length()):
+        active = K["lt.i64"](start, end)
+        mid = K["add.i64"](start, K["div_floor.i64"](K["sub.i64"](end, start), const(2)))
+        at = P.gather(seq.reshape(R, n, 1), mid, P.const(0.0, ())).reshape(R, k)  # (mid = n only when done)
+        stop = P.lt(v, at) if right else P.le(v, at)                               # seq[mid] > v (>= v)
+        up = K["and.bool"](active, K["not.bool"](stop))
+        start = K["select.i64"](up, K["add.i64"](mid, const(1)), start)
+        end = K["select.i64"](K["and.bool"](active, stop), mid, end)
+    return start
