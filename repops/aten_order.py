@@ -34,17 +34,10 @@ def _shaped(v, i, lead, x0, d, keepdim):
     return _result(v), _ints(i)
 
 
-def _sorted_rows(x, op):
-    if x.shape[-1] > O.MAX_SORTED:
-        raise UnsupportedOpError(f"aten.{op} along a dim of {x.shape[-1]}: RepOps' sort compares every pair "
-                                 f"(O(n^2)); it is defined up to {O.MAX_SORTED} elements along the dim")
-    return O.sort(x, False)
-
-
 def _pick(x, k):
     """(value, index) of each row's stable ascending sort (NaN last) at position k (an int64
     array [rows], or one int), by the gather kernel."""
-    v, i = _sorted_rows(x, "kthvalue")
+    v, i = O.sort(x, False)
     rows, n = x.shape
     at = np.broadcast_to(np.asarray(k, np.int64).reshape(-1, 1), (rows, 1)) if np.ndim(k) == 0 else k.reshape(rows, 1)
     at = O.K["copy.i64"](at) if np.ndim(k) == 0 else at

@@ -23,7 +23,7 @@ from . import prims as P
 from .fold import fold_dims, sum_dims
 
 F32 = np.float32
-MAX_SORTED = 4096  # n beyond this: refused by the aten layer (O(n^2) comparisons)
+MAX_SORTED = 4096  # n beyond this: sort by a network (O(n log^2 n)); mode and the writes: refused (O(n^2))
 
 
 def kernel(name: str):
@@ -116,6 +116,13 @@ def _count(flags):
 
 
 def sort(x, descending: bool):
+    """Stable sort along the last axis -> (values, int64 indices): by ranks (every pair compared)
+    up to MAX_SORTED elements, by a bitonic network above. Both are the one order of the
+    (value, position) pairs (NaN greatest, ties by position), so they give the same bits."""
+    return (sort_by_rank if x.shape[-1] <= MAX_SORTED else sort_by_network)(x, descending)
+
+
+def sort_by_rank(x, descending: bool):
     """Stable sort along the last axis -> (values, int64 indices). rank[i] = #{j: x_j before
     x_i} + #{j < i: x_j same as x_i}, where `before` is less (ascending) or less with the
     operands swapped (descending: NaN first); then index[r] = the sum over i of
@@ -132,6 +139,54 @@ def sort(x, descending: bool):
     data = x if x.flags.c_contiguous else P.copy(x)
     values = P.gather(data.reshape(rows, n, 1), idx.reshape(rows, n), P.const(0.0, ()))
     return values.reshape(x.shape), idx
+
+
+def _exchange(v, i, lo, hi, descending):
+    """One column of comparators: (lo, hi) index pairs of slices into v / i; hi's pair goes
+    first where it is before lo's (value order, NaN greatest; equal values: the lower position).
+    -> new (v_lo, v_hi), (i_lo, i_hi)."""
+    a, b = v[lo], v[hi]
+    ahead = less(a, b) if descending else less(b, a)
+    swap = K["or.bool"](ahead, K["and.bool"](same(a, b), K["lt.i64"](i[hi], i[lo])))
+    return ((P.select(swap, b, a), P.select(swap, a, b)),
+            (K["select.i64"](swap, i[hi], i[lo]), K["select.i64"](swap, i[lo], i[hi])))
+
+
+def sort_by_network(x, descending: bool):
+    """Stable sort along the last axis by a bitonic network on (value, position) pairs: n padded
+    to N = 2^p with positions n.. and a value that orders after every element (NaN ascending,
+    -inf descending: ties go to the lower position); for k = 2, 4, ..., N: each block of k
+    compares t with k-1-t, then for j = k/4, ..., 1 each block of 2j compares t with t + j.
+    Each column: the comparisons (_exchange) and one place() copy each for values and positions
+    (log2(N)(log2(N)+1)/2 columns)."""
+    n = x.shape[-1]
+    N = 1 << max(n - 1, 0).bit_length()
+    lead = x.shape[:-1]
+    pad = P.const(-np.inf if descending else np.nan, lead + (N - n,))
+    v = P.place(lead + (N,), x.ndim - 1, [(0, 1, x), (n, 1, pad)])
+    i = K["copy.i64"](np.broadcast_to(positions(N), lead + (N,)))
+    zero = I.DTYPES["i64"].type(0)
+    k = 2
+    while k <= N:
+        shape = lead + (N // k, k)                      # flip: t against k-1-t in each block of k
+        vb, ib = v.reshape(shape), i.reshape(shape)
+        lo, hi = (..., slice(0, k // 2)), (..., slice(k - 1, k // 2 - 1, -1))
+        (vl, vh), (il, ih) = _exchange(vb, ib, lo, hi, descending)
+        ax = len(shape) - 1
+        v = P.place(shape, ax, [(0, 1, vl), (k // 2, 1, vh[..., ::-1])]).reshape(lead + (N,))
+        i = P.place(shape, ax, [(0, 1, il), (k // 2, 1, ih[..., ::-1])], zero, K["copy.i64"]).reshape(lead + (N,))
+        j = k // 4
+        while j >= 1:                                   # half-cleaners: t against t + j in each block of 2j
+            shape = lead + (N // (2 * j), 2, j)
+            vb, ib = v.reshape(shape), i.reshape(shape)
+            (vl, vh), (il, ih) = _exchange(vb, ib, (..., slice(0, 1), slice(None)), (..., slice(1, 2), slice(None)),
+                                           descending)
+            ax = len(shape) - 2
+            v = P.place(shape, ax, [(0, 1, vl), (1, 1, vh)]).reshape(lead + (N,))
+            i = P.place(shape, ax, [(0, 1, il), (1, 1, ih)], zero, K["copy.i64"]).reshape(lead + (N,))
+            j //= 2
+        k *= 2
+    return v[..., :n], i[..., :n]
 
 
 # -- writes where duplicates resolve by order -------------------------------------------------------------------
