@@ -28,7 +28,7 @@ EXACT.update({aten.squeeze_.default, aten.squeeze_.dim, aten.squeeze_.dims, aten
 # reduce -> (prim, identity: prim(acc, identity) == acc bit for bit, torch's start where include_self=False)
 _REDUCE = {"sum": (P.add, -0.0, 0.0), "mean": (P.add, -0.0, 0.0), "prod": (P.mul, 1.0, 1.0),
            "amax": (P.max_, -np.inf, -np.inf), "amin": (P.min_, np.inf, np.inf)}
-MAX_TERMS = 1 << 24  # targets x sources per row beyond this: refused (the terms are materialised)
+MAX_TERMS = 1 << 26  # rows x targets x sources beyond this: refused (every term is materialised)
 
 
 def scatter_fold(xm, im, sm, reduce: str, include_self: bool, op: str):
@@ -38,9 +38,10 @@ def scatter_fold(xm, im, sm, reduce: str, include_self: bool, op: str):
     xm[r, t]). mean: that sum / max(count, 1), count the sources (+ 1 with self), exact in binary32."""
     prim, identity, start = _REDUCE[reduce]
     (R, n), m = xm.shape, im.shape[-1]
-    if n * m > MAX_TERMS:
-        raise UnsupportedOpError(f"aten.{op} of {m} sources into {n} targets a row: RepOps folds every "
-                                 f"(target, source) pair (n*m terms); it is defined up to {MAX_TERMS} a row")
+    if R * n * m > MAX_TERMS:
+        raise UnsupportedOpError(f"aten.{op} of {m} sources into {n} targets in each of {R} rows: RepOps folds "
+                                 f"every (row, target, source) term; it is defined up to {MAX_TERMS} terms (split "
+                                 "the tensor, or reduce fewer sources at a time)")
     match = O.K["eq.i64"](im[:, None, :], O.positions(n)[:, None])              # [R, n, m]: source p names t
     terms = P.select(match, np.broadcast_to(sm[:, None, :], match.shape), P.const(identity, ()))
     count = sum_dims(P.select(match, P.const(1.0, ()), P.const(0.0, ())), [-1])  # [R, n], exact

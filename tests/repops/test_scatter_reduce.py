@@ -323,3 +323,8 @@ def test_resize_as_that_would_grow_is_refused_and_empty_permuted_is_zeros():
         assert e.stride() == torch.empty_permuted((2, 3, 4), (0, 2, 1)).stride() and not e.any()
         with pytest.raises(repops.UnsupportedOpError, match="uninitialised"):
             t.resize_as_(torch.zeros(4, 4))
+
+
+def test_a_reduction_with_too_many_terms_is_refused_before_it_allocates():
+    with pytest.raises(repops.UnsupportedOpError, match="terms"), repops.deterministic():
+        torch.zeros(1, 9000).scatter_reduce(1, torch.zeros(1, 8000, dtype=torch.long), torch.ones(1, 8000), "sum")
