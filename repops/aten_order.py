@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .aten import _indices, _result, arr, np_, register, tt
+from .aten import _indices, _result, np_, register, tt
 from .aten_sort import _ints, _last
 from .errors import UnsupportedOpError
 from .reference import integers as I

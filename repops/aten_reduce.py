@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .aten import EXACT, _indices, _inplace, _result, _result_dtype, _scalar_as_vector, arr, np_, register, tt
+from .aten import EMPTY, EXACT, _indices, _inplace, _result, _result_dtype, _scalar_as_vector, np_, register, tt
 from .aten_sort import check_block, placed_back, within
 from .errors import UnsupportedOpError
 from .reference import ordering as O
 from .reference import prims as P
-from .reference.fold import _dims, fold, fold_dims, sum_dims
+from .reference.fold import fold, fold_dims, sum_dims
 
 aten = torch.ops.aten
 
@@ -205,7 +205,6 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 # -- allocation -----------------------------------------------------------------------------------------------
 EXACT.add(aten.empty_permuted.default)
-from .aten import EMPTY  # noqa: E402
 EMPTY.add(aten.empty_permuted.default)  # (+0, as every creation without values)
 
 

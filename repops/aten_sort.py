@@ -9,7 +9,6 @@ import numpy as np
 import torch
 
 from .aten import _indices, _inplace, _result, _scalar_as_vector, np_, register, tt
-from .errors import UnsupportedOpError
 from .reference import ordering as O
 from .reference import prims as P
 from .reference.fold import fold_dims

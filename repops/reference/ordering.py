@@ -12,8 +12,9 @@ so every index it returns is a kernel output a referee can follow, and every rul
 Counts and positions are reduced as binary32 folds (one kernel each on every backend): the
 integers involved are below 2^24, so every sum, min and max of them is exact, and a
 to_int32_rne then to_i64 brings the result back. So an op costs a fixed number of kernels;
-sort and the order-resolved writes compare every pair (O(n^2) elements), which fits what
-models sort (experts, heads, a few thousand tokens)."""
+the order-resolved writes and a sort up to MAX_SORTED compare every pair (O(n^2) elements),
+which fits what models sort (experts, heads, a few thousand tokens); a longer sort runs a
+bitonic network (O(n log^2 n)) with the same result."""
 from __future__ import annotations
 
 import numpy as np
