@@ -93,7 +93,7 @@ _NO_MAT = ["conv2d_groups_stride", "conv1d_dilation", "conv3d", "batch_norm_trai
            "where_min_max_clamp", "flip_roll_repeat", "pad_constant", "slice_select_scatter", "sdpa_causal",
            "sdpa_float_mask", "index_put_accumulate", "gather", "gather_leading_dim", "index_select_index",
            "embedding_padding_idx", "scatter_reduce_sum_mean", "scatter_reduce_prod_amax_amin",
-           "index_reduce_scatter_small", "prod_addbmm_logcumsumexp", "cummax_kthvalue_median_mode", "searchsorted",
+           "index_reduce_scatter_small", "prod_addbmm_logcumsumexp", "cummax_kthvalue_median_mode", "searchsorted", "matmul_of_vectors",
            *sorted(NN_SAMPLES)]
 
 

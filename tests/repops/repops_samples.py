@@ -179,6 +179,7 @@ SAMPLES.update({  # #38: reductions into indexed targets (duplicates in source o
     "searchsorted": (lambda a, b: a * torch.searchsorted(torch.sort(b).values, a).float()
                      + a * torch.searchsorted(b.sort(1).values, a[:3, :2], right=True).float().sum() + b[:, :5],
                      lambda: (_x(3, 5), _x(3, 7, seed=1))),
+    "matmul_of_vectors": (lambda a, b: (a[0] @ b)[:3] + b @ a[:, 0], lambda: (_x(4, 3), _x(3, 4, seed=1))),  # squeeze_
 })
 
 
