@@ -67,17 +67,18 @@ def _check_reduce(op, reduce, allowed):
 
 
 @_scalar_as_vector()
-def _scatter_reduce(a, dim, index, src, reduce, include_self=True, op="scatter_reduce"):
+def scatter_reduce(a, dim, index, src, reduce, include_self=True, op="scatter_reduce"):
     """x.scatter_reduce(dim, idx, src, reduce, include_self): src[p] reduced into x at p with its
     dim coordinate replaced by idx[p] (scatter_fold; an index smaller than x reduces into the
-    block of x it covers, placed back into x)."""
+    block of x it covers, placed back into x). An empty index changes nothing (torch checks no
+    shape then)."""
     _check_reduce(op, reduce, ("sum", "prod", "mean", "amax", "amin"))
     x = np_(a, op)
+    if index.numel() == 0 or x.size == 0:
+        return P.copy(x)
     d = dim % x.ndim
     check_block("aten." + op, x.shape, index, tuple(src.shape), d)
     i = _indices(index, x.shape[d], op)
-    if index.numel() == 0 or x.size == 0:
-        return P.copy(x)
     xm, shape = _rows(within(x, index.shape, d), d)
     im = np.moveaxis(i, d, -1)
     im = O.K["copy.i64"](im).reshape(xm.shape[0], -1) if P.xp_of(im) is np else im.reshape(xm.shape[0], -1)
@@ -87,10 +88,10 @@ def _scatter_reduce(a, dim, index, src, reduce, include_self=True, op="scatter_r
 
 
 register(aten.scatter_reduce.two)(
-    lambda a, dim, index, src, reduce, *, include_self=True: _result(_scatter_reduce(a, dim, index, src, reduce,
+    lambda a, dim, index, src, reduce, *, include_self=True: _result(scatter_reduce(a, dim, index, src, reduce,
                                                                                       include_self)))
 register(aten.scatter_reduce_.two)(
-    lambda a, dim, index, src, reduce, *, include_self=True: _inplace(a, _scatter_reduce(
+    lambda a, dim, index, src, reduce, *, include_self=True: _inplace(a, scatter_reduce(
         a, dim, index, src, reduce, include_self, op="scatter_reduce_")))
 
 

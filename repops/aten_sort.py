@@ -170,11 +170,11 @@ def _scatter(a, dim, index, src, op, value=None):
     x. An index smaller than x (torch allows it in every dim) writes x's block it covers
     (within), placed back into x."""
     x = np_(a, op)
+    if index.numel() == 0 or x.size == 0:  # nothing written (torch checks no shape then)
+        return P.copy(x)
     d = dim % x.ndim
     check_block("aten." + op, x.shape, index, None if src is None else tuple(src.shape), d)
     i = _indices(index, x.shape[d], op)
-    if index.numel() == 0 or x.size == 0:  # nothing written
-        return P.copy(x)
     target = np.moveaxis(i, d, -1)
     if not target.flags.c_contiguous and P.xp_of(target) is np:
         target = O.K["copy.i64"](target)

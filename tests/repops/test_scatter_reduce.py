@@ -328,3 +328,16 @@ def test_resize_as_that_would_grow_is_refused_and_empty_permuted_is_zeros():
 def test_a_reduction_with_too_many_terms_is_refused_before_it_allocates():
     with pytest.raises(repops.UnsupportedOpError, match="terms"), repops.deterministic():
         torch.zeros(1, 9000).scatter_reduce(1, torch.zeros(1, 8000, dtype=torch.long), torch.ones(1, 8000), "sum")
+
+
+def test_scatter_add_with_an_infinite_source_is_torchs_and_touches_no_other_target():
+    """scatter_add was onehot(idx)^T @ src over x's flat positions: 0 * inf = NaN in every other
+    target. Now scatter_reduce's sum: torch's values, and its order ((x + s1) + s2) bit for bit."""
+    x = torch.tensor([[1e8, 0.0], [2.0, -0.0], [0.0, 3.0]])
+    idx = torch.tensor([[0, 1], [0, 1], [0, 2]])
+    src = torch.tensor([[1.0, INF], [1.0, NAN], [-1e8, -INF]])
+    for fn in (lambda: x.scatter_add(0, idx, src), lambda: x.clone().scatter_add_(-2, idx[:2], src),
+               lambda: torch.tensor(1.0).scatter_add(0, torch.tensor(0), torch.tensor(INF))):
+        want = fn()
+        for got in _both(fn):
+            _same(got, want)
