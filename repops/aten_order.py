@@ -42,7 +42,9 @@ def _pick(x, k):
     at = np.broadcast_to(np.asarray(k, np.int64).reshape(-1, 1), (rows, 1)) if np.ndim(k) == 0 else k.reshape(rows, 1)
     at = O.K["copy.i64"](at) if np.ndim(k) == 0 else at
     val = P.gather(v.reshape(rows, n, 1), at, P.const(0.0, ())).reshape(rows)
-    idx = I.KERNELS["gather.i64"](i.reshape(rows, n, 1), at, I.const(0, "i64")).reshape(rows)
+    data = i.reshape(rows, n, 1)
+    idx = (I.KERNELS["gather.i64"](data, at, I.const(0, "i64")) if P.xp_of(data) is np else  # (a device: the same
+           P.picked(data, at, 0, np.int64)).reshape(rows)                                      # movement, unobserved)
     return val, idx
 
 
