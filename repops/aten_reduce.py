@@ -44,15 +44,16 @@ def scatter_fold(xm, im, sm, reduce: str, include_self: bool, op: str):
                                  "the tensor, or reduce fewer sources at a time)")
     match = O.K["eq.i64"](im[:, None, :], O.positions(n)[:, None])              # [R, n, m]: source p names t
     terms = P.select(match, np.broadcast_to(sm[:, None, :], match.shape), P.const(identity, ()))
-    count = sum_dims(P.select(match, P.const(1.0, ()), P.const(0.0, ())), [-1])  # [R, n], exact
     if include_self:
         acc = fold(prim, P.place((R, n, m + 1), 2, [(0, 1, xm[..., None]), (1, 1, terms)]), -1, identity)
+        if reduce != "mean":
+            return acc
+    count = sum_dims(P.select(match, P.const(1.0, ()), P.const(0.0, ())), [-1])  # [R, n], exact
+    if include_self:
         count = P.add(count, P.const(1.0, ()))
     else:
         acc = P.select(P.lt(P.const(0.0, ()), count), fold(prim, terms, -1, start), xm)
-    if reduce == "mean":
-        acc = P.div(acc, P.max_(count, P.const(1.0, ())))
-    return acc
+    return P.div(acc, P.max_(count, P.const(1.0, ()))) if reduce == "mean" else acc
 
 
 def _rows(x, d):
