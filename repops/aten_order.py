@@ -100,10 +100,13 @@ register(aten.nanmedian.default)(_median_all(True, "nanmedian"))
 
 @register(aten.mode.default)
 def mode(a, dim=-1, keepdim=False):
-    """The most frequent value along dim (equal as IEEE ==: -0 and +0 one value, each NaN its
-    own) and a position of it, torch's CPU rule: among values as frequent, the smallest (NaN
-    only when the row is all NaN); the position is the last one holding it (the first, for NaN).
-    count_i = #{j: x_j == x_i} + isnan(x_i) (exact binary32 sums), O(n^2) comparisons."""
+    """The most frequent value along dim (equal as IEEE ==: -0 and +0 one value) and a position
+    of it, torch's CPU rule: among values as frequent, the smallest; the position is the last
+    one holding it (torch's sort-then-scan: the last of the run, its insertion sort being stable
+    up to 16 elements; longer, torch's position among equal values is its introsort's).
+    count_i = #{j: x_j == x_i} (exact binary32 sums), O(n^2) comparisons. A row holding NaN is
+    refused: torch sorts it with `<`, which is no order with NaN, so its mode there (even the
+    value) is whatever its sort left."""
     x0 = np_(a, "mode")
     x, lead, d = _rows(x0, dim, "mode")
     rows, n = x.shape
@@ -112,6 +115,10 @@ def mode(a, dim=-1, keepdim=False):
                                  f"up to {O.MAX_SORTED} elements along the dim")
     one, zero = P.const(1.0, ()), P.const(0.0, ())
     nan = O.is_nan(x)
+    if bool(nan.any()):
+        raise UnsupportedOpError("aten.mode of a tensor holding NaN: torch sorts it with `<`, which is no order with "
+                                 "NaN, so torch's mode there (even the value) depends on its sort's internals; replace "
+                                 "the NaNs first (torch.nan_to_num) or leave mode out of repops.deterministic()")
     count = P.add(sum_dims(P.select(P.eq(x[:, :, None], x[:, None, :]), one, zero), [-1]), P.select(nan, one, zero))
     best = fold_dims(P.max_, count, [-1], -np.inf, True)
     number = O.K["and.bool"](P.eq(count, best), O.K["not.bool"](nan))
