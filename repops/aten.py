@@ -609,26 +609,12 @@ def index_add(a, dim, index, source, alpha=1):
 
 
 @register(aten.scatter_add.default)
-@_scalar_as_vector()
 def scatter_add(a, dim, index, src):
-    """x.scatter_add(dim, idx, src) (gather's backward): src[p] summed into x at p with its dim
-    coordinate replaced by idx[p]; onto each target, in increasing p (embedding_backward's rule
-    over x's flat positions). An empty index adds nothing (torch checks no other shape then)."""
-    x = np_(a, "scatter_add")
-    if index.numel() == 0:
-        return tt(P.copy(x))
-    dim %= x.ndim
-    idx = _indices(index, x.shape[dim], "scatter_add")
-    xp = P.xp_of(idx)
-    coords = list(xp.indices(idx.shape))
-    coords[dim] = idx
-    # (clip: only an index past a noted fault (repops.faults.noted) is outside, and its step faults)
-    target = xp.ravel_multi_index(tuple(coords), x.shape, mode="clip").reshape(-1)
-    s = np_(src, "scatter_add")[tuple(slice(0, n) for n in idx.shape)]
-    add = N.embedding_backward(target, P.copy(s).reshape(-1, 1), x.size).reshape(x.shape)
-    return _result(P.add(x, add))
-
-
+    """x.scatter_add(dim, idx, src) (gather's backward) = scatter_reduce(sum, include_self):
+    src[p] added into x at p with its dim coordinate replaced by idx[p], onto each target in
+    increasing p from x (torch's CPU loop; repops/aten_reduce.py). An empty index adds nothing."""
+    from .aten_reduce import scatter_reduce
+    return _result(scatter_reduce(a, dim, index, src, "sum", True, op="scatter_add"))
 
 
 # -- more elementwise and reductions (torch.nn models, Hugging Face families) ---------------------------------

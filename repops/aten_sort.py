@@ -9,7 +9,6 @@ import numpy as np
 import torch
 
 from .aten import _indices, _inplace, _result, _scalar_as_vector, np_, register, tt
-from .errors import UnsupportedOpError
 from .reference import ordering as O
 from .reference import prims as P
 from .reference.fold import fold_dims
@@ -105,9 +104,6 @@ def _sorted(x0, dim, descending, op):
         x = np.moveaxis(x0, d, -1)
         return P.copy(x), O.K["copy.i64"](O.I.const(0, "i64", x.shape)), d
     x, d = _last(x0, dim, op)
-    if x.shape[-1] > O.MAX_SORTED:
-        raise UnsupportedOpError(f"{op} along a dim of {x.shape[-1]}: RepOps' sort compares every pair "
-                                 f"(O(n^2)); it is defined up to {O.MAX_SORTED} elements along the dim")
     v, i = O.sort(x, descending)
     return v, i, d
 
@@ -140,27 +136,52 @@ def topk(a, k, dim=-1, largest=True, sorted=True):
 
 
 # -- writes where duplicates resolve by order: the last source wins -------------------------------------------
+def check_block(op: str, x_shape, index, src_shape, d: int):
+    """torch's shape rule for an index of scatter-like ops: as many dims as x, at most x's size in
+    every dim but d and at most src's in every dim (an IndexError, as torch refuses it)."""
+    ok = index.dim() == len(x_shape) and all(index.shape[k] <= x_shape[k] for k in range(len(x_shape)) if k != d)
+    if not ok or (src_shape is not None and (len(src_shape) != index.dim() or
+                                             any(i > s for i, s in zip(index.shape, src_shape)))):
+        raise IndexError(f"{op}: an index of shape {tuple(index.shape)} does not fit a tensor of shape "
+                         f"{tuple(x_shape)} along dim {d}" + ("" if src_shape is None else
+                                                              f" with a source of shape {tuple(src_shape)}")
+                         + " (torch refuses it too)")
+
+
+def within(x, shape, d: int):
+    """The block of x that an index of `shape` addresses: [:shape[k]] in every dim k but d (a view)."""
+    return x[tuple(slice(None) if k == d else slice(0, shape[k]) for k in range(x.ndim))]
+
+
+def placed_back(y, x):
+    """A result y over a block of x (within) in x's place, x's values elsewhere: one place()
+    copy per dim where the block is smaller than x (y first, so it counts where they overlap)."""
+    for k in range(x.ndim):
+        if y.shape[k] < x.shape[k]:
+            rest = x[tuple(slice(None) if j <= k else slice(0, y.shape[j]) for j in range(x.ndim))]
+            y = P.place(rest.shape, k, [(0, 1, y), (0, 1, rest)])
+    return y
+
+
 @_scalar_as_vector()
 def _scatter(a, dim, index, src, op, value=None):
     """x.scatter(dim, idx, src or value): target position along dim idx[q] for each index
     position q; the last q (row-major along dim) writing a target wins; untouched targets keep
-    x. The index must cover x's other dims (what sort/topk/max backward and one-hot writes use)."""
+    x. An index smaller than x (torch allows it in every dim) writes x's block it covers
+    (within), placed back into x."""
     x = np_(a, op)
-    d = dim % x.ndim
-    if index.dim() != x.ndim or any(index.shape[k] != x.shape[k] for k in range(x.ndim) if k != d):
-        raise UnsupportedOpError(f"aten.{op} with an index of shape {tuple(index.shape)} into {tuple(x.shape)}: "
-                                 "RepOps defines scatter with an index as large as the tensor in every dim but "
-                                 f"dim {dim}")
-    i = _indices(index, x.shape[d], op)
-    if index.numel() == 0 or x.size == 0:  # nothing written
+    if index.numel() == 0 or x.size == 0:  # nothing written (torch checks no shape then)
         return P.copy(x)
+    d = dim % x.ndim
+    check_block("aten." + op, x.shape, index, None if src is None else tuple(src.shape), d)
+    i = _indices(index, x.shape[d], op)
     target = np.moveaxis(i, d, -1)
     if not target.flags.c_contiguous and P.xp_of(target) is np:
         target = O.K["copy.i64"](target)
     n = x.shape[d]
     src_pos = O.last_source(target, n)                        # [.., n], -1 where none
     written = O.K["le.i64"](O.const(0), src_pos)
-    xm = np.moveaxis(x, d, -1)
+    xm = np.moveaxis(within(x, index.shape, d), d, -1)
     if value is not None:
         out = P.select(written, np_(value, op), xm)
     else:
@@ -169,7 +190,7 @@ def _scatter(a, dim, index, src, op, value=None):
         rows, m = int(np.prod(sm.shape[:-1])), sm.shape[-1]
         got = P.gather(sm.reshape(rows, m, 1), src_pos.reshape(rows, n), P.const(0.0, ())).reshape(xm.shape)
         out = P.select(written, got, xm)
-    return np.moveaxis(out, -1, d)
+    return placed_back(np.moveaxis(out, -1, d), x)
 
 
 register(aten.scatter.src)(lambda a, dim, index, src: _result(_scatter(a, dim, index, src, "scatter")))

@@ -249,7 +249,8 @@ RESULT_RULES = {
     "aten.slice_scatter.default": _slice_scatter, "aten.select_scatter.default": _select_scatter,
     # RepOps zeroes what torch leaves uninitialised (repops.aten.EMPTY)
     **{f"aten.{n}": _creation(0, 0.0) for n in ("empty_like.default", "empty.memory_format", "new_empty.default",
-                                                "new_empty_strided.default", "empty_strided.default")},
+                                                "new_empty_strided.default", "empty_strided.default",
+                                                "empty_permuted.default")},
 }
 # Exact in-place ops: the result is the mutated input's memory, but its values come from
 # elsewhere (never describe it as a view of the pre-op input).

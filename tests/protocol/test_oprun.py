@@ -92,7 +92,10 @@ _NO_MAT = ["conv2d_groups_stride", "conv1d_dilation", "conv3d", "batch_norm_trai
            "max_pool1d_dilation", "avg_pool2d_pad_excluded", "avg_pool1d", "adaptive_avg_pool2d",
            "where_min_max_clamp", "flip_roll_repeat", "pad_constant", "slice_select_scatter", "sdpa_causal",
            "sdpa_float_mask", "index_put_accumulate", "gather", "gather_leading_dim", "index_select_index",
-           "embedding_padding_idx", "rounding_remainders", "ieee_functions", "logs_base2_10", *sorted(NN_SAMPLES)]
+           "embedding_padding_idx", "rounding_remainders", "ieee_functions", "logs_base2_10",
+           "scatter_reduce_sum_mean", "scatter_reduce_prod_amax_amin",
+           "index_reduce_scatter_small", "prod_addbmm_logcumsumexp", "cummax_kthvalue_median_mode", "searchsorted", "matmul_of_vectors",
+           *sorted(NN_SAMPLES)]
 
 
 def _node_runs(name):

@@ -166,6 +166,31 @@ SAMPLES.update({
                               lambda: (_x(6, 3), torch.tensor([[2, 1, 2], [5, 0, 1]]))),
 })
 
+SAMPLES.update({  # #38: reductions into indexed targets (duplicates in source order), products, order statistics
+    "scatter_reduce_sum_mean": (lambda a, s, i: a.scatter_reduce(0, i, s, "sum")
+                                * a.scatter_reduce(-2, i[:, :3], s[:, :3], "mean", include_self=False),
+                                lambda: (_x(5, 4), _x(3, 4, seed=1), _i(3, 4, hi=5))),
+    "scatter_reduce_prod_amax_amin": (lambda a, s, i: a.scatter_reduce(1, i, s, "prod")
+                                      + a.scatter_reduce(1, i, s, "amax", include_self=False)
+                                      - a.scatter_reduce(1, i, s, "amin"),
+                                      lambda: (_x(3, 6), _x(2, 4, seed=1), _i(2, 4, hi=6))),
+    "index_reduce_scatter_small": (lambda a, s, i: a.index_reduce(0, i, s, "amin") * a.index_reduce(0, i, s, "mean")
+                                   + a.index_reduce(0, i, s, "prod", include_self=False)
+                                   + a.scatter(0, i[:3].reshape(3, 1).expand(3, 2), s[:3, :2]),
+                                   lambda: (_x(4, 3), _x(5, 3, seed=1), torch.tensor([3, 0, 3, 1, 3]))),
+    "prod_addbmm_logcumsumexp": (lambda a, b, c: a.prod(1) + torch.addbmm(a[:, 0], b, c, beta=0.5).sum(0)
+                                 + torch.logcumsumexp(a, 1)[:, -1],
+                                 lambda: (_x(4, 5), _x(3, 2, 6, seed=1), _x(3, 6, 4, seed=2))),
+    "cummax_kthvalue_median_mode": (lambda a: torch.cummax(a, 1).values.sum(1) + torch.cummin(a, 0).values[0]
+                                    + torch.kthvalue(a, 2, 1).values + torch.median(a, 1).values
+                                    + torch.nanmedian(a, 1).values + a.median(),  # (mode: refuses NaN, the variants' specials)
+                                    lambda: (_x(4, 4),)),
+    "searchsorted": (lambda a, b: a * torch.searchsorted(torch.sort(b).values, a).float()
+                     + a * torch.searchsorted(b.sort(1).values, a[:3, :2], right=True).float().sum() + b[:, :5],
+                     lambda: (_x(3, 5), _x(3, 7, seed=1))),
+    "matmul_of_vectors": (lambda a, b: (a[0] @ b)[:3] + b @ a[:, 0], lambda: (_x(4, 3), _x(3, 4, seed=1))),  # squeeze_
+})
+
 
 # -- integer and bool ops (docs/NUMERICS.md §13): name -> (function, inputs); torch's own result is
 # the spec's, bit for bit and dtype for dtype ---------------------------------------------------------------

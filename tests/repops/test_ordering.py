@@ -102,9 +102,10 @@ def test_every_index_result_is_an_integer_kernel_output():
         assert torch.equal(got, torch.from_numpy(last).reshape(got.shape))
 
 
-def test_a_sort_too_long_for_the_pairwise_spec_is_refused():
+def test_a_mode_too_long_for_the_pairwise_spec_is_refused():
+    """(a sort of any length runs: a network above the pairwise spec, tests/repops/test_scatter_reduce.py)"""
     with pytest.raises(repops.UnsupportedOpError, match="O\\(n\\^2\\)"), repops.deterministic():
-        torch.sort(torch.zeros(5000))
+        torch.mode(torch.zeros(5000))
 
 
 def test_empty_rows_and_empty_writes_give_torchs_empty_results():
