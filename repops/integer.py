@@ -335,6 +335,9 @@ def applies(func, args, kwargs) -> bool:
         return kwargs.get("dtype") in (None, torch.float32, *DT) and kwargs.get("device") in (None, torch.device("cpu"))
     if func in (aten.sum.default, aten.sum.dim_IntList, aten.cumsum.default):
         return kwargs.get("dtype") in (None, *DT)
+    if func in _SORTS:
+        from .aten_moe import sortable
+        return sortable(args, kwargs)
     return func is not aten.index.Tensor or _indexable(args)
 
 
@@ -351,6 +354,9 @@ def native(func, args, kwargs):
     and remainder, where torch has no portable answer (_division)."""
     if func in _DIVISION_OPS:
         return _division(func, args, kwargs)
+    if func in _SORTS:  # (torch's default sort of integers is not stable: the order of equal keys would be its own)
+        from .aten_moe import stable_native
+        return stable_native(*args, **kwargs)
     if func in _RANGE_CHECKED:
         _RANGE_CHECKED[func](*args, **kwargs)
     return func(*args, **kwargs)
@@ -373,6 +379,7 @@ def _gather_range(a, dim, index, sparse_grad=False):
         faults.index_in_range(arr(index), a.shape[dim % a.dim()] if a.dim() else 1, "gather", kernels=False)
 
 
+_SORTS = {aten.sort.default, aten.sort.stable}
 _RANGE_CHECKED = {aten.index.Tensor: _index_ranges, aten.gather.default: _gather_range}
 
 

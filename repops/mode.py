@@ -15,7 +15,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import aten as A
-from . import aten_index, aten_nn, aten_sort  # noqa: F401  (op families: they register into A.REGISTRY)
+from . import aten_index, aten_moe, aten_nn, aten_sort  # noqa: F401  (op families: they register into A.REGISTRY)
 from . import integer as I
 from .errors import DeviceError, UnsupportedOpError
 
@@ -215,6 +215,7 @@ def _functions() -> dict:
         table[f] = _without_cudnn(f)
     from .draws import functions
     table.update(functions())  # torch.rand, randn, bernoulli, ...: Philox draws inside a key (repops/draws.py)
+    table.update(aten_moe.functions())  # transformers' grouped matmul as torch._grouped_mm (repops/aten_moe.py)
     return table
 
 
