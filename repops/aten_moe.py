@@ -163,13 +163,27 @@ def _routed(func):
     return run
 
 
+def _bincount(x, weights=None, minlength=0):
+    """torch.bincount(ids, minlength=m) of 1-d integer ids (Mixtral's and Qwen2-MoE's router
+    auxiliary loss: tokens per expert) as a fixed-length count: (ids == 0..m-1) summed over the
+    ids, integer kernels. Its length would depend on the values if an id reached m, so ids are
+    read through a gather on 0..m-1 first: an id outside [0, m) is a fault (rule `index`) where
+    torch would return a longer vector. Weights, or no minlength: torch's own (a shape from
+    the values: not a job's graph)."""
+    if weights is not None or minlength <= 0 or x.dim() != 1 or x.is_floating_point() or x.dtype == torch.bool:
+        return torch.bincount(x, weights, minlength)
+    classes = torch.arange(minlength, device=x.device)
+    checked = classes.gather(0, x.long())  # (= x, each id in range)
+    return (checked[:, None] == classes[None, :]).sum(0)
+
+
 def functions() -> dict:
     """RepOpsFunctions' routes for MoE: torch._grouped_mm, F.grouped_mm and transformers'
     `grouped_mm_fallback` custom op (what its grouped_mm experts path calls while torch.export
     traces a float32 model, or on a torch without a CPU grouped_mm; it leaves rows past the
     last offset 0, as this definition does) all as repops::grouped_mm, so training and a job's
     graph hold the same node."""
-    table = {torch._grouped_mm: _routed(torch._grouped_mm)}
+    table = {torch._grouped_mm: _routed(torch._grouped_mm), torch.bincount: _bincount}
     if hasattr(torch.nn.functional, "grouped_mm"):
         table[torch.nn.functional.grouped_mm] = _routed(torch.nn.functional.grouped_mm)
     try:

@@ -4,9 +4,10 @@ histc, cumsum, grouped matmuls) is written with write_program_job, its committed
 the honest trace, every node (repops::grouped_mm, histc, the integer sort) settles on chain,
 and a trainer that routes one token to another expert inside a grouped matmul (one integer
 kernel element off, every other level consistent) loses the dispute at level 5, off chain
-in either seat and on chain, where the honest trainer is paid. A Qwen2-MoE job settles too;
-the experts' eager path (a Python loop over the experts hit) is refused at export naming the
-path to use."""
+in either seat and on chain, where the honest trainer is paid. A Qwen2-MoE job with the
+router's auxiliary loss (bincount) and a Mixtral job on the "batched_mm" experts path settle
+every node too; the experts' eager path (a Python loop over the experts hit) is
+refused at export naming the path to use."""
 import pytest
 import torch
 
@@ -33,6 +34,8 @@ class MoE(torch.nn.Module):
         kw = dict(vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=1, num_attention_heads=4,
                   num_key_value_heads=2, num_experts_per_tok=2, max_position_embeddings=32,
                   experts_implementation=experts)
+        if family.endswith("+aux"):  # the router's load-balancing loss (torch.bincount of expert ids)
+            family, kw = family[:-4], {**kw, "output_router_logits": True, "router_aux_loss_coef": 0.1}
         self.model = T.MixtralForCausalLM(T.MixtralConfig(num_local_experts=4, **kw)) if family == "mixtral" else \
             T.Qwen2MoeForCausalLM(T.Qwen2MoeConfig(num_experts=4, moe_intermediate_size=8,
                                                    shared_expert_intermediate_size=16, **kw))
@@ -100,11 +103,14 @@ def test_the_rerouting_trainer_loses_on_chain_and_the_honest_trainer_is_paid(set
     honest_paid_on_chain(settle_match, job, ctx, _route_flipper(job, d, "flip-chain", element=9), honest, level=5)
 
 
-def test_a_qwen2_moe_job_settles_every_node(tmp_path):
-    job = _job(tmp_path / "job", "qwen2-moe")
+@pytest.mark.parametrize("family,experts,op", [("qwen2-moe+aux", "grouped_mm", GROUPED),
+                                               ("mixtral", "batched_mm", "aten.bmm.default")])
+def test_a_qwen2_moe_job_with_the_routers_loss_and_a_batched_experts_job_settle_every_node(tmp_path, family, experts,
+                                                                                           op):
+    job = _job(tmp_path / "job", family, experts)
     ctx = Context(job)
     assert ctx.kernel_graph.unsettled == []
-    assert GROUPED in {decode_structure(s)[0] for s in ctx.graph.structures}
+    assert op in {decode_structure(s)[0] for s in ctx.graph.structures}
 
 
 def test_the_eager_experts_loop_is_refused_at_export_naming_the_grouped_path(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import repops
-from repops import DomainFault, UnsupportedOpError
+from repops import DomainFault, IndexFault, UnsupportedOpError
 from repops.models.quick_train import num_threads
 from repops.optim import AdamW
 
@@ -123,15 +123,29 @@ def test_integer_sort_is_the_stable_order_on_every_backend(dtype):
                     (shape, descending, backend)
 
 
+def test_bincount_with_minlength_is_a_fixed_length_count_and_an_id_past_it_a_fault():
+    """The router's auxiliary loss counts tokens per expert with bincount(ids, minlength=E): a
+    length that would depend on the values if an id reached E, so RepOps faults there."""
+    x = torch.tensor([0, 3, 3, 1, 0, 0])
+    with repops.deterministic():
+        got = torch.bincount(x, minlength=4)
+        with pytest.raises(IndexFault, match=r"index 3 .* outside \[0, 3\)"):
+            torch.bincount(x, minlength=3)
+    assert got.dtype == torch.int64 and torch.equal(got, torch.bincount(x, minlength=4))
+
+
 # -- the models ----------------------------------------------------------------------------------------------
 def tiny(family: str, experts: str = "grouped_mm"):
     """A tiny MixtralForCausalLM or Qwen2MoeForCausalLM (4 experts, top-2; Qwen2-MoE with its
-    shared expert), built from its config class, on the experts path `experts`."""
+    shared expert), built from its config class, on the experts path `experts`; "+aux": with the
+    router's auxiliary load-balancing loss (output_router_logits: torch.bincount of expert ids)."""
     import transformers as T
     torch.manual_seed(0)
     kw = dict(vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=1, num_attention_heads=4,
               num_key_value_heads=2, num_experts_per_tok=2, max_position_embeddings=32,
               experts_implementation=experts)
+    if family.endswith("+aux"):
+        family, kw = family[:-4], {**kw, "output_router_logits": True, "router_aux_loss_coef": 0.1}
     if family == "mixtral":
         return T.MixtralForCausalLM(T.MixtralConfig(num_local_experts=4, **kw))
     return T.Qwen2MoeForCausalLM(T.Qwen2MoeConfig(num_experts=4, moe_intermediate_size=8,
@@ -154,8 +168,8 @@ def step(model, batch, repops_on=True, threads=1):
     return loss.detach(), grads, torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
-CASES = [("mixtral", "grouped_mm"), ("mixtral", "batched_mm"), ("mixtral", "eager"), ("qwen2-moe", "grouped_mm"),
-         ("qwen2-moe", "eager")]
+CASES = [("mixtral", "grouped_mm"), ("mixtral", "batched_mm"), ("mixtral", "eager"), ("mixtral+aux", "grouped_mm"),
+         ("qwen2-moe", "grouped_mm"), ("qwen2-moe+aux", "eager")]
 
 
 @pytest.mark.parametrize("family,experts", CASES)
