@@ -147,7 +147,7 @@ def cumsum(a, dim, dtype=None):
                                      "cumsum)")
         ints = P.to_int32_trunc(np_(a, "cumsum"))
         if P.xp_of(ints) is not np:  # (on a device integers are exact in torch's own kernels)
-            return torch.from_dlpack(ints).cumsum(dim)
+            return torch.from_dlpack(ints).cumsum(dim, dtype=torch.int32)
         return integer.cumsum(torch.from_numpy(ints), dim, torch.int32)
     return _float_cumsum(a, dim, dtype)
 

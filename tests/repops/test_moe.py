@@ -3,7 +3,8 @@ routing ops Hugging Face's experts paths call (torch._grouped_mm in every mode, 
 of float counts to int32, the sort of expert ids) as torch computes them, and tiny Mixtral and
 Qwen2-MoE models built from their config classes (no download) training a step under RepOps
 as native torch does, to rounding, with the same bits on 1 and 2 threads, on each experts
-path: "grouped_mm" (the default), "batched_mm" and "eager"."""
+path: "grouped_mm" (the default), "batched_mm" and "eager", with the router's auxiliary loss
+too, and the numpy spec's bits on the compiled CPU backend and the emulated CUDA one."""
 import os
 
 import pytest
@@ -193,3 +194,17 @@ def test_the_grouped_path_records_one_grouped_matmul_op_per_expert_projection():
         model(input_ids=batch, labels=batch).loss.backward()
     assert seen.count("repops.grouped_mm.default") == 2 + 4  # forward: up and down; backward: 2 each
     assert {"aten.histc.default", "aten.sort.default", "aten.cumsum.default"} <= set(seen)
+
+
+@pytest.mark.parametrize("family,backend", [("mixtral", "reference"), ("qwen2-moe+aux", "reference"),
+                                            ("mixtral+aux", "cuda-emu")])
+def test_a_moe_step_has_the_specs_bits_on_the_compiled_backends(family, backend):
+    """cpu: the C kernels; reference: the numpy spec; cuda-emu: the CUDA sources emulated."""
+    def params(backend):
+        model, batch = tiny(family), ids(0)
+        opt = AdamW(model.parameters(), lr=1e-2)
+        with repops.deterministic(backend):
+            model(input_ids=batch, labels=batch).loss.backward()
+            opt.step()
+        return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    assert torch.equal(bits(params("cpu")), bits(params(backend)))
