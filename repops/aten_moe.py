@@ -178,21 +178,26 @@ def _bincount(x, weights=None, minlength=0):
 
 
 def functions() -> dict:
-    """RepOpsFunctions' routes for MoE: torch._grouped_mm, F.grouped_mm and transformers'
-    `grouped_mm_fallback` custom op (what its grouped_mm experts path calls while torch.export
-    traces a float32 model, or on a torch without a CPU grouped_mm; it leaves rows past the
-    last offset 0, as this definition does) all as repops::grouped_mm, so training and a job's
-    graph hold the same node."""
+    """RepOpsFunctions' routes for MoE: torch._grouped_mm, F.grouped_mm (and custom_route:
+    transformers' own op) as repops::grouped_mm, so training and a job's graph hold the same
+    node; torch.bincount with a minlength as a fixed-length count."""
     table = {torch._grouped_mm: _routed(torch._grouped_mm), torch.bincount: _bincount}
     if hasattr(torch.nn.functional, "grouped_mm"):
         table[torch.nn.functional.grouped_mm] = _routed(torch.nn.functional.grouped_mm)
-    try:
-        packet = torch.ops.transformers.grouped_mm_fallback
-    except (AttributeError, RuntimeError):  # (transformers' MoE integration not imported: nothing to route)
-        return table
-    run = lambda input, weight, offs: torch.ops.repops.grouped_mm(input, weight, offs)  # noqa: E731
-    table.update({packet: run, packet.default: run})
     return table
+
+
+def _transformers_grouped_mm(input, weight, offs):
+    return torch.ops.repops.grouped_mm(input, weight, offs)
+
+
+def custom_route(func):
+    """A custom op's route, looked up by name (its library may load after the routes were
+    built): transformers' `grouped_mm_fallback` (what its grouped_mm experts path calls while
+    torch.export traces a float32 model, or on a torch without a CPU grouped_mm; it leaves rows
+    past the last offset 0, as this definition does) is repops::grouped_mm. Else None."""
+    name = func._qualified_op_name if isinstance(func, torch._ops.OpOverloadPacket) else func._schema.name
+    return _transformers_grouped_mm if name == "transformers::grouped_mm_fallback" else None
 
 
 # -- sort of integers (expert ids): stable, as integer kernels ------------------------------------------------------

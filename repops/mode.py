@@ -215,7 +215,7 @@ def _functions() -> dict:
         table[f] = _without_cudnn(f)
     from .draws import functions
     table.update(functions())  # torch.rand, randn, bernoulli, ...: Philox draws inside a key (repops/draws.py)
-    table.update(aten_moe.functions())  # transformers' grouped matmul as torch._grouped_mm (repops/aten_moe.py)
+    table.update(aten_moe.functions())  # grouped matmuls as repops::grouped_mm (repops/aten_moe.py)
     return table
 
 
@@ -339,6 +339,8 @@ class RepOpsFunctions(TorchFunctionMode):
                                      "in binary32 only, and bf16/fp16 kernels differ across devices; remove the "
                                      "autocast context (the model and data stay float32)")
         handler = self.table.get(func)
+        if handler is None and isinstance(func, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
+            handler = aten_moe.custom_route(func)  # a library's op registered after the table was built
         # torch pops this mode while a function runs: what a Python function of torch calls
         # inside is seen only below autograd, as aten ops (hence _mha)
         return (handler or func)(*args, **kwargs)

@@ -66,13 +66,26 @@ def _grouped_node(ctx):
     return next(j for j, s in enumerate(ctx.graph.structures) if decode_structure(s)[0] == GROUPED)
 
 
+def _routing_kernel(rows=2 * B * 6, hidden=16, experts=4, out=48):
+    """The index, in repops::grouped_mm's decomposition (the reference's kernels, as a dispute
+    sees them) of the kernel whose output is each routed row's group: the last to_i64.i32
+    before the weight copy, the matmul's fmas and the gather of each row's own expert."""
+    import repops
+    from repops.reference.prims import observe
+    names = []
+    offs = torch.arange(1, experts + 1, dtype=torch.int32) * (rows // experts)
+    with observe(lambda name, a, o: names.append(name)), repops.deterministic("reference"):
+        torch.ops.repops.grouped_mm(torch.ones(rows, hidden), torch.ones(experts, hidden, out), offs)
+    return max(i for i, n in enumerate(names[:names.index("copy")]) if n == "to_i64.i32")
+
+
 def _route_flipper(job, d, name, element):
-    """Inside step 1's first grouped matmul (the experts' gate/up projection), the group of one
-    routed row (the to_i64 kernel, 4th from the op's end: then the weight copy, the matmul
-    against every expert and the gather of each row's own) is one higher: that row takes the
-    next expert's product. The rest of the op is computed from it: consistent at every level
-    but that one integer step."""
-    bad = Trainer(job, d / name, "cheater", behaviour=A.KernelCheat(step=1, op=GROUPED, from_end=4, element=element))
+    """Inside step 1's first grouped matmul (the experts' gate/up projection: 48 (token,
+    expert) rows, hidden 16, 4 experts, 48 outputs), the group of one routed row is one higher
+    (the integer kernel _routing_kernel): that row takes the next expert's product. The rest of
+    the op is computed from it: consistent at every level but that one integer step."""
+    bad = Trainer(job, d / name, "cheater",
+                  behaviour=A.KernelCheat(step=1, op=GROUPED, kernel=_routing_kernel(), element=element))
     bad.train()
     return bad
 
@@ -94,7 +107,7 @@ def test_a_trainer_that_reroutes_a_token_in_a_grouped_matmul_loses_at_level_5(mo
     bad = _route_flipper(job, d, "flip", element=5)
     assert bad.final_claim() != honest.final_claim()
     for v in honest_wins_off_chain(ctx, honest, bad):
-        assert v.node == _grouped_node(ctx) and v.level == 5, str(v)
+        assert v.node == _grouped_node(ctx) and v.level == 5 and v.reason.startswith("to_i64.i32("), str(v)
 
 
 @pytest.mark.xdist_group("moe_job")

@@ -208,3 +208,17 @@ def test_a_moe_step_has_the_specs_bits_on_the_compiled_backends(family, backend)
             opt.step()
         return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     assert torch.equal(bits(params("cpu")), bits(params(backend)))
+
+
+def test_transformers_own_grouped_matmul_runs_as_repops_one_op_whenever_transformers_loaded():
+    """transformers registers `grouped_mm_fallback` when its MoE integration is imported, which
+    may be after RepOps built its routes (a repops.deterministic() block earlier in the
+    process): it is routed by name, never left to run its Python loop over offsets."""
+    import transformers.integrations.moe  # noqa: F401
+    seen = []
+    g = torch.Generator().manual_seed(3)
+    x, w, offs = _randn(g, 8, 8), _randn(g, 3, 8, 4), torch.tensor([2, 2, 8], dtype=torch.int32)
+    with repops.deterministic(trace=lambda func, args, kwargs, out: seen.append(str(func))):
+        got = torch.ops.transformers.grouped_mm_fallback(x, w, offs=offs)
+    assert seen == ["repops.grouped_mm.default"]
+    torch.testing.assert_close(got, torch._grouped_mm(x, w, offs=offs), rtol=1e-5, atol=1e-5)
