@@ -1,10 +1,12 @@
-"""Mixture-of-experts routing on float tensors: torch._grouped_mm (a matmul over groups of rows
-given by offsets: Hugging Face's default `grouped_mm` experts path) and torch.histc (its token
-counts per expert), as compositions of the binary32 primitives, the matmul and gather kernels
-and integer kernels, so a dispute follows every routed token to one element. Value-dependent
-group sizes never become kernel shapes: every expert's product is computed for every row and
-each row keeps its own group's (the batched form), so the committed graph is the same for
-every routing. docs/NUMERICS.md §8, "Mixture of experts"."""
+"""Mixture-of-experts routing, the ops Hugging Face's default `grouped_mm` experts path calls:
+torch._grouped_mm (a matmul over groups of rows given by offsets; RepOps' one op
+repops::grouped_mm above autograd), histc (token counts per expert), cumsum of those counts to
+int32 offsets, a stable sort of integer keys (expert ids) and bincount with a minlength (the
+router's auxiliary loss), as compositions of the binary32 primitives, the matmul and gather
+kernels and integer kernels, so a dispute follows every routed token to one element.
+Value-dependent group sizes never become kernel shapes: every expert's product is computed for
+every row and each row keeps its own group's, so the committed graph is the same for every
+routing. docs/NUMERICS.md §8, "Mixture of experts"."""
 from __future__ import annotations
 
 import math
@@ -75,6 +77,12 @@ def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
         raise UnsupportedOpError(f"{op} with bias or out_dtype={out_dtype}: RepOps defines it without a bias, in "
                                  "float32 (add the bias after the product)")
     x, w = np_(a, op), np_(b, op)
+    if x.ndim in (2, 3) and w.ndim in (2, 3) and (x.ndim, w.ndim) != (2, 2) and x.shape[-1] != w.shape[-2]:
+        raise RuntimeError(f"{op}: contraction dimension of mat_a and mat_b must match (torch refuses it too)")
+    groups_of = {(2, 3): w.shape[0], (3, 2): x.shape[0]}.get((x.ndim, w.ndim))
+    if groups_of is not None and offs is not None and offs.shape[0] != groups_of:
+        raise RuntimeError(f"{op}: {offs.shape[0]} offsets for {groups_of} groups: matrix batch sizes have to match "
+                           "(torch refuses it too)")
     if (x.ndim, w.ndim) == (3, 3):
         if offs is not None:
             raise UnsupportedOpError(f"{op}: a 3d x 3d product takes no offs (torch's rule)")

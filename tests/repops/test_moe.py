@@ -222,3 +222,13 @@ def test_transformers_own_grouped_matmul_runs_as_repops_one_op_whenever_transfor
         got = torch.ops.transformers.grouped_mm_fallback(x, w, offs=offs)
     assert seen == ["repops.grouped_mm.default"]
     torch.testing.assert_close(got, torch._grouped_mm(x, w, offs=offs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("a,b,offs,says", [((8, 8), (3, 8, 4), [2, 8], "matrix batch sizes have to match"),
+                                           ((8, 8), (3, 4, 4), [2, 4, 8], "contraction dimension"),
+                                           ((8, 8), (3, 8, 4), None, "offs must be a 1-d int32 tensor")])
+def test_grouped_mm_refuses_what_torch_refuses(a, b, offs, says):
+    o = None if offs is None else torch.tensor(offs, dtype=torch.int32)
+    with pytest.raises((RuntimeError, UnsupportedOpError), match=says):
+        with repops.deterministic():
+            torch.ops.aten._grouped_mm(torch.ones(*a), torch.ones(*b), o)
