@@ -9,6 +9,7 @@ every row and each row keeps its own group's, so the committed graph is the same
 routing. docs/NUMERICS.md §8, "Mixture of experts"."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -199,6 +200,7 @@ def _transformers_grouped_mm(input, weight, offs):
     return torch.ops.repops.grouped_mm(input, weight, offs)
 
 
+@functools.cache
 def custom_route(func):
     """A custom op's route, looked up by name (its library may load after the routes were
     built): transformers' `grouped_mm_fallback` (what its grouped_mm experts path calls while
