@@ -1,9 +1,10 @@
 """Mixture-of-experts routing, the ops Hugging Face's default `grouped_mm` experts path calls:
 torch._grouped_mm (a matmul over groups of rows given by offsets; RepOps' one op
 repops::grouped_mm above autograd), histc (token counts per expert), cumsum of those counts to
-int32 offsets, a stable sort of integer keys (expert ids) and bincount with a minlength (the
-router's auxiliary loss), as compositions of the binary32 primitives, the matmul and gather
-kernels and integer kernels, so a dispute follows every routed token to one element.
+int32 offsets and bincount with a minlength (the router's auxiliary loss; the stable sort of
+integer expert ids is repops/integer.py's), as compositions of the binary32 primitives, the
+matmul and gather kernels and integer kernels, so a dispute follows every routed token to one
+element.
 Value-dependent group sizes never become kernel shapes: every expert's product is computed for
 every row and each row keeps its own group's, so the committed graph is the same for every
 routing. docs/NUMERICS.md §8, "Mixture of experts"."""
@@ -21,7 +22,6 @@ from .aten import REGISTRY, _result, arr, np_, register, tt
 from .errors import UnsupportedOpError
 from .reference import linalg as RL
 from .reference import ordering as O
-from .reference import integers as I
 from .reference import prims as P
 from .reference.fold import sum_dims
 
@@ -208,65 +208,3 @@ def custom_route(func):
     past the last offset 0, as this definition does) is repops::grouped_mm. Else None."""
     name = func._qualified_op_name if isinstance(func, torch._ops.OpOverloadPacket) else func._schema.name
     return _transformers_grouped_mm if name == "transformers::grouped_mm_fallback" else None
-
-
-# -- sort of integers (expert ids): stable, as integer kernels ------------------------------------------------------
-def sort_ints(x, dt: str, descending: bool):
-    """Stable sort of integer (or bool) keys along the last axis -> (values, int64 indices):
-    ordering.sort's ranks with exact comparisons: rank[i] = #{j: x_j before x_i} + #{j < i:
-    x_j == x_i} (before: lt, or lt with the operands swapped when descending), index[r] = the
-    sum over i of select(rank[i] == r, i, 0), values = x gathered there (gather.<dt>)."""
-    K = O.K
-    n = x.shape[-1]
-    pos = O.positions(n)
-    xi, xj = x[..., :, None], x[..., None, :]
-    before = K[f"lt.{dt}"](xi, xj) if descending else K[f"lt.{dt}"](xj, xi)     # [.., i, j]: x_j before x_i
-    earlier = K["lt.i64"](pos[None, :], pos[:, None])                            # [i, j]: j < i
-    rank = O._count(K["or.bool"](before, K["and.bool"](K[f"eq.{dt}"](xj, xi), earlier)))
-    match = K["eq.i64"](rank[..., None, :], pos[:, None])                       # [.., r, i]
-    idx = O.to_index(sum_dims(O._as_f32(K["select.i64"](match, pos[None, :], O.const(0))), [-1]))
-    rows = int(np.prod(x.shape[:-1]))
-    data = x if x.flags.c_contiguous else K[f"copy.{dt}"](x)
-    values = I.KERNELS[f"gather.{dt}"](data.reshape(rows, n, 1), idx.reshape(rows, n), I.const(0, dt))
-    return values.reshape(x.shape), idx
-
-
-def sortable(args, kwargs) -> bool:
-    """Does sort_ints define this sort? At most ordering.MAX_SORTED keys along the dim (O(n^2)
-    comparisons); a longer sort runs natively (torch's stable sort: the same order) and its
-    node is not settleable (`verde post` names it)."""
-    a = args[0]
-    dim, _ = _sort_args(args[1:], kwargs)
-    return a.dim() == 0 or a.shape[dim % a.dim()] <= O.MAX_SORTED
-
-
-@integer.register(aten.sort.default, aten.sort.stable)
-def int_sort(a, *args, **kwargs):
-    """aten.sort (and sort.stable) of integer or bool keys: sort_ints along dim."""
-    dim, descending = _sort_args(args, kwargs)
-    dt = integer.DT[a.dtype]
-    x = a.detach().numpy()
-    if x.ndim == 0:
-        return integer.result(O.K[f"copy.{dt}"](x)), integer.result(O.K["copy.i64"](I.const(0, "i64")))
-    d = dim % x.ndim
-    v, i = sort_ints(np.moveaxis(x, d, -1), dt, descending)
-    return integer.result(np.moveaxis(v, -1, d)), integer.result(np.moveaxis(i, -1, d))
-
-
-def _sort_args(args, kwargs):
-    """(dim, descending) of sort.default (self, dim=-1, descending=False) or sort.stable
-    (self, *, stable, dim=-1, descending=False)."""
-    if args:
-        dim = args[0]
-        descending = args[1] if len(args) > 1 else kwargs.get("descending", False)
-    else:
-        dim, descending = kwargs.get("dim", -1), kwargs.get("descending", False)
-    return dim, descending
-
-
-def stable_native(a, *args, **kwargs):
-    """What a compiled backend runs for an integer sort: torch's STABLE sort (its default sort
-    of integers is not stable: which of equal keys comes first would be its algorithm's, and
-    its device's), the order sort_ints defines."""
-    dim, descending = _sort_args(args, kwargs)
-    return aten.sort.stable(a, stable=True, dim=dim, descending=descending)
