@@ -232,3 +232,25 @@ def test_grouped_mm_refuses_what_torch_refuses(a, b, offs, says):
     with pytest.raises((RuntimeError, UnsupportedOpError), match=says):
         with repops.deterministic():
             torch.ops.aten._grouped_mm(torch.ones(*a), torch.ones(*b), o)
+
+
+def test_a_bad_offset_faults_in_the_decomposition_at_the_element_the_step_does():
+    """A dispute decomposes the faulting node into its kernels: the offsets rule's fault.bool
+    faults at the element training raised, and the clean offsets give the same kernels."""
+    from offchain.dispute.oprun import FAULT_KERNEL, OpRun
+    from offchain.protocol.trace import StepRecorder
+    a, b = torch.ones(8, 8).requires_grad_(), torch.ones(3, 8, 4).requires_grad_()
+    bad, good = torch.tensor([3, 2, 8], dtype=torch.int32), torch.tensor([2, 3, 8], dtype=torch.int32)
+    rec = StepRecorder([a, b], [bad], chunk=16)
+    with pytest.raises(DomainFault) as info:
+        with repops.deterministic("cpu", trace=rec):
+            torch._grouped_mm(a, b, offs=bad).sum().backward()
+    assert (info.value.rule, info.value.element) == ("offsets", 1)
+    node, inputs = rec.faulted()
+    assert str(node.op) == "repops.grouped_mm.default" and torch.equal(inputs[-1], bad)
+    run = OpRun(node.structure(), inputs, 16)
+    kernels = run.kernels()
+    k, e, rule = run.fault
+    assert kernels[k].name == FAULT_KERNEL and (e, rule) == (1, "offsets")
+    clean = OpRun(node.structure(), [*inputs[:-1], good], 16)
+    assert [x.structure() for x in clean.kernels()] == [x.structure() for x in kernels] and clean.fault is None
