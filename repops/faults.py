@@ -179,3 +179,24 @@ def not_nan(x, op: str, why: str) -> None:
     else:
         flags = x != x
     _check(flags, "domain", DomainFault, lambda e: f"{op}: element {e} is NaN, {why}")
+
+
+def offsets_ordered(o, n: int, op: str) -> None:
+    """Rule `offsets`: the int64 group ends o (torch._grouped_mm's offs) are non-decreasing and
+    within [0, n] (torch checks neither: it reads past its rows or leaves them unwritten).
+    Kernels: bad = or(lt(o, 0), le(n + 1, o), lt(o, o shifted right by one, 0 first)), then
+    fault(bad)."""
+    if P.observing():
+        K, zero = I.KERNELS, I.const(0, "i64")
+        before = P.place(o.shape, 0, [(1, 1, o[:-1])], np.int64(0), K["copy.i64"])
+        bad = K["or.bool"](K["or.bool"](K["lt.i64"](o, zero), K["le.i64"](I.const(n + 1, "i64"), o)),
+                           K["lt.i64"](o, before))
+        flags = K["fault.bool"](bad)
+    else:
+        flags = (o < 0) | (o > n)
+        flags[1:] |= o[1:] < o[:-1]
+
+    def describe(e):
+        return (f"{op}: offset {int(o.reshape(-1)[e])} (element {e} of offs) is not a group end in order within "
+                f"[0, {n}]: offs must be non-decreasing group ends (a cumsum of the group sizes)")
+    _check(flags, "offsets", DomainFault, describe)

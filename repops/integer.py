@@ -15,7 +15,9 @@ import torch
 from . import faults
 from .aten import arr, registrar, take_along
 from .reference import integers as I
+from .reference import ordering as O
 from .reference import prims as P
+from .reference.fold import sum_dims
 
 aten = torch.ops.aten
 DT = {torch.int64: "i64", torch.int32: "i32", torch.bool: "bool"}
@@ -314,6 +316,68 @@ def index(a, indices):
     return result(gather_flat(x, p, flat, I.KERNELS[f"gather.{dt}"], I.const(0, dt)))
 
 
+# -- sort of integer keys (expert ids): stable (docs/NUMERICS.md §8, "Mixture of experts") -----------------
+def sort_ints(x, dt: str, descending: bool):
+    """Stable sort of integer (or bool) keys along the last axis -> (values, int64 indices):
+    ordering.sort's ranks with exact comparisons: rank[i] = #{j: x_j before x_i} + #{j < i:
+    x_j == x_i} (before: lt, or lt with the operands swapped when descending), index[r] = the
+    sum over i of select(rank[i] == r, i, 0), values = x gathered there (gather.<dt>)."""
+    K = O.K
+    n = x.shape[-1]
+    pos = O.positions(n)
+    xi, xj = x[..., :, None], x[..., None, :]
+    before = K[f"lt.{dt}"](xi, xj) if descending else K[f"lt.{dt}"](xj, xi)     # [.., i, j]: x_j before x_i
+    earlier = K["lt.i64"](pos[None, :], pos[:, None])                            # [i, j]: j < i
+    rank = O._count(K["or.bool"](before, K["and.bool"](K[f"eq.{dt}"](xj, xi), earlier)))
+    match = K["eq.i64"](rank[..., None, :], pos[:, None])                       # [.., r, i]
+    idx = O.to_index(sum_dims(O._as_f32(K["select.i64"](match, pos[None, :], O.const(0))), [-1]))
+    rows = int(np.prod(x.shape[:-1]))
+    data = x if x.flags.c_contiguous else K[f"copy.{dt}"](x)
+    values = I.KERNELS[f"gather.{dt}"](data.reshape(rows, n, 1), idx.reshape(rows, n), I.const(0, dt))
+    return values.reshape(x.shape), idx
+
+
+def sortable(args, kwargs) -> bool:
+    """Does sort_ints define this sort? At most ordering.MAX_SORTED keys along the dim (O(n^2)
+    comparisons); a longer sort runs natively (torch's stable sort: the same order) and its
+    node is not settleable (`verde post` names it)."""
+    a = args[0]
+    dim, _ = _sort_args(args[1:], kwargs)
+    return a.dim() == 0 or a.shape[dim % a.dim()] <= O.MAX_SORTED
+
+
+@register(aten.sort.default, aten.sort.stable)
+def int_sort(a, *args, **kwargs):
+    """aten.sort (and sort.stable) of integer or bool keys: sort_ints along dim."""
+    dim, descending = _sort_args(args, kwargs)
+    dt = DT[a.dtype]
+    x = a.detach().numpy()
+    if x.ndim == 0:
+        return result(O.K[f"copy.{dt}"](x)), result(O.K["copy.i64"](I.const(0, "i64")))
+    d = dim % x.ndim
+    v, i = sort_ints(np.moveaxis(x, d, -1), dt, descending)
+    return result(np.moveaxis(v, -1, d)), result(np.moveaxis(i, -1, d))
+
+
+def _sort_args(args, kwargs):
+    """(dim, descending) of sort.default (self, dim=-1, descending=False) or sort.stable
+    (self, *, stable, dim=-1, descending=False)."""
+    if args:
+        dim = args[0]
+        descending = args[1] if len(args) > 1 else kwargs.get("descending", False)
+    else:
+        dim, descending = kwargs.get("dim", -1), kwargs.get("descending", False)
+    return dim, descending
+
+
+def stable_native(a, *args, **kwargs):
+    """What a compiled backend runs for an integer sort: torch's STABLE sort (its default sort
+    of integers is not stable: which of equal keys comes first would be its algorithm's, and
+    its device's), the order sort_ints defines."""
+    dim, descending = _sort_args(args, kwargs)
+    return aten.sort.stable(a, stable=True, dim=dim, descending=descending)
+
+
 def _indexable(args) -> bool:
     """index.Tensor: integer index tensors (a bool mask makes a shape that depends on values:
     native)."""
@@ -335,6 +399,8 @@ def applies(func, args, kwargs) -> bool:
         return kwargs.get("dtype") in (None, torch.float32, *DT) and kwargs.get("device") in (None, torch.device("cpu"))
     if func in (aten.sum.default, aten.sum.dim_IntList, aten.cumsum.default):
         return kwargs.get("dtype") in (None, *DT)
+    if func in _SORTS:
+        return sortable(args, kwargs)
     return func is not aten.index.Tensor or _indexable(args)
 
 
@@ -351,6 +417,8 @@ def native(func, args, kwargs):
     and remainder, where torch has no portable answer (_division)."""
     if func in _DIVISION_OPS:
         return _division(func, args, kwargs)
+    if func in _SORTS:  # (torch's default sort of integers is not stable: the order of equal keys would be its own)
+        return stable_native(*args, **kwargs)
     if func in _RANGE_CHECKED:
         _RANGE_CHECKED[func](*args, **kwargs)
     return func(*args, **kwargs)
@@ -373,6 +441,7 @@ def _gather_range(a, dim, index, sparse_grad=False):
         faults.index_in_range(arr(index), a.shape[dim % a.dim()] if a.dim() else 1, "gather", kernels=False)
 
 
+_SORTS = {aten.sort.default, aten.sort.stable}
 _RANGE_CHECKED = {aten.index.Tensor: _index_ranges, aten.gather.default: _gather_range}
 
 

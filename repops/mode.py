@@ -15,7 +15,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import aten as A
-from . import aten_index, aten_math, aten_nn, aten_order, aten_reduce, aten_sort  # noqa: F401  (op families: they register into A.REGISTRY)
+from . import aten_index, aten_math, aten_moe, aten_nn, aten_order, aten_reduce, aten_sort  # noqa: F401  (op families: they register into A.REGISTRY)
 from . import integer as I
 from .errors import DeviceError, UnsupportedOpError
 
@@ -215,6 +215,7 @@ def _functions() -> dict:
         table[f] = _without_cudnn(f)
     from .draws import functions
     table.update(functions())  # torch.rand, randn, bernoulli, ...: Philox draws inside a key (repops/draws.py)
+    table.update(aten_moe.functions())  # grouped matmuls as repops::grouped_mm (repops/aten_moe.py)
     return table
 
 
@@ -338,6 +339,8 @@ class RepOpsFunctions(TorchFunctionMode):
                                      "in binary32 only, and bf16/fp16 kernels differ across devices; remove the "
                                      "autocast context (the model and data stay float32)")
         handler = self.table.get(func)
+        if handler is None and isinstance(func, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
+            handler = aten_moe.custom_route(func)  # a library's op registered after the table was built
         # torch pops this mode while a function runs: what a Python function of torch calls
         # inside is seen only below autograd, as aten ops (hence _mha)
         return (handler or func)(*args, **kwargs)

@@ -274,3 +274,76 @@ def _dropout_backward(ctx, grad, _grad_m):
 
 
 _dropout.register_autograd(_dropout_backward, setup_context=_dropout_setup)
+
+
+# -- grouped matmul (mixture of experts) ------------------------------------------------------------------
+def _group_of(offs: Tensor, n: int) -> Tensor:
+    """Each position 0..n-1's group: how many group ends (offs) are <= it (len(offs): none)."""
+    return (offs[None, :] <= torch.arange(n, device=offs.device)[:, None]).sum(1)
+
+
+def _by_group(x: Tensor, offs: Tensor, axis: int) -> Tensor:
+    """[G, *x.shape]: x once per group, +0 outside the group along `axis`."""
+    g = _group_of(offs, x.shape[axis])
+    member = g[None, :] == torch.arange(offs.shape[0], device=x.device)[:, None]
+    shape = [offs.shape[0]] + [1] * x.dim()
+    shape[axis + 1] = x.shape[axis]
+    return torch.where(member.reshape(shape), x[None], torch.zeros((), dtype=x.dtype, device=x.device))
+
+
+@torch.library.custom_op("repops::grouped_mm", mutates_args=())
+def _grouped_mm(a: Tensor, b: Tensor, offs: Tensor) -> Tensor:
+    """torch._grouped_mm(a, b, offs=offs) (2d x 3d: row groups; 2d x 2d: reduction groups; 3d x
+    2d: column groups), as one op whose fake works in float32 (torch's meta accepts bf16 only,
+    so torch.export cannot capture a float32 MoE's aten._grouped_mm). Rows or columns past the
+    last offset are 0. Outside RepOps: plain torch, the same math (repops.aten_moe: the spec)."""
+    if a.dim() == 2 and b.dim() == 3:
+        g = _group_of(offs, a.shape[0])
+        every = torch.einsum("sk,ekn->sen", a, b)
+        ok = (g < b.shape[0])[:, None]
+        return torch.where(ok, every[torch.arange(a.shape[0]), g.clamp(max=b.shape[0] - 1)], 0.0)
+    if a.dim() == 2 and b.dim() == 2:
+        return _by_group(a, offs, 1) @ _by_group(b, offs, 0)
+    if a.dim() == 3 and b.dim() == 2:
+        return _grouped_mm(b.t(), a.transpose(-2, -1), offs).t()
+    raise ValueError(f"repops::grouped_mm of a {a.dim()}d and a {b.dim()}d tensor: 2d x 3d, 2d x 2d or 3d x 2d")
+
+
+@_grouped_mm.register_fake
+def _(a, b, offs):
+    if a.dim() == 2 and b.dim() == 3:
+        return a.new_empty((a.shape[0], b.shape[-1]))
+    if a.dim() == 2 and b.dim() == 2:
+        return a.new_empty((offs.shape[0], a.shape[0], b.shape[1]))
+    return a.new_empty((a.shape[1], b.shape[1]))
+
+
+def _gmm_setup(ctx, inputs, output):
+    a, b, offs = inputs
+    ctx.save_for_backward(a, b, offs)
+
+
+def _gmm_backward(ctx, grad):
+    """Each gradient is a grouped product of the same offsets (derived per mode, as torch's own
+    _grouped_mm backward): row groups <-> reduction groups <-> column groups."""
+    a, b, offs = ctx.saved_tensors
+    gmm = torch.ops.repops.grouped_mm
+    da = db = None
+    if a.dim() == 2 and b.dim() == 3:    # out[s] = a[s] @ b[g(s)]
+        da = gmm(grad, b.transpose(-2, -1), offs) if ctx.needs_input_grad[0] else None
+        db = gmm(a.t(), grad, offs) if ctx.needs_input_grad[1] else None
+    elif a.dim() == 2 and b.dim() == 2:  # out[e] = a[:, grp e] @ b[grp e]
+        da = gmm(grad, b.t(), offs) if ctx.needs_input_grad[0] else None
+        db = gmm(a.t(), grad, offs) if ctx.needs_input_grad[1] else None
+    else:                                # out[:, n] = a[g(n)] @ b[:, n]
+        da = gmm(grad, b.t(), offs) if ctx.needs_input_grad[0] else None
+        db = gmm(a.transpose(-2, -1), grad, offs) if ctx.needs_input_grad[1] else None
+    return da, db, None
+
+
+_grouped_mm.register_autograd(_gmm_backward, setup_context=_gmm_setup)
+
+
+def grouped_mm(a: Tensor, b: Tensor, offs: Tensor) -> Tensor:
+    """torch._grouped_mm(a, b, offs=offs) as RepOps' one op (float32; see _grouped_mm)."""
+    return torch.ops.repops.grouped_mm(a, b, offs)

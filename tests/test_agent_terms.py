@@ -62,7 +62,7 @@ def _bad_label_job(directory):
 
 
 @pytest.mark.parametrize("write,says", [
-    (write_argmax_job, r"(?s)cannot be settled on chain, so this agent did not join: node \d+ \(aten.sort.stable\)"
+    (write_argmax_job, r"(?s)cannot be settled on chain, so this agent did not join: node \d+ \(aten.prod.dim_int\)"
                        r".*Fix: the client must change the job and post it again: ship integers"),
     (_bad_label_job, rf"(?s)data makes a step fail, so this agent did not join: data tensor `y` row {first_read_at(3)} "
                      r"holds 9, outside \[0, 5\).*step 3 reads it.*Fix: the client must correct that row")],

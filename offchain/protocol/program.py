@@ -84,7 +84,14 @@ def exported(module: torch.nn.Module, example_batch: tuple, seed: int = 0, user:
         from .model_errors import user_frame
         line = user_frame(e.__traceback__)
         said = str(e)
-        if "data-dependent" in said:  # torch's message goes on with the whole graph: its first line says it
+        if "data-dependent" in said and "expert" in (line or "").lower():  # an MoE's eager experts loop
+            said = said.splitlines()[0] + (
+                "\n  Fix: the experts' eager path loops in Python over the experts that received tokens (torch.where / "
+                "nonzero: a graph that depends on the routing). A job commits one graph for every step: use the "
+                "grouped path, model.set_experts_implementation(\"grouped_mm\") (or the config's "
+                "experts_implementation=\"grouped_mm\", Hugging Face's default; \"batched_mm\" also works): every "
+                "expert is computed for every routed row and each keeps its own (docs/NUMERICS.md §8, MoE)")
+        elif "data-dependent" in said:  # torch's message goes on with the whole graph: its first line says it
             said = said.splitlines()[0] + (
                 "\n  Fix: the model branches in Python on a tensor's value (Hugging Face's layerdrop: `if "
                 "torch.rand([]) < layerdrop: continue`). A job commits one graph for every step: set that probability "

@@ -1,6 +1,6 @@
 """The small jobs the protocol and on-chain tests (and benchmarks/contracts_gas.py) play on
 (one definition each): the MLP job, a program job whose model drops, one that computes
-integers from its batch, one whose labels no on-chain kernel computes (an integer sort), and a program
+integers from its batch, one whose labels no on-chain kernel computes (an integer product), and a program
 classifier whose data the tests make bad at a chosen row."""
 import torch
 
@@ -67,19 +67,19 @@ def write_integer_job(directory):
 
 
 class Loudest(torch.nn.Module):
-    """The label: where the largest token id is (a stable sort of integers: an op with no
-    integer kernels; argmax has them now)."""
+    """The label: the product of the row's token ids, mod 8 (a product of integers: an op with
+    no integer kernels; argmax and the sort of integers have them now)."""
 
     def __init__(self):
         super().__init__()
         self.emb, self.fc = torch.nn.Embedding(20, 4), torch.nn.Linear(4, 8)
 
     def forward(self, ids):
-        return torch.nn.functional.cross_entropy(self.fc(self.emb(ids).mean(1)), ids.sort(dim=1, stable=True).indices[:, -1])
+        return torch.nn.functional.cross_entropy(self.fc(self.emb(ids).mean(1)), ids.prod(1) % 8)
 
 
 def write_argmax_job(directory):
-    """A program job whose step has a node the chain cannot settle (aten.sort of integers)."""
+    """A program job whose step has a node the chain cannot settle (aten.prod of integers)."""
     torch.manual_seed(0)
     ids = torch.randint(0, 20, (4, 8), generator=torch.Generator().manual_seed(0))
     return write_program_job(directory, Loudest(), {"ids": ids}, ["ids"], steps=2, batch_size=2)
