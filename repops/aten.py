@@ -15,6 +15,7 @@ from . import faults
 from . import ops as _ops  # noqa: F401  (defines torch.ops.repops.*)
 from .errors import DTypeError, UnsupportedOpError
 from .reference import integers as I
+from .reference import conv_transpose as CT
 from .reference import linalg as RL
 from .reference import math as M
 from .reference import nn as N
@@ -711,9 +712,7 @@ def gather(a, dim, index, sparse_grad=False):
     return _result(take_along(x, dim, i, P.copy, P.gather, P.const(0.0, ())))
 
 
-def _conv_args(op, stride, padding, dilation, transposed, output_padding, nd):
-    if transposed:
-        raise UnsupportedOpError(f"{op}: transposed convolution is not defined by RepOps yet")
+def _conv_args(op, stride, padding, dilation, nd):
     if isinstance(padding, str):
         raise UnsupportedOpError(f"{op}: padding={padding!r}; give the padding in numbers")
     return N.per_axis(stride, nd), N.per_axis(padding, nd), N.per_axis(dilation, nd)
@@ -721,19 +720,23 @@ def _conv_args(op, stride, padding, dilation, transposed, output_padding, nd):
 
 @register(aten.convolution.default)
 def convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    """transposed=True: ConvTranspose, as convolution's input gradient (reference/conv_transpose.py)."""
     nd = x.dim() - 2
-    stride, padding, dilation = _conv_args("aten.convolution", stride, padding, dilation, transposed, output_padding, nd)
-    return tt(N.conv(np_(x, "convolution"), np_(w, "convolution"), None if b is None else np_(b, "convolution"),
-                     stride, padding, dilation, groups))
+    stride, padding, dilation = _conv_args("aten.convolution", stride, padding, dilation, nd)
+    op = "convolution"
+    xa, wa, ba = np_(x, op), np_(w, op), None if b is None else np_(b, op)
+    if transposed:
+        return tt(CT.conv_transpose(xa, wa, ba, stride, padding, N.per_axis(output_padding, nd), dilation, groups))
+    return tt(N.conv(xa, wa, ba, stride, padding, dilation, groups))
 
 
 @register(aten.convolution_backward.default)
 def convolution_backward(g, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, mask):
     nd = x.dim() - 2
-    stride, padding, dilation = _conv_args("aten.convolution_backward", stride, padding, dilation, transposed,
-                                           output_padding, nd)
+    stride, padding, dilation = _conv_args("aten.convolution_backward", stride, padding, dilation, nd)
     op = "convolution_backward"
-    dx, dw, db = N.conv_backward(np_(g, op), np_(x, op), np_(w, op), stride, padding, dilation, groups, mask)
+    backward = CT.conv_transpose_backward if transposed else N.conv_backward
+    dx, dw, db = backward(np_(g, op), np_(x, op), np_(w, op), stride, padding, dilation, groups, mask)
     return tuple(None if t is None else tt(t) for t in (dx, dw, db))
 
 
