@@ -369,56 +369,12 @@ def _indices(t, n: int, op: str, ignore=None, wrap=False):
     i = arr(t)
     if i.dtype != np.int64:  # (an int32 index: a cast kernel, so the decomposition names it)
         i = I.KERNELS[f"to_i64.{I.dtype_name(i)}"](i) if P.xp_of(i) is np and I.dtype_name(i) else i.astype(np.int64)
-    if ignore is not None and 0 <= ignore < n:
-        raise UnsupportedOpError(f"{op}: ignore_index={ignore} is a class; RepOps needs it outside [0, {n})")
     if wrap:
         given, i = i, faults.wrap_negative(i, n)
         faults.index_in_range(i, n, op, given=given)
         return i
     faults.index_in_range(i, n, op, ignore)
     return i
-
-
-def _nll_pick(x, target, ignore_index, fill):
-    """x[r, target[r]] by the gather kernel; an ignored row (ignore_index is outside the
-    classes) reads `fill`, so no value-dependent mask enters the kernel sequence."""
-    rows, classes = x.shape
-    t = _indices(target, classes, "nll_loss", ignore_index)
-    picked = P.gather(x.reshape(rows, classes, 1), t.reshape(rows, 1), P.const(fill, ()))
-    return picked.reshape(rows), t != ignore_index
-
-
-@register(aten.nll_loss_forward.default)
-def nll_loss_forward(x, target, weight, reduction, ignore_index):
-    """mean reduction: -(sum of picked log-probs, in row order) / count. An ignored row's
-    loss is +0 (reduction none) or -0 (summed), as neg(picked) with picked = -0 / +0."""
-    if weight is not None or x.dim() != 2 or reduction not in (0, 1, 2):
-        raise UnsupportedOpError("aten.nll_loss_forward: RepOps supports 2-D input, no class weights")
-    picked, keep = _nll_pick(np_(x, "nll_loss_forward"), target, ignore_index, -0.0 if reduction == 0 else 0.0)
-    loss = P.neg(picked)
-    kept = keep.sum()
-    # a host constant on the CPU (what a decomposition names); on a device the count stays
-    # there (exact below 2^24 rows either way): no device->host read, no upload
-    count = np.asarray(F32(int(kept))) if P.xp_of(keep) is np else kept.astype(F32)
-    total = tt(count)
-    if reduction == 0:
-        return tt(loss), total
-    s = sum_dims(loss, None)
-    out = P.div(s, count) if reduction == 1 else s
-    return tt(out), total
-
-
-@register(aten.nll_loss_backward.default)
-def nll_loss_backward(grad, x, target, weight, reduction, ignore_index, total_weight):
-    """d/dx[i, t_i] = -grad / total_weight (mean) or -grad (sum); +0 elsewhere (onehot)."""
-    if weight is not None or x.dim() != 2:
-        raise UnsupportedOpError("aten.nll_loss_backward: RepOps supports 2-D input, no class weights")
-    rows, classes = x.shape
-    t = _indices(target, classes, "nll_loss", ignore_index)
-    g = np_(grad, "nll_loss_backward")
-    v = P.neg(P.div(g, np_(total_weight, "nll_loss_backward")) if reduction == 1 else g)
-    xp = P.xp_of(g)
-    return tt(P.onehot(t, xp.broadcast_to(v, (rows,)), P.const(0.0, (classes,))))
 
 
 # -- normalisation -------------------------------------------------------------------------------------------

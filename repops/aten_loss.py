@@ -1,0 +1,132 @@
+"""nll_loss (and so cross_entropy) on RepOps: 1-D, 2-D and N-D inputs ([N, C, d1, ...], torch's
+nll_loss2d), class weights, an ignore_index that is a class (docs/NUMERICS.md §8, "Transposed
+convolution and losses with classes"). Rows are the (n, d...) positions in row-major order,
+torch's order; each row's log-probability and class weight are picked by the gather kernel.
+
+Unweighted 2-D input with an ignore_index outside the classes keeps the kernel sequence it
+always had (a job's decomposition names its kernels by position)."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .aten import EXACT, _indices, np_, register, tt
+from .errors import UnsupportedOpError
+from .reference import integers as I
+from .reference import prims as P
+from .reference.fold import sum_dims
+
+aten = torch.ops.aten
+F32 = np.float32
+_NONE, _MEAN, _SUM = 0, 1, 2
+
+
+def _rows(a, op):
+    """x [C], [N, C] or [N, C, d1, ...] as [R, C] rows in torch's order (n, d...): a view, or
+    the copy kernel of the class axis moved last."""
+    x = np_(a, op)
+    if x.ndim <= 2:
+        return x.reshape(-1, x.shape[-1]) if x.ndim == 1 else x
+    return P.copy(np.moveaxis(x, 1, -1)).reshape(-1, x.shape[1])
+
+
+def _target(target, classes, ignore_index, op):
+    """The target as int64 rows [R], range-checked (rule `index`; ignore_index exempt). When
+    ignore_index is a class, its rows are moved out of the classes, to -1, by the kernels
+    select.i64(eq.i64(t, ignore), -1, t), so the gather reads their fill and onehot puts
+    nothing there. -> (t, the index that marks an ignored row)."""
+    t = _indices(target, classes, op, ignore_index).reshape(-1)
+    if not 0 <= ignore_index < classes:
+        return t, ignore_index
+    if P.xp_of(t) is not np:
+        return P.xp_of(t).where(t == ignore_index, -1, t), -1
+    K = I.KERNELS
+    return K["select.i64"](K["eq.i64"](t, I.const(ignore_index, "i64")), I.const(-1, "i64"), t), -1
+
+
+def _weights(weight, t, classes, op):
+    """Each row's class weight w[t_r] (+0 for an ignored row) by the gather kernel, or None."""
+    if weight is None:
+        return None
+    w = np_(weight, op)
+    if w.shape != (classes,):
+        raise UnsupportedOpError(f"aten.{op}: weight of shape {list(w.shape)}; give one weight per class ({classes})")
+    return P.gather(w.reshape(1, classes, 1), t.reshape(1, -1), P.const(0.0, ())).reshape(-1)
+
+
+def _reduction(reduction, op):
+    if reduction not in (_NONE, _MEAN, _SUM):
+        raise UnsupportedOpError(f"aten.{op} with reduction={reduction}: 0 (none), 1 (mean), 2 (sum) are defined")
+
+
+def nll_forward(a, target, weight, reduction, ignore_index, op):
+    """loss_r = -(x[r, t_r] w[t_r]) (unweighted: -x[r, t_r]); an ignored row's loss is +0
+    (reduction none; the gather's fill -0, negated) or -0 (summed). sum: fold(add, -0) over the
+    rows in order; mean: div(sum, total_weight), total_weight = fold(add, -0) of w[t_r] over the
+    rows (unweighted: the count of kept rows, a host constant). -> (loss, total_weight)."""
+    _reduction(reduction, op)
+    x = _rows(a, op)
+    classes = x.shape[1]
+    t, ignored = _target(target, classes, ignore_index, "nll_loss")
+    picked = P.gather(x.reshape(x.shape[0], classes, 1), t.reshape(-1, 1),
+                      P.const(-0.0 if reduction == _NONE else 0.0, ())).reshape(-1)
+    wr = _weights(weight, t, classes, op)
+    loss = P.neg(picked if wr is None else P.mul(picked, wr))
+    if wr is None:
+        kept = (t != ignored).sum()
+        # a host constant on the CPU (what a decomposition names); on a device the count stays
+        # there (exact below 2^24 rows either way): no device->host read, no upload
+        total = np.asarray(F32(int(kept))) if P.xp_of(t) is np else kept.astype(F32)
+    else:
+        total = sum_dims(wr, None)
+    if reduction == _NONE:
+        return tt(loss.reshape(tuple(target.shape))), tt(total)
+    s = sum_dims(loss, None)
+    return tt(P.div(s, total) if reduction == _MEAN else s), tt(total)
+
+
+def nll_backward(grad, a, target, weight, reduction, ignore_index, total_weight, op):
+    """dx[r, t_r] = -(g_r w[t_r]) (none), w[t_r] (-(g / total_weight)) (mean) or w[t_r] (-g)
+    (sum), unweighted without the factor w; +0 elsewhere and on ignored rows (onehot). An
+    N-D input's gradient is moved back to [N, C, d...] by a copy kernel."""
+    _reduction(reduction, op)
+    x = np_(a, op)
+    classes = x.shape[1] if x.ndim > 1 else x.shape[0]
+    t, _ = _target(target, classes, ignore_index, "nll_loss")
+    rows = t.shape[0]
+    g = np_(grad, op)
+    wr = _weights(weight, t, classes, op)
+    if reduction == _NONE:
+        g = g.reshape(rows)
+        v = P.neg(g if wr is None else P.mul(wr, g))
+    else:
+        v = P.neg(P.div(g, np_(total_weight, op)) if reduction == _MEAN else g)
+        v = P.xp_of(v).broadcast_to(v, (rows,)) if wr is None else P.mul(wr, v)
+    dx = P.onehot(t, v, P.const(0.0, (classes,)))
+    if x.ndim <= 2:
+        return tt(dx.reshape(x.shape))
+    return tt(P.copy(np.moveaxis(dx.reshape((x.shape[0],) + x.shape[2:] + (classes,)), -1, 1)))
+
+
+@register(aten.nll_loss_forward.default)
+def nll_loss_forward(x, target, weight, reduction, ignore_index):
+    return nll_forward(x, target, weight, reduction, ignore_index, "nll_loss_forward")
+
+
+@register(aten.nll_loss_backward.default)
+def nll_loss_backward(grad, x, target, weight, reduction, ignore_index, total_weight):
+    return nll_backward(grad, x, target, weight, reduction, ignore_index, total_weight, "nll_loss_backward")
+
+
+@register(aten.nll_loss2d_forward.default)
+def nll_loss2d_forward(x, target, weight, reduction, ignore_index):
+    return nll_forward(x, target, weight, reduction, ignore_index, "nll_loss2d_forward")
+
+
+@register(aten.nll_loss2d_backward.default)
+def nll_loss2d_backward(grad, x, target, weight, reduction, ignore_index, total_weight):
+    return nll_backward(grad, x, target, weight, reduction, ignore_index, total_weight, "nll_loss2d_backward")
+
+
+# in-place shape changes (metadata only, exact; F.linear_cross_entropy squeezes its target in place)
+EXACT.update({aten.squeeze_.dim, aten.squeeze_.default, aten.squeeze_.dims, aten.unsqueeze_.default})
