@@ -13,6 +13,7 @@ import torch
 from .aten import EXACT, _indices, np_, register, tt
 from .errors import UnsupportedOpError
 from .reference import integers as I
+from .reference import margin as M
 from .reference import prims as P
 from .reference.fold import sum_dims
 
@@ -130,3 +131,77 @@ def nll_loss2d_backward(grad, x, target, weight, reduction, ignore_index, total_
 
 # in-place shape changes (metadata only, exact; F.linear_cross_entropy squeezes its target in place)
 EXACT.update({aten.squeeze_.dim, aten.squeeze_.default, aten.squeeze_.dims, aten.unsqueeze_.default})
+
+
+# -- shrink gradients, margin losses (repops/reference/margin.py) ------------------------------------------
+for _name in ("hardshrink_backward", "softshrink_backward"):
+    register(getattr(aten, _name).default)(
+        lambda g, a, lambd, _op=_name: tt(M.shrink_backward(np_(g, _op), np_(a, _op), lambd)))
+
+
+def _margin_rows(a, target, op, target_rows):
+    """x as [R, C] (a 0-dim input is one class, a 1-D one a single row) and the int64 target:
+    [R] class indices (target_rows False) or [R, C] label lists."""
+    x = np_(a, op)
+    x = x.reshape(1, -1) if x.ndim < 2 else x
+    t = _indices(target, x.shape[1], op, ignore=-1 if target_rows else None)
+    return x, t.reshape(x.shape) if target_rows else t.reshape(-1)
+
+
+def _reduce_rows(loss, reduction, shape, op):
+    """none: the rows at torch's shape; mean: div(sum, R) (torch: total / nframe); sum: fold(add, -0)."""
+    _reduction(reduction, op)
+    if reduction == _NONE:
+        return tt(loss.reshape(shape))
+    s = sum_dims(loss, None)
+    return tt(P.div(s, P.const(loss.shape[0], ())) if reduction == _MEAN else s)
+
+
+def _grad_rows(grad, rows, reduction, op):
+    g = np_(grad, op)
+    return g.reshape(rows, 1) if reduction == _NONE else g
+
+
+def _p(p, op):
+    if p not in (1, 2):
+        raise UnsupportedOpError(f"aten.{op} with p={p}: torch defines p = 1 and 2")
+    return p
+
+
+@register(aten.multi_margin_loss.default)
+def multi_margin_loss(a, target, p=1, margin=1, weight=None, reduction=_MEAN):
+    op = "multi_margin_loss"
+    x, t = _margin_rows(a, target, op, False)
+    w = None if weight is None else np_(weight, op)
+    loss = M.multi_margin(x, t, _p(p, op), margin, w)
+    return _reduce_rows(loss, reduction, (x.shape[0],) if target.dim() else (), op)
+
+
+@register(aten.multi_margin_loss_backward.default)
+def multi_margin_loss_backward(grad, a, target, p, margin, weight=None, reduction=_MEAN):
+    op = "multi_margin_loss_backward"
+    x, t = _margin_rows(a, target, op, False)
+    w = None if weight is None else np_(weight, op)
+    scale = 1.0 / (x.shape[0] * x.shape[1]) if reduction == _MEAN else 1.0 / x.shape[1]
+    dx = M.multi_margin_backward(_grad_rows(grad, x.shape[0], reduction, op), x, t, _p(p, op), margin, w, scale)
+    return tt(dx.reshape(tuple(a.shape)))
+
+
+@register(aten.multilabel_margin_loss_forward.default)
+def multilabel_margin_loss_forward(a, target, reduction):
+    op = "multilabel_margin_loss_forward"
+    x, t = _margin_rows(a, target, op, True)
+    tgt = M.is_target(t, x.shape[1])
+    loss = M.multilabel_margin(x, t, tgt)
+    return _reduce_rows(loss, reduction, (x.shape[0],) if target.dim() > 1 else (), op), \
+        tt(tgt.reshape(tuple(target.shape)))
+
+
+@register(aten.multilabel_margin_loss_backward.default)
+def multilabel_margin_loss_backward(grad, a, target, reduction, is_target):
+    op = "multilabel_margin_loss_backward"
+    x, t = _margin_rows(a, target, op, True)
+    scale = 1.0 / (x.shape[0] * x.shape[1]) if reduction == _MEAN else 1.0 / x.shape[1]
+    dx = M.multilabel_margin_backward(_grad_rows(grad, x.shape[0], reduction, op), x, t,
+                                      np_(is_target, op).reshape(x.shape), scale)
+    return tt(dx.reshape(tuple(a.shape)))
