@@ -205,3 +205,21 @@ def multilabel_margin_loss_backward(grad, a, target, reduction, is_target):
     dx = M.multilabel_margin_backward(_grad_rows(grad, x.shape[0], reduction, op), x, t,
                                       np_(is_target, op).reshape(x.shape), scale)
     return tt(dx.reshape(tuple(a.shape)))
+
+
+# -- bilinear (aten._trilinear) -------------------------------------------------------------------------------------
+@register(aten._trilinear.default)
+def trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    """Each input with size-1 axes inserted at its expand dims (in increasing order, torch's);
+    out = fold(add, -0) over the sumdim axes in row-major order of (i1 i2) i3, broadcast;
+    no sumdim: the product. (F.bilinear: out[n, o] = sum over (i, j) of (x1[n, i] W[o, i, j])
+    x2[n, j].) The summed axes are dropped, as torch does."""
+    op = "_trilinear"
+    arrays = []
+    for t, expand in ((i1, expand1), (i2, expand2), (i3, expand3)):
+        a = np_(t, op)
+        for d in sorted(expand):
+            a = np.expand_dims(a, d)
+        arrays.append(a)
+    prod = P.mul(P.mul(arrays[0], arrays[1]), arrays[2])
+    return tt(sum_dims(prod, sorted(sumdim)) if len(sumdim) else prod)
