@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .aten import EXACT, _indices, np_, register, tt
+from .aten import EXACT, _indices, arr, np_, register, tt
 from .errors import UnsupportedOpError
 from .reference import integers as I
+from .reference import embedding_bag as EB
 from .reference import margin as M
 from .reference import prims as P
 from .reference.fold import sum_dims
@@ -223,3 +224,75 @@ def trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
         arrays.append(a)
     prod = P.mul(P.mul(arrays[0], arrays[1]), arrays[2])
     return tt(sum_dims(prod, sorted(sumdim)) if len(sumdim) else prod)
+
+
+# -- EmbeddingBag (repops/reference/embedding_bag.py) ---------------------------------------------------------------
+def _bags(indices, offsets, include_last_offset, padding_idx, num_weights, op):
+    """(int64 indices [L], offset2bag [L] (torch's), kept bag [L] (-1: padding or no bag), B)."""
+    if indices.dim() != 1 or offsets.dim() != 1:
+        raise UnsupportedOpError(f"aten.{op}: 1-D indices and offsets (F.embedding_bag flattens a 2-D input)")
+    i = _indices(indices, num_weights, op).reshape(-1)
+    o = _indices(offsets, indices.numel() + 1, op).reshape(-1)
+    if o.shape[0] and P.xp_of(o) is np and int(o[0]) != 0:
+        raise UnsupportedOpError(f"aten.{op}: offsets[0] is {int(o[0])}; the first bag starts at position 0 (torch's rule)")
+    offset2bag, bags = EB.bag_of(o, i.shape[0], include_last_offset)
+    return i, offset2bag, EB.kept(offset2bag, i, padding_idx, bags), bags
+
+
+def _bag_mode(mode, psw, scale_grad_by_freq, op):
+    if mode not in (EB.SUM, EB.MEAN, EB.MAX):
+        raise UnsupportedOpError(f"aten.{op} with mode={mode}: 0 (sum), 1 (mean), 2 (max) are defined")
+    if psw is not None and mode != EB.SUM:
+        raise UnsupportedOpError(f"aten.{op}: per_sample_weights with mode {mode}: torch defines them for sum only")
+    if scale_grad_by_freq:
+        raise UnsupportedOpError(f"aten.{op} with scale_grad_by_freq=True: not defined by RepOps (as for embedding)")
+
+
+@register(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
+def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False, per_sample_weights=None,
+                  include_last_offset=False, padding_idx=-1):
+    """-> (out, offset2bag, bag_size, max_indices): bag_size counts each bag's kept positions;
+    max_indices is [B, D] in max mode (torch's), else bag_size's copy."""
+    op = "_embedding_bag"
+    _bag_mode(mode, per_sample_weights, False, op)
+    w = np_(weight, op)
+    i, offset2bag, bag, bags = _bags(indices, offsets, include_last_offset, padding_idx, w.shape[0], op)
+    psw = None if per_sample_weights is None else np_(per_sample_weights, op).reshape(-1)
+    out, arg = EB.embedding_bag(w, i, bag, bags, mode, psw)
+    xp = P.xp_of(bag)
+    size = xp.bincount(bag[bag >= 0], minlength=bags).astype(np.int64) if bag.size else xp.zeros(bags, np.int64)
+    ints = lambda a: torch.from_numpy(np.ascontiguousarray(a)) if xp is np else torch.from_dlpack(a)  # noqa: E731
+    return tt(out), ints(offset2bag), ints(size), ints(size.copy() if arg is None else arg)
+
+
+@register(aten._embedding_bag_dense_backward.default)
+def embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
+                                 scale_grad_by_freq, mode, per_sample_weights, padding_idx=-1):
+    op = "_embedding_bag_dense_backward"
+    _bag_mode(mode, per_sample_weights, scale_grad_by_freq, op)
+    g = np_(grad, op)
+    i = _indices(indices, num_weights, op).reshape(-1)
+    bag = EB.kept(arr(offset2bag).astype(np.int64), i, padding_idx, g.shape[0])
+    psw = None if per_sample_weights is None else np_(per_sample_weights, op).reshape(-1)
+    at = arr(maximum_indices) if mode == EB.MAX else None
+    return tt(EB.embedding_bag_backward(g, i, bag, g.shape[0], num_weights, mode, psw, at))
+
+
+@register(aten._embedding_bag_per_sample_weights_backward.default)
+def embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode, padding_idx=-1):
+    op = "_embedding_bag_per_sample_weights_backward"
+    _bag_mode(mode, None, False, op)
+    g, w = np_(grad, op), np_(weight, op)
+    i = _indices(indices, w.shape[0], op).reshape(-1)
+    bag = EB.kept(arr(offset2bag).astype(np.int64), i, padding_idx, g.shape[0])
+    return tt(EB.per_sample_weights_backward(g, w, i, bag))
+
+
+@register(aten._embedding_bag_backward.default)
+def embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights,
+                           scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx=-1):
+    if sparse:
+        raise UnsupportedOpError("aten._embedding_bag_backward with sparse=True: RepOps computes dense gradients "
+                                 "only; build the EmbeddingBag with sparse=False")
+    return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
+                                        scale_grad_by_freq, mode, per_sample_weights, padding_idx)
