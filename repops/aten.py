@@ -616,16 +616,10 @@ register(aten.clamp_.default)(lambda a, lo=None, hi=None: _inplace(a, _clamp(np_
 
 @register(aten.linalg_vector_norm.default)
 def vector_norm(a, ord=2, dims=None, keepdim=False, dtype=None):
-    """ord 2: sqrt(sum(x x)); 1: sum(|x|); inf: max(|x|) (folds in row-major order)."""
+    """Every ord (reference/distance.py): 2, 1, inf, -inf, 0 and the general p."""
+    from .reference.distance import vector_norm as norm
     _result_dtype("linalg_vector_norm", dtype)
-    x = np_(a, "linalg_vector_norm")
-    if ord == 2:
-        return tt(P.sqrt(sum_dims(P.mul(x, x), dims, keepdim)))
-    if ord == 1:
-        return tt(sum_dims(P.abs_(x), dims, keepdim))
-    if ord == float("inf"):
-        return tt(fold_dims(P.max_, P.abs_(x), dims, -np.inf, keepdim))
-    raise UnsupportedOpError(f"aten.linalg_vector_norm with ord={ord!r}: RepOps defines ord 1, 2 and inf")
+    return tt(norm(np_(a, "linalg_vector_norm"), float(ord), dims, keepdim))
 
 
 @register(aten._safe_softmax.default)

@@ -13,6 +13,7 @@ import torch
 from .aten import EXACT, _indices, arr, np_, register, tt
 from .errors import UnsupportedOpError
 from .reference import integers as I
+from .reference import distance as D
 from .reference import embedding_bag as EB
 from .reference import margin as M
 from .reference import prims as P
@@ -296,3 +297,50 @@ def embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum
                                  "only; build the EmbeddingBag with sparse=False")
     return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
                                         scale_grad_by_freq, mode, per_sample_weights, padding_idx)
+
+
+# -- distances (repops/reference/distance.py) ------------------------------------------------------------------------
+@register(aten._cdist_forward.default)
+def cdist_forward(x1, x2, p, compute_mode=None):
+    """Always the direct formula (compute_mode's matmul shortcut is torch's speed choice)."""
+    op = "_cdist_forward"
+    return tt(D.cdist(np_(x1, op), np_(x2, op), float(p)))
+
+
+@register(aten._cdist_backward.default)
+def cdist_backward(grad, x1, x2, p, cdist):
+    op = "_cdist_backward"
+    return tt(D.cdist_backward(np_(grad, op), np_(x1, op), np_(x2, op), float(p), np_(cdist, op)))
+
+
+def _pairs_of(n):
+    """pdist's (i, j), i < j, in row-major order, as host int64 constants."""
+    i, j = np.triu_indices(n, 1)
+    return i.astype(np.int64), j.astype(np.int64)
+
+
+@register(aten._pdist_forward.default)
+def pdist_forward(a, p=2):
+    """cdist(x, x) at the pairs i < j in row-major order (the gather kernel)."""
+    op = "_pdist_forward"
+    x = np_(a, op)
+    d = D.cdist(x, x, float(p))
+    n = x.shape[0]
+    i, j = _pairs_of(n)
+    return tt(P.gather(d.reshape(1, n * n, 1), (i * n + j).reshape(1, -1), P.const(0.0, ())).reshape(-1))
+
+
+@register(aten._pdist_backward.default)
+def pdist_backward(grad, a, p, pdist):
+    """G = the pair gradients placed at (i, j) of a +0 [n, n] (onehot rows), then cdist's
+    gradient with x as x1 (G) plus with x as x2 (Gᵀ, cdist(x, x)ᵀ = cdist(x, x))."""
+    op = "_pdist_backward"
+    x, g = np_(a, op), np_(grad, op)
+    n = x.shape[0]
+    i, j = _pairs_of(n)
+    G = P.onehot(i * n + j, g.reshape(-1), P.const(0.0, (n * n,)))
+    G = sum_dims(G, [0]).reshape(n, n) if G.shape[0] else P.const(0.0, (n, n))
+    d = D.cdist(x, x, float(p))
+    left = D.cdist_backward(G, x, x, float(p), d)
+    right = D.cdist_backward(P.copy(G.T), x, x, float(p), d)
+    return tt(P.add(left, right))
