@@ -164,6 +164,12 @@ def _grad_rows(grad, rows, reduction, op):
     return g.reshape(rows, 1) if reduction == _NONE else g
 
 
+def _scale(x, reduction):
+    """torch's g of a margin loss's gradient: 1/(R C) for a mean, else 1/C (an empty x: no element uses it)."""
+    n = x.shape[0] * x.shape[1] if reduction == _MEAN else x.shape[1]
+    return 1.0 / n if n else 0.0
+
+
 def _p(p, op):
     if p not in (1, 2):
         raise UnsupportedOpError(f"aten.{op} with p={p}: torch defines p = 1 and 2")
@@ -184,7 +190,7 @@ def multi_margin_loss_backward(grad, a, target, p, margin, weight=None, reductio
     op = "multi_margin_loss_backward"
     x, t = _margin_rows(a, target, op, False)
     w = None if weight is None else np_(weight, op)
-    scale = 1.0 / (x.shape[0] * x.shape[1]) if reduction == _MEAN else 1.0 / x.shape[1]
+    scale = _scale(x, reduction)
     dx = M.multi_margin_backward(_grad_rows(grad, x.shape[0], reduction, op), x, t, _p(p, op), margin, w, scale)
     return tt(dx.reshape(tuple(a.shape)))
 
@@ -203,7 +209,7 @@ def multilabel_margin_loss_forward(a, target, reduction):
 def multilabel_margin_loss_backward(grad, a, target, reduction, is_target):
     op = "multilabel_margin_loss_backward"
     x, t = _margin_rows(a, target, op, True)
-    scale = 1.0 / (x.shape[0] * x.shape[1]) if reduction == _MEAN else 1.0 / x.shape[1]
+    scale = _scale(x, reduction)
     dx = M.multilabel_margin_backward(_grad_rows(grad, x.shape[0], reduction, op), x, t,
                                       np_(is_target, op).reshape(x.shape), scale)
     return tt(dx.reshape(tuple(a.shape)))
