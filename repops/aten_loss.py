@@ -266,10 +266,9 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
     i, offset2bag, bag, bags = _bags(indices, offsets, include_last_offset, padding_idx, w.shape[0], op)
     psw = None if per_sample_weights is None else np_(per_sample_weights, op).reshape(-1)
     out, arg = EB.embedding_bag(w, i, bag, bags, mode, psw)
-    xp = P.xp_of(bag)
-    size = xp.bincount(bag[bag >= 0], minlength=bags).astype(np.int64) if bag.size else xp.zeros(bags, np.int64)
-    ints = lambda a: torch.from_numpy(np.ascontiguousarray(a)) if xp is np else torch.from_dlpack(a)  # noqa: E731
-    return tt(out), ints(offset2bag), ints(size), ints(size.copy() if arg is None else arg)
+    size = EB.bag_size(bag, bags)
+    ints = lambda a: torch.from_numpy(a) if P.xp_of(a) is np else torch.from_dlpack(a)  # noqa: E731
+    return tt(out), ints(offset2bag), ints(size), ints(EB.K["copy.i64"](size) if arg is None else arg)
 
 
 @register(aten._embedding_bag_dense_backward.default)
@@ -279,7 +278,7 @@ def embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_in
     _bag_mode(mode, per_sample_weights, scale_grad_by_freq, op)
     g = np_(grad, op)
     i = _indices(indices, num_weights, op).reshape(-1)
-    bag = EB.kept(arr(offset2bag).astype(np.int64), i, padding_idx, g.shape[0])
+    bag = EB.kept(_indices(offset2bag, g.shape[0] + 1, op).reshape(-1), i, padding_idx, g.shape[0])
     psw = None if per_sample_weights is None else np_(per_sample_weights, op).reshape(-1)
     at = arr(maximum_indices) if mode == EB.MAX else None
     return tt(EB.embedding_bag_backward(g, i, bag, g.shape[0], num_weights, mode, psw, at))
@@ -291,7 +290,7 @@ def embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, of
     _bag_mode(mode, None, False, op)
     g, w = np_(grad, op), np_(weight, op)
     i = _indices(indices, w.shape[0], op).reshape(-1)
-    bag = EB.kept(arr(offset2bag).astype(np.int64), i, padding_idx, g.shape[0])
+    bag = EB.kept(_indices(offset2bag, g.shape[0] + 1, op).reshape(-1), i, padding_idx, g.shape[0])
     return tt(EB.per_sample_weights_backward(g, w, i, bag))
 
 
@@ -319,33 +318,34 @@ def cdist_backward(grad, x1, x2, p, cdist):
     return tt(D.cdist_backward(np_(grad, op), np_(x1, op), np_(x2, op), float(p), np_(cdist, op)))
 
 
-def _pairs_of(n):
-    """pdist's (i, j), i < j, in row-major order, as host int64 constants."""
-    i, j = np.triu_indices(n, 1)
-    return i.astype(np.int64), j.astype(np.int64)
+def _pair_rows(n):
+    """pdist's pairs i < j in row-major order: for each row i, (its first pair's place in the
+    result, its pairs' place in a flat [n n] matrix: i n + i + 1, and their count n - 1 - i)."""
+    start = 0
+    for i in range(n - 1):
+        yield start, i * n + i + 1, n - 1 - i
+        start += n - 1 - i
 
 
 @register(aten._pdist_forward.default)
 def pdist_forward(a, p=2):
-    """cdist(x, x) at the pairs i < j in row-major order (the gather kernel)."""
+    """cdist(x, x) above the diagonal, row after row: one place() copy of its row pieces."""
     op = "_pdist_forward"
     x = np_(a, op)
-    d = D.cdist(x, x, float(p))
     n = x.shape[0]
-    i, j = _pairs_of(n)
-    return tt(P.gather(d.reshape(1, n * n, 1), (i * n + j).reshape(1, -1), P.const(0.0, ())).reshape(-1))
+    d = D.cdist(x, x, float(p)).reshape(n * n)
+    pieces = [(start, 1, d[at:at + k]) for start, at, k in _pair_rows(n)]
+    return tt(P.place((n * (n - 1) // 2,), 0, pieces) if pieces else P.copy(d[:0]))
 
 
 @register(aten._pdist_backward.default)
 def pdist_backward(grad, a, p, pdist):
-    """G = the pair gradients placed at (i, j) of a +0 [n, n] (onehot rows), then cdist's
+    """G = the pair gradients placed at (i, j > i) of a +0 [n, n] (one place() copy), then cdist's
     gradient with x as x1 (G) plus with x as x2 (Gᵀ, cdist(x, x)ᵀ = cdist(x, x))."""
     op = "_pdist_backward"
     x, g = np_(a, op), np_(grad, op)
     n = x.shape[0]
-    i, j = _pairs_of(n)
-    G = P.onehot(i * n + j, g.reshape(-1), P.const(0.0, (n * n,)))
-    G = sum_dims(G, [0]).reshape(n, n) if G.shape[0] else P.const(0.0, (n, n))
+    G = P.place((n * n,), 0, [(at, 1, g[start:start + k]) for start, at, k in _pair_rows(n)]).reshape(n, n)
     d = D.cdist(x, x, float(p))
     left = D.cdist_backward(G, x, x, float(p), d)
     right = D.cdist_backward(P.copy(G.T), x, x, float(p), d)

@@ -3,16 +3,18 @@ gather, onehot and matmul kernels (docs/NUMERICS.md §8, "Transposed convolution
 with classes"): a bag's sum is embedding backward's rule run forward, onehot(bag)ᵀ @ rows,
 so each bag sums its rows in position order from +0 (torch's order); max mode is torch's
 loop, position after position. The bag of each position is host integer arithmetic on the
-offsets (searchsorted), an integer operand of the kernels."""
+offsets by the integer kernels, so every operand is a kernel output, a view or a constant."""
 from __future__ import annotations
 
 import numpy as np
 
 from . import integers as I
+from . import ordering as O
 from . import prims as P
 from .fold import sum_dims
 from .linalg import matmul
 from .nn import embedding_backward
+from .ordering import K
 
 F32 = np.float32
 SUM, MEAN, MAX = 0, 1, 2
@@ -21,24 +23,39 @@ SUM, MEAN, MAX = 0, 1, 2
 def bag_of(offsets, positions: int, include_last_offset: bool):
     """-> (offset2bag [L] int64, B): position p is in bag b when offsets[b] <= p < offsets[b + 1]
     (the last bag runs to the end; with include_last_offset the last offset closes it and
-    later positions are in no bag: B)."""
-    xp = P.xp_of(offsets)
+    later positions are in no bag: B). Kernels: bag[p] = the count of later offsets <= p,
+    fold(add) over them of select(le.i64(offsets[b], p), 1, +0) (exact), to_int32_rne, to_i64;
+    p = ordering.positions(L)."""
     bags = offsets.shape[0] - 1 if include_last_offset else offsets.shape[0]
-    p = xp.arange(positions, dtype=np.int64)
-    return xp.searchsorted(offsets[1:], p, side="right").astype(np.int64), bags
+    starts = offsets[1:]
+    if positions == 0 or starts.shape[0] == 0:
+        return K["copy.i64"](P.xp_of(offsets).zeros(positions, np.int64) if positions == 0 else
+                             I.const(0, "i64", (positions,))), bags
+    le = K["le.i64"](starts.reshape(-1, 1), O.positions(positions).reshape(1, -1))
+    one = P.const(1.0, le.shape)
+    return O.to_index(sum_dims(P.select(le, one, P.const(0.0, le.shape)), [0])), bags
 
 
 def kept(bag, indices, padding_idx: int, bags: int):
-    """The bag of each position, -1 where its index is padding_idx or it is in no bag."""
-    xp = P.xp_of(bag)
-    drop = (indices == padding_idx) | (bag >= bags)
-    return xp.where(drop, -1, bag).astype(np.int64)
+    """The bag of each position, -1 where its index is padding_idx or it is in no bag:
+    select.i64(or(eq.i64(i, padding_idx), le.i64(B, bag)), -1, bag)."""
+    drop = K["or.bool"](K["eq.i64"](indices, I.const(padding_idx, "i64")), K["le.i64"](I.const(bags, "i64"), bag))
+    return K["select.i64"](drop, I.const(-1, "i64"), bag)
+
+
+def _not_kept(bag):
+    return K["lt.i64"](bag, I.const(0, "i64"))
 
 
 def _rows(weight, indices):
     """weight[indices[p]] -> [L, D] (the embedding gather)."""
     return P.gather(weight.reshape(1, *weight.shape), indices.reshape(1, -1), P.const(0.0, ())).reshape(
         indices.shape[0], weight.shape[1])
+
+
+def bag_size(bag, bags: int):
+    """[B] int64: counts, to_int32_rne, to_i64."""
+    return O.to_index(counts(bag, bags).reshape(-1))
 
 
 def counts(bag, bags: int):
@@ -65,7 +82,7 @@ def embedding_bag(weight, indices, bag, bags: int, mode: int, psw):
     hot = P.onehot(bag, P.const(1.0, bag.shape), P.const(0.0, (bags,)))  # [L, B]
     one, zero = P.const(1.0, shape), P.const(0.0, shape)
     acc, have = zero, zero
-    arg = np.zeros(shape, np.int64) if P.xp_of(weight) is np else P.xp_of(weight).zeros(shape, np.int64)
+    arg = I.const(0, "i64", shape)
     for p in range(indices.shape[0]):
         inbag = P.eq(hot[p].reshape(bags, 1), P.const(1.0, (bags, 1)))
         v = P.xp_of(rows).broadcast_to(rows[p], shape)
@@ -74,7 +91,7 @@ def embedding_bag(weight, indices, bag, bags: int, mode: int, psw):
         acc = P.select(take, v, acc)
         have = P.select(inbag, one, have)
         word = P.xp_of(indices).broadcast_to(indices[p], shape)
-        arg = I.KERNELS["select.i64"](take, word, arg) if P.xp_of(arg) is np else P.xp_of(arg).where(take, word, arg)
+        arg = K["select.i64"](take, word, arg)
     return acc, arg
 
 
@@ -92,13 +109,12 @@ def embedding_bag_backward(grad, indices, bag, bags: int, num_weights: int, mode
             term = P.mul(term, scale)
         elif psw is not None:
             term = P.mul(term, psw.reshape(-1, 1))
-        target = P.xp_of(bag).where(bag < 0, -1, indices)
+        target = K["select.i64"](_not_kept(bag), I.const(-1, "i64"), indices)
         return embedding_backward(target, term, num_weights)
     empty = P.eq(counts(bag, bags), P.const(0.0, (bags, 1)))
     cols = []
     for d in range(grad.shape[1]):
-        at = max_indices[:, d]
-        at = P.xp_of(at).where(empty.reshape(-1), -1, at)
+        at = K["select.i64"](empty.reshape(-1), I.const(-1, "i64"), max_indices[:, d])
         cols.append((d, 1, embedding_backward(at, grad[:, d:d + 1], num_weights)))
     return P.place((num_weights, grad.shape[1]), 1, cols)
 
@@ -109,4 +125,4 @@ def per_sample_weights_backward(grad, weight, indices, bag):
     g = P.gather(grad.reshape(1, *grad.shape), bag.reshape(1, -1), P.const(0.0, ())).reshape(
         bag.shape[0], grad.shape[1])
     dot = sum_dims(P.mul(g, _rows(weight, indices)), [1])
-    return P.select(bag < 0, P.const(0.0, dot.shape), dot)
+    return P.select(_not_kept(bag), P.const(0.0, dot.shape), dot)

@@ -55,8 +55,6 @@ LOSS_SAMPLES = {
     "cdist_pdist": (lambda a, b: torch.cdist(a, b, p=3).sum() + torch.cdist(a, b, p=1.5).sum() + F.pdist(a).sum(),
                     lambda: (_x(4, 3), _x(5, 3, seed=1))),
 }
-# operands all views, constants or CATs (levels 4-5 settle any element); EmbeddingBag's bag of each
-# position, pdist's pairs and the label lists' columns are host integers (materialised operands)
-LOSS_NO_MAT = ["conv_transpose2d_stride_groups", "conv_transpose1d_output_padding_past_stride", "conv_transpose3d",
-               "nll_weighted_nd_ignore_class", "cross_entropy_weighted_smoothing", "multi_margin_weighted_p2", "shrinks",
-               "bilinear", "norms_every_ord"]
+# every operand a view, a constant, a CAT of views or a kernel output (levels 4-5 settle any element;
+# EmbeddingBag's bag of each position and the label lists' ends are integer kernels)
+LOSS_NO_MAT = sorted(LOSS_SAMPLES)
