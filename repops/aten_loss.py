@@ -15,6 +15,7 @@ from .errors import UnsupportedOpError
 from .reference import integers as I
 from .reference import distance as D
 from .reference import embedding_bag as EB
+from .reference import linear_ce as LCE
 from .reference import margin as M
 from .reference import prims as P
 from .reference.fold import sum_dims
@@ -241,7 +242,8 @@ def _bags(indices, offsets, include_last_offset, padding_idx, num_weights, op):
     i = _indices(indices, num_weights, op).reshape(-1)
     o = _indices(offsets, indices.numel() + 1, op).reshape(-1)
     if o.shape[0] and P.xp_of(o) is np and int(o[0]) != 0:
-        raise UnsupportedOpError(f"aten.{op}: offsets[0] is {int(o[0])}; the first bag starts at position 0 (torch's rule)")
+        raise UnsupportedOpError(f"aten.{op}: offsets[0] is {int(o[0])}; the first bag starts at position 0 "
+                                 "(torch's rule)")
     offset2bag, bags = EB.bag_of(o, i.shape[0], include_last_offset)
     return i, offset2bag, EB.kept(offset2bag, i, padding_idx, bags), bags
 
@@ -350,3 +352,43 @@ def pdist_backward(grad, a, p, pdist):
     left = D.cdist_backward(G, x, x, float(p), d)
     right = D.cdist_backward(P.copy(G.T), x, x, float(p), d)
     return tt(P.add(left, right))
+
+
+# -- F.linear_cross_entropy's chunked path (repops/reference/linear_ce.py) --------------------------------------------
+def _register_linear_cross_entropy():
+    try:
+        import torch.nn.modules.linear_cross_entropy  # noqa: F401  (defines torch_nn::* on import)
+        chunked = torch.ops.torch_nn._linear_cross_entropy_batch_chunked.default
+        unreduced = torch.ops.torch_nn._linear_cross_entropy_batch_chunked_no_reduction.default
+    except (ImportError, AttributeError):  # a torch without it: nothing to define
+        return
+
+    @register(unreduced)
+    def linear_cross_entropy_chunked_none(*args):
+        raise UnsupportedOpError(
+            "F.linear_cross_entropy(reduction='none') on the chunked path (torch_nn::_linear_cross_entropy_batch_"
+            "chunked_no_reduction): its backward is torch's Python loop over out= buffers, not defined by RepOps; "
+            "use reduction 'mean' or 'sum', or F.cross_entropy(F.linear(x, w, b), t, reduction='none')")
+
+    @register(chunked)
+    def linear_cross_entropy_chunked(a, linear_weight, target, linear_bias, weight, reduction, ignore_index,
+                                     label_smoothing, batch_chunk_size, acc_policy, acc_dtype, allow_retain_graph,
+                                     want_x, want_w, want_b):
+        """-> (loss, dx, dW, db) for an upstream gradient of 1 (an unwanted one: torch's empty shape)."""
+        op = "torch_nn._linear_cross_entropy_batch_chunked"
+        if reduction not in ("mean", "sum") or a.dim() != 2 or linear_weight.dim() != 2 or label_smoothing:
+            raise UnsupportedOpError(f"{op}: RepOps defines 2-D input and weight, reduction mean or sum, no label "
+                                     f"smoothing (F.linear_cross_entropy's chunked path); got {list(a.shape)}, "
+                                     f"{list(linear_weight.shape)}, {reduction!r}, label_smoothing={label_smoothing}")
+        x, W = np_(a, op), np_(linear_weight, op)
+        t, _ = _target(target, W.shape[0], ignore_index, "linear_cross_entropy")
+        b = None if linear_bias is None else np_(linear_bias, op)
+        w = None if weight is None else np_(weight, op)
+        loss, dlogits = LCE.linear_cross_entropy(x, W, b, t, w, reduction == "mean")
+        dx, dw, db = LCE.grads(dlogits, x, W, want_x, want_w, want_b and b is not None)
+        empty = lambda n: P.const(0.0, (0,) * n)  # noqa: E731
+        return (tt(loss), tt(dx if dx is not None else empty(2)), tt(dw if dw is not None else empty(2)),
+                tt(db if db is not None else empty(1)))
+
+
+_register_linear_cross_entropy()

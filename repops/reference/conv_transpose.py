@@ -32,10 +32,10 @@ def conv_transpose(x, w, b, stride, padding, output_padding, dilation, groups):
 
 def conv_transpose_backward(g, x, w, stride, padding, dilation, groups, mask):
     """-> (dx, dw, db), g [N, Co, *S_out]: dx = conv(g, w) at x's sizes (the window sum over
-    (co, k) in row-major order, one fold(fma, +0); an output_padding >= stride would fit more); dw = conv_backward's weight gradient of conv(g, w)
-    at output gradient x: dw[ci, co, k] = fold(fma, +0) over (n, i) in row-major order of
-    x[n, ci, i] g_pad[n, co, i*stride + k*dilation]; db[co] = sum of g over (n, s...) in
-    row-major order."""
+    (co, k) in row-major order, one fold(fma, +0); an output_padding >= stride would fit one
+    more window); dw = conv_backward's weight gradient of conv(g, w) at output gradient x:
+    dw[ci, co, k] = fold(fma, +0) over (n, i) in row-major order of x[n, ci, i]
+    g_pad[n, co, i*stride + k*dilation]; db[co] = sum of g over (n, s...) in row-major order."""
     dx = conv(g, w, None, stride, padding, dilation, groups, list(x.shape[2:])) if mask[0] else None
     dw = conv_backward(x, g, w, stride, padding, dilation, groups, (False, True, False))[1] if mask[1] else None
     db = sum_dims(g, [0] + list(range(2, g.ndim))) if mask[2] else None

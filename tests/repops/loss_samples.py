@@ -28,7 +28,8 @@ LOSS_SAMPLES = {
         lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1, groups=2, dilation=(1, 2)),
         lambda: (_x(2, 4, 3, 4), _x(4, 3, 3, 2, seed=1), _x(6, seed=2))),
     "conv_transpose1d_output_padding_past_stride": (  # output_padding >= stride (dilation allows it)
-        lambda x, w: F.conv_transpose1d(x, w, stride=1, output_padding=1, dilation=2), lambda: (_x(2, 3, 5), _x(3, 2, 3, seed=1))),
+        lambda x, w: F.conv_transpose1d(x, w, stride=1, output_padding=1, dilation=2),
+        lambda: (_x(2, 3, 5), _x(3, 2, 3, seed=1))),
     "conv_transpose3d": (lambda x, w: F.conv_transpose3d(x, w, stride=(1, 2, 1), padding=(0, 1, 1)),
                          lambda: (_x(2, 2, 2, 3, 3), _x(2, 2, 2, 3, 2, seed=1))),
     "nll_weighted_nd_ignore_class": (

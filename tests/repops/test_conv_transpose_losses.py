@@ -233,3 +233,16 @@ def test_cdist_and_pdist_are_torchs(p):
     _check(lambda a, b: torch.cdist(a, b, p=p), a, b)
     _check(lambda a: F.pdist(a, p=p), _x(5, 3))
     _check(lambda a, b: torch.cdist(a, b, p=p), _x(0, 3), b[0])
+
+
+# -- F.linear_cross_entropy's chunked path --------------------------------------------------------------------------
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_chunked_linear_cross_entropy_is_torchs_and_its_none_form_is_refused(reduction):
+    opts = torch.nn.LinearCrossEntropyOptions(batch_chunk_size=3)
+    x, W, b, t = _x(7, 5), _x(4, 5, seed=1), _x(4, seed=2), torch.tensor([0, 3, 1, 1, 2, 3, 0])
+    w = _x(4, seed=3, lo=0.1, hi=2.0)
+    for kwargs in ({}, {"weight": w, "ignore_index": 1}, {"ignore_index": 3}):
+        _check(lambda x, W, b: F.linear_cross_entropy(x, W, t, linear_bias=b, reduction=reduction, options=opts,
+                                                      **kwargs), x, W, b)
+    with pytest.raises(repops.errors.UnsupportedOpError, match="reduction='none'"), repops.deterministic():
+        F.linear_cross_entropy(x, W, t, reduction="none", options=opts)
