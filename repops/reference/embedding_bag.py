@@ -92,7 +92,7 @@ def embedding_bag(weight, indices, bag, bags: int, mode: int, psw):
         have = P.select(inbag, one, have)
         word = P.xp_of(indices).broadcast_to(indices[p], shape)
         arg = K["select.i64"](take, word, arg)
-    return acc, arg
+    return acc, (arg if indices.shape[0] else K["copy.i64"](arg))  # (no position: the constant, copied)
 
 
 def embedding_bag_backward(grad, indices, bag, bags: int, num_weights: int, mode: int, psw, max_indices):
