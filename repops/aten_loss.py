@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from . import faults
 from .aten import EXACT, _indices, arr, np_, register, tt
 from .errors import UnsupportedOpError
 from .reference import integers as I
@@ -240,12 +241,29 @@ def _bags(indices, offsets, include_last_offset, padding_idx, num_weights, op):
     if indices.dim() != 1 or offsets.dim() != 1:
         raise UnsupportedOpError(f"aten.{op}: 1-D indices and offsets (F.embedding_bag flattens a 2-D input)")
     i = _indices(indices, num_weights, op).reshape(-1)
-    o = _indices(offsets, indices.numel() + 1, op).reshape(-1)
-    if o.shape[0] and P.xp_of(o) is np and int(o[0]) != 0:
-        raise UnsupportedOpError(f"aten.{op}: offsets[0] is {int(o[0])}; the first bag starts at position 0 "
-                                 "(torch's rule)")
+    o = _offsets(offsets, i.shape[0], include_last_offset, op)
     offset2bag, bags = EB.bag_of(o, i.shape[0], include_last_offset)
     return i, offset2bag, EB.kept(offset2bag, i, padding_idx, bags), bags
+
+
+def _offsets(offsets, positions, include_last_offset, op):
+    """torch's rules on the offsets, as the `index` fault (faults.index_in_range, so a job meets
+    them at the same element on every device): each in [0, L]; the first 0; none below the one
+    before (offsets[b + 1] - offsets[b] in [0, L]); with include_last_offset the last one L
+    (torch accepts less there, but then its mean divides by a count its sum did not add)."""
+    o = _indices(offsets, positions + 1, op).reshape(-1)
+    if not o.shape[0]:
+        return o
+    K = EB.K
+    faults.index_in_range(o[:1], 1, f"{op} (the first offset must be 0)")
+    if o.shape[0] > 1:
+        faults.index_in_range(K["sub.i64"](o[1:], o[:-1]), positions + 1,
+                              f"{op} (offsets must not decrease: offsets[b + 1] - offsets[b])")
+    if include_last_offset:
+        faults.index_in_range(K["sub.i64"](o[-1:], I.const(positions, "i64")), 1,
+                              f"{op} (include_last_offset: offsets[-1] - {positions}, the indices' count: "
+                              "must be 0; torch's sum and mean disagree otherwise)")
+    return o
 
 
 def _bag_mode(mode, psw, scale_grad_by_freq, op):

@@ -246,3 +246,13 @@ def test_chunked_linear_cross_entropy_is_torchs_and_its_none_form_is_refused(red
                                                       **kwargs), x, W, b)
     with pytest.raises(repops.errors.UnsupportedOpError, match="reduction='none'"), repops.deterministic():
         F.linear_cross_entropy(x, W, t, reduction="none", options=opts)
+
+
+@pytest.mark.parametrize("offsets,last,rule", [([0, 5, 3], False, "must not decrease"), ([1, 3], False, "first offset"),
+                                               ([0, 3, 6], True, "include_last_offset"), ([0, 3, 9], False, "index 9")])
+def test_embedding_bag_offsets_torch_rejects_or_gets_wrong_are_the_index_fault(offsets, last, rule):
+    """A decreasing or out-of-range offset, a first one other than 0 (torch raises); a last one
+    short of the indices with include_last_offset (torch's sum and mean then disagree)."""
+    w = _x(6, 2)
+    with pytest.raises(repops.errors.IndexFault, match=rule), repops.deterministic():
+        F.embedding_bag(torch.tensor([1, 2, 3, 4, 5, 0, 1]), w, torch.tensor(offsets), include_last_offset=last)
