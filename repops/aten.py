@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import faults
+from . import faults, torch_checks
 from . import ops as _ops  # noqa: F401  (defines torch.ops.repops.*)
 from .errors import DTypeError, UnsupportedOpError
 from .reference import integers as I
@@ -668,15 +668,39 @@ def _conv_args(op, stride, padding, dilation, nd):
     return N.per_axis(stride, nd), N.per_axis(padding, nd), N.per_axis(dilation, nd)
 
 
+def _conv_checks(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    """torch's checks of a convolution's arguments (in its kernel, which RepOps replaces; its
+    meta function checks only the output size, run last): RepOps raises where torch does."""
+    op = "aten.convolution"
+    nd = x.dim() - 2
+    cin = w.shape[0] if transposed else w.shape[1] * groups
+    cout = w.shape[1] * groups if transposed else w.shape[0]
+    bad = (f"weight {list(w.shape)} for input {list(x.shape)}: {nd + 2}-d weight expected" if w.dim() != x.dim() or nd < 1
+           else f"groups={groups}" if groups < 1 or w.shape[0] % groups
+           else f"input {list(x.shape)} has {x.shape[1]} channels, the weight {list(w.shape)} takes {cin}"
+           if x.shape[1] != cin
+           else f"bias of {list(b.shape)} for {cout} output channels" if b is not None and list(b.shape) != [cout]
+           else f"padding={list(padding)}: negative" if min(padding) < 0
+           else f"stride={list(stride)}, dilation={list(dilation)}: each > 0" if min(stride) < 1 or min(dilation) < 1
+           else f"output_padding={list(output_padding)}: each in [0, max(stride, dilation))" if transposed and any(
+               not 0 <= o < max(s, d) for o, s, d in zip(output_padding, stride, dilation)) else "")
+    if bad:
+        raise UnsupportedOpError(f"{op}: {bad} (torch raises too)")
+    torch_checks.check(aten.convolution.default, (x, w, b, stride, padding, dilation, transposed, output_padding,
+                                                  groups))
+
+
 @register(aten.convolution.default)
 def convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
     """transposed=True: ConvTranspose, as convolution's input gradient (reference/conv_transpose.py)."""
     nd = x.dim() - 2
     stride, padding, dilation = _conv_args("aten.convolution", stride, padding, dilation, nd)
+    output_padding = N.per_axis(output_padding, nd)
+    _conv_checks(x, w, b, stride, padding, dilation, transposed, output_padding, groups)
     op = "convolution"
     xa, wa, ba = np_(x, op), np_(w, op), None if b is None else np_(b, op)
     if transposed:
-        return tt(CT.conv_transpose(xa, wa, ba, stride, padding, N.per_axis(output_padding, nd), dilation, groups))
+        return tt(CT.conv_transpose(xa, wa, ba, stride, padding, output_padding, dilation, groups))
     return tt(N.conv(xa, wa, ba, stride, padding, dilation, groups))
 
 

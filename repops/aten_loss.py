@@ -13,6 +13,7 @@ import torch
 from . import faults
 from .aten import EXACT, _indices, arr, np_, register, tt
 from .errors import UnsupportedOpError
+from .torch_checks import checked
 from .reference import integers as I
 from .reference import distance as D
 from .reference import embedding_bag as EB
@@ -70,6 +71,10 @@ def nll_forward(a, target, weight, reduction, ignore_index, op):
     rows in order; mean: div(sum, total_weight), total_weight = fold(add, -0) of w[t_r] over the
     rows (unweighted: the count of kept rows, a host constant). -> (loss, total_weight)."""
     _reduction(reduction, op)
+    want = tuple(a.shape[:1]) + tuple(a.shape[2:]) if a.dim() > 1 else ()
+    if tuple(target.shape) != want:
+        raise UnsupportedOpError(f"aten.{op}: target of shape {list(target.shape)} for input {list(a.shape)}; "
+                                 f"torch expects {list(want)} (and raises too)")
     x = _rows(a, op)
     classes = x.shape[1]
     t, ignored = _target(target, classes, ignore_index, "nll_loss")
@@ -114,6 +119,7 @@ def nll_backward(grad, a, target, weight, reduction, ignore_index, total_weight,
 
 
 @register(aten.nll_loss_forward.default)
+@checked(aten.nll_loss_forward.default)
 def nll_loss_forward(x, target, weight, reduction, ignore_index):
     return nll_forward(x, target, weight, reduction, ignore_index, "nll_loss_forward")
 
@@ -124,6 +130,7 @@ def nll_loss_backward(grad, x, target, weight, reduction, ignore_index, total_we
 
 
 @register(aten.nll_loss2d_forward.default)
+@checked(aten.nll_loss2d_forward.default)
 def nll_loss2d_forward(x, target, weight, reduction, ignore_index):
     return nll_forward(x, target, weight, reduction, ignore_index, "nll_loss2d_forward")
 
@@ -179,6 +186,7 @@ def _p(p, op):
 
 
 @register(aten.multi_margin_loss.default)
+@checked(aten.multi_margin_loss.default)
 def multi_margin_loss(a, target, p=1, margin=1, weight=None, reduction=_MEAN):
     op = "multi_margin_loss"
     x, t = _margin_rows(a, target, op, False)
@@ -198,6 +206,7 @@ def multi_margin_loss_backward(grad, a, target, p, margin, weight=None, reductio
 
 
 @register(aten.multilabel_margin_loss_forward.default)
+@checked(aten.multilabel_margin_loss_forward.default)
 def multilabel_margin_loss_forward(a, target, reduction):
     op = "multilabel_margin_loss_forward"
     x, t = _margin_rows(a, target, op, True)
@@ -219,6 +228,7 @@ def multilabel_margin_loss_backward(grad, a, target, reduction, is_target):
 
 # -- bilinear (aten._trilinear) -------------------------------------------------------------------------------------
 @register(aten._trilinear.default)
+@checked(aten._trilinear.default)
 def trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
     """Each input with size-1 axes inserted at its expand dims (in increasing order, torch's);
     out = fold(add, -0) over the sumdim axes in row-major order of (i1 i2) i3, broadcast;
@@ -276,6 +286,7 @@ def _bag_mode(mode, psw, scale_grad_by_freq, op):
 
 
 @register(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
+@checked(aten._embedding_bag.default)
 def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False, per_sample_weights=None,
                   include_last_offset=False, padding_idx=-1):
     """-> (out, offset2bag, bag_size, max_indices): bag_size counts each bag's kept positions;
@@ -326,6 +337,7 @@ def embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum
 
 # -- distances (repops/reference/distance.py) ------------------------------------------------------------------------
 @register(aten._cdist_forward.default)
+@checked(aten._cdist_forward.default)
 def cdist_forward(x1, x2, p, compute_mode=None):
     """Always the direct formula (compute_mode's matmul shortcut is torch's speed choice)."""
     op = "_cdist_forward"
@@ -348,6 +360,7 @@ def _pair_rows(n):
 
 
 @register(aten._pdist_forward.default)
+@checked(aten._pdist_forward.default)
 def pdist_forward(a, p=2):
     """cdist(x, x) above the diagonal, row after row: one place() copy of its row pieces."""
     op = "_pdist_forward"

@@ -256,3 +256,20 @@ def test_embedding_bag_offsets_torch_rejects_or_gets_wrong_are_the_index_fault(o
     w = _x(6, 2)
     with pytest.raises(repops.errors.IndexFault, match=rule), repops.deterministic():
         F.embedding_bag(torch.tensor([1, 2, 3, 4, 5, 0, 1]), w, torch.tensor(offsets), include_last_offset=last)
+
+
+def test_arguments_torch_rejects_are_rejected_not_computed():
+    """RepOps replaces the aten kernel, where torch keeps these checks: each is an error, never a result."""
+    x, w, xr, wc, y = _x(2, 4, 5, 5), _x(4, 3, 3, 3), _x(2, 4, 3, 3), _x(3, 4, 3, 3), _x(3, 4)
+    bad = [lambda: F.conv_transpose2d(x, w, stride=1, output_padding=1),   # output_padding >= stride and dilation
+           lambda: F.conv_transpose2d(x, w, padding=-1), lambda: F.conv2d(x, wc, padding=-1),
+           lambda: F.conv_transpose2d(x, w, groups=3), lambda: F.conv_transpose2d(x, w, padding=4),
+           lambda: F.nll_loss(xr, torch.zeros(2, 3, 2, dtype=torch.long)),
+           lambda: F.nll_loss(y, torch.tensor([0, 1, 2]), weight=torch.ones(5)),
+           lambda: F.multi_margin_loss(y, torch.tensor([0, 1])),
+           lambda: F.multilabel_margin_loss(y, torch.tensor([[0, 1, 2, -1]] * 2))]
+    for fn in bad:
+        with pytest.raises(RuntimeError):  # torch's
+            fn()
+        with pytest.raises((repops.errors.UnsupportedOpError, repops.errors.IndexFault)), repops.deterministic():
+            fn()
