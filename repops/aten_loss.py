@@ -1,7 +1,9 @@
-"""nll_loss (and so cross_entropy) on RepOps: 1-D, 2-D and N-D inputs ([N, C, d1, ...], torch's
-nll_loss2d), class weights, an ignore_index that is a class (docs/NUMERICS.md §8, "Transposed
-convolution and losses with classes"). Rows are the (n, d...) positions in row-major order,
-torch's order; each row's log-probability and class weight are picked by the gather kernel.
+"""The losses with classes on RepOps (docs/NUMERICS.md §8, "Transposed convolution and losses
+with classes"): nll_loss (and so cross_entropy) for 1-D, 2-D and N-D inputs ([N, C, d1, ...],
+torch's nll_loss2d), class weights, an ignore_index that is a class; the margin losses and the
+shrink gradients (repops/reference/margin.py); F.linear_cross_entropy's chunked op. Rows are
+the (n, d...) positions in row-major order, torch's order; each row's log-probability and class
+weight are picked by the gather kernel.
 
 Unweighted 2-D input with an ignore_index outside the classes keeps the kernel sequence it
 always had (a job's decomposition names its kernels by position)."""
@@ -10,17 +12,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import faults
-from .aten import EXACT, _indices, arr, np_, register, tt
+from .aten import EXACT, _indices, np_, register, tt
 from .errors import UnsupportedOpError
-from .torch_checks import checked
 from .reference import integers as I
-from .reference import distance as D
-from .reference import embedding_bag as EB
 from .reference import linear_ce as LCE
 from .reference import margin as M
 from .reference import prims as P
 from .reference.fold import sum_dims
+from .torch_checks import checked
 
 aten = torch.ops.aten
 F32 = np.float32
@@ -224,165 +223,6 @@ def multilabel_margin_loss_backward(grad, a, target, reduction, is_target):
     dx = M.multilabel_margin_backward(_grad_rows(grad, x.shape[0], reduction, op), x, t,
                                       np_(is_target, op).reshape(x.shape), scale)
     return tt(dx.reshape(tuple(a.shape)))
-
-
-# -- bilinear (aten._trilinear) -------------------------------------------------------------------------------------
-@register(aten._trilinear.default)
-@checked(aten._trilinear.default)
-def trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
-    """Each input with size-1 axes inserted at its expand dims (in increasing order, torch's);
-    out = fold(add, -0) over the sumdim axes in row-major order of (i1 i2) i3, broadcast;
-    no sumdim: the product. (F.bilinear: out[n, o] = sum over (i, j) of (x1[n, i] W[o, i, j])
-    x2[n, j].) The summed axes are dropped, as torch does."""
-    op = "_trilinear"
-    arrays = []
-    for t, expand in ((i1, expand1), (i2, expand2), (i3, expand3)):
-        a = np_(t, op)
-        for d in sorted(expand):
-            a = np.expand_dims(a, d)
-        arrays.append(a)
-    prod = P.mul(P.mul(arrays[0], arrays[1]), arrays[2])
-    return tt(sum_dims(prod, sorted(sumdim)) if len(sumdim) else prod)
-
-
-# -- EmbeddingBag (repops/reference/embedding_bag.py) ---------------------------------------------------------------
-def _bags(indices, offsets, include_last_offset, padding_idx, num_weights, op):
-    """(int64 indices [L], offset2bag [L] (torch's), kept bag [L] (-1: padding or no bag), B)."""
-    if indices.dim() != 1 or offsets.dim() != 1:
-        raise UnsupportedOpError(f"aten.{op}: 1-D indices and offsets (F.embedding_bag flattens a 2-D input)")
-    i = _indices(indices, num_weights, op).reshape(-1)
-    o = _offsets(offsets, i.shape[0], include_last_offset, op)
-    offset2bag, bags = EB.bag_of(o, i.shape[0], include_last_offset)
-    return i, offset2bag, EB.kept(offset2bag, i, padding_idx, bags), bags
-
-
-def _offsets(offsets, positions, include_last_offset, op):
-    """torch's rules on the offsets, as the `index` fault (faults.index_in_range, so a job meets
-    them at the same element on every device): each in [0, L]; the first 0; none below the one
-    before (offsets[b + 1] - offsets[b] in [0, L]); with include_last_offset the last one L
-    (torch accepts less there, but then its mean divides by a count its sum did not add)."""
-    o = _indices(offsets, positions + 1, op).reshape(-1)
-    if not o.shape[0]:
-        return o
-    K = EB.K
-    faults.index_in_range(o[:1], 1, f"{op} (the first offset must be 0)")
-    if o.shape[0] > 1:
-        faults.index_in_range(K["sub.i64"](o[1:], o[:-1]), positions + 1,
-                              f"{op} (offsets must not decrease: offsets[b + 1] - offsets[b])")
-    if include_last_offset:
-        faults.index_in_range(K["sub.i64"](o[-1:], I.const(positions, "i64")), 1,
-                              f"{op} (include_last_offset: offsets[-1] - {positions}, the indices' count: "
-                              "must be 0; torch's sum and mean disagree otherwise)")
-    return o
-
-
-def _bag_mode(mode, psw, scale_grad_by_freq, op):
-    if mode not in (EB.SUM, EB.MEAN, EB.MAX):
-        raise UnsupportedOpError(f"aten.{op} with mode={mode}: 0 (sum), 1 (mean), 2 (max) are defined")
-    if psw is not None and mode != EB.SUM:
-        raise UnsupportedOpError(f"aten.{op}: per_sample_weights with mode {mode}: torch defines them for sum only")
-    if scale_grad_by_freq:
-        raise UnsupportedOpError(f"aten.{op} with scale_grad_by_freq=True: not defined by RepOps (as for embedding)")
-
-
-@register(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
-@checked(aten._embedding_bag.default)
-def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False, per_sample_weights=None,
-                  include_last_offset=False, padding_idx=-1):
-    """-> (out, offset2bag, bag_size, max_indices): bag_size counts each bag's kept positions;
-    max_indices is [B, D] in max mode (torch's), else bag_size's copy."""
-    op = "_embedding_bag"
-    _bag_mode(mode, per_sample_weights, False, op)
-    w = np_(weight, op)
-    i, offset2bag, bag, bags = _bags(indices, offsets, include_last_offset, padding_idx, w.shape[0], op)
-    psw = None if per_sample_weights is None else np_(per_sample_weights, op).reshape(-1)
-    out, arg = EB.embedding_bag(w, i, bag, bags, mode, psw)
-    size = EB.bag_size(bag, bags)
-    ints = lambda a: torch.from_numpy(a) if P.xp_of(a) is np else torch.from_dlpack(a)  # noqa: E731
-    return tt(out), ints(offset2bag), ints(size), ints(EB.K["copy.i64"](size) if arg is None else arg)
-
-
-@register(aten._embedding_bag_dense_backward.default)
-def embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
-                                 scale_grad_by_freq, mode, per_sample_weights, padding_idx=-1):
-    op = "_embedding_bag_dense_backward"
-    _bag_mode(mode, per_sample_weights, scale_grad_by_freq, op)
-    g = np_(grad, op)
-    i = _indices(indices, num_weights, op).reshape(-1)
-    bag = EB.kept(_indices(offset2bag, g.shape[0] + 1, op).reshape(-1), i, padding_idx, g.shape[0])
-    psw = None if per_sample_weights is None else np_(per_sample_weights, op).reshape(-1)
-    at = arr(maximum_indices) if mode == EB.MAX else None
-    return tt(EB.embedding_bag_backward(g, i, bag, g.shape[0], num_weights, mode, psw, at))
-
-
-@register(aten._embedding_bag_per_sample_weights_backward.default)
-def embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode, padding_idx=-1):
-    op = "_embedding_bag_per_sample_weights_backward"
-    _bag_mode(mode, None, False, op)
-    g, w = np_(grad, op), np_(weight, op)
-    i = _indices(indices, w.shape[0], op).reshape(-1)
-    bag = EB.kept(_indices(offset2bag, g.shape[0] + 1, op).reshape(-1), i, padding_idx, g.shape[0])
-    return tt(EB.per_sample_weights_backward(g, w, i, bag))
-
-
-@register(aten._embedding_bag_backward.default)
-def embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights,
-                           scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx=-1):
-    if sparse:
-        raise UnsupportedOpError("aten._embedding_bag_backward with sparse=True: RepOps computes dense gradients "
-                                 "only; build the EmbeddingBag with sparse=False")
-    return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
-                                        scale_grad_by_freq, mode, per_sample_weights, padding_idx)
-
-
-# -- distances (repops/reference/distance.py) ------------------------------------------------------------------------
-@register(aten._cdist_forward.default)
-@checked(aten._cdist_forward.default)
-def cdist_forward(x1, x2, p, compute_mode=None):
-    """Always the direct formula (compute_mode's matmul shortcut is torch's speed choice)."""
-    op = "_cdist_forward"
-    return tt(D.cdist(np_(x1, op), np_(x2, op), float(p)))
-
-
-@register(aten._cdist_backward.default)
-def cdist_backward(grad, x1, x2, p, cdist):
-    op = "_cdist_backward"
-    return tt(D.cdist_backward(np_(grad, op), np_(x1, op), np_(x2, op), float(p), np_(cdist, op)))
-
-
-def _pair_rows(n):
-    """pdist's pairs i < j in row-major order: for each row i, (its first pair's place in the
-    result, its pairs' place in a flat [n n] matrix: i n + i + 1, and their count n - 1 - i)."""
-    start = 0
-    for i in range(n - 1):
-        yield start, i * n + i + 1, n - 1 - i
-        start += n - 1 - i
-
-
-@register(aten._pdist_forward.default)
-@checked(aten._pdist_forward.default)
-def pdist_forward(a, p=2):
-    """cdist(x, x) above the diagonal, row after row: one place() copy of its row pieces."""
-    op = "_pdist_forward"
-    x = np_(a, op)
-    n = x.shape[0]
-    d = D.cdist(x, x, float(p)).reshape(n * n)
-    pieces = [(start, 1, d[at:at + k]) for start, at, k in _pair_rows(n)]
-    return tt(P.place((n * (n - 1) // 2,), 0, pieces) if pieces else P.copy(d[:0]))
-
-
-@register(aten._pdist_backward.default)
-def pdist_backward(grad, a, p, pdist):
-    """G = the pair gradients placed at (i, j > i) of a +0 [n, n] (one place() copy), then cdist's
-    gradient with x as x1 (G) plus with x as x2 (Gᵀ, cdist(x, x)ᵀ = cdist(x, x))."""
-    op = "_pdist_backward"
-    x, g = np_(a, op), np_(grad, op)
-    n = x.shape[0]
-    G = P.place((n * n,), 0, [(at, 1, g[start:start + k]) for start, at, k in _pair_rows(n)]).reshape(n, n)
-    d = D.cdist(x, x, float(p))
-    left = D.cdist_backward(G, x, x, float(p), d)
-    right = D.cdist_backward(P.copy(G.T), x, x, float(p), d)
-    return tt(P.add(left, right))
 
 
 # -- F.linear_cross_entropy's chunked path (repops/reference/linear_ce.py) --------------------------------------------
