@@ -11,10 +11,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import faults
+from . import faults, torch_checks
 from . import ops as _ops  # noqa: F401  (defines torch.ops.repops.*)
 from .errors import DTypeError, UnsupportedOpError
 from .reference import integers as I
+from .reference import conv_transpose as CT
 from .reference import linalg as RL
 from .reference import math as M
 from .reference import nn as N
@@ -368,56 +369,12 @@ def _indices(t, n: int, op: str, ignore=None, wrap=False):
     i = arr(t)
     if i.dtype != np.int64:  # (an int32 index: a cast kernel, so the decomposition names it)
         i = I.KERNELS[f"to_i64.{I.dtype_name(i)}"](i) if P.xp_of(i) is np and I.dtype_name(i) else i.astype(np.int64)
-    if ignore is not None and 0 <= ignore < n:
-        raise UnsupportedOpError(f"{op}: ignore_index={ignore} is a class; RepOps needs it outside [0, {n})")
     if wrap:
         given, i = i, faults.wrap_negative(i, n)
         faults.index_in_range(i, n, op, given=given)
         return i
     faults.index_in_range(i, n, op, ignore)
     return i
-
-
-def _nll_pick(x, target, ignore_index, fill):
-    """x[r, target[r]] by the gather kernel; an ignored row (ignore_index is outside the
-    classes) reads `fill`, so no value-dependent mask enters the kernel sequence."""
-    rows, classes = x.shape
-    t = _indices(target, classes, "nll_loss", ignore_index)
-    picked = P.gather(x.reshape(rows, classes, 1), t.reshape(rows, 1), P.const(fill, ()))
-    return picked.reshape(rows), t != ignore_index
-
-
-@register(aten.nll_loss_forward.default)
-def nll_loss_forward(x, target, weight, reduction, ignore_index):
-    """mean reduction: -(sum of picked log-probs, in row order) / count. An ignored row's
-    loss is +0 (reduction none) or -0 (summed), as neg(picked) with picked = -0 / +0."""
-    if weight is not None or x.dim() != 2 or reduction not in (0, 1, 2):
-        raise UnsupportedOpError("aten.nll_loss_forward: RepOps supports 2-D input, no class weights")
-    picked, keep = _nll_pick(np_(x, "nll_loss_forward"), target, ignore_index, -0.0 if reduction == 0 else 0.0)
-    loss = P.neg(picked)
-    kept = keep.sum()
-    # a host constant on the CPU (what a decomposition names); on a device the count stays
-    # there (exact below 2^24 rows either way): no device->host read, no upload
-    count = np.asarray(F32(int(kept))) if P.xp_of(keep) is np else kept.astype(F32)
-    total = tt(count)
-    if reduction == 0:
-        return tt(loss), total
-    s = sum_dims(loss, None)
-    out = P.div(s, count) if reduction == 1 else s
-    return tt(out), total
-
-
-@register(aten.nll_loss_backward.default)
-def nll_loss_backward(grad, x, target, weight, reduction, ignore_index, total_weight):
-    """d/dx[i, t_i] = -grad / total_weight (mean) or -grad (sum); +0 elsewhere (onehot)."""
-    if weight is not None or x.dim() != 2:
-        raise UnsupportedOpError("aten.nll_loss_backward: RepOps supports 2-D input, no class weights")
-    rows, classes = x.shape
-    t = _indices(target, classes, "nll_loss", ignore_index)
-    g = np_(grad, "nll_loss_backward")
-    v = P.neg(P.div(g, np_(total_weight, "nll_loss_backward")) if reduction == 1 else g)
-    xp = P.xp_of(g)
-    return tt(P.onehot(t, xp.broadcast_to(v, (rows,)), P.const(0.0, (classes,))))
 
 
 # -- normalisation -------------------------------------------------------------------------------------------
@@ -645,16 +602,10 @@ register(aten.clamp_.default)(lambda a, lo=None, hi=None: _inplace(a, _clamp(np_
 
 @register(aten.linalg_vector_norm.default)
 def vector_norm(a, ord=2, dims=None, keepdim=False, dtype=None):
-    """ord 2: sqrt(sum(x x)); 1: sum(|x|); inf: max(|x|) (folds in row-major order)."""
+    """Every ord (reference/distance.py): 2, 1, inf, -inf, 0 and the general p."""
+    from .reference.distance import vector_norm as norm
     _result_dtype("linalg_vector_norm", dtype)
-    x = np_(a, "linalg_vector_norm")
-    if ord == 2:
-        return tt(P.sqrt(sum_dims(P.mul(x, x), dims, keepdim)))
-    if ord == 1:
-        return tt(sum_dims(P.abs_(x), dims, keepdim))
-    if ord == float("inf"):
-        return tt(fold_dims(P.max_, P.abs_(x), dims, -np.inf, keepdim))
-    raise UnsupportedOpError(f"aten.linalg_vector_norm with ord={ord!r}: RepOps defines ord 1, 2 and inf")
+    return tt(norm(np_(a, "linalg_vector_norm"), float(ord), dims, keepdim))
 
 
 @register(aten._safe_softmax.default)
@@ -697,29 +648,55 @@ def gather(a, dim, index, sparse_grad=False):
     return _result(take_along(x, dim, i, P.copy, P.gather, P.const(0.0, ())))
 
 
-def _conv_args(op, stride, padding, dilation, transposed, output_padding, nd):
-    if transposed:
-        raise UnsupportedOpError(f"{op}: transposed convolution is not defined by RepOps yet")
+def _conv_args(op, stride, padding, dilation, nd):
     if isinstance(padding, str):
         raise UnsupportedOpError(f"{op}: padding={padding!r}; give the padding in numbers")
     return N.per_axis(stride, nd), N.per_axis(padding, nd), N.per_axis(dilation, nd)
 
 
+def _conv_checks(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    """torch's checks of a convolution's arguments (in its kernel, which RepOps replaces; its
+    meta function checks only the output size, run last): RepOps raises where torch does."""
+    op = "aten.convolution"
+    nd = x.dim() - 2
+    cin = w.shape[0] if transposed else w.shape[1] * groups
+    cout = w.shape[1] * groups if transposed else w.shape[0]
+    bad = (f"weight {list(w.shape)} for input {list(x.shape)}: {nd + 2}-d weight expected" if w.dim() != x.dim() or nd < 1
+           else f"groups={groups}" if groups < 1 or w.shape[0] % groups
+           else f"input {list(x.shape)} has {x.shape[1]} channels, the weight {list(w.shape)} takes {cin}"
+           if x.shape[1] != cin
+           else f"bias of {list(b.shape)} for {cout} output channels" if b is not None and list(b.shape) != [cout]
+           else f"padding={list(padding)}: negative" if min(padding) < 0
+           else f"stride={list(stride)}, dilation={list(dilation)}: each > 0" if min(stride) < 1 or min(dilation) < 1
+           else f"output_padding={list(output_padding)}: each in [0, max(stride, dilation))" if transposed and any(
+               not 0 <= o < max(s, d) for o, s, d in zip(output_padding, stride, dilation)) else "")
+    if bad:
+        raise UnsupportedOpError(f"{op}: {bad} (torch raises too)")
+    torch_checks.check(aten.convolution.default, (x, w, b, stride, padding, dilation, transposed, output_padding,
+                                                  groups))
+
+
 @register(aten.convolution.default)
 def convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    """transposed=True: ConvTranspose, as convolution's input gradient (reference/conv_transpose.py)."""
     nd = x.dim() - 2
-    stride, padding, dilation = _conv_args("aten.convolution", stride, padding, dilation, transposed, output_padding, nd)
-    return tt(N.conv(np_(x, "convolution"), np_(w, "convolution"), None if b is None else np_(b, "convolution"),
-                     stride, padding, dilation, groups))
+    stride, padding, dilation = _conv_args("aten.convolution", stride, padding, dilation, nd)
+    output_padding = N.per_axis(output_padding, nd)
+    _conv_checks(x, w, b, stride, padding, dilation, transposed, output_padding, groups)
+    op = "convolution"
+    xa, wa, ba = np_(x, op), np_(w, op), None if b is None else np_(b, op)
+    if transposed:
+        return tt(CT.conv_transpose(xa, wa, ba, stride, padding, output_padding, dilation, groups))
+    return tt(N.conv(xa, wa, ba, stride, padding, dilation, groups))
 
 
 @register(aten.convolution_backward.default)
 def convolution_backward(g, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, mask):
     nd = x.dim() - 2
-    stride, padding, dilation = _conv_args("aten.convolution_backward", stride, padding, dilation, transposed,
-                                           output_padding, nd)
+    stride, padding, dilation = _conv_args("aten.convolution_backward", stride, padding, dilation, nd)
     op = "convolution_backward"
-    dx, dw, db = N.conv_backward(np_(g, op), np_(x, op), np_(w, op), stride, padding, dilation, groups, mask)
+    backward = CT.conv_transpose_backward if transposed else N.conv_backward
+    dx, dw, db = backward(np_(g, op), np_(x, op), np_(w, op), stride, padding, dilation, groups, mask)
     return tuple(None if t is None else tt(t) for t in (dx, dw, db))
 
 

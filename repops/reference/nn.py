@@ -283,11 +283,12 @@ def _unpad(acc, padding, S):
     return P.copy(acc[(slice(None), slice(None)) + tuple(slice(p, p + s) for p, s in zip(padding, S))])
 
 
-def conv(x, w, b, stride, padding, dilation, groups):
+def conv(x, w, b, stride, padding, dilation, groups, out=None):
     """x [N, Ci, *S], w [Co, Ci/groups, *K]: per group g, out[n, co, o] = fold(fma, +0) over
     (ci, k...) in row-major order of w[co, ci, k] x_pad[n, ci, o*stride + k*dilation] (the
-    im2col matmul, groups as a batch axis), then + bias[co]. Padding is +0."""
-    view, O = _windows(_spatial_pad(x, padding, padding, 0.0), w.shape[2:], stride, dilation)
+    im2col matmul, groups as a batch axis), then + bias[co]. Padding is +0. out: the output
+    sizes when fewer than fit (a transposed convolution's input gradient)."""
+    view, O = _windows(_spatial_pad(x, padding, padding, 0.0), w.shape[2:], stride, dilation, out)
     N, C, Co = x.shape[0], x.shape[1], w.shape[0]
     cg, cog, kn, L = C // groups, Co // groups, int(np.prod(w.shape[2:])), int(np.prod(O))
     cols = P.copy(view).reshape(N, groups, cg * kn, L)
@@ -317,11 +318,23 @@ def conv_backward(g, x, w, stride, padding, dilation, groups, mask):
         bm = P.copy(xp.transpose(cols, (1, 0, 3, 2))).reshape(groups, N * L, cg * kn)  # [G, N, L, ckn]
         dw = matmul(a, bm).reshape(w.shape)
     if mask[0]:
-        wt = xp.swapaxes(w.reshape(groups, cog, cg * kn), -1, -2)
-        dcols = matmul(wt, gs).reshape((N, C) + tuple(K) + tuple(O))
-        grid = [s + 2 * p for s, p in zip(S, padding)]
-        dx = _unpad(_col2im(dcols, stride, dilation, grid), padding, S)
+        dx = conv_input_grad(g, w, S, stride, padding, dilation, groups)
     return dx, dw, db
+
+
+def conv_input_grad(g, w, S, stride, padding, dilation, groups):
+    """The input gradient of conv (spatial sizes S): per group dcols = w^T g (fold(fma, +0)
+    over the group's output channels co, a matmul), then _col2im: dx[n, ci, s] = +0 plus, per
+    kernel offset k in row-major order, dcols[n, ci, k, o] where o*stride + k*dilation = s +
+    padding (one add per offset). Also the spec of transposed convolution (conv_transpose.py)."""
+    xp = P.xp_of(g)
+    N, Co, C = g.shape[0], w.shape[0], w.shape[1] * groups
+    K, O = w.shape[2:], list(g.shape[2:])
+    cg, cog, kn = C // groups, Co // groups, int(np.prod(K))
+    wt = xp.swapaxes(w.reshape(groups, cog, cg * kn), -1, -2)
+    dcols = matmul(wt, g.reshape(N, groups, cog, int(np.prod(O)))).reshape((N, C) + tuple(K) + tuple(O))
+    grid = [s + 2 * p for s, p in zip(S, padding)]
+    return _unpad(_col2im(dcols, stride, dilation, grid), padding, S)
 
 
 # -- batch norm -------------------------------------------------------------------------------------------

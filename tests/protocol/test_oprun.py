@@ -17,6 +17,7 @@ from offchain.protocol.trace import StepRecorder
 from repops.reference.prims import observe
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repops"))
+from loss_samples import LOSS_NO_MAT  # noqa: E402
 from nn_samples import NN_SAMPLES  # noqa: E402
 from repops_samples import SAMPLES  # noqa: E402
 
@@ -95,7 +96,7 @@ _NO_MAT = ["conv2d_groups_stride", "conv1d_dilation", "conv3d", "batch_norm_trai
            "embedding_padding_idx", "rounding_remainders", "ieee_functions", "logs_base2_10",
            "scatter_reduce_sum_mean", "scatter_reduce_prod_amax_amin",
            "index_reduce_scatter_small", "prod_addbmm_logcumsumexp", "cummax_kthvalue_median_mode", "searchsorted", "matmul_of_vectors",
-           *sorted(NN_SAMPLES)]
+           *sorted(NN_SAMPLES), *LOSS_NO_MAT]
 
 
 def _node_runs(name):

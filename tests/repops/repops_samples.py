@@ -239,3 +239,7 @@ from nn_samples import NN_INTEGER_SAMPLES, NN_SAMPLES  # noqa: E402
 
 SAMPLES.update(NN_SAMPLES)
 INTEGER_SAMPLES.update(NN_INTEGER_SAMPLES)
+
+from loss_samples import LOSS_SAMPLES  # noqa: E402  (transposed conv, class losses, EmbeddingBag, distances)
+
+SAMPLES.update(LOSS_SAMPLES)
