@@ -565,15 +565,6 @@ def index_add(a, dim, index, source, alpha=1):
     return _result(_accumulate(x, dim, _indices(index, x.shape[dim], "index_add").reshape(-1), v))
 
 
-@register(aten.scatter_add.default)
-def scatter_add(a, dim, index, src):
-    """x.scatter_add(dim, idx, src) (gather's backward) = scatter_reduce(sum, include_self):
-    src[p] added into x at p with its dim coordinate replaced by idx[p], onto each target in
-    increasing p from x (torch's CPU loop; repops/aten_reduce.py). An empty index adds nothing."""
-    from .aten_reduce import scatter_reduce
-    return _result(scatter_reduce(a, dim, index, src, "sum", True, op="scatter_add"))
-
-
 # -- more elementwise and reductions (torch.nn models, Hugging Face families) ---------------------------------
 @register(aten.where.self)
 def where(cond, a, b):

@@ -128,7 +128,6 @@ def _in_place(op):
 
 
 register(aten.index_add_.default)(_in_place(aten.index_add.default))
-register(aten.scatter_add_.default)(_in_place(aten.scatter_add.default))
 
 
 # -- index_copy, index_fill, take: the writes and reads above along one dim -----------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .aten import EMPTY, EXACT, _indices, _inplace, _result, _result_dtype, _scalar_as_vector, np_, register, tt
+from .aten import EMPTY, EXACT, _indices, _inplace, _result, _result_dtype, _scalar_as_vector, arr, np_, register, tt
 from .aten_sort import check_block, placed_back, within
 from .errors import UnsupportedOpError
 from .reference import ordering as O
@@ -137,6 +137,17 @@ def _prod(a, dims=None, keepdim=False, dtype=None):
 
 register(aten.prod.default)(lambda a, *, dtype=None: _prod(a, None, False, dtype))
 register(aten.prod.dim_int)(lambda a, dim, keepdim=False, *, dtype=None: _prod(a, [dim], keepdim, dtype))
+
+
+@register(aten.scatter_add.default)
+def scatter_add(a, dim, index, src):
+    """x.scatter_add(dim, idx, src) (gather's backward) = scatter_reduce(sum, include_self):
+    src[p] added into x at p with its dim coordinate replaced by idx[p], onto each target in
+    increasing p from x (torch's CPU loop). An empty index adds nothing."""
+    return _result(scatter_reduce(a, dim, index, src, "sum", True, op="scatter_add"))
+
+
+register(aten.scatter_add_.default)(lambda a, *args: _inplace(a, arr(scatter_add(a, *args))))
 
 
 @register(aten.addbmm.default)
