@@ -167,3 +167,13 @@ def in_unit_interval(p, op: str) -> None:
     _check(flags, "domain", DomainFault,
            lambda e: f"{op}: element {e} of the input is {float(p.reshape(-1)[e])!r}, not a probability in [0, 1] "
                      "(apply sigmoid first, or use binary_cross_entropy_with_logits on the logits)")
+
+
+def in_window(found, op: str) -> None:
+    """Rule `index`, for pooling indices: every index names a position of its own window
+    (found: a bool array, true where it does). Kernels: fault(not(found)). torch would write a
+    gradient wherever such an index points; RepOps' backward reads each window only."""
+    flags = I.KERNELS["fault.bool"](I.KERNELS["not.bool"](found)) if P.observing() else ~found
+    _check(flags, "index", IndexFault,
+           lambda e: f"{op}: the index at element {e} is not a position of its pooling window (indices must be the "
+                     "ones the forward returned)")
