@@ -3,8 +3,9 @@ upsampling backwards (nearest, nearest-exact, linear/bilinear/trilinear), adapti
 max pooling of any sizes (+ backward), max pooling with its int64 indices (+ the backward that
 takes them) and replication padding's backward; each the composition in
 repops/reference/pooling.py (docs/NUMERICS.md §8, "Upsampling, adaptive pooling, pooling
-indices, replication padding"). The forwards of upsampling and replication padding are torch's
-decompositions (torch._decomp) on RepOps' ops, as before."""
+indices, replication padding"). The forwards of linear upsampling and replication padding are torch's
+decompositions (torch._decomp) on RepOps' ops, as before; nearest's is the data movement its
+backward transposes (the same indices as torch's decomposition, and no float arange)."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,6 +27,13 @@ def _index(t, op):
 
 
 # -- upsampling backward --------------------------------------------------------------------------------------
+def _nearest(nd, exact):
+    def impl(x, output_size, *scales):
+        op = f"upsample_nearest{nd}d"
+        return tt(R.upsample_nearest(np_(x, op), list(output_size), list(scales) + [None] * (nd - len(scales)), exact))
+    return impl
+
+
 def _nearest_backward(nd, exact):
     def impl(grad, output_size, input_size, *scales):
         op = f"upsample_nearest{nd}d_backward"
@@ -44,6 +52,8 @@ def _linear_backward(nd):
 
 
 for _nd, _lin in ((1, "upsample_linear1d"), (2, "upsample_bilinear2d"), (3, "upsample_trilinear3d")):
+    register(getattr(aten, f"upsample_nearest{_nd}d").default)(_nearest(_nd, False))
+    register(getattr(aten, f"_upsample_nearest_exact{_nd}d").default)(_nearest(_nd, True))
     register(getattr(aten, f"upsample_nearest{_nd}d_backward").default)(_nearest_backward(_nd, False))
     register(getattr(aten, f"_upsample_nearest_exact{_nd}d_backward").default)(_nearest_backward(_nd, True))
     register(getattr(aten, f"{_lin}_backward").default)(_linear_backward(_nd))

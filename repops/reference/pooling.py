@@ -208,6 +208,15 @@ def scatter_back(sources: dict, tables, in_sizes, lead) -> np.ndarray:
 
 
 # -- operators -------------------------------------------------------------------------------------------------
+def upsample_nearest(x, out_sizes, scales, exact: bool):
+    """x [*lead, *in] -> [*lead, *out]: output o copies input nearest_table(o) along each axis
+    (torch's decomposition's indices): one copy kernel per axis, each over a CAT of views."""
+    nd = len(out_sizes)
+    tables = [nearest_table(n, m, s, exact) for n, m, s in zip(x.shape[-nd:], out_sizes, scales)]
+    (y,) = staged({(0,) * nd: x}, tables, _axes(x, nd), 0.0).values()
+    return P.copy(y) if y.base is not None or y is x else y
+
+
 def upsample_nearest_backward(g, in_sizes, scales, exact: bool):
     """g [*lead, *out] -> [*lead, *in]: each input element sums the gradients of the outputs
     that copied it, from +0 in row-major output order (torch's CPU loop)."""

@@ -18,6 +18,7 @@ from repops.reference.prims import observe
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repops"))
 from nn_samples import NN_SAMPLES  # noqa: E402
+from pool_samples import POOL_SAMPLES  # noqa: E402
 from repops_samples import SAMPLES  # noqa: E402
 
 
@@ -92,7 +93,7 @@ _NO_MAT = ["conv2d_groups_stride", "conv1d_dilation", "conv3d", "batch_norm_trai
            "max_pool1d_dilation", "avg_pool2d_pad_excluded", "avg_pool1d", "adaptive_avg_pool2d",
            "where_min_max_clamp", "flip_roll_repeat", "pad_constant", "slice_select_scatter", "sdpa_causal",
            "sdpa_float_mask", "index_put_accumulate", "gather", "gather_leading_dim", "index_select_index",
-           "embedding_padding_idx", *sorted(NN_SAMPLES)]
+           "embedding_padding_idx", *sorted(NN_SAMPLES), *sorted(POOL_SAMPLES)]
 
 
 def _node_runs(name):

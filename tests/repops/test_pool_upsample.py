@@ -1,0 +1,166 @@
+"""Upsampling (+ backward), adaptive average and max pooling of any sizes, max pooling with its
+indices (+ the backward that takes them) and replication padding's backward
+(repops/reference/pooling.py) against torch natively: values and gradients to rounding,
+indices bit for bit (ties, signed zeros, NaNs), the spec's summation order, and the same bits
+on 1 and 2 threads; on empty batches, unbatched inputs and sizes that do not divide."""
+import contextlib
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import repops
+from repops.errors import IndexFault
+from repops.models.quick_train import num_threads
+
+
+def _x(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+CASES = {
+    # nearest / nearest-exact: sizes that do not divide, scale factors, downsampling, 1-3 d
+    "nearest1d_scale": (lambda x: F.interpolate(x, scale_factor=1.7), (2, 3, 5)),
+    "nearest2d_size": (lambda x: F.interpolate(x, size=(9, 4)), (2, 3, 5, 7)),
+    "nearest3d_down": (lambda x: F.interpolate(x, size=(2, 5, 3)), (1, 2, 3, 4, 7)),
+    "nearest_exact2d": (lambda x: F.interpolate(x, scale_factor=(2.5, 0.6), mode="nearest-exact"), (2, 2, 4, 6)),
+    "nearest_empty_batch": (lambda x: F.interpolate(x, size=(5, 3)), (0, 3, 4, 2)),
+    # linear, bilinear, trilinear, both corner rules
+    "linear1d": (lambda x: F.interpolate(x, scale_factor=2.5, mode="linear"), (2, 3, 5)),
+    "bilinear_align": (lambda x: F.interpolate(x, size=(9, 14), mode="bilinear", align_corners=True), (2, 3, 5, 7)),
+    "bilinear_down": (lambda x: F.interpolate(x, size=(3, 4), mode="bilinear"), (2, 3, 5, 7)),
+    "trilinear": (lambda x: F.interpolate(x, size=(3, 6, 4), mode="trilinear"), (1, 2, 2, 5, 7)),
+    "upsample_bilinear_empty": (lambda x: F.interpolate(x, size=(4, 4), mode="bilinear"), (0, 2, 3, 3)),
+    # adaptive average pooling: irregular windows, more outputs than inputs, unbatched, empty batch
+    "adaptive_avg1d_unbatched": (lambda x: F.adaptive_avg_pool1d(x, 5), (8, 8)),
+    "adaptive_avg2d": (lambda x: F.adaptive_avg_pool2d(x, (3, 5)), (2, 3, 7, 8)),
+    "adaptive_avg2d_up": (lambda x: F.adaptive_avg_pool2d(x, (8, 9)), (2, 3, 5, 7)),
+    "adaptive_avg3d_none": (lambda x: F.adaptive_avg_pool3d(x, (None, 3, 2)), (2, 3, 4, 5, 7)),
+    "adaptive_avg_empty": (lambda x: F.adaptive_avg_pool2d(x, (3, 2)), (0, 3, 5, 5)),
+    "area": (lambda x: F.interpolate(x, size=(3, 4), mode="area"), (2, 2, 7, 5)),
+    # adaptive max pooling with indices
+    "adaptive_max1d": (lambda x: F.adaptive_max_pool1d(x, 4, return_indices=True), (2, 3, 7)),
+    "adaptive_max2d_unbatched": (lambda x: F.adaptive_max_pool2d(x, (3, 5), return_indices=True), (3, 7, 8)),
+    "adaptive_max3d": (lambda x: F.adaptive_max_pool3d(x, (2, 3, 5), return_indices=True), (1, 2, 3, 5, 7)),
+    "adaptive_max_up": (lambda x: F.adaptive_max_pool2d(x, (7, 6), return_indices=True), (2, 2, 4, 5)),
+    # max pooling with indices: padding, dilation, ceil_mode, unbatched, empty batch
+    "max_pool1d_idx": (lambda x: F.max_pool1d(x, 3, 1, 1, dilation=2, return_indices=True), (2, 3, 9)),
+    "max_pool2d_idx": (lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True), (2, 3, 7, 8)),
+    "max_pool2d_ceil_unbatched": (lambda x: F.max_pool2d(x, 2, 2, ceil_mode=True, return_indices=True), (3, 5, 7)),
+    "max_pool3d_idx": (lambda x: F.max_pool3d(x, 2, (1, 2, 2), return_indices=True), (1, 2, 3, 4, 5)),
+    "max_pool_idx_empty": (lambda x: F.max_pool2d(x, 2, return_indices=True), (0, 3, 4, 4)),
+    "max_pool_module": (lambda x: torch.nn.MaxPool2d(3, 2, 1, return_indices=True)(x), (2, 2, 6, 5)),
+    # replication padding (negative amounts crop)
+    "replicate1d": (lambda x: F.pad(x, (4, 1), mode="replicate"), (2, 3)),
+    "replicate2d_negative": (lambda x: F.pad(x, (-2, 3, 1, -1), mode="replicate"), (2, 3, 5, 7)),
+    "replicate3d": (lambda x: F.pad(x, (1, 2, 0, 3, 2, 1), mode="replicate"), (1, 2, 3, 4, 5)),
+}
+
+
+def _run(fn, x, repops_on: bool):
+    x = x.clone().requires_grad_()
+    with repops.deterministic() if repops_on else contextlib.nullcontext():
+        out = fn(x)
+        outs = out if isinstance(out, tuple) else (out,)
+        floats = [o for o in outs if o.is_floating_point()]
+        # a cotangent that is not all ones (integer ops, then one to_f32): gradients weigh each output
+        total = sum((o * (torch.arange(o.numel()) % 7 - 3).float().reshape(o.shape)).sum() for o in floats)
+        (grad,) = torch.autograd.grad(total, x) if total.requires_grad else (torch.zeros_like(x),)
+    return [o.detach() for o in outs], grad
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_close_to_torch_with_torchs_indices(name):
+    fn, shape = CASES[name]
+    x = _x(*shape)
+    (mine, gm), (theirs, gt) = _run(fn, x, True), _run(fn, x, False)
+    for a, b in zip(mine, theirs):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        if a.is_floating_point():
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+        else:
+            assert torch.equal(a, b)  # int64 indices: bit for bit
+    torch.testing.assert_close(gm, gt, rtol=1e-5, atol=1e-6)
+
+
+_BIG = {  # large enough that the compiled kernels split work across threads
+    "nearest": (lambda x: F.interpolate(x, scale_factor=1.5), (4, 8, 24, 24)),
+    "bilinear": (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), (4, 8, 24, 24)),
+    "adaptive_avg": (lambda x: F.adaptive_avg_pool2d(x, (7, 5)), (4, 8, 24, 24)),
+    "max_pool_idx": (lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True), (4, 8, 24, 24)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_BIG))
+def test_one_and_two_threads_give_the_same_bits(name):
+    fn, shape = _BIG[name]
+    x = _x(*shape)
+    runs = []
+    for n in (1, 2):
+        with num_threads(n):
+            runs.append(_run(fn, x, True))
+    (o1, g1), (o2, g2) = runs
+    for a, b in zip(o1 + [g1], o2 + [g2]):
+        assert torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+
+
+_TIES = torch.tensor([0.0, -0.0, 1.0, 1.0, float("nan"), float("-inf"), 2.0, float("nan")])
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: F.max_pool2d(x, 2, 1, return_indices=True),
+    lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True, return_indices=True),
+    lambda x: F.max_pool1d(x.flatten(2), 4, 2, 2, return_indices=True),
+    lambda x: F.adaptive_max_pool2d(x, (3, 2), return_indices=True),
+    lambda x: F.adaptive_max_pool1d(x.flatten(2), 5, return_indices=True),
+])
+@pytest.mark.parametrize("seed", range(4))
+def test_ties_signed_zeros_and_nans_give_torchs_indices(call, seed):
+    """torch's loop: ties keep the first position (-0 and +0 tie), a window with NaNs its last
+    NaN, a window of -inf its first position inside the input; its gradient goes there."""
+    g = torch.Generator().manual_seed(seed)
+    x = _TIES[torch.randint(0, len(_TIES), (2, 2, 5, 4), generator=g)]
+    (mine, gm), (theirs, gt) = _run(call, x, True), _run(call, x, False)
+    assert torch.equal(mine[1], theirs[1])
+    torch.testing.assert_close(mine[0], theirs[0], equal_nan=True)
+    torch.testing.assert_close(gm, gt, equal_nan=True)
+
+
+def test_each_input_sums_its_gradients_in_output_order_from_plus_zero():
+    """The spec's order: input 0 of a nearest upsampling 2 -> 5 receives outputs 0, 1, 2 and
+    sums them left to right from +0 (binary32): ((0 + 1e8) + 1) - 1e8 = 0, where any other
+    association of these three gives 1 or 4; torch's CPU loop gives the same bits."""
+    x = torch.zeros(1, 1, 2, requires_grad=True)
+    g = torch.tensor([[[1e8, 1.0, -1e8, 3.0, -0.0]]])
+    with repops.deterministic():
+        (mine,) = torch.autograd.grad(F.interpolate(x, size=5), x, g)
+    (theirs,) = torch.autograd.grad(F.interpolate(x, size=5), x, g)
+    acc = [np.float32(0.0), np.float32(0.0)]
+    for o, v in enumerate(g.flatten().numpy()):
+        acc[int(np.float32(o) * np.float32(2 / 5))] += v
+    assert mine.flatten().tolist() == [float(a) for a in acc] == theirs.flatten().tolist() == [0.0, 3.0]
+    assert not torch.signbit(mine).any()  # +0 + -0 = +0, as torch's zeroed gradient
+
+
+def test_adaptive_average_of_a_multiple_is_average_pooling_bit_for_bit():
+    """Sizes that divide: the same kernels (window views) and bits as avg_pool with kernel =
+    stride = in / out, the definition before windows of any size."""
+    from repops.reference import nn as N
+    from repops.reference import pooling as R
+    x = _x(2, 3, 8, 6).numpy()
+    a = R.adaptive_avg_pool(x, [4, 3])
+    b = N.avg_pool(x, [2, 2], [2, 2], [0, 0], False, True, None)
+    assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_an_index_outside_its_window_is_a_fault():
+    """torch would write that gradient wherever the index points; RepOps' backward reads each
+    window, so it refuses (rule `index`) rather than drop it."""
+    x = _x(1, 1, 4, 4)
+    _, idx = F.max_pool2d(x, 2, return_indices=True)
+    idx[0, 0, 0, 0] = 15  # a position of another window
+    with pytest.raises(IndexFault, match="not a position of its pooling window"):
+        with repops.deterministic():
+            torch.ops.aten.max_pool2d_with_indices_backward(torch.ones(1, 1, 2, 2), x, [2, 2], [2, 2], [0, 0],
+                                                           [1, 1], False, idx)
