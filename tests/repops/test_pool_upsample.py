@@ -127,6 +127,20 @@ def test_ties_signed_zeros_and_nans_give_torchs_indices(call, seed):
     torch.testing.assert_close(gm, gt, equal_nan=True)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_max_pooling_without_indices_sends_the_gradient_where_torch_does(seed):
+    """repops.max_pool's backward (no indices asked for) follows the same rule: a window with
+    several NaNs gives its gradient to the last NaN, a window of -inf to its first position
+    inside the input (the value rule it replaced gave the first NaN, and lost the gradient of
+    a -inf window to the padding)."""
+    g = torch.Generator().manual_seed(seed)
+    x = _TIES[torch.randint(0, len(_TIES), (2, 2, 5, 4), generator=g)]
+    call = lambda x: F.max_pool2d(x, 3, 1, 1)  # noqa: E731
+    (mine, gm), (theirs, gt) = _run(call, x, True), _run(call, x, False)
+    torch.testing.assert_close(mine[0], theirs[0], equal_nan=True)
+    torch.testing.assert_close(gm, gt, equal_nan=True)
+
+
 def test_each_input_sums_its_gradients_in_output_order_from_plus_zero():
     """The spec's order: input 0 of a nearest upsampling 2 -> 5 receives outputs 0, 1, 2 and
     sums them left to right from +0 (binary32): ((0 + 1e8) + 1) - 1e8 = 0, where any other
