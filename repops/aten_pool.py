@@ -1,11 +1,12 @@
-"""aten's resampling and pooling ops whose windows are not one strided view, on RepOps: the
-upsampling backwards (nearest, nearest-exact, linear/bilinear/trilinear), adaptive average and
-max pooling of any sizes (+ backward), max pooling with its int64 indices (+ the backward that
-takes them) and replication padding's backward; each the composition in
+"""aten's resampling and pooling ops whose windows are not one strided view, on RepOps:
+upsampling (nearest, nearest-exact, linear/bilinear/trilinear) and its backward, adaptive
+average and max pooling of any sizes (+ backward), max pooling with its int64 indices (+ the
+backward that takes them), replication padding (+ backward); each the composition in
 repops/reference/pooling.py (docs/NUMERICS.md §8, "Upsampling, adaptive pooling, pooling
-indices, replication padding"). The forwards of linear upsampling and replication padding are torch's
-decompositions (torch._decomp) on RepOps' ops, as before; nearest's is the data movement its
-backward transposes (the same indices as torch's decomposition, and no float arange)."""
+indices, replication padding"). The forwards compute what torch's decompositions
+(torch._decomp) did on RepOps' ops, kernel for kernel where there are float kernels, without
+their arange nodes (which a job cannot settle on chain): positions are integer kernels,
+gathers copies over CATs of views."""
 from __future__ import annotations
 
 import numpy as np
@@ -43,6 +44,14 @@ def _nearest_backward(nd, exact):
     return impl
 
 
+def _linear(nd):
+    def impl(x, output_size, align_corners, *scales):
+        op = f"upsample_linear{nd}d"
+        return tt(R.upsample_linear(np_(x, op), list(output_size), bool(align_corners),
+                                    list(scales) + [None] * (nd - len(scales))))
+    return impl
+
+
 def _linear_backward(nd):
     def impl(grad, output_size, input_size, align_corners, *scales):
         g = np_(grad, f"upsample_linear{nd}d_backward")
@@ -56,6 +65,7 @@ for _nd, _lin in ((1, "upsample_linear1d"), (2, "upsample_bilinear2d"), (3, "ups
     register(getattr(aten, f"_upsample_nearest_exact{_nd}d").default)(_nearest(_nd, True))
     register(getattr(aten, f"upsample_nearest{_nd}d_backward").default)(_nearest_backward(_nd, False))
     register(getattr(aten, f"_upsample_nearest_exact{_nd}d_backward").default)(_nearest_backward(_nd, True))
+    register(getattr(aten, _lin).default)(_linear(_nd))
     register(getattr(aten, f"{_lin}_backward").default)(_linear_backward(_nd))
 
 
@@ -148,13 +158,24 @@ for _nd in (2, 3):
     register(getattr(aten, f"max_pool{_nd}d_with_indices_backward").default)(_max_pool_with_indices_backward(_nd))
 
 
-# -- replication padding backward ----------------------------------------------------------------------------------
+# -- replication padding ------------------------------------------------------------------------------------------
+def _pads(nd, padding):
+    return [(padding[2 * i], padding[2 * i + 1]) for i in range(nd)][::-1]  # (torch lists the last axis first)
+
+
+def _replication_pad(nd):
+    def impl(x, padding):
+        return tt(R.replication_pad(np_(x, f"replication_pad{nd}d"), _pads(nd, padding)))
+    return impl
+
+
 def _replication_pad_backward(nd):
     def impl(grad, x, padding):
-        pads = [(padding[2 * i], padding[2 * i + 1]) for i in range(nd)][::-1]  # (last axis first in torch's list)
-        return tt(R.replication_pad_backward(np_(grad, f"replication_pad{nd}d_backward"), list(x.shape[-nd:]), pads))
+        return tt(R.replication_pad_backward(np_(grad, f"replication_pad{nd}d_backward"), list(x.shape[-nd:]),
+                                             _pads(nd, padding)))
     return impl
 
 
 for _nd in (1, 2, 3):
+    register(getattr(aten, f"replication_pad{_nd}d").default)(_replication_pad(_nd))
     register(getattr(aten, f"replication_pad{_nd}d_backward").default)(_replication_pad_backward(_nd))

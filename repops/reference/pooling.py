@@ -225,6 +225,22 @@ def upsample_nearest_backward(g, in_sizes, scales, exact: bool):
     return scatter_back({(0,) * nd: g}, tables, in_sizes, g.shape[:-nd])
 
 
+def upsample_linear(x, out_sizes, align_corners: bool, scales):
+    """torch's decomposition (torch._decomp _upsample_linear), kernel for kernel but with no
+    arange node: the 2^d corner values (tables' slots: copies over CATs of views), then along
+    each axis from the last, v0 + (v1 - v0) w1 for corner pairs that differ on that axis."""
+    nd = len(out_sizes)
+    in_sizes = x.shape[-nd:]
+    tables = [linear_table(n, m, align_corners, s) for n, m, s in zip(in_sizes, out_sizes, scales)]
+    vs = staged({(0,) * nd: x}, tables, _axes(x, nd), 0.0)
+    vs = [vs[c] for c in itertools.product((0, 1), repeat=nd)]
+    for a in reversed(range(nd)):
+        _, w = linear_weights(in_sizes[a], out_sizes[a], align_corners, scales[a])
+        w = w.reshape((out_sizes[a],) + (1,) * (nd - a - 1))
+        vs = [P.add(v0, P.mul(P.sub(v1, v0), w)) for v0, v1 in zip(vs[::2], vs[1::2])]
+    return vs[0]
+
+
 def upsample_linear_backward(g, in_sizes, align_corners: bool, scales):
     """Corner (r_1..r_d) of output o carries mul(W, g), W = the product of the axes' corner
     weights in axis order (torch's (h_lambda w_lambda) g); each input element sums them from +0
@@ -381,6 +397,15 @@ def adaptive_max_pool_backward(g, indices, in_sizes):
     nd = len(in_sizes)
     tables = [window_table(adaptive_windows(n, m)) for n, m in zip(in_sizes, g.shape[-nd:])]
     return indexed_backward(g, indices, tables, in_sizes)
+
+
+def replication_pad(x, pads):
+    """pads: (lo, hi) per padded (trailing) axis, first axis first: one copy per axis over a CAT
+    of views (torch's decomposition made index tensors from arange)."""
+    nd = len(pads)
+    tables = [replicate_table(n, lo, hi) for n, (lo, hi) in zip(x.shape[-nd:], pads)]
+    (y,) = staged({(0,) * nd: x}, tables, _axes(x, nd), 0.0).values()
+    return P.copy(y) if y.base is not None or y is x else y
 
 
 def replication_pad_backward(g, in_sizes, pads):

@@ -178,3 +178,59 @@ def test_an_index_outside_its_window_is_a_fault():
         with repops.deterministic():
             torch.ops.aten.max_pool2d_with_indices_backward(torch.ones(1, 1, 2, 2), x, [2, 2], [2, 2], [0, 0],
                                                            [1, 1], False, idx)
+
+
+class _TinyUNet(torch.nn.Module):
+    """Replication padding, down by max pooling, up by nearest and bilinear upsampling with a
+    skip, an irregular adaptive average pool to a head: the U-Net ops of issue #39."""
+
+    def __init__(self):
+        super().__init__()
+        self.down, self.mid = torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.up, self.head = torch.nn.Conv2d(8, 3, 3, padding=1), torch.nn.Linear(3 * 3 * 3, 2)
+
+    def forward(self, x, target):
+        h = torch.relu(self.down(F.pad(x, (1, 1, 0, 0), mode="replicate")[..., 1:-1]))
+        m = torch.relu(self.mid(F.max_pool2d(h, 2)))
+        u = self.up(torch.cat([h, F.interpolate(m, scale_factor=2)], 1))
+        u = u + F.interpolate(F.adaptive_avg_pool2d(u, (3, 4)), size=u.shape[-2:], mode="bilinear")
+        y = self.head(F.adaptive_avg_pool2d(u, 3).flatten(1))
+        return ((y - target) ** 2).mean()
+
+
+def test_a_unet_job_is_its_committed_graph_and_every_node_settles_on_chain(tmp_path):
+    from offchain.dispute.context import Context
+    from offchain.protocol.dataset import write_program_job
+    from offchain.protocol.jobfile import load
+    from offchain.trainer import Trainer
+    torch.manual_seed(0)
+    data = {"x": _x(4, 2, 8, 10), "target": _x(4, 2, seed=1)}
+    job = load(write_program_job(tmp_path / "unet", _TinyUNet(), data, list(data), steps=2, batch_size=2,
+                                 optimizer={"name": "sgd", "lr": 0.05}))
+    ctx = Context(job)
+    traced = Trainer(job, tmp_path / "t", "t").step_trace(0)
+    assert [n.structure() for n in traced.nodes] == ctx.graph.structures
+    assert ctx.kernel_graph.unsettled == []  # (torch's decompositions left arange nodes: MAT)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: F.interpolate(x, size=(7, 9), mode="bilinear"),
+    lambda x: F.interpolate(x, scale_factor=1.6, mode="bilinear", align_corners=True),
+    lambda x: F.interpolate(x[0], size=11, mode="linear"),
+    lambda x: F.interpolate(x[None], size=(2, 7, 3), mode="trilinear"),
+    lambda x: F.interpolate(x, size=(7, 3)) + F.interpolate(x, scale_factor=1.5, mode="nearest-exact")[..., :7, :3],
+    lambda x: F.pad(x, (2, -1, 3, 1), mode="replicate"),
+])
+def test_forwards_give_the_bits_of_torchs_decomposition_on_repops(call, monkeypatch):
+    """Linear upsampling, nearest and replication padding are torch's decompositions
+    (torch._decomp, run on RepOps' ops before) without their arange nodes: the same bits."""
+    from repops.aten import REGISTRY
+    x = _x(2, 3, 5, 4)
+    with repops.deterministic():
+        mine = call(x)
+    for name in ("upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d", "upsample_nearest2d",
+                 "_upsample_nearest_exact2d", "replication_pad2d"):
+        monkeypatch.delitem(REGISTRY, getattr(torch.ops.aten, name).default)
+    with repops.deterministic():
+        theirs = call(x)
+    assert torch.equal(mine.view(torch.int32), theirs.view(torch.int32))
