@@ -1,9 +1,9 @@
 """Resampling and pooling over windows that are not one strided view (docs/NUMERICS.md §8,
-"Upsampling, adaptive pooling, pooling indices, replication padding"): upsampling backward,
-adaptive average and max pooling of any sizes, max pooling's int64 indices and the backward
-that takes them, replication padding's backward.
+"Upsampling, adaptive pooling, pooling indices, replication padding"): upsampling (nearest,
+nearest-exact, linear) and its backward, adaptive average and max pooling of any sizes, max
+pooling's int64 indices and the backward that takes them, replication padding and its backward.
 
-Each spatial axis has a TABLE, fixed by the sizes alone: a list of slots, each a list over
+Each spatial axis has a TABLE, fixed by the sizes alone: a tuple of slots, each a tuple over
 the positions of the axis being made of (role, j) or None, "read position j of source `role`
 along this axis, or nothing". A forward reads one source (role 0): nearest and replication
 pad one slot (the source position), linear two (the corners x0, x1), a pooling window one
@@ -15,9 +15,11 @@ that read it, in increasing (output, slot) order: the order the backward sums th
 axes in turn; a window is then folded over its slots in row-major order. So every float
 operand is a view, a constant or a CAT of views (levels 4-5 settle any element), and every
 input element of a backward sums its contributions from +0 in increasing row-major output
-order, as torch's CPU loops add them."""
+order, as torch's CPU loops add them. Tables and their runs are cached by size (host work
+once per shape, not per step)."""
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -32,6 +34,7 @@ NONE_I64 = -(2 ** 31)   # the position a padding slot reads in an index table (a
 
 
 # -- tables (host: they depend on sizes only) ---------------------------------------------------------------
+@functools.cache
 def transpose(table, n_in: int):
     """The backward's table of a forward table of role-0 entries: for input position j, slot p
     is its p-th reader (slot a of the forward, output o) in increasing (o, a) order, as (a, o)."""
@@ -42,9 +45,10 @@ def transpose(table, n_in: int):
             if slot[o] is not None:
                 readers[slot[o][1]].append((a, o))
     depth = max((len(r) for r in readers), default=0)
-    return [[r[p] if p < len(r) else None for r in readers] for p in range(depth)]
+    return tuple(tuple(r[p] if p < len(r) else None for r in readers) for p in range(depth))
 
 
+@functools.cache
 def nearest_table(n_in: int, n_out: int, scale, exact: bool):
     """torch's decomposition (torch._decomp, _compute_upsample_nearest_indices) in binary32:
     j = trunc((o + offset) * RN(s)), offset 0.5 for nearest-exact, s = n_in / (n_in * scale)
@@ -52,7 +56,7 @@ def nearest_table(n_in: int, n_out: int, scale, exact: bool):
     s = n_in / (n_in * scale) if scale is not None and scale > 0 else n_in / n_out
     o = np.arange(n_out, dtype=F32)
     j = np.trunc((o + F32(0.5 if exact else 0.0)) * F32(s)).astype(np.int64)
-    return [[(0, int(min(v, n_in - 1))) for v in j]]
+    return (tuple((0, int(min(v, n_in - 1))) for v in j),)
 
 
 def linear_scale(n_in: int, n_out: int, align_corners: bool, scale) -> float:
@@ -72,11 +76,12 @@ def _source(o, s, align_corners: bool, prims):
 _HOST = (np.add, np.multiply, np.subtract, np.maximum)
 
 
+@functools.cache
 def linear_table(n_in: int, n_out: int, align_corners: bool, scale):
     """Corners x0 = trunc(source), x1 = min(x0 + 1, n_in - 1): slots 0 and 1."""
     real = _source(np.arange(n_out, dtype=F32), linear_scale(n_in, n_out, align_corners, scale), align_corners, _HOST)
     x0 = np.trunc(real).astype(np.int64)
-    return [[(0, int(v)) for v in x0], [(0, int(min(v + 1, n_in - 1))) for v in x0]]
+    return tuple((0, int(v)) for v in x0), tuple((0, int(min(v + 1, n_in - 1))) for v in x0)
 
 
 def linear_weights(n_in: int, n_out: int, align_corners: bool, scale):
@@ -93,37 +98,43 @@ def adaptive_windows(n_in: int, n_out: int):
     return [((o * n_in) // n_out, -(-((o + 1) * n_in) // n_out)) for o in range(n_out)]
 
 
-def window_table(windows):
-    """Slot a reads position start + a of each window that long."""
+@functools.cache
+def adaptive_table(n_in: int, n_out: int):
+    """Slot a reads position start + a of each adaptive window that long."""
+    windows = adaptive_windows(n_in, n_out)
     depth = max((e - s for s, e in windows), default=0)
-    return [[(0, s + a) if s + a < e else None for s, e in windows] for a in range(depth)]
+    return tuple(tuple((0, s + a) if s + a < e else None for s, e in windows) for a in range(depth))
 
 
+@functools.cache
 def strided_table(n_in: int, n_out: int, kernel: int, stride: int, pad: int, dilation: int):
     """Slot k reads position o stride + k dilation - pad when it lies inside the input (a fixed
     pooling window; ceil_mode's last window and the padding read nothing)."""
-    return [[(0, p) if 0 <= (p := o * stride + k * dilation - pad) < n_in else None for o in range(n_out)]
-            for k in range(kernel)]
+    return tuple(tuple((0, p) if 0 <= (p := o * stride + k * dilation - pad) < n_in else None for o in range(n_out))
+                 for k in range(kernel))
 
 
+@functools.cache
 def replicate_table(n_in: int, pad_lo: int, pad_hi: int):
     """Position o of the padded axis reads min(max(o - pad_lo, 0), n_in - 1) (negative pads crop)."""
-    return [[(0, min(max(o - pad_lo, 0), n_in - 1)) for o in range(n_in + pad_lo + pad_hi)]]
+    return (tuple((0, min(max(o - pad_lo, 0), n_in - 1)) for o in range(n_in + pad_lo + pad_hi)),)
 
 
 # -- the kernels ---------------------------------------------------------------------------------------------
-def _runs(entries):
+@functools.lru_cache(maxsize=4096)
+def _runs(entries: tuple):
     """Pieces (start, step, width, role, j0, dj) covering the defined entries: from the first
     position not yet covered, the longest arithmetic run (in position and in j, one role) among
     the next few candidates for its second element."""
     left = {i: e for i, e in enumerate(entries) if e is not None}
+    order = sorted(left)
     pieces = []
-    for i0 in sorted(left):
+    for n, i0 in enumerate(order):
         if i0 not in left:
             continue
         r, j0 = left.pop(i0)
         best = (1, 1, 0)
-        for i1 in [i for i in itertools.islice((i for i in sorted(left) if i > i0), 8)]:
+        for i1 in list(itertools.islice((i for i in itertools.islice(order, n + 1, None) if i in left), 8)):
             if left[i1][0] != r:
                 continue
             step, dj, w = i1 - i0, left[i1][1] - j0, 1
@@ -135,7 +146,7 @@ def _runs(entries):
         for t in range(1, w):
             del left[i0 + t * step]
         pieces.append((i0, step, w, r, j0, dj))
-    return pieces
+    return tuple(pieces)
 
 
 def _along(a, axis: int, j0: int, dj: int, width: int):
@@ -159,7 +170,7 @@ def take(sources: dict, axis: int, entries, background, kernel=None):
     first = next(iter(sources.values()))
     shape = list(first.shape)
     shape[axis] = len(entries)
-    pieces = _runs(entries)
+    pieces = _runs(tuple(entries))
     if len(pieces) == 1 and pieces[0][:3] == (0, 1, len(entries)):
         _, _, w, r, j0, dj = pieces[0]
         return _along(sources[r], axis, j0, dj, w)
@@ -288,7 +299,7 @@ def adaptive_avg_pool(x, out_sizes):
     output: average pooling with kernel = stride = in / out, its very kernels)."""
     nd = len(out_sizes)
     in_sizes = x.shape[-nd:]
-    tables = [window_table(adaptive_windows(n, m)) for n, m in zip(in_sizes, out_sizes)]
+    tables = [adaptive_table(n, m) for n, m in zip(in_sizes, out_sizes)]
     terms = staged({(0,) * nd: x}, tables, _axes(x, nd), SUM_INIT)
     acc = _fold(P.add, terms, SUM_INIT, x.shape[:-nd] + tuple(out_sizes))
     return P.div(acc, _window_divisor(in_sizes, out_sizes, acc.shape))
@@ -299,7 +310,7 @@ def adaptive_avg_pool_backward(g, in_sizes):
     hold it, from +0 in row-major output order."""
     nd = len(in_sizes)
     out = g.shape[-nd:]
-    tables = [window_table(adaptive_windows(n, m)) for n, m in zip(in_sizes, out)]
+    tables = [adaptive_table(n, m) for n, m in zip(in_sizes, out)]
     share = P.div(g, _window_divisor(in_sizes, out, g.shape))
     return scatter_back({roles: share for roles in itertools.product(*(range(len(t)) for t in tables))},
                         tables, in_sizes, g.shape[:-nd])
@@ -348,7 +359,7 @@ def adaptive_max_pool(x, out_sizes):
     the pooled axes."""
     nd = len(out_sizes)
     in_sizes = x.shape[-nd:]
-    tables = [window_table(adaptive_windows(n, m)) for n, m in zip(in_sizes, out_sizes)]
+    tables = [adaptive_table(n, m) for n, m in zip(in_sizes, out_sizes)]
     terms = staged({(0,) * nd: x}, tables, _axes(x, nd), -np.inf)
     shape = x.shape[:-nd] + tuple(out_sizes)
     return _fold(P.max_, terms, -np.inf, shape), max_indices(terms, _flat_positions(tables, in_sizes), shape)
@@ -395,7 +406,7 @@ def max_pool_backward_indexed(g, x, indices, kernel, stride, padding, dilation, 
 
 def adaptive_max_pool_backward(g, indices, in_sizes):
     nd = len(in_sizes)
-    tables = [window_table(adaptive_windows(n, m)) for n, m in zip(in_sizes, g.shape[-nd:])]
+    tables = [adaptive_table(n, m) for n, m in zip(in_sizes, g.shape[-nd:])]
     return indexed_backward(g, indices, tables, in_sizes)
 
 
