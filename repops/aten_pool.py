@@ -1,5 +1,5 @@
 """aten's resampling and pooling ops whose windows are not one strided view, on RepOps:
-upsampling (nearest, nearest-exact, linear/bilinear/trilinear) and its backward, adaptive
+upsampling (nearest, nearest-exact, linear/bilinear/trilinear, bicubic) and its backward, adaptive
 average and max pooling of any sizes (+ backward), max pooling with its int64 indices (+ the
 backward that takes them), replication padding (+ backward); each the composition in
 repops/reference/pooling.py (docs/NUMERICS.md §8, "Upsampling, adaptive pooling, pooling
@@ -67,6 +67,18 @@ for _nd, _lin in ((1, "upsample_linear1d"), (2, "upsample_bilinear2d"), (3, "ups
     register(getattr(aten, f"_upsample_nearest_exact{_nd}d_backward").default)(_nearest_backward(_nd, True))
     register(getattr(aten, _lin).default)(_linear(_nd))
     register(getattr(aten, f"{_lin}_backward").default)(_linear_backward(_nd))
+
+
+def _scales(scales):
+    return list(scales) + [None] * (2 - len(scales))
+
+
+register(aten.upsample_bicubic2d.default)(
+    lambda x, output_size, align_corners, *scales: tt(R.upsample_bicubic(
+        np_(x, "upsample_bicubic2d"), list(output_size), bool(align_corners), _scales(scales))))
+register(aten.upsample_bicubic2d_backward.default)(
+    lambda grad, output_size, input_size, align_corners, *scales: tt(R.upsample_bicubic_backward(
+        np_(grad, "upsample_bicubic2d_backward"), list(input_size[-2:]), bool(align_corners), _scales(scales))))
 
 
 # -- adaptive pooling ----------------------------------------------------------------------------------------------

@@ -93,6 +93,43 @@ def linear_weights(n_in: int, n_out: int, align_corners: bool, scale):
     return P.sub(F32(1.0), t), t
 
 
+def _cubic_source(o, s, align_corners: bool, prims):
+    """torch's source coordinate for cubic (not clamped): RN(s) o or (o + 0.5) RN(s) - 0.5."""
+    add, mul, sub = prims
+    return mul(o, F32(s)) if align_corners else sub(mul(add(o, F32(0.5)), F32(s)), F32(0.5))
+
+
+@functools.cache
+def cubic_table(n_in: int, n_out: int, align_corners: bool, scale):
+    """Slot k reads min(max(floor(source) + k - 1, 0), n_in - 1), k = 0..3."""
+    real = _cubic_source(np.arange(n_out, dtype=F32), linear_scale(n_in, n_out, align_corners, scale), align_corners,
+                         _HOST[:3])
+    x0 = np.floor(real).astype(np.int64)
+    return tuple(tuple((0, int(min(max(v + k - 1, 0), n_in - 1))) for v in x0) for k in range(4))
+
+
+_A = -0.75  # torch's cubic convolution constant
+
+
+def _cc1(x):
+    """((A + 2) x - (A + 3)) x x + 1 (torch's _upsample_cubic_convolution1, left to right)."""
+    return P.add(P.mul(P.mul(P.sub(P.mul(x, F32(_A + 2)), F32(_A + 3)), x), x), F32(1.0))
+
+
+def _cc2(x):
+    """((A x - 5 A) x + 8 A) x - 4 A (torch's _upsample_cubic_convolution2)."""
+    return P.sub(P.mul(P.add(P.mul(P.sub(P.mul(x, F32(_A)), F32(5 * _A)), x), F32(8 * _A)), x), F32(4 * _A))
+
+
+def cubic_weights(n_in: int, n_out: int, align_corners: bool, scale):
+    """(w0, w1, w2, w3) along the axis, torch's decomposition's: t = clamp(source - floor(source),
+    0, 1); cc2(t + 1), cc1(t), cc1(1 - t), cc2(2 - t)."""
+    o = K["to_f32.i64"](positions(n_out))
+    real = _cubic_source(o, linear_scale(n_in, n_out, align_corners, scale), align_corners, (P.add, P.mul, P.sub))
+    t = P.min_(P.max_(P.sub(real, P.floor(real)), F32(0.0)), F32(1.0))
+    return _cc2(P.add(t, F32(1.0))), _cc1(t), _cc1(P.sub(F32(1.0), t)), _cc2(P.sub(F32(2.0), t))
+
+
 def adaptive_windows(n_in: int, n_out: int):
     """torch's adaptive windows: [floor(o n_in / n_out), ceil((o + 1) n_in / n_out))."""
     return [((o * n_in) // n_out, -(-((o + 1) * n_in) // n_out)) for o in range(n_out)]
@@ -268,6 +305,39 @@ def upsample_linear_backward(g, in_sizes, align_corners: bool, scales):
             w = v if w is None else P.mul(w, v)
         sources[corner] = P.mul(w, g)
     return scatter_back(sources, tables, in_sizes, g.shape[:-nd])
+
+
+def upsample_bicubic(x, out_sizes, align_corners: bool, scales):
+    """x [N, C, H, W]: torch's decomposition (upsample_bicubic2d_default) kernel for kernel: the
+    4 x 4 neighbours (the tables' copies), each row sum(value wx) over kx left to right (no
+    initial value), then sum(row wy) over ky."""
+    (oh, ow), (ih, iw) = out_sizes, x.shape[-2:]
+    tables = [cubic_table(ih, oh, align_corners, scales[0]), cubic_table(iw, ow, align_corners, scales[1])]
+    terms = staged({(0, 0): x}, tables, _axes(x, 2), 0.0)
+    wy = [w.reshape(oh, 1) for w in cubic_weights(ih, oh, align_corners, scales[0])]
+    wx = cubic_weights(iw, ow, align_corners, scales[1])
+    rows = []
+    for ky in range(4):
+        row = None
+        for kx in range(4):
+            c = P.mul(terms[(ky, kx)], wx[kx])
+            row = c if row is None else P.add(row, c)
+        rows.append(P.mul(row, wy[ky]))
+    out = rows[0]
+    for r in rows[1:]:
+        out = P.add(out, r)
+    return out
+
+
+def upsample_bicubic_backward(g, in_sizes, align_corners: bool, scales):
+    """Neighbour (ky, kx) of output o carries (g wy) wx (torch's CPU backward's product); each
+    input element sums them from +0 in increasing (output, neighbour) order."""
+    (oh, ow), (ih, iw) = g.shape[-2:], in_sizes
+    tables = [cubic_table(ih, oh, align_corners, scales[0]), cubic_table(iw, ow, align_corners, scales[1])]
+    wy = [w.reshape(oh, 1) for w in cubic_weights(ih, oh, align_corners, scales[0])]
+    wx = cubic_weights(iw, ow, align_corners, scales[1])
+    sources = {(ky, kx): P.mul(P.mul(g, wy[ky]), wx[kx]) for ky in range(4) for kx in range(4)}
+    return scatter_back(sources, tables, in_sizes, g.shape[:-2])
 
 
 def _window_divisor(in_sizes, out_sizes, shape):

@@ -31,6 +31,9 @@ CASES = {
     "bilinear_align": (lambda x: F.interpolate(x, size=(9, 14), mode="bilinear", align_corners=True), (2, 3, 5, 7)),
     "bilinear_down": (lambda x: F.interpolate(x, size=(3, 4), mode="bilinear"), (2, 3, 5, 7)),
     "trilinear": (lambda x: F.interpolate(x, size=(3, 6, 4), mode="trilinear"), (1, 2, 2, 5, 7)),
+    "bicubic": (lambda x: F.interpolate(x, size=(9, 4), mode="bicubic"), (2, 3, 5, 7)),
+    "bicubic_align_scale": (lambda x: F.interpolate(x, scale_factor=1.7, mode="bicubic", align_corners=True),
+                            (2, 2, 4, 5)),
     "upsample_bilinear_empty": (lambda x: F.interpolate(x, size=(4, 4), mode="bilinear"), (0, 2, 3, 3)),
     # adaptive average pooling: irregular windows, more outputs than inputs, unbatched, empty batch
     "adaptive_avg1d_unbatched": (lambda x: F.adaptive_avg_pool1d(x, 5), (8, 8)),
