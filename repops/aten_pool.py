@@ -1,5 +1,5 @@
 """aten's resampling and pooling ops whose windows are not one strided view, on RepOps:
-upsampling (nearest, nearest-exact, linear/bilinear/trilinear, bicubic) and its backward, adaptive
+upsampling (nearest, nearest-exact, linear/bilinear/trilinear, bicubic, antialiased bilinear) and its backward, adaptive
 average and max pooling of any sizes (+ backward), max pooling with its int64 indices (+ the
 backward that takes them), replication padding (+ backward); each the composition in
 repops/reference/pooling.py (docs/NUMERICS.md §8, "Upsampling, adaptive pooling, pooling
@@ -79,6 +79,14 @@ register(aten.upsample_bicubic2d.default)(
 register(aten.upsample_bicubic2d_backward.default)(
     lambda grad, output_size, input_size, align_corners, *scales: tt(R.upsample_bicubic_backward(
         np_(grad, "upsample_bicubic2d_backward"), list(input_size[-2:]), bool(align_corners), _scales(scales))))
+
+
+register(aten._upsample_bilinear2d_aa.default)(
+    lambda x, output_size, align_corners, *scales: tt(R.upsample_bilinear_aa(
+        np_(x, "_upsample_bilinear2d_aa"), list(output_size), bool(align_corners), _scales(scales))))
+register(aten._upsample_bilinear2d_aa_backward.default)(
+    lambda grad, output_size, input_size, align_corners, *scales: tt(R.upsample_bilinear_aa_backward(
+        np_(grad, "_upsample_bilinear2d_aa_backward"), list(input_size[-2:]), bool(align_corners), _scales(scales))))
 
 
 # -- adaptive pooling ----------------------------------------------------------------------------------------------

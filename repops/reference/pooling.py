@@ -1,6 +1,6 @@
 """Resampling and pooling over windows that are not one strided view (docs/NUMERICS.md §8,
 "Upsampling, adaptive pooling, pooling indices, replication padding"): upsampling (nearest,
-nearest-exact, linear) and its backward, adaptive average and max pooling of any sizes, max
+nearest-exact, linear, bicubic, antialiased bilinear) and its backward, adaptive average and max pooling of any sizes, max
 pooling's int64 indices and the backward that takes them, replication padding and its backward.
 
 Each spatial axis has a TABLE, fixed by the sizes alone: a tuple of slots, each a tuple over
@@ -128,6 +128,79 @@ def cubic_weights(n_in: int, n_out: int, align_corners: bool, scale):
     real = _cubic_source(o, linear_scale(n_in, n_out, align_corners, scale), align_corners, (P.add, P.mul, P.sub))
     t = P.min_(P.max_(P.sub(real, P.floor(real)), F32(0.0)), F32(1.0))
     return _cc2(P.add(t, F32(1.0))), _cc1(t), _cc1(P.sub(F32(1.0), t)), _cc2(P.sub(F32(2.0), t))
+
+
+def _aa_geometry(n_in: int, n_out: int, align_corners: bool, scale):
+    """torch's antialiased bilinear windows (_compute_indices_min_size_weights_aa, binary32
+    scale): (scale, support, invscale) and per output (xmin, xsize)."""
+    s = F32((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0) if align_corners else \
+        F32(1.0 / scale) if scale is not None and scale > 0 else F32(n_in) / F32(n_out)
+    support = s if s >= 1 else F32(1.0)
+    inv = F32(1.0 / np.float64(s)) if s >= 1 else F32(1.0)
+    width = int(np.ceil(support)) * 2 + 1
+    center = (np.arange(n_out, dtype=F32) + F32(0.5)) * s
+    lo = np.maximum(np.trunc((center - support).astype(np.float64) + 0.5), 0).astype(np.int64)
+    hi = np.minimum(np.trunc((center + support).astype(np.float64) + 0.5).astype(np.int64), n_in)
+    return s, support, inv, [(int(a), int(min(max(b - a, 0), width))) for a, b in zip(lo, hi)]
+
+
+@functools.cache
+def aa_table(n_in: int, n_out: int, align_corners: bool, scale):
+    """Slot j reads xmin + j of each window with j < xsize."""
+    *_, windows = _aa_geometry(n_in, n_out, align_corners, scale)
+    depth = max((n for _, n in windows), default=0)
+    return tuple(tuple((0, a + j) if j < n else None for a, n in windows) for j in range(depth))
+
+
+def aa_weights(n_in: int, n_out: int, align_corners: bool, scale):
+    """The normalised triangle weights per slot, torch's: center = RN(s) (o + 0.5);
+    x = RN(((xmin + j) - center + 0.5) invscale) (one fma); w = 1 - |x| where |x| < 1, else 0;
+    a slot past the window is +0; total = sum of w from +0 in slot order; w / total (w where
+    total is 0)."""
+    s, support, inv, windows = _aa_geometry(n_in, n_out, align_corners, scale)
+    table = aa_table(n_in, n_out, align_corners, scale)
+    center = P.mul(P.add(K["to_f32.i64"](positions(n_out)), F32(0.5)), s)
+    xmin = take({0: K["to_f32.i64"](positions(n_in))}, 0, tuple((0, a) for a, _ in windows), 0.0)
+    ws = []
+    for j, slot in enumerate(table):
+        x = P.abs_(P.fma(P.sub(P.add(xmin, F32(j)), center), inv, F32(0.5) * inv))
+        w = P.select(P.lt(x, F32(1.0)), P.sub(F32(1.0), x), F32(0.0))
+        ws.append(take({0: w}, 0, tuple(None if e is None else (0, o) for o, e in enumerate(slot)), 0.0))
+    total = P.const(0.0, (n_out,))
+    for w in ws:
+        total = P.add(total, w)
+    zero = P.eq(total, F32(0.0))
+    return [P.select(zero, w, P.div(w, total)) for w in ws]
+
+
+def upsample_bilinear_aa(x, out_sizes, align_corners: bool, scales):
+    """x [N, C, H, W]: torch's separable antialiased resampling, the last axis first, an axis
+    whose size does not change skipped: out = sum over slots j of mul(value, w_j), from the
+    first product (no initial value)."""
+    y = x
+    for a in (1, 0):
+        n, m = x.shape[2 + a], out_sizes[a]
+        if n == m:
+            continue
+        terms = staged({(0,): y}, [aa_table(n, m, align_corners, scales[a])], [2 + a], 0.0)
+        ws = [w.reshape((m,) + (1,) * (1 - a)) for w in aa_weights(n, m, align_corners, scales[a])]
+        out = None
+        for (j,), w in zip(sorted(terms), ws):
+            c = P.mul(terms[(j,)], w)
+            out = c if out is None else P.add(out, c)
+        y = out
+    return P.copy(y) if y is x else y
+
+
+def upsample_bilinear_aa_backward(g, in_sizes, align_corners: bool, scales):
+    """Slot (ky, kx) of output o carries mul(mul(g, wy), wx) (every axis weighted, as torch's
+    backward); each input element sums them from +0 in row-major output order."""
+    (oh, ow), (ih, iw) = g.shape[-2:], in_sizes
+    tables = [aa_table(ih, oh, align_corners, scales[0]), aa_table(iw, ow, align_corners, scales[1])]
+    wy = [w.reshape(oh, 1) for w in aa_weights(ih, oh, align_corners, scales[0])]
+    wx = aa_weights(iw, ow, align_corners, scales[1])
+    sources = {(ky, kx): P.mul(P.mul(g, a), b) for ky, a in enumerate(wy) for kx, b in enumerate(wx)}
+    return scatter_back(sources, tables, in_sizes, g.shape[:-2])
 
 
 def adaptive_windows(n_in: int, n_out: int):

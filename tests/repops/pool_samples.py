@@ -25,6 +25,8 @@ POOL_SAMPLES = {
                                        + F.interpolate(x, size=(5, 7), mode="bilinear", align_corners=True),
                                        lambda: (_x(2, 2, 3, 4),)),
     "upsample_bicubic": (lambda x: F.interpolate(x, size=(5, 3), mode="bicubic"), lambda: (_x(2, 2, 3, 4),)),
+    "upsample_bilinear_antialias": (lambda x: F.interpolate(x, size=(3, 2), mode="bilinear", antialias=True),
+                                    lambda: (_x(2, 2, 7, 5),)),
     "adaptive_avg_pool_irregular": (lambda x: F.adaptive_avg_pool2d(x, (3, 4)), lambda: (_x(2, 2, 7, 5),)),
     "adaptive_max_pool_indices": (lambda x: _with_indices(F.adaptive_max_pool2d(x, (3, 4), return_indices=True)),
                                   lambda: (_x(2, 2, 7, 5),)),

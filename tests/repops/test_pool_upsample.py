@@ -34,6 +34,10 @@ CASES = {
     "bicubic": (lambda x: F.interpolate(x, size=(9, 4), mode="bicubic"), (2, 3, 5, 7)),
     "bicubic_align_scale": (lambda x: F.interpolate(x, scale_factor=1.7, mode="bicubic", align_corners=True),
                             (2, 2, 4, 5)),
+    "bilinear_antialias_down": (lambda x: F.interpolate(x, size=(3, 4), mode="bilinear", antialias=True),
+                                (2, 3, 10, 20)),
+    "bilinear_antialias_same_h_align": (lambda x: F.interpolate(x, size=(5, 9), mode="bilinear", antialias=True,
+                                                                align_corners=True), (2, 2, 5, 7)),
     "upsample_bilinear_empty": (lambda x: F.interpolate(x, size=(4, 4), mode="bilinear"), (0, 2, 3, 3)),
     # adaptive average pooling: irregular windows, more outputs than inputs, unbatched, empty batch
     "adaptive_avg1d_unbatched": (lambda x: F.adaptive_avg_pool1d(x, 5), (8, 8)),
