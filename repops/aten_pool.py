@@ -1,9 +1,9 @@
 """aten's resampling and pooling ops whose windows are not one strided view, on RepOps:
-upsampling (nearest, nearest-exact, linear/bilinear/trilinear, bicubic, antialiased bilinear) and its backward, adaptive
-average and max pooling of any sizes (+ backward), max pooling with its int64 indices (+ the
-backward that takes them), replication padding (+ backward); each the composition in
-repops/reference/pooling.py (docs/NUMERICS.md §8, "Upsampling, adaptive pooling, pooling
-indices, replication padding"). The forwards compute what torch's decompositions
+upsampling (nearest, nearest-exact, linear/bilinear/trilinear, bicubic, antialiased bilinear)
+and its backward, adaptive average and max pooling of any sizes (+ backward), max pooling with
+its int64 indices (+ the backward that takes them), replication padding (+ backward); each the
+composition in repops/reference/pooling.py (docs/NUMERICS.md §8, "Upsampling, adaptive pooling,
+pooling indices, replication padding"). The forwards compute what torch's decompositions
 (torch._decomp) did on RepOps' ops, kernel for kernel where there are float kernels, without
 their arange nodes (which a job cannot settle on chain): positions are integer kernels,
 gathers copies over CATs of views."""

@@ -1,7 +1,8 @@
 """Resampling and pooling over windows that are not one strided view (docs/NUMERICS.md §8,
 "Upsampling, adaptive pooling, pooling indices, replication padding"): upsampling (nearest,
-nearest-exact, linear, bicubic, antialiased bilinear) and its backward, adaptive average and max pooling of any sizes, max
-pooling's int64 indices and the backward that takes them, replication padding and its backward.
+nearest-exact, linear, bicubic, antialiased bilinear) and its backward, adaptive average and
+max pooling of any sizes, max pooling's int64 indices and the backward that takes them,
+replication padding and its backward.
 
 Each spatial axis has a TABLE, fixed by the sizes alone: a tuple of slots, each a tuple over
 the positions of the axis being made of (role, j) or None, "read position j of source `role`
