@@ -1,9 +1,9 @@
 """aten's resampling and pooling ops whose windows are not one strided view, on RepOps:
 upsampling (nearest, nearest-exact, linear/bilinear/trilinear, bicubic, antialiased bilinear)
 and its backward, adaptive average and max pooling of any sizes (+ backward), max pooling with
-its int64 indices (+ the backward that takes them), replication padding (+ backward); each the
-composition in repops/reference/pooling.py (docs/NUMERICS.md §8, "Upsampling, adaptive pooling,
-pooling indices, replication padding"). The forwards compute what torch's decompositions
+its int64 indices (+ the backward that takes them), replication padding (+ backward); each
+the composition in repops/reference/resample.py or pooling.py (docs/NUMERICS.md §8,
+"Upsampling, adaptive pooling, pooling indices, replication padding"). The forwards compute what torch's decompositions
 (torch._decomp) did on RepOps' ops, kernel for kernel where there are float kernels, without
 their arange nodes (which a job cannot settle on chain): positions are integer kernels,
 gathers copies over CATs of views."""
@@ -17,6 +17,7 @@ from .aten_sort import _ints
 from .errors import UnsupportedOpError
 from .reference import nn as N
 from .reference import pooling as R
+from .reference import resample as U
 
 aten = torch.ops.aten
 
@@ -31,7 +32,7 @@ def _index(t, op):
 def _nearest(nd, exact):
     def impl(x, output_size, *scales):
         op = f"upsample_nearest{nd}d"
-        return tt(R.upsample_nearest(np_(x, op), list(output_size), list(scales) + [None] * (nd - len(scales)), exact))
+        return tt(U.upsample_nearest(np_(x, op), list(output_size), list(scales) + [None] * (nd - len(scales)), exact))
     return impl
 
 
@@ -39,7 +40,7 @@ def _nearest_backward(nd, exact):
     def impl(grad, output_size, input_size, *scales):
         op = f"upsample_nearest{nd}d_backward"
         g = np_(grad, op)
-        return tt(R.upsample_nearest_backward(g, list(input_size[-nd:]), list(scales) + [None] * (nd - len(scales)),
+        return tt(U.upsample_nearest_backward(g, list(input_size[-nd:]), list(scales) + [None] * (nd - len(scales)),
                                               exact))
     return impl
 
@@ -47,7 +48,7 @@ def _nearest_backward(nd, exact):
 def _linear(nd):
     def impl(x, output_size, align_corners, *scales):
         op = f"upsample_linear{nd}d"
-        return tt(R.upsample_linear(np_(x, op), list(output_size), bool(align_corners),
+        return tt(U.upsample_linear(np_(x, op), list(output_size), bool(align_corners),
                                     list(scales) + [None] * (nd - len(scales))))
     return impl
 
@@ -55,7 +56,7 @@ def _linear(nd):
 def _linear_backward(nd):
     def impl(grad, output_size, input_size, align_corners, *scales):
         g = np_(grad, f"upsample_linear{nd}d_backward")
-        return tt(R.upsample_linear_backward(g, list(input_size[-nd:]), bool(align_corners),
+        return tt(U.upsample_linear_backward(g, list(input_size[-nd:]), bool(align_corners),
                                              list(scales) + [None] * (nd - len(scales))))
     return impl
 
@@ -74,18 +75,18 @@ def _scales(scales):
 
 
 register(aten.upsample_bicubic2d.default)(
-    lambda x, output_size, align_corners, *scales: tt(R.upsample_bicubic(
+    lambda x, output_size, align_corners, *scales: tt(U.upsample_bicubic(
         np_(x, "upsample_bicubic2d"), list(output_size), bool(align_corners), _scales(scales))))
 register(aten.upsample_bicubic2d_backward.default)(
-    lambda grad, output_size, input_size, align_corners, *scales: tt(R.upsample_bicubic_backward(
+    lambda grad, output_size, input_size, align_corners, *scales: tt(U.upsample_bicubic_backward(
         np_(grad, "upsample_bicubic2d_backward"), list(input_size[-2:]), bool(align_corners), _scales(scales))))
 
 
 register(aten._upsample_bilinear2d_aa.default)(
-    lambda x, output_size, align_corners, *scales: tt(R.upsample_bilinear_aa(
+    lambda x, output_size, align_corners, *scales: tt(U.upsample_bilinear_aa(
         np_(x, "_upsample_bilinear2d_aa"), list(output_size), bool(align_corners), _scales(scales))))
 register(aten._upsample_bilinear2d_aa_backward.default)(
-    lambda grad, output_size, input_size, align_corners, *scales: tt(R.upsample_bilinear_aa_backward(
+    lambda grad, output_size, input_size, align_corners, *scales: tt(U.upsample_bilinear_aa_backward(
         np_(grad, "_upsample_bilinear2d_aa_backward"), list(input_size[-2:]), bool(align_corners), _scales(scales))))
 
 

@@ -1,5 +1,5 @@
 """Samples of resampling and pooling over irregular windows (issues #38/#39: U-Nets upsample;
-repops/reference/pooling.py). repops_samples.SAMPLES includes them, so each runs every sample
+repops/reference/windows.py). repops_samples.SAMPLES includes them, so each runs every sample
 test: close to native torch, CPU backend vs reference bit for bit on special, subnormal,
 signed-zero and strided inputs, the emulated CUDA kernels, the referee's dtype and descriptor
 rules, and no materialised operand (tests/protocol/test_oprun.py)."""

@@ -1,6 +1,6 @@
 """Upsampling (+ backward), adaptive average and max pooling of any sizes, max pooling with its
 indices (+ the backward that takes them) and replication padding's backward
-(repops/reference/pooling.py) against torch natively: values and gradients to rounding,
+(repops/reference/resample.py, pooling.py) against torch natively: values and gradients to rounding,
 indices bit for bit (ties, signed zeros, NaNs), the spec's summation order, and the same bits
 on 1 and 2 threads; on empty batches, unbatched inputs and sizes that do not divide."""
 import contextlib
