@@ -19,6 +19,7 @@ from .reference import linalg as RL
 from .reference import math as M
 from .reference import nn as N
 from .reference import optim as RO
+from .reference import pooling as RP
 from .reference import prims as P
 from .reference.fold import _dims, fold_dims, mean_dims, sum_dims
 
@@ -882,7 +883,7 @@ def max_pool(x, kernel, stride, padding, dilation, ceil_mode):
 @register(repops_ops.max_pool_backward.default)
 def max_pool_backward(grad, x, out, kernel, stride, padding, dilation, ceil_mode):
     op = "max_pool_backward"
-    return tt(N.max_pool_backward(np_(grad, op), np_(x, op), np_(out, op), kernel, stride, padding, dilation, ceil_mode))
+    return tt(RP.max_pool_backward(np_(grad, op), np_(x, op), np_(out, op), kernel, stride, padding, dilation, ceil_mode))
 
 
 @register(repops_ops.dropout.default)

@@ -422,17 +422,6 @@ def max_pool(x, kernel, stride, padding, dilation, ceil_mode):
     return _window_fold(P.max_, view, kernel, P.const(-np.inf, x.shape[:2] + tuple(O)))
 
 
-def max_pool_backward(g, x, out, kernel, stride, padding, dilation, ceil_mode):
-    """Each output's gradient goes to torch's index of its window (reference/pooling.py
-    max_pool_indices: the first maximal position, -0 and +0 tied; a window with NaNs its last
-    NaN; a window of -inf its first position inside the input), and each input element sums
-    what it received from +0 in row-major output order (`out` is not needed: the values are
-    compared again)."""
-    from .pooling import max_pool_backward_indexed, max_pool_indices
-    idx = max_pool_indices(x, kernel, stride, padding, dilation, ceil_mode)
-    return max_pool_backward_indexed(g, x, idx, kernel, stride, padding, dilation, check=False)
-
-
 def _avg_divisor(x, kernel, stride, padding, right, O, count_include_pad, divisor):
     """The divisor per output: `divisor` if given; else the window's positions inside the
     input (count_include_pad False) or inside input + padding (True): a window sum of ones

@@ -13,6 +13,7 @@ import numpy as np
 from . import integers as I
 from . import prims as P
 from .fold import SUM_INIT
+from .nn import _spatial_pad, _windows, pool_geometry
 from .ordering import K, is_nan, positions
 from .windows import _axes, _fold, scatter_back, staged, take
 
@@ -163,7 +164,6 @@ def indexed_backward(g, indices, tables, in_sizes, check: bool = True):
 def max_pool_indices(x, kernel, stride, padding, dilation, ceil_mode):
     """max pooling's int64 indices (flat over the pooled axes): `max_indices` over the windows
     (reference/nn.py max_pool: padding reads -inf)."""
-    from .nn import _spatial_pad, _windows, pool_geometry
     nd = len(kernel)
     S = x.shape[-nd:]
     O, right = pool_geometry(S, kernel, stride, padding, dilation, ceil_mode)
@@ -171,6 +171,16 @@ def max_pool_indices(x, kernel, stride, padding, dilation, ceil_mode):
     terms = {k: view[(slice(None), slice(None)) + k] for k in np.ndindex(*kernel)}
     tables = [strided_table(n, o, k, s, p, d) for n, o, k, s, p, d in zip(S, O, kernel, stride, padding, dilation)]
     return max_indices(terms, _flat_positions(tables, S), x.shape[:2] + tuple(O))
+
+
+def max_pool_backward(g, x, out, kernel, stride, padding, dilation, ceil_mode):
+    """repops.max_pool's backward (no indices asked for): each output's gradient goes to torch's
+    index of its window (max_pool_indices: the first maximal position, -0 and +0 tied; a window
+    with NaNs its last NaN; a window of -inf its first position inside the input), and each
+    input element sums what it received from +0 in row-major output order (`out` is not
+    needed: the values are compared again)."""
+    idx = max_pool_indices(x, kernel, stride, padding, dilation, ceil_mode)
+    return max_pool_backward_indexed(g, x, idx, kernel, stride, padding, dilation, check=False)
 
 
 def max_pool_backward_indexed(g, x, indices, kernel, stride, padding, dilation, check: bool = True):
