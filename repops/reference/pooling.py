@@ -161,7 +161,7 @@ def indexed_backward(g, indices, tables, in_sizes, check: bool = True):
     return scatter_back(sources, tables, in_sizes, g.shape[:-nd])
 
 
-def max_pool_indices(x, kernel, stride, padding, dilation, ceil_mode):
+def max_pool_indices(x, kernel, stride, padding, dilation, ceil_mode, allow_empty: bool = False):
     """max pooling's int64 indices (flat over the pooled axes): `max_indices` over the windows
     (reference/nn.py max_pool: padding reads -inf)."""
     nd = len(kernel)
@@ -170,6 +170,15 @@ def max_pool_indices(x, kernel, stride, padding, dilation, ceil_mode):
     view, _ = _windows(_spatial_pad(x, padding, right, -np.inf), kernel, stride, dilation, O)
     terms = {k: view[(slice(None), slice(None)) + k] for k in np.ndindex(*kernel)}
     tables = [strided_table(n, o, k, s, p, d) for n, o, k, s, p, d in zip(S, O, kernel, stride, padding, dilation)]
+    for a, table in enumerate(tables):
+        empty = [o for o in range(O[a]) if all(slot[o] is None for slot in table)]
+        if empty and not allow_empty:
+            from ..errors import UnsupportedOpError
+            raise UnsupportedOpError(
+                f"max pooling with indices of a {list(S)} input (kernel {list(kernel)}, stride {list(stride)}, padding "
+                f"{list(padding)}, dilation {list(dilation)}): the window of output {empty[0]} along spatial axis {a} "
+                "lies entirely in the padding, where torch returns an index outside the input (and its backward writes "
+                "out of bounds); use less padding or dilation")
     return max_indices(terms, _flat_positions(tables, S), x.shape[:2] + tuple(O))
 
 
@@ -178,8 +187,9 @@ def max_pool_backward(g, x, out, kernel, stride, padding, dilation, ceil_mode):
     index of its window (max_pool_indices: the first maximal position, -0 and +0 tied; a window
     with NaNs its last NaN; a window of -inf its first position inside the input), and each
     input element sums what it received from +0 in row-major output order (`out` is not
-    needed: the values are compared again)."""
-    idx = max_pool_indices(x, kernel, stride, padding, dilation, ceil_mode)
+    needed: the values are compared again). A window wholly in the padding (dilation) has no
+    position to send its gradient to: it is dropped (torch writes it out of bounds)."""
+    idx = max_pool_indices(x, kernel, stride, padding, dilation, ceil_mode, allow_empty=True)
     return max_pool_backward_indexed(g, x, idx, kernel, stride, padding, dilation, check=False)
 
 

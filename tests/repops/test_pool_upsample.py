@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import repops
-from repops.errors import IndexFault
+from repops.errors import IndexFault, UnsupportedOpError
 from repops.models.quick_train import num_threads
 
 
@@ -173,6 +173,21 @@ def test_adaptive_average_of_a_multiple_is_average_pooling_bit_for_bit():
     a = R.adaptive_avg_pool(x, [4, 3])
     b = N.avg_pool(x, [2, 2], [2, 2], [0, 0], False, True, None)
     assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_a_window_wholly_in_the_padding_is_refused_with_indices_and_has_no_gradient_without():
+    """kernel 2, dilation 2, padding 1 on a height of 1: the window reads rows -1 and 1, both
+    padding. torch returns indices outside the input there (4, 5, 6 for a 1 x 4 input) and its
+    backward writes out of bounds; RepOps refuses the indices, and without indices the value
+    is -inf and the gradient goes nowhere."""
+    x = _x(1, 2, 1, 4).requires_grad_()
+    with pytest.raises(UnsupportedOpError, match="lies entirely in the padding"):
+        with repops.deterministic():
+            F.max_pool2d(x, 2, 1, 1, 2, return_indices=True)
+    with repops.deterministic():
+        y = F.max_pool2d(x, 2, 1, 1, 2)
+        (g,) = torch.autograd.grad(y.sum(), x)
+    assert torch.isneginf(y[..., 0, :]).all() and torch.equal(g, torch.zeros_like(x))
 
 
 def test_an_index_outside_its_window_is_a_fault():
