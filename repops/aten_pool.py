@@ -28,36 +28,56 @@ def _index(t, op):
     return arr(t)
 
 
-# -- upsampling backward --------------------------------------------------------------------------------------
+# -- upsampling ---------------------------------------------------------------------------------------------------
+def _scales(scales, nd):
+    return list(scales) + [None] * (nd - len(scales))
+
+
+def _torch_disagrees(op, in_sizes, out_sizes, scales, twice=False):
+    """A scale factor whose output size is the input size (nearest: or twice it) while 1/scale is
+    not in/out: torch's CPU kernels disagree among themselves there (the 2-d nearest and the
+    linear forwards take the sizes' shortcut, the 1-d nearest and bicubic forwards the scale,
+    some backwards copy the gradient): refused rather than matched to one of them."""
+    for n, m, sc in zip(in_sizes, out_sizes, scales):
+        if sc is not None and sc > 0 and (m == n or (twice and m == 2 * n)) and np.float32(1.0 / sc) != np.float32(n / m):
+            raise UnsupportedOpError(
+                f"aten.{op}: scale_factor {sc} makes {m} positions of {n}, where torch's own kernels disagree (some "
+                "use the sizes, some the scale); pass size= instead, or recompute_scale_factor=True")
+
+
 def _nearest(nd, exact):
     def impl(x, output_size, *scales):
-        op = f"upsample_nearest{nd}d"
-        return tt(U.upsample_nearest(np_(x, op), list(output_size), list(scales) + [None] * (nd - len(scales)), exact))
+        op, sc = f"upsample_nearest{nd}d", _scales(scales, nd)
+        if not exact:
+            _torch_disagrees(op, x.shape[-nd:], output_size, sc, twice=True)
+        return tt(U.upsample_nearest(np_(x, op), list(output_size), sc, exact))
     return impl
 
 
 def _nearest_backward(nd, exact):
     def impl(grad, output_size, input_size, *scales):
-        op = f"upsample_nearest{nd}d_backward"
-        g = np_(grad, op)
-        return tt(U.upsample_nearest_backward(g, list(input_size[-nd:]), list(scales) + [None] * (nd - len(scales)),
-                                              exact))
+        op, sc = f"upsample_nearest{nd}d_backward", _scales(scales, nd)
+        if not exact:
+            _torch_disagrees(op, input_size[-nd:], output_size, sc, twice=True)
+        return tt(U.upsample_nearest_backward(np_(grad, op), list(input_size[-nd:]), sc, exact))
     return impl
 
 
 def _linear(nd):
     def impl(x, output_size, align_corners, *scales):
-        op = f"upsample_linear{nd}d"
-        return tt(U.upsample_linear(np_(x, op), list(output_size), bool(align_corners),
-                                    list(scales) + [None] * (nd - len(scales))))
+        op, sc = f"upsample_linear{nd}d", _scales(scales, nd)
+        if not align_corners:
+            _torch_disagrees(op, x.shape[-nd:], output_size, sc)
+        return tt(U.upsample_linear(np_(x, op), list(output_size), bool(align_corners), sc))
     return impl
 
 
 def _linear_backward(nd):
     def impl(grad, output_size, input_size, align_corners, *scales):
-        g = np_(grad, f"upsample_linear{nd}d_backward")
-        return tt(U.upsample_linear_backward(g, list(input_size[-nd:]), bool(align_corners),
-                                             list(scales) + [None] * (nd - len(scales))))
+        op, sc = f"upsample_linear{nd}d_backward", _scales(scales, nd)
+        if not align_corners:
+            _torch_disagrees(op, input_size[-nd:], output_size, sc)
+        return tt(U.upsample_linear_backward(np_(grad, op), list(input_size[-nd:]), bool(align_corners), sc))
     return impl
 
 
@@ -70,24 +90,39 @@ for _nd, _lin in ((1, "upsample_linear1d"), (2, "upsample_bilinear2d"), (3, "ups
     register(getattr(aten, f"{_lin}_backward").default)(_linear_backward(_nd))
 
 
-def _scales(scales):
-    return list(scales) + [None] * (2 - len(scales))
+@register(aten.upsample_bicubic2d.default)
+def upsample_bicubic2d(x, output_size, align_corners, *scales):
+    sc = _scales(scales, 2)
+    if not align_corners:
+        _torch_disagrees("upsample_bicubic2d", x.shape[-2:], output_size, sc)
+    return tt(U.upsample_bicubic(np_(x, "upsample_bicubic2d"), list(output_size), bool(align_corners), sc))
 
 
-register(aten.upsample_bicubic2d.default)(
-    lambda x, output_size, align_corners, *scales: tt(U.upsample_bicubic(
-        np_(x, "upsample_bicubic2d"), list(output_size), bool(align_corners), _scales(scales))))
-register(aten.upsample_bicubic2d_backward.default)(
-    lambda grad, output_size, input_size, align_corners, *scales: tt(U.upsample_bicubic_backward(
-        np_(grad, "upsample_bicubic2d_backward"), list(input_size[-2:]), bool(align_corners), _scales(scales))))
+@register(aten.upsample_bicubic2d_backward.default)
+def upsample_bicubic2d_backward(grad, output_size, input_size, align_corners, *scales):
+    op, sc = "upsample_bicubic2d_backward", _scales(scales, 2)
+    if not align_corners:
+        _torch_disagrees(op, input_size[-2:], output_size, sc)
+    return tt(U.upsample_bicubic_backward(np_(grad, op), list(input_size[-2:]), bool(align_corners), sc))
 
 
-register(aten._upsample_bilinear2d_aa.default)(
-    lambda x, output_size, align_corners, *scales: tt(U.upsample_bilinear_aa(
-        np_(x, "_upsample_bilinear2d_aa"), list(output_size), bool(align_corners), _scales(scales))))
-register(aten._upsample_bilinear2d_aa_backward.default)(
-    lambda grad, output_size, input_size, align_corners, *scales: tt(U.upsample_bilinear_aa_backward(
-        np_(grad, "_upsample_bilinear2d_aa_backward"), list(input_size[-2:]), bool(align_corners), _scales(scales))))
+@register(aten._upsample_bilinear2d_aa.default)
+def upsample_bilinear2d_aa(x, output_size, align_corners, *scales):
+    """Refused where torch's CPU kernel is wrong (torch 2.13): resampling the height to a width
+    of 1, it repeats the first row's value for every output row."""
+    if output_size[1] == 1 and output_size[0] != x.shape[-2]:
+        raise UnsupportedOpError(f"aten._upsample_bilinear2d_aa of {list(x.shape)} to {list(output_size)}: to a width "
+                                 "of 1 while the height changes, torch's CPU kernel repeats the first row; resize the "
+                                 "height and the width in two calls")
+    return tt(U.upsample_bilinear_aa(np_(x, "_upsample_bilinear2d_aa"), list(output_size), bool(align_corners),
+                                     _scales(scales, 2)))
+
+
+@register(aten._upsample_bilinear2d_aa_backward.default)
+def upsample_bilinear2d_aa_backward(grad, output_size, input_size, align_corners, *scales):
+    op = "_upsample_bilinear2d_aa_backward"
+    return tt(U.upsample_bilinear_aa_backward(np_(grad, op), list(input_size[-2:]), bool(align_corners),
+                                              _scales(scales, 2)))
 
 
 # -- adaptive pooling ----------------------------------------------------------------------------------------------

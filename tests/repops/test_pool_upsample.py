@@ -190,6 +190,32 @@ def test_a_window_wholly_in_the_padding_is_refused_with_indices_and_has_no_gradi
     assert torch.isneginf(y[..., 0, :]).all() and torch.equal(g, torch.zeros_like(x))
 
 
+@pytest.mark.parametrize("call", [
+    lambda x: F.interpolate(x, scale_factor=2.03, recompute_scale_factor=False),           # 6 -> 12 = 2 x 6
+    lambda x: F.interpolate(x, scale_factor=1.1, recompute_scale_factor=False, mode="bilinear"),  # 6 -> 6
+    lambda x: F.interpolate(x, scale_factor=1.1, recompute_scale_factor=False, mode="bicubic"),
+    lambda x: F.interpolate(x[0], scale_factor=1.1, recompute_scale_factor=False, mode="linear"),
+])
+def test_scale_factors_where_torchs_own_kernels_disagree_are_refused(call):
+    """A scale factor that gives the input's size (nearest: or twice it) while 1/scale is not
+    in/out: torch's 2-d nearest and linear forwards take the sizes, its 1-d nearest and bicubic
+    forwards the scale, and some backwards copy the gradient (found by a differential fuzz:
+    native forward and backward disagree with each other's adjoint). Refused, never one of them."""
+    x = _x(1, 2, 6, 6).requires_grad_()
+    with pytest.raises(UnsupportedOpError, match="torch's own kernels disagree"):
+        with repops.deterministic():
+            call(x).sum().backward()
+
+
+def test_antialiased_resize_to_a_width_of_one_is_refused():
+    """torch's CPU kernel repeats the first row there ((9, 1) -> (4, 1) gives one value four times,
+    while the same column of (9, 2) -> (4, 2) is resampled)."""
+    x = _x(1, 1, 9, 2)
+    with pytest.raises(UnsupportedOpError, match="width of 1"):
+        with repops.deterministic():
+            F.interpolate(x, size=(4, 1), mode="bilinear", antialias=True)
+
+
 def test_an_index_outside_its_window_is_a_fault():
     """torch would write that gradient wherever the index points; RepOps' backward reads each
     window, so it refuses (rule `index`) rather than drop it."""
