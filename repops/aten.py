@@ -20,6 +20,7 @@ from .reference import linalg as RL
 from .reference import math as M
 from .reference import nn as N
 from .reference import optim as RO
+from .reference import pooling as RP
 from .reference import prims as P
 from .reference.fold import _dims, fold_dims, mean_dims, sum_dims
 
@@ -773,13 +774,6 @@ def _unbatched(y, a, nd):
     return tt(y.reshape(y.shape[1:]) if a.dim() == nd + 1 else y)
 
 
-@register(aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default)
-def max_pool_with_indices(x, *args):
-    raise UnsupportedOpError("max pooling with return_indices=True (its int64 indices, for MaxUnpool): not "
-                             "defined by RepOps; F.max_pool1d/2d/3d and nn.MaxPool*d without indices run as "
-                             "repops.max_pool")
-
-
 def _avg_pool(nd):
     def avg_pool(x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None):
         k, st, pad = _pool_args(nd, kernel, stride, padding)
@@ -797,34 +791,9 @@ def _avg_pool_backward(nd):
     return avg_pool_backward
 
 
-def _adaptive_avg_pool(nd):
-    def adaptive_avg_pool(x, output_size):
-        """Windows of equal size (the input a multiple of the output): average pooling."""
-        S = list(x.shape[-nd:])
-        if len(output_size) != nd or any(o is None for o in output_size):
-            raise UnsupportedOpError(f"adaptive average pooling to {list(output_size)}: give {nd} sizes")
-        if any(o == 0 or s % o for s, o in zip(S, output_size)):
-            raise UnsupportedOpError(f"adaptive average pooling from {S} to {list(output_size)}: RepOps defines it "
-                                     "when each input size is a multiple of the output size")
-        k = [s // o for s, o in zip(S, output_size)]
-        return _unbatched(N.avg_pool(_batched(x, nd, "adaptive_avg_pool"), k, k, [0] * nd, False, True, None), x, nd)
-    return adaptive_avg_pool
-
-
-def _adaptive_avg_pool_backward(nd):
-    def adaptive_avg_pool_backward(g, x):
-        k = [s // o for s, o in zip(x.shape[-nd:], g.shape[-nd:])]
-        op = "adaptive_avg_pool_backward"
-        return _unbatched(N.avg_pool_backward(_batched(g, nd, op), _batched(x, nd, op), k, k, [0] * nd, False, True,
-                                              None), x, nd)
-    return adaptive_avg_pool_backward
-
-
 for _nd in (2, 3):
     register(getattr(aten, f"avg_pool{_nd}d").default)(_avg_pool(_nd))
     register(getattr(aten, f"avg_pool{_nd}d_backward").default)(_avg_pool_backward(_nd))
-    register(getattr(aten, f"_adaptive_avg_pool{_nd}d").default)(_adaptive_avg_pool(_nd))
-    register(getattr(aten, f"_adaptive_avg_pool{_nd}d_backward").default)(_adaptive_avg_pool_backward(_nd))
 
 
 # -- RepOps' own operators (repops/ops.py) -------------------------------------------------------------
@@ -868,7 +837,7 @@ def max_pool(x, kernel, stride, padding, dilation, ceil_mode):
 @register(repops_ops.max_pool_backward.default)
 def max_pool_backward(grad, x, out, kernel, stride, padding, dilation, ceil_mode):
     op = "max_pool_backward"
-    return tt(N.max_pool_backward(np_(grad, op), np_(x, op), np_(out, op), kernel, stride, padding, dilation, ceil_mode))
+    return tt(RP.max_pool_backward(np_(grad, op), np_(x, op), np_(out, op), kernel, stride, padding, dilation, ceil_mode))
 
 
 @register(repops_ops.dropout.default)

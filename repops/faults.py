@@ -200,3 +200,13 @@ def offsets_ordered(o, n: int, op: str) -> None:
         return (f"{op}: offset {int(o.reshape(-1)[e])} (element {e} of offs) is not a group end in order within "
                 f"[0, {n}]: offs must be non-decreasing group ends (a cumsum of the group sizes)")
     _check(flags, "offsets", DomainFault, describe)
+
+
+def in_window(found, op: str) -> None:
+    """Rule `index`, for pooling indices: every index names a position of its own window
+    (found: a bool array, true where it does). Kernels: fault(not(found)). torch would write a
+    gradient wherever such an index points; RepOps' backward reads each window only."""
+    flags = I.KERNELS["fault.bool"](I.KERNELS["not.bool"](found)) if P.observing() else ~found
+    _check(flags, "index", IndexFault,
+           lambda e: f"{op}: the index at element {e} is not a position of its pooling window (indices must be the "
+                     "ones the forward returned)")

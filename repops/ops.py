@@ -207,11 +207,12 @@ _max_pool.register_autograd(_pool_backward, setup_context=_pool_setup)
 
 def max_pool(nd: int, x: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
              return_indices=False) -> Tensor:
-    """F.max_pool{nd}d (same arguments) as one RepOps op without indices."""
+    """F.max_pool{nd}d (same arguments) as one RepOps op without indices; with return_indices,
+    torch's own F.max_pool{nd}d, which reaches aten.max_pool2d/3d_with_indices (repops/aten_pool.py)
+    and, under autograd, their backward that takes the indices: the same ops on every device."""
     if return_indices:
-        from .errors import UnsupportedOpError
-        raise UnsupportedOpError(f"max_pool{nd}d with return_indices=True (int64 indices, for MaxUnpool): not "
-                                 "defined by RepOps")
+        fn = (torch.nn.functional.max_pool1d, torch.nn.functional.max_pool2d, torch.nn.functional.max_pool3d)[nd - 1]
+        return fn(x, kernel_size, stride, padding, dilation, ceil_mode=ceil_mode, return_indices=True)
     unbatched = x.dim() == nd + 1
     if unbatched:
         x = x.unsqueeze(0)

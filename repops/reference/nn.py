@@ -435,29 +435,6 @@ def max_pool(x, kernel, stride, padding, dilation, ceil_mode):
     return _window_fold(P.max_, view, kernel, P.const(-np.inf, x.shape[:2] + tuple(O)))
 
 
-def max_pool_backward(g, x, out, kernel, stride, padding, dilation, ceil_mode):
-    """Each output's gradient goes to the first window position (row-major) whose element
-    == out (IEEE), or is NaN when out is NaN: per offset k, hit = that test as 1/+0, take =
-    hit free, free = free - take (free starts at 1), and the contributions select(take == 1,
-    g, +0) are summed as in convolution's backward (_col2im)."""
-    S = x.shape[2:]
-    O, right = pool_geometry(S, kernel, stride, padding, dilation, ceil_mode)
-    xpad = _spatial_pad(x, padding, right, -np.inf)
-    view, _ = _windows(xpad, kernel, stride, dilation, O)
-    one, zero = P.const(1.0, out.shape), P.const(0.0, out.shape)
-    out_is_num = P.eq(out, out)
-
-    def taken():
-        free = one
-        for k in np.ndindex(*kernel):
-            v = view[(slice(None), slice(None)) + k]
-            hit = P.select(out_is_num, P.select(P.eq(v, out), one, zero), P.select(P.eq(v, v), zero, one))
-            take = P.mul(hit, free)
-            free = P.sub(free, take)
-            yield k, P.select(P.eq(take, one), g, zero)
-    return _unpad(_scatter_sum(taken(), stride, dilation, xpad.shape), padding, S)
-
-
 def _avg_divisor(x, kernel, stride, padding, right, O, count_include_pad, divisor):
     """The divisor per output: `divisor` if given; else the window's positions inside the
     input (count_include_pad False) or inside input + padding (True): a window sum of ones

@@ -19,6 +19,7 @@ from repops.reference.prims import observe
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repops"))
 from loss_samples import LOSS_NO_MAT  # noqa: E402
 from nn_samples import NN_SAMPLES  # noqa: E402
+from pool_samples import POOL_SAMPLES  # noqa: E402
 from repops_samples import SAMPLES  # noqa: E402
 
 
@@ -96,7 +97,7 @@ _NO_MAT = ["conv2d_groups_stride", "conv1d_dilation", "conv3d", "batch_norm_trai
            "embedding_padding_idx", "rounding_remainders", "ieee_functions", "logs_base2_10",
            "scatter_reduce_sum_mean", "scatter_reduce_prod_amax_amin",
            "index_reduce_scatter_small", "prod_addbmm_logcumsumexp", "cummax_kthvalue_median_mode", "searchsorted", "matmul_of_vectors",
-           *sorted(NN_SAMPLES), *LOSS_NO_MAT]
+           *sorted(NN_SAMPLES), *LOSS_NO_MAT, *sorted(POOL_SAMPLES)]
 
 
 def _node_runs(name):

@@ -238,6 +238,9 @@ INTEGER_SAMPLES = {
 from nn_samples import NN_INTEGER_SAMPLES, NN_SAMPLES  # noqa: E402
 
 SAMPLES.update(NN_SAMPLES)
+from pool_samples import POOL_SAMPLES  # noqa: E402
+
+SAMPLES.update(POOL_SAMPLES)
 INTEGER_SAMPLES.update(NN_INTEGER_SAMPLES)
 
 from loss_samples import LOSS_SAMPLES  # noqa: E402  (transposed conv, class losses, EmbeddingBag, distances)

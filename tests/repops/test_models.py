@@ -198,7 +198,6 @@ _PACKED = torch.nn.utils.rnn.pack_padded_sequence(torch.randn(4, 2, 3), [4, 2])
 
 
 @pytest.mark.parametrize("call,match", [
-    (lambda x, lstm, lstm2: F.max_pool2d(x, 2, return_indices=True), "return_indices"),
     (lambda x, lstm, lstm2: lstm(_PACKED), "PackedSequence"),
     (lambda x, lstm, lstm2: lstm2(x[0]), "dropout"),
     (lambda x, lstm, lstm2: torch.lgamma(x), r"aten\.lgamma"),
