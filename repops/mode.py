@@ -15,7 +15,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import aten as A
-from . import aten_index, aten_nn, aten_sort  # noqa: F401  (op families: they register into A.REGISTRY)
+from . import aten_index, aten_nn, aten_sort, aten_special  # noqa: F401  (op families: they register into A.REGISTRY)
 from . import integer as I
 from .errors import DeviceError, UnsupportedOpError
 

@@ -1,0 +1,72 @@
+"""Least-squares fits (float64, against mpmath) of the polynomials in repops/reference/trig.py and
+special.py, rounded to binary32; prints each as hex bit patterns (highest degree first) with the
+fit's max relative error after rounding.   python benchmarks/repops_fit_special.py [name ...]"""
+from __future__ import annotations
+
+import sys
+
+import mpmath as mp
+import numpy as np
+
+mp.mp.dps = 40
+
+
+def fit(f, lo, hi, deg, weight=lambda v: 1.0, n=3000):
+    """min sum (w(v) (p(v) - f(v)))^2 over Chebyshev nodes of [lo, hi]; p in the monomial
+    basis of v (the variable the code evaluates in). Returns binary32 coefficients, highest first."""
+    k = np.arange(n)
+    v = (lo + hi) / 2 + (hi - lo) / 2 * np.cos(np.pi * (k + 0.5) / n)
+    y = np.array([float(f(mp.mpf(float(t)))) for t in v])
+    w = np.array([float(weight(t)) for t in v])
+    scale = max(abs(lo), abs(hi))
+    V = np.vander(v / scale, deg + 1)                  # columns: (v/s)^deg .. 1
+    c, *_ = np.linalg.lstsq(V * w[:, None], y * w, rcond=None)
+    c = c / scale ** np.arange(deg, -1, -1)
+    c32 = c.astype(np.float32)
+    p = np.zeros_like(v)
+    for ci in c32.astype(np.float64):
+        p = p * v + ci
+    err = np.max(np.abs((p - y) * w))
+    return c32, err
+
+
+def show(name, c32, err):
+    print(f"{name}: max weighted error {err:.3g}")
+    print("  [c(b) for b in (" + ", ".join(f"0x{int(b):08X}" for b in c32.view(np.uint32)) + ")]")
+
+
+def _tail(g):
+    """f(v) for v = z (the square): g(sqrt(z)) with the z -> 0 limit taken in mpmath."""
+    return lambda z: g(mp.sqrt(z)) if z > 0 else g(mp.mpf(2) ** -60)
+
+
+FITS = {
+    # atan(t) = t + t^3 P(t^2), |t| <= 7/16; weight z: P's error reaches atan / t scaled by z
+    "ATAN_P": lambda d=7: fit(_tail(lambda t: (mp.atan(t) - t) / t ** 3), 0, (7 / 16) ** 2, d, lambda z: z),
+    # asin(t) = t + t^3 P(t^2), |t| <= 1/2
+    "ASIN_P": lambda d=7: fit(_tail(lambda t: (mp.asin(t) - t) / t ** 3), 0, 0.25, d, lambda z: z),
+    # sin(pi h) = h S(h^2), cos(pi h) = C(h^2), |h| <= 1/4 (relative)
+    "SINPI_S": lambda d=5: fit(_tail(lambda h: mp.sin(mp.pi * h) / h), 0, 1 / 16, d, lambda z: 1 / mp.pi),
+    "COSPI_C": lambda d=5: fit(_tail(lambda h: mp.cos(mp.pi * h)), 0, 1 / 16, d, lambda z: 1.0),
+    # lgamma(2 + t) = t (t + 1) H(t), t in [-1.5, 1] (x in [0.5, 3]); relative to H
+    "LGAMMA_H": lambda d=18: fit(lambda t: (mp.loggamma(2 + t) / (t * (t + 1))) if abs(t) > 1e-12 and abs(t + 1) > 1e-12
+                                 else (mp.digamma(2) if abs(t) <= 1e-12 else -mp.digamma(1)),
+                                 -1.5, 1.0, d, lambda t: 1 / float(mp.loggamma(2 + t) / (t * (t + 1))) if abs(t) > 1e-9
+                                 and abs(t + 1) > 1e-9 else 2.0),
+    # lgamma(x) = (x - 1/2)(log x - 1) + LG_C + z W(z^2), z = 1/x, x >= 8
+    "LGAMMA_W": lambda d=3: fit(_tail(lambda z: (mp.loggamma(1 / z) - (1 / z - mp.mpf(1) / 2) * (mp.log(1 / z) - 1)
+                                                 - (mp.log(2 * mp.pi) / 2 - mp.mpf(1) / 2)) / z), 0, 1 / 64, d),
+    # digamma(x) = t D(t), t = x - x0 (x0 the positive root), x in [1, 2]
+    "DIGAMMA_D": lambda d=11: fit(lambda t: mp.digamma(X0 + t) / t if abs(t) > 1e-12 else mp.zeta(2, X0),
+                                  1 - float(X0), 2 - float(X0), d,
+                                  lambda t: 1 / abs(float(mp.digamma(X0 + t) / t)) if abs(t) > 1e-12 else 1.0),
+}
+X0 = mp.findroot(mp.digamma, 1.46)
+
+
+if __name__ == "__main__":
+    names = sys.argv[1:] or list(FITS)
+    for name in names:
+        base, _, deg = name.partition(":")
+        c32, err = FITS[base](int(deg)) if deg else FITS[base]()
+        show(name, c32, err)

@@ -1,0 +1,27 @@
+"""aten's inverse trigonometric, hyperbolic and special functions on RepOps: each the composition
+in repops/reference/trig.py or special.py (docs/NUMERICS.md §8), registered directly (torch's
+decompositions of them reach prims.asin, prims.lgamma, ... whose eager kernels lead back to the
+aten op, which RepOps would refuse). Backward passes are autograd's formulas over aten ops."""
+from __future__ import annotations
+
+import torch
+
+from .aten import _inplace, np_, register, tt
+from .reference import activations as A
+from .reference import trig as T
+
+aten = torch.ops.aten
+
+
+def _unary(name, fn, *aliases):
+    """fn on one float tensor as aten.<name> (and aliases), and <name>_ in place."""
+    register(getattr(aten, name).default, *aliases)(lambda a: tt(fn(np_(a, name))))
+    register(getattr(aten, name + "_").default)(lambda a: _inplace(a, fn(np_(a, name + "_"))))
+
+
+for _name in ("asin", "acos", "atan", "asinh", "acosh", "atanh", "sinh", "cosh", "tan"):
+    _unary(_name, getattr(T, _name))
+_unary("expm1", A.expm1)
+_unary("log1p", A.log1p)
+register(aten.atan2.default)(lambda a, b: tt(T.atan2(np_(a, "atan2"), np_(b, "atan2"))))
+register(aten.atan2_.default)(lambda a, b: _inplace(a, T.atan2(np_(a, "atan2_"), np_(b, "atan2_"))))
