@@ -7,7 +7,9 @@ from __future__ import annotations
 import torch
 
 from .aten import _inplace, np_, register, tt
+from .errors import UnsupportedOpError
 from .reference import activations as A
+from .reference import special as S
 from .reference import trig as T
 
 aten = torch.ops.aten
@@ -25,3 +27,21 @@ _unary("expm1", A.expm1)
 _unary("log1p", A.log1p)
 register(aten.atan2.default)(lambda a, b: tt(T.atan2(np_(a, "atan2"), np_(b, "atan2"))))
 register(aten.atan2_.default)(lambda a, b: _inplace(a, T.atan2(np_(a, "atan2_"), np_(b, "atan2_"))))
+
+# -- gamma family ---------------------------------------------------------------------------------------------------
+_unary("lgamma", S.lgamma)
+_unary("digamma", S.digamma)
+
+
+def _polygamma(n, x):
+    if n == 0:
+        return S.digamma(x)
+    if not 1 <= n <= S.POLYGAMMA_MAX:
+        raise UnsupportedOpError(f"polygamma(n={n}): RepOps defines n = 0 .. {S.POLYGAMMA_MAX} (beyond, "
+                                 "its binary32 series for zeta(n + 1, x) and the derivatives of cot lose accuracy); "
+                                 "compute it outside repops.deterministic()")
+    return S.polygamma(n, x)
+
+
+register(aten.polygamma.default)(lambda n, a: tt(_polygamma(n, np_(a, "polygamma"))))
+register(aten.polygamma_.default)(lambda a, n: _inplace(a, _polygamma(n, np_(a, "polygamma_"))))

@@ -1,0 +1,217 @@
+"""Gamma-family special functions as fixed sequences of the binary32 primitives (docs/NUMERICS.md
+§8, "Special functions"): lgamma, digamma, polygamma(n >= 1). Polynomials are least-squares fits
+in float64 against mpmath rounded to binary32 (benchmarks/repops_fit_special.py); reductions are
+exact where they can be (x - n, x - floor(x), 0.5 - g by Sterbenz). Special values are torch's."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import math as M
+from . import prims as P
+from .math import c
+from .trig import PI_HI, signbit
+
+k = np.float32
+NAN, INF = k(np.nan), k(np.inf)
+
+# -- sin(pi x), cot(pi x) with exact reduction ------------------------------------------------------------------
+# sin(pi h) = h S(h^2), cos(pi h) = C(h^2) on |h| <= 1/4 (fit errors 2.9e-8 / 6.7e-9 relative)
+SINPI_S = [c(b) for b in (0x3DA5E43E, 0xBF19654F, 0x402335DD, 0xC0A55DE7, 0x40490FDB)]
+COSPI_C = [c(b) for b in (0x3E6CE193, 0xBFAAE2BD, 0x4081E0EE, 0xC09DE9E6, 0x3F800000)]
+
+
+def _frac_parts(x):
+    """g = x - floor(x) taken to (-1/2, 1/2] (exact for every finite x: a multiple of x's ulp
+    below 1), h = 1/2 - |g| (exact), and (sin(pi|g|) for |g| <= 1/4 from h's cos)."""
+    f = P.sub(x, P.floor(x))
+    g = P.select(P.lt(k(0.5), f), P.sub(f, k(1.0)), f)
+    a = P.abs_(g)
+    h = P.sub(k(0.5), a)
+    return g, a, h
+
+
+def _sc(v):
+    """(sin(pi v), cos(pi v)) for |v| <= 1/4."""
+    z = P.mul(v, v)
+    return P.mul(v, M.horner(z, SINPI_S)), M.horner(z, COSPI_C)
+
+
+def abs_sinpi(x):
+    """|sin(pi x)| for finite x: 0 at integers exactly, relative accuracy near them."""
+    _, a, h = _frac_parts(x)
+    s_a, _ = _sc(a)
+    _, c_h = _sc(h)
+    return P.select(P.le(a, k(0.25)), s_a, c_h)
+
+
+def cotpi(x):
+    """cot(pi x) for finite non-integer x: cos/sin of the reduced argument (|g| <= 1/4), or
+    sign(g) sin/cos of h = 1/2 - |g| (tan of the complement)."""
+    g, a, h = _frac_parts(x)
+    s_g, c_g = _sc(g)
+    s_h, c_h = _sc(h)
+    far = P.div(s_h, c_h)
+    return P.select(P.le(a, k(0.25)), P.div(c_g, s_g), P.select(P.lt(g, k(0.0)), P.neg(far), far))
+
+
+# -- lgamma ------------------------------------------------------------------------------------------------------
+# lgamma(2 + t) = t (t + 1) H(t) on t in [-1.5, 1] (x in [0.5, 3]): both zeros (x = 1, 2) are
+# factors, so the result keeps its relative accuracy next to them. Degree 18, fit error 2.8e-8.
+LGAMMA_H = [c(b) for b in (0x378D6996, 0x383ECA90, 0xB81E8FFE, 0xB94FA54D, 0xB74EE9D1, 0x39B72DEB, 0x39095A95,
+                           0xB9BC03CE, 0xB8F109DD, 0x38E405E9, 0x398E1412, 0xB9F5D91D, 0x3A692D1B, 0xBB0967C2,
+                           0x3BA3E98A, 0xBC4AEB2D, 0x3D07061F, 0xBDCD7325, 0x3ED87730)]
+# x >= 8: lgamma(x) = (x - 1/2)(log x - 1) + (LG_C + z W(z^2)), z = 1/x (Stirling; fit error 2.5e-9)
+LGAMMA_W = [c(b) for b in (0xBA15779A, 0x3A4FFCD7, 0xBB360B5E, 0x3DAAAAAB)]
+LG_C = c(0x3ED67F1D)         # log(2 pi)/2 - 1/2
+LOG_PI = c(0x3F928682)       # log(pi)
+
+
+def _lgamma_h(t, u):
+    """t u H(t): lgamma(2 + t) where u = t + 1 is passed exactly."""
+    return P.mul(P.mul(t, u), M.horner(t, LGAMMA_H))
+
+
+def _lgamma_pos(a):
+    """lgamma(a) for a >= 1/2 (inf at +inf): a <= 3: (a - 2)(a - 1) H(a - 2) (a - 1 exact);
+    3 < a < 8: y = a - n in [2, 3) (exact), lgamma(y) + log(y (y + 1) ... (y + n - 1)) with the
+    n <= 5 factors masked; a >= 8: Stirling."""
+    low = _lgamma_h(P.sub(a, k(2.0)), P.sub(a, k(1.0)))
+    n = P.sub(P.floor(P.min_(a, k(8.0))), k(2.0))
+    y = P.sub(a, n)
+    prod = y
+    for j in range(1, 5):
+        prod = P.select(P.lt(k(j), n), P.mul(prod, P.add(y, k(j))), prod)
+    mid = P.add(_lgamma_h(P.sub(y, k(2.0)), P.sub(y, k(1.0))), M.log(prod))
+    z = P.div(k(1.0), a)
+    big = P.fma(P.sub(a, k(0.5)), P.sub(M.log(a), k(1.0)), P.fma(z, M.horner(P.mul(z, z), LGAMMA_W), LG_C))
+    return P.select(P.le(a, k(3.0)), low, P.select(P.lt(a, k(8.0)), mid, big))
+
+
+def lgamma(x):
+    """log|Gamma(x)|: |x| < 1/2: lgamma(1 + x) - log|x| = (x - 1) x H(x - 1) - log|x|;
+    x >= 1/2: _lgamma_pos; x <= -1/2: log(pi / |x sin(pi x)|) - lgamma(-x) (reflection, with
+    sin(pi x) from the exact fraction). Non-positive integers and +-inf -> +inf."""
+    x = P.f32(x)
+    a = P.abs_(x)
+    finite = P.min_(a, k(2.0 ** 30))
+    small = P.sub(_lgamma_h(P.sub(x, k(1.0)), x), M.log(a))
+    pos = _lgamma_pos(a)
+    sp = abs_sinpi(finite)
+    refl = P.sub(P.sub(LOG_PI, M.log(P.mul(finite, sp))), pos)
+    refl = P.select(P.eq(sp, k(0.0)), INF, refl)
+    y = P.select(P.lt(a, k(0.5)), small, P.select(P.lt(x, k(0.0)), refl, pos))
+    y = P.select(P.eq(a, INF), INF, y)
+    return P.select(P.eq(x, x), y, x)
+
+
+# -- digamma -----------------------------------------------------------------------------------------------------
+# digamma(x) = t D(t), t = x - x0 (x0 = 1.4616... the positive root, in two parts), x in [1, 2];
+# degree 10, fit error 2.4e-8 relative.
+DIGAMMA_D = [c(b) for b in (0x3C30D076, 0xBCA7FC03, 0x3CC0EB46, 0xBD03191E, 0x3D46DF74, 0xBD941853, 0x3DDCDE67,
+                            0xBE27DF6D, 0x3E845A00, 0xBEE2B1DC, 0x3F77B95E)]
+X0_HI, X0_LO, X0M1_HI = c(0x3FBB16C3), c(0x3255AF90), c(0x3EEC5B0C)   # x0 = hi + lo; x0 - 1 = m1_hi + lo
+# x >= 6: digamma(x) = log x - 1/(2x) - z A(z), z = 1/x^2 (Bernoulli: 1/12, -1/120, 1/252, -1/240, 1/132)
+DIGAMMA_A = [k(1 / 132), k(-1 / 240), k(1 / 252), k(-1 / 120), k(1 / 12)]
+
+
+def _digamma_pos(x):
+    """digamma(x) for x > 0: x < 1: t D(t) - 1/x with t = (x - (x0 - 1)), the root of
+    digamma(x + 1); x in [1, 2): t D(t); [2, 6): y = x - n in [1, 2) (exact), digamma(y) plus
+    the n <= 4 reciprocals 1/(y + j), smallest first; x >= 6: the asymptotic series."""
+    t0 = P.sub(P.sub(x, X0M1_HI), X0_LO)
+    below = P.sub(P.mul(t0, M.horner(t0, DIGAMMA_D)), P.div(k(1.0), x))
+    n = P.sub(P.floor(P.min_(P.max_(x, k(1.0)), k(6.0))), k(1.0))
+    y = P.sub(x, n)
+    t = P.sub(P.sub(y, X0_HI), X0_LO)
+    root = P.mul(t, M.horner(t, DIGAMMA_D))
+    s = P.select(P.lt(k(3.0), n), P.div(k(1.0), P.add(y, k(3.0))), k(0.0))
+    for j in (2, 1, 0):
+        s = P.select(P.lt(k(j), n), P.add(s, P.div(k(1.0), P.add(y, k(j)))), s)
+    mid = P.add(root, s)
+    xs = P.max_(x, k(6.0))
+    z = P.div(k(1.0), P.mul(xs, xs))
+    big = P.sub(P.sub(M.log(xs), P.div(k(0.5), xs)), P.mul(z, M.horner(z, DIGAMMA_A)))
+    return P.select(P.lt(x, k(1.0)), below, P.select(P.lt(x, k(6.0)), mid, big))
+
+
+def digamma(x):
+    """digamma (torch's rules): x < 0: digamma(1 - x) - pi cot(pi x) (1 - x rounded, as torch);
+    +0 -> -inf, -0 -> +inf, negative integers and -inf -> NaN, +inf -> +inf."""
+    x = P.f32(x)
+    neg = P.lt(x, k(0.0))
+    fin = P.max_(x, k(-(2.0 ** 30)))
+    refl = P.sub(_digamma_pos(P.sub(k(1.0), fin)), P.mul(PI_HI, cotpi(fin)))
+    y = P.select(neg, refl, _digamma_pos(P.select(neg, k(1.0), x)))
+    y = P.select(P.eq(P.floor(x), x), P.select(neg, NAN, y), y)      # negative integers, -inf
+    y = P.select(P.eq(x, k(0.0)), P.select(signbit(x), INF, k(-np.inf)), y)
+    return P.select(P.eq(x, x), y, x)
+
+
+# -- polygamma, n >= 1 -------------------------------------------------------------------------------------------
+POLYGAMMA_MAX = 8            # beyond, P_n's coefficients leave binary32's integers and the tail's accuracy drops
+POLY_SHIFT = 8               # x > 0: the first 8 terms of sum 1/(x + k)^(n+1) directly, then Euler-Maclaurin
+BERNOULLI = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730]
+
+
+def _zeta_pos(s: int, x):
+    """Hurwitz zeta(s, x) for x > 0: sum_{k < 8} (x + k)^-s (largest k first) + the
+    Euler-Maclaurin tail at w = x + 8 >= 8: w^-s (w/(s-1) + 1/2 + sum_j B_2j/(2j)! (s)_(2j-1)
+    w^(1-2j)), its constants rounded once from double."""
+    def power(r):
+        out = r
+        for _ in range(s - 1):
+            out = P.mul(out, r)
+        return out
+    w = P.add(x, k(POLY_SHIFT))
+    p = P.div(k(1.0), w)
+    coeffs = []
+    for j, b in enumerate(BERNOULLI, start=1):
+        coeffs.append(k(b / math.factorial(2 * j) * math.prod(range(s, s + 2 * j - 1))))
+    inner = P.mul(p, M.horner(P.mul(p, p), coeffs[::-1]))
+    inner = P.add(P.add(P.div(w, k(s - 1)), k(0.5)), inner)
+    acc = P.mul(power(p), inner)
+    for j in range(POLY_SHIFT - 1, -1, -1):
+        acc = P.add(acc, power(P.div(k(1.0), P.add(x, k(j)))))
+    return acc
+
+
+def cot_derivative(n: int) -> list[int]:
+    """Integer coefficients (highest degree first) of P_n with d^n/dx^n cot(pi x) = pi^n P_n(c),
+    c = cot(pi x): P_0 = c, P_(k+1) = -(1 + c^2) P_k'(c)."""
+    p = [0, 1]                                         # lowest degree first
+    for _ in range(n):
+        d = [i * p[i] for i in range(1, len(p))] or [0]
+        out = [0] * (len(d) + 2)
+        for i, v in enumerate(d):
+            out[i] -= v
+            out[i + 2] -= v
+        p = out
+    return p[::-1]
+
+
+def _dcot(n: int, cot):
+    """P_n(cot(pi x)) by Horner (its integer coefficients are exact in binary32 for n <= 8)."""
+    return M.horner(cot, [k(v) for v in cot_derivative(n)])
+
+
+def polygamma(n: int, x):
+    """psi^(n)(x), 1 <= n <= 8: x > 0: (-1)^(n+1) n! zeta(n + 1, x); x < 0: the reflection
+    (-1)^n psi^(n)(1 - x) - pi^(n+1) P_n(cot(pi x)) (1 - x rounded, as torch). Poles (x a
+    non-positive integer, and -inf): (-1)^(n+1) inf; +inf: 0 for n = 1, NaN for n >= 2 (torch's)."""
+    x = P.f32(x)
+    sign = k((-1) ** (n + 1) * math.factorial(n))
+    neg = P.lt(x, k(0.0))
+    fin = P.max_(x, k(-(2.0 ** 30)))
+    pos = P.mul(sign, _zeta_pos(n + 1, P.select(neg, k(1.0), x)))
+    at = P.mul(sign, _zeta_pos(n + 1, P.sub(k(1.0), fin)))
+    pin = k(math.pi ** (n + 1))
+    refl = P.sub(at if n % 2 == 0 else P.neg(at), P.mul(pin, _dcot(n, cotpi(fin))))
+    y = P.select(neg, refl, pos)
+    pole = k((-1) ** (n + 1) * np.inf)
+    y = P.select(P.le(x, k(0.0)), P.select(P.eq(P.floor(x), x), pole, y), y)
+    y = P.select(P.eq(x, INF), k(0.0) if n == 1 else NAN, y)
+    if n == 1:
+        y = P.select(P.eq(x, k(-np.inf)), NAN, y)
+    return P.select(P.eq(x, x), y, x)
