@@ -60,7 +60,25 @@ FITS = {
     "DIGAMMA_D": lambda d=11: fit(lambda t: mp.digamma(X0 + t) / t if abs(t) > 1e-12 else mp.zeta(2, X0),
                                   1 - float(X0), 2 - float(X0), d,
                                   lambda t: 1 / abs(float(mp.digamma(X0 + t) / t)) if abs(t) > 1e-12 else 1.0),
+    # erf(t) = t E(t^2), |t| < 1/2 (relative); erfc = 1 - t E there
+    "ERF_E": lambda d=5: fit(_tail(lambda t: mp.erf(t) / t), 0, 0.25, d),
+    # erfcx(x) = A(x - 5/4) on [1/2, 2] (relative)
+    "ERFCX_A": lambda d=14: fit(lambda t: mp.exp((t + 1.25) ** 2) * mp.erfc(t + 1.25), -0.75, 0.75, d,
+                                lambda t: 1 / float(mp.exp((t + 1.25) ** 2) * mp.erfc(t + 1.25))),
+    # x erfcx(x) = B(1/x^2) on [2, 4] and C(1/x^2) on [4, inf) (relative)
+    "ERFCX_B": lambda d=10: fit(_xerfcx, 1 / 16, 1 / 4, d, lambda u: 1 / float(_xerfcx(mp.mpf(u)))),
+    "ERFCX_C": lambda d=8: fit(_xerfcx, 0, 1 / 16, d, lambda u: 1 / float(_xerfcx(mp.mpf(u)))),
 }
+
+
+def _xerfcx(u):
+    """x erfcx(x) at x = 1/sqrt(u); its limit 1/sqrt(pi) at u = 0."""
+    if u == 0:
+        return 1 / mp.sqrt(mp.pi)
+    x = 1 / mp.sqrt(u)
+    return x * mp.exp(x * x) * mp.erfc(x)
+
+
 X0 = mp.findroot(mp.digamma, 1.46)
 
 

@@ -45,3 +45,8 @@ def _polygamma(n, x):
 
 register(aten.polygamma.default)(lambda n, a: tt(_polygamma(n, np_(a, "polygamma"))))
 register(aten.polygamma_.default)(lambda a, n: _inplace(a, _polygamma(n, np_(a, "polygamma_"))))
+
+# -- error function family ------------------------------------------------------------------------------------------
+_unary("erfc", S.erfc)
+register(aten.special_erfcx.default)(lambda a: tt(S.erfcx(np_(a, "special_erfcx"))))
+register(aten.special_log_ndtr.default)(lambda a: tt(S.log_ndtr(np_(a, "special_log_ndtr"))))

@@ -215,3 +215,81 @@ def polygamma(n: int, x):
     if n == 1:
         y = P.select(P.eq(x, k(-np.inf)), NAN, y)
     return P.select(P.eq(x, x), y, x)
+
+
+# -- erfc, erfcx, log_ndtr -----------------------------------------------------------------------------------------
+# |t| < 1/2: erf(t) = t E(t^2) (fit error 6e-8 relative: the rounded 2/sqrt(pi))
+ERF_E = [c(b) for b in (0xBA49B8A4, 0x3BAA6881, 0xBCDC101C, 0x3DE71779, 0xBEC093A3, 0x3F906EBB)]
+# erfcx(x) = e^(x^2) erfc(x): A(x - 5/4) on [1/2, 2]; x erfcx(x) = B(1/x^2) on [2, 4], C(1/x^2) beyond
+ERFCX_A = [c(b) for b in (0xB5F96AB3, 0x36D7AB29, 0xB79090BB, 0x385F4D61, 0xB92AE15D, 0x39F8A942, 0xBAADC644,
+                          0x3B68DA44, 0xBC14CB18, 0x3CB45130, 0xBD4DB1AD, 0x3DDAB7A3, 0xBE55D567, 0x3EBC5349)]
+ERFCX_B = [c(b) for b in (0x413EC614, 0xC19C515C, 0x416EF211, 0xC0EA7BE9, 0x40320172, 0xBF7DAC1C, 0x3ED6F931,
+                          0xBE906251, 0x3F106EA6)]
+ERFCX_C = [c(b) for b in (0x41EAC720, 0xC14A8504, 0x40638156, 0xBF870656, 0x3ED8A23D, 0xBE906EB7, 0x3F106EBB)]
+ERFC_ZERO = k(10.5)          # beyond, erfc(x) < 2^-160: +0 (also keeps x^2 and its fma residual finite)
+
+
+def _erfcx_tail(a):
+    """erfcx(a) for a >= 1/2 (0 at +inf): A on [1/2, 2), B(1/a^2)/a on [2, 4), C(1/a^2)/a beyond."""
+    near = M.horner(P.sub(a, k(1.25)), ERFCX_A)
+    u = P.div(k(1.0), P.mul(a, a))
+    mid = P.div(M.horner(u, ERFCX_B), a)
+    far = P.div(M.horner(u, ERFCX_C), a)
+    return P.select(P.lt(a, k(2.0)), near, P.select(P.lt(a, k(4.0)), mid, far))
+
+
+def _exp_sq(a, sign):
+    """(exp(sign x2), e) with a^2 = x2 + e exactly (e = fma(a, a, -x2)): exp(sign a^2) is
+    exp(sign x2) (1 + sign e) to 2^-48, so the square's rounding never reaches the result."""
+    x2 = P.mul(a, a)
+    e = P.fma(a, a, P.neg(x2))
+    return M.exp(x2 if sign > 0 else P.neg(x2)), e
+
+
+def erfc(x):
+    """erfc, complement computed directly: |x| < 1/2: 1 - x E(x^2); x >= 1/2: p = exp(-x2) erfcx(x),
+    p - e p (the square's residual, _exp_sq); x <= -1/2: 2 - erfc(|x|). +inf -> +0, -inf -> 2."""
+    x = P.f32(x)
+    a = P.abs_(x)
+    small = P.sub(k(1.0), P.mul(x, M.horner(P.mul(x, x), ERF_E)))
+    am = P.min_(P.max_(a, k(0.5)), ERFC_ZERO)
+    ex, e = _exp_sq(am, -1)
+    p = P.mul(ex, _erfcx_tail(am))
+    tail = P.select(P.lt(a, ERFC_ZERO), P.fma(P.neg(e), p, p), k(0.0))
+    y = P.select(P.lt(x, k(0.0)), P.sub(k(2.0), tail), tail)
+    y = P.select(P.lt(a, k(0.5)), small, y)
+    return P.select(P.eq(x, x), y, x)
+
+
+ERFCX_INF = k(9.5)           # below -9.5, 2 e^(x^2) overflows binary32: +inf
+
+
+def erfcx(x):
+    """e^(x^2) erfc(x): x >= 1/2: _erfcx_tail; |x| < 1/2: exp(x2)(1 + e) erfc(x); x <= -1/2:
+    2 exp(x2)(1 + e) - erfcx(|x|) (+inf below -9.5, where 2 e^(x^2) overflows)."""
+    x = P.f32(x)
+    a = P.abs_(x)
+    am = P.min_(a, ERFCX_INF)
+    ex, e = _exp_sq(am, +1)
+    grown = P.fma(e, ex, ex)                                 # exp(x^2) to 2^-48 before its rounding
+    small = P.mul(grown, erfc(P.select(P.lt(a, k(0.5)), x, k(0.0))))
+    tail = _erfcx_tail(P.max_(a, k(0.5)))
+    neg = P.sub(P.mul(k(2.0), grown), tail)
+    y = P.select(P.lt(a, k(0.5)), small, P.select(P.lt(x, k(0.0)), neg, tail))
+    y = P.select(P.lt(x, P.neg(ERFCX_INF)), INF, y)
+    return P.select(P.eq(x, x), y, x)
+
+
+SQRT1_2 = c(0x3F3504F3)      # RN(1/sqrt 2)
+
+
+def log_ndtr(x):
+    """log Phi(x), torch's formula: t = x RN(1/sqrt2); x < -1: log(erfcx(-t)/2) - t^2; else
+    log1p(-erfc(t)/2)."""
+    from .activations import log1p
+    x = P.f32(x)
+    t = P.mul(x, SQRT1_2)
+    low = P.sub(M.log(P.mul(erfcx(P.neg(P.min_(t, k(0.0)))), k(0.5))), P.mul(t, t))
+    high = log1p(P.mul(erfc(P.max_(t, k(-1.0))), k(-0.5)))
+    y = P.select(P.lt(x, k(-1.0)), low, high)
+    return P.select(P.eq(x, x), y, x)
