@@ -14,6 +14,7 @@ mp.mp.dps = 40
 def fit(f, lo, hi, deg, weight=lambda v: 1.0, n=3000):
     """min sum (w(v) (p(v) - f(v)))^2 over Chebyshev nodes of [lo, hi]; p in the monomial
     basis of v (the variable the code evaluates in). Returns binary32 coefficients, highest first."""
+    lo, hi = float(lo), float(hi)
     k = np.arange(n)
     v = (lo + hi) / 2 + (hi - lo) / 2 * np.cos(np.pi * (k + 0.5) / n)
     y = np.array([float(f(mp.mpf(float(t)))) for t in v])
@@ -68,7 +69,22 @@ FITS = {
     # x erfcx(x) = B(1/x^2) on [2, 4] and C(1/x^2) on [4, inf) (relative)
     "ERFCX_B": lambda d=10: fit(_xerfcx, 1 / 16, 1 / 4, d, lambda u: 1 / float(_xerfcx(mp.mpf(u)))),
     "ERFCX_C": lambda d=8: fit(_xerfcx, 0, 1 / 16, d, lambda u: 1 / float(_xerfcx(mp.mpf(u)))),
+    # erfinv(y) = y G(L), L = -log(1 - y^2) (Giles' variable): G1(L - 5/2) on L < 5, G2(sqrt(L) - 3) on
+    # 5 <= L <= 104 (ndtri's smallest p); relative. Newton steps polish the result.
+    "ERFINV_G1": lambda d=9: fit(lambda t: _erfinv_ratio(t + 2.5), -2.5, 2.5, d,
+                                 lambda t: 1 / float(_erfinv_ratio(mp.mpf(t) + 2.5))),
+    "ERFINV_G2": lambda d=10: fit(lambda s: _erfinv_ratio((s + 3) ** 2), mp.sqrt(5) - 3, mp.sqrt(104) - 3, d,
+                                  lambda s: 1 / float(_erfinv_ratio((mp.mpf(s) + 3) ** 2))),
 }
+
+
+def _erfinv_ratio(L):
+    """erfinv(y)/y at y = sqrt(1 - e^-L); sqrt(pi)/2 at L = 0."""
+    if L <= 0:
+        return mp.sqrt(mp.pi) / 2
+    with mp.workdps(120):
+        y = mp.sqrt(-mp.expm1(-L))
+        return mp.erfinv(y) / y
 
 
 def _xerfcx(u):

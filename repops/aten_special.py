@@ -50,3 +50,5 @@ register(aten.polygamma_.default)(lambda a, n: _inplace(a, _polygamma(n, np_(a, 
 _unary("erfc", S.erfc)
 register(aten.special_erfcx.default)(lambda a: tt(S.erfcx(np_(a, "special_erfcx"))))
 register(aten.special_log_ndtr.default)(lambda a: tt(S.log_ndtr(np_(a, "special_log_ndtr"))))
+_unary("erfinv", S.erfinv)
+register(aten.special_ndtri.default)(lambda a: tt(S.ndtri(np_(a, "special_ndtri"))))

@@ -293,3 +293,60 @@ def log_ndtr(x):
     high = log1p(P.mul(erfc(P.max_(t, k(-1.0))), k(-0.5)))
     y = P.select(P.lt(x, k(-1.0)), low, high)
     return P.select(P.eq(x, x), y, x)
+
+
+# -- erfinv, ndtri ---------------------------------------------------------------------------------------------------
+# erfinv(y) = y G(L), L = -log((1 - |y|)(1 + |y|)) (Giles' variable): G1(L - 5/2) for L < 5 (fit
+# error 5.7e-8), G2(sqrt(L) - 3) for 5 <= L <= 104 (1.5e-6); one Newton step polishes either.
+ERFINV_G1 = [c(b) for b in (0xB2199CC1, 0x32C7D7D6, 0x34FB661F, 0xB668677C, 0xB6A6DE58, 0x3964F3C7, 0xBAA4327C,
+                            0xBB88E279, 0x3E7C8F45, 0x3FC02E2F)]
+ERFINV_G2 = [c(b) for b in (0x308FB6FE, 0xB349E69E, 0x3579CCCF, 0xB7331B41, 0x38A4EE2F, 0xB9CC8751, 0x3AAECB55,
+                            0xBB514BA8, 0x3BB5EB78, 0xBBFE1B18, 0x3C1BC1AA, 0x3F803738, 0x40354F71)]
+SQRTPI_2 = c(0x3F62DFC5)     # RN(sqrt(pi)/2)
+SQRT2 = c(0x3FB504F3)        # RN(sqrt 2)
+NEWTON_MIN_W = k(2.0 ** -120)  # below, erfc(a) ~ w is subnormal: the step would not improve a
+
+
+def _erfinv_abs(ya, w):
+    """erfinv(ya) >= 0 for ya in [0, 1) given w = 1 - ya exactly (so tails keep their relative
+    accuracy): Giles' initial guess, then one Newton step: ya <= 1/2: a - (erf(a) - ya) e^(a^2)
+    sqrt(pi)/2; else on erfc(a) = w: a + (1 - w/erfc(a)) erfcx(a) sqrt(pi)/2 (exact Newton, no
+    overflow of e^(a^2))."""
+    L = P.neg(M.log(P.mul(w, P.add(k(1.0), ya))))
+    g1 = M.horner(P.sub(L, k(2.5)), ERFINV_G1)
+    g2 = M.horner(P.sub(P.sqrt(P.max_(L, k(5.0))), k(3.0)), ERFINV_G2)
+    a = P.mul(ya, P.select(P.lt(L, k(5.0)), g1, g2))
+    ex, e = _exp_sq(P.min_(a, k(1.0)), +1)
+    near = P.sub(a, P.mul(P.mul(P.sub(M.erf(a), ya), P.fma(e, ex, ex)), SQRTPI_2))
+    ratio = P.sub(k(1.0), P.div(w, erfc(a)))
+    far = P.add(a, P.mul(P.mul(ratio, erfcx(a)), SQRTPI_2))
+    far = P.select(P.lt(w, NEWTON_MIN_W), a, far)
+    return P.select(P.le(ya, k(0.5)), near, far)
+
+
+def erfinv(y):
+    """erfinv: odd; +-1 -> +-inf, |y| > 1 -> NaN, +-0 -> +-0."""
+    y = P.f32(y)
+    ya = P.min_(P.abs_(y), k(0.99999994))                 # (|y| = 1 is selected below)
+    a = _erfinv_abs(ya, P.sub(k(1.0), ya))
+    r = P.select(P.lt(y, k(0.0)), P.neg(a), a)
+    r = P.select(P.eq(P.abs_(y), k(1.0)), P.select(P.lt(y, k(0.0)), k(-np.inf), INF), r)
+    r = P.select(P.lt(k(1.0), P.abs_(y)), NAN, r)
+    r = P.select(P.eq(y, k(0.0)), y, r)
+    return P.select(P.eq(y, y), r, y)
+
+
+def ndtri(p):
+    """Phi^-1(p) = sqrt2 erfinv(2p - 1), with w = 2p (p < 1/2) or 2 - 2p (exact) passed on, so the
+    tails keep relative accuracy; 0 -> -inf, 1 -> +inf, outside [0, 1] -> NaN."""
+    p = P.f32(p)
+    lower = P.lt(p, k(0.5))
+    pc = P.min_(P.max_(p, k(2.0 ** -149)), k(0.99999994))
+    w = P.select(lower, P.add(pc, pc), P.sub(k(2.0), P.add(pc, pc)))
+    ya = P.select(lower, P.sub(k(1.0), P.add(pc, pc)), P.sub(P.add(pc, pc), k(1.0)))
+    a = P.mul(SQRT2, _erfinv_abs(ya, w))
+    r = P.select(lower, P.neg(a), a)
+    r = P.select(P.eq(p, k(0.5)), k(0.0), r)
+    r = P.select(P.eq(p, k(0.0)), k(-np.inf), P.select(P.eq(p, k(1.0)), INF, r))
+    r = P.select(P.lt(p, k(0.0)), NAN, P.select(P.lt(k(1.0), p), NAN, r))
+    return P.select(P.eq(p, p), r, p)
