@@ -75,7 +75,17 @@ FITS = {
                                  lambda t: 1 / float(_erfinv_ratio(mp.mpf(t) + 2.5))),
     "ERFINV_G2": lambda d=10: fit(lambda s: _erfinv_ratio((s + 3) ** 2), mp.sqrt(5) - 3, mp.sqrt(104) - 3, d,
                                   lambda s: 1 / float(_erfinv_ratio((mp.mpf(s) + 3) ** 2))),
+    # sqrt(x) e^-x I_nu(x) = Q_nu(1/x) for x >= 8 (relative)
+    "BESSEL_I0E": lambda d=9: fit(lambda t: _scaled_i(0, t), 0, 1 / 8, d),
+    "BESSEL_I1E": lambda d=9: fit(lambda t: _scaled_i(1, t), 0, 1 / 8, d),
 }
+
+
+def _scaled_i(nu, t):
+    if t == 0:
+        return 1 / mp.sqrt(2 * mp.pi)
+    x = 1 / t
+    return mp.sqrt(x) * mp.exp(-x) * mp.besseli(nu, x)
 
 
 def _erfinv_ratio(L):

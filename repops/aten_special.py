@@ -52,3 +52,10 @@ register(aten.special_erfcx.default)(lambda a: tt(S.erfcx(np_(a, "special_erfcx"
 register(aten.special_log_ndtr.default)(lambda a: tt(S.log_ndtr(np_(a, "special_log_ndtr"))))
 _unary("erfinv", S.erfinv)
 register(aten.special_ndtri.default)(lambda a: tt(S.ndtri(np_(a, "special_ndtri"))))
+
+# -- Bessel -----------------------------------------------------------------------------------------------------------
+register(aten.i0.default)(lambda a: tt(S.i0(np_(a, "i0"))))
+register(aten.i0_.default)(lambda a: _inplace(a, S.i0(np_(a, "i0_"))))
+for _name, _fn in (("special_i0e", S.i0e), ("special_i1", S.i1), ("special_i1e", S.i1e),
+                   ("special_spherical_bessel_j0", S.spherical_bessel_j0)):
+    register(getattr(aten, _name).default)(lambda a, _fn=_fn, _name=_name: tt(_fn(np_(a, _name))))
