@@ -23,13 +23,11 @@ COSPI_C = [c(b) for b in (0x3E6CE193, 0xBFAAE2BD, 0x4081E0EE, 0xC09DE9E6, 0x3F80
 
 
 def _frac_parts(x):
-    """g = x - floor(x) taken to (-1/2, 1/2] (exact for every finite x: a multiple of x's ulp
-    below 1), h = 1/2 - |g| (exact), and (sin(pi|g|) for |g| <= 1/4 from h's cos)."""
-    f = P.sub(x, P.floor(x))
-    g = P.select(P.lt(k(0.5), f), P.sub(f, k(1.0)), f)
+    """g = x - rint(x) in [-1/2, 1/2] (exact for every finite x: |g| <= 1/2 is a multiple of x's
+    ulp, and g = x itself when |x| < 1/2), |g|, and h = 1/2 - |g| (exact, Sterbenz)."""
+    g = P.sub(x, P.rint(x))
     a = P.abs_(g)
-    h = P.sub(k(0.5), a)
-    return g, a, h
+    return g, a, P.sub(k(0.5), a)
 
 
 def _sc(v):
