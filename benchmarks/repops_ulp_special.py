@@ -46,6 +46,9 @@ def _ndtri(p):
 # name -> (function, reference(x64) -> float64, mpmath?, [(lo, hi, log?)])
 CASES = {
     "atan": (T.atan, np.arctan, False, [(-10, 10, False), (1e-30, 1e30, True)]),
+    # atan2(x, reversed x): every sign and ratio combination of the sweep
+    "atan2": (lambda x: T.atan2(x, x[::-1].copy()), lambda x: np.arctan2(x, x[::-1]), False,
+              [(-10, 10, False), (1e-30, 1e30, True)]),
     "asin": (T.asin, np.arcsin, False, [(-1, 1, False), (1e-30, 1, True)]),
     "acos": (T.acos, np.arccos, False, [(-1, 1, False)]),
     "asinh": (T.asinh, np.arcsinh, False, [(-10, 10, False), (1e-30, 1e30, True)]),

@@ -84,6 +84,7 @@ def _lgamma_pos(a):
     mid = P.add(_lgamma_h(P.sub(y, k(2.0)), P.sub(y, k(1.0))), M.log(prod))
     z = P.div(k(1.0), a)
     big = P.fma(P.sub(a, k(0.5)), P.sub(M.log(a), k(1.0)), P.fma(z, M.horner(P.mul(z, z), LGAMMA_W), LG_C))
+    low = P.add(low, k(0.0))                           # lgamma(1) = +0 ((-1)(+0)H is -0)
     return P.select(P.le(a, k(3.0)), low, P.select(P.lt(a, k(8.0)), mid, big))
 
 
@@ -155,23 +156,22 @@ BERNOULLI = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730]
 
 def _zeta_pos(s: int, x):
     """Hurwitz zeta(s, x) for x > 0: sum_{k < 8} (x + k)^-s (largest k first) + the
-    Euler-Maclaurin tail at w = x + 8 >= 8: w^-s (w/(s-1) + 1/2 + sum_j B_2j/(2j)! (s)_(2j-1)
-    w^(1-2j)), its constants rounded once from double."""
-    def power(r):
+    Euler-Maclaurin tail at w = x + 8 >= 8: p^(s-1) (1/(s-1) + p (1/2 + sum_j B_2j/(2j)!
+    (s)_(2j-1) p^(2j-1))), p = 1/w, its constants rounded once from double (p^(s-1), not p^s,
+    leads: trigamma(1e30) = 1e-30 does not underflow)."""
+    def power(r, m):
         out = r
-        for _ in range(s - 1):
+        for _ in range(m - 1):
             out = P.mul(out, r)
         return out
-    w = P.add(x, k(POLY_SHIFT))
-    p = P.div(k(1.0), w)
-    coeffs = []
-    for j, b in enumerate(BERNOULLI, start=1):
-        coeffs.append(k(b / math.factorial(2 * j) * math.prod(range(s, s + 2 * j - 1))))
-    inner = P.mul(p, M.horner(P.mul(p, p), coeffs[::-1]))
-    inner = P.add(P.add(P.div(w, k(s - 1)), k(0.5)), inner)
-    acc = P.mul(power(p), inner)
+    p = P.div(k(1.0), P.add(x, k(POLY_SHIFT)))
+    coeffs = [k(b / math.factorial(2 * j) * math.prod(range(s, s + 2 * j - 1)))
+              for j, b in enumerate(BERNOULLI, start=1)]
+    inner = P.fma(p, M.horner(P.mul(p, p), coeffs[::-1]), k(0.5))
+    inner = P.fma(p, inner, k(1 / (s - 1)))
+    acc = P.mul(power(p, s - 1), inner)
     for j in range(POLY_SHIFT - 1, -1, -1):
-        acc = P.add(acc, power(P.div(k(1.0), P.add(x, k(j)))))
+        acc = P.add(acc, power(P.div(k(1.0), P.add(x, k(j))), s))
     return acc
 
 

@@ -66,18 +66,20 @@ def atan(x):
 
 def atan2(y, x):
     """atan2(y, x) (C's): q = min/max of |y|, |x| (1 where they are equal, infinities included;
-    0 where both are 0), t = atan(q); pi/2 - t where |y| > |x|; pi - t where x < 0 or x = -0;
-    y's sign (-0 included). NaN in either -> NaN."""
+    0 where both are 0), t = atan(q); |y| <= |x|: t, or pi - t where x < 0 or x = -0;
+    |y| > |x|: pi/2 - t, or pi/2 + t where x < 0 (hi/lo constants, t added to lo first);
+    then y's sign (-0 included). NaN in either -> NaN."""
     y, x = P.f32(y), P.f32(x)
     ay, ax = P.abs_(y), P.abs_(x)
     big, small = P.max_(ax, ay), P.min_(ax, ay)
     q = P.select(P.eq(ax, ay), k(1.0), P.div(small, big))
     q = P.select(P.eq(big, k(0.0)), k(0.0), q)
     t = _atan_pos(q)
-    t = P.select(P.lt(ax, ay), P.sub(PIO2_HI, P.sub(t, PIO2_LO)), t)
-    t = P.select(signbit(x), P.sub(PI_HI, P.sub(t, PI_LO)), t)
-    t = P.select(signbit(y), P.neg(t), t)
-    return t
+    west = signbit(x)
+    flat = P.select(west, P.sub(PI_HI, P.sub(t, PI_LO)), t)
+    steep = P.select(west, P.add(PIO2_HI, P.add(t, PIO2_LO)), P.sub(PIO2_HI, P.sub(t, PIO2_LO)))
+    t = P.select(P.lt(ax, ay), steep, flat)
+    return P.select(signbit(y), P.neg(t), t)
 
 
 # -- asin, acos --------------------------------------------------------------------------------------------------
