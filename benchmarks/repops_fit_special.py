@@ -78,7 +78,29 @@ FITS = {
     # sqrt(x) e^-x I_nu(x) = Q_nu(1/x) for x >= 8 (relative)
     "BESSEL_I0E": lambda d=9: fit(lambda t: _scaled_i(0, t), 0, 1 / 8, d),
     "BESSEL_I1E": lambda d=9: fit(lambda t: _scaled_i(1, t), 0, 1 / 8, d),
+    # K0(x) = F0(x^2) - log(x/2) I0(x), K1(x) = 1/x + log(x/2) I1(x) + x F1(x^2) on (0, 1] (absolute)
+    "BESSEL_K0F": lambda d=5: fit(lambda z: _k_small(0, z), 0, 1, d),
+    "BESSEL_K1F": lambda d=5: fit(lambda z: _k_small(1, z), 0, 1, d),
+    # sqrt(x) e^x K_nu(x) = R_nu(1/x) for x > 1 (relative)
+    "BESSEL_K0E": lambda d=10: fit(lambda t: _scaled_k(0, t), 0, 1, d, lambda t: 1 / float(_scaled_k(0, mp.mpf(t)))),
+    "BESSEL_K1E": lambda d=10: fit(lambda t: _scaled_k(1, t), 0, 1, d, lambda t: 1 / float(_scaled_k(1, mp.mpf(t)))),
 }
+
+
+def _k_small(nu, z):
+    if z == 0:
+        return -mp.euler if nu == 0 else (mp.log(1) + 2 * mp.euler - 1) / 4   # limits
+    x = mp.sqrt(z)
+    if nu == 0:
+        return mp.besselk(0, x) + mp.log(x / 2) * mp.besseli(0, x)
+    return (mp.besselk(1, x) - 1 / x - mp.log(x / 2) * mp.besseli(1, x)) / x
+
+
+def _scaled_k(nu, t):
+    if t == 0:
+        return mp.sqrt(mp.pi / 2)
+    x = 1 / t
+    return mp.sqrt(x) * mp.exp(x) * mp.besselk(nu, x)
 
 
 def _scaled_i(nu, t):

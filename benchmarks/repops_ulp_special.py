@@ -70,6 +70,10 @@ CASES = {
     "i0e": (S.i0e, lambda x: np.i0(x) * np.exp(-np.abs(x)), False, [(-700, 700, False)]),
     "i1": (S.i1, _mp(lambda v: mp.besseli(1, v)), True, [(-91, 91, False)]),
     "i1e": (S.i1e, _mp(lambda v: mp.besseli(1, v) * mp.exp(-abs(v))), True, [(-100, 100, False)]),
+    "k0": (S.k0, _mp(lambda v: mp.besselk(0, v)), True, [(0, 3, False), (1e-30, 85, True)]),
+    "k1": (S.k1, _mp(lambda v: mp.besselk(1, v)), True, [(0, 3, False), (1e-30, 85, True)]),
+    "k0e": (S.k0e, _mp(lambda v: mp.besselk(0, v) * mp.exp(v)), True, [(0, 3, False), (1e-30, 1e30, True)]),
+    "k1e": (S.k1e, _mp(lambda v: mp.besselk(1, v) * mp.exp(v)), True, [(0, 3, False), (1e-30, 1e30, True)]),
     "spherical_bessel_j0": (S.spherical_bessel_j0, lambda x: np.where(x == 0, 1.0, np.sin(x) / np.where(x == 0, 1, x)),
                             False, [(-10, 10, False)]),
 }

@@ -58,5 +58,7 @@ register(aten.i0.default)(lambda a: tt(S.i0(np_(a, "i0"))))
 register(aten.i0_.default)(lambda a: _inplace(a, S.i0(np_(a, "i0_"))))
 for _name, _fn in (("special_i0e", S.i0e), ("special_i1", S.i1), ("special_i1e", S.i1e),
                    ("special_modified_bessel_i0", S.i0), ("special_modified_bessel_i1", S.i1),
+                   ("special_modified_bessel_k0", S.k0), ("special_modified_bessel_k1", S.k1),
+                   ("special_scaled_modified_bessel_k0", S.k0e), ("special_scaled_modified_bessel_k1", S.k1e),
                    ("special_spherical_bessel_j0", S.spherical_bessel_j0)):
     register(getattr(aten, _name).default)(lambda a, _fn=_fn, _name=_name: tt(_fn(np_(a, _name))))

@@ -420,3 +420,55 @@ def spherical_bessel_j0(x):
     y = P.select(P.lt(P.abs_(x), k(0.5)), small, P.div(M.sin(x), x))
     y = P.select(P.eq(P.abs_(x), INF), k(0.0), y)
     return P.select(P.eq(x, x), y, x)
+
+
+# -- modified Bessel functions K0, K1 (and exponentially scaled) -------------------------------------------------
+# x <= 1: K0 = F0(x^2) - log(x/2) I0(x), K1 = 1/x + log(x/2) I1(x) + x F1(x^2) (F analytic in x^2:
+# the series' harmonic-number parts; degrees 4 / 5, fit errors 6.9e-9 / 4.1e-10 absolute);
+# x > 1: sqrt(x) e^x K_nu(x) = R_nu(1/x) (degree 10, 1.2e-8 relative)
+BESSEL_K0F = [c(b) for b in (0x373046F5, 0x3A0ED9CE, 0x3C6C3BFB, 0x3DD8772F, 0xBF13C468)]
+BESSEL_K1F = [c(b) for b in (0xB23123CA, 0xB5922994, 0xB89D2408, 0xBB39EED7, 0xBD2C3B98, 0x3D1E233F)]
+BESSEL_K0E = [c(b) for b in (0x3C119E75, 0xBD565C0F, 0x3E0C8B3D, 0xBE5B2A98, 0x3E67C6CF, 0xBE38CBEB, 0x3DFE84B3,
+                             0xBDB8A15A, 0x3DB44AA3, 0xBE206C11, 0x3FA06C99)]
+BESSEL_K1E = [c(b) for b in (0xBC3935B4, 0x3D878C93, 0xBE30D42F, 0x3E8960D9, 0xBE915449, 0x3E69FBE4, 0xBE261CA1,
+                             0x3E01B665, 0xBE164BB7, 0x3EF0A29D, 0x3FA06C99)]
+BESSEL_K_MID = k(1.0)
+
+
+def _bessel_k(nu: int, scaled: bool, x):
+    """K_nu(x) or e^x K_nu(x), x >= 0 (torch's): x <= 1: the log-series form (times exp(x) when
+    scaled); beyond: R(1/x)/sqrt(x) (times exp(-x) unscaled). +-0 -> +inf, x < 0 -> NaN, +inf -> 0."""
+    x = P.f32(x)
+    xs = P.min_(P.max_(x, k(2.0 ** -149)), BESSEL_K_MID)      # (the small-x form on (0, 1])
+    _, i_near, _ = _bessel_parts(nu, xs)
+    lg = M.log(P.mul(xs, k(0.5)))
+    z = P.mul(xs, xs)
+    if nu == 0:
+        near = P.sub(M.horner(z, BESSEL_K0F), P.mul(lg, i_near))
+    else:
+        near = P.add(P.div(k(1.0), xs), P.fma(lg, i_near, P.mul(xs, M.horner(z, BESSEL_K1F))))
+    xl = P.max_(x, BESSEL_K_MID)
+    far = P.div(M.horner(P.div(k(1.0), xl), BESSEL_K0E if nu == 0 else BESSEL_K1E), P.sqrt(xl))
+    if scaled:
+        near = P.mul(near, M.exp(xs))
+    else:
+        far = P.mul(far, M.exp(P.neg(xl)))
+    y = P.select(P.le(x, BESSEL_K_MID), near, far)
+    y = P.select(P.eq(x, k(0.0)), INF, P.select(P.lt(x, k(0.0)), NAN, y))
+    return P.select(P.eq(x, x), y, x)
+
+
+def k0(x):
+    return _bessel_k(0, False, x)
+
+
+def k0e(x):
+    return _bessel_k(0, True, x)
+
+
+def k1(x):
+    return _bessel_k(1, False, x)
+
+
+def k1e(x):
+    return _bessel_k(1, True, x)

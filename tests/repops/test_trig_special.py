@@ -71,6 +71,10 @@ ULP_CASES = {
     "i1": (S.i1, _mp(lambda v: mp.besseli(1, v)), [(-91, 91, False)], 5.0, 1500),
     "i1e": (S.i1e, _mp(lambda v: mp.besseli(1, v) * mp.exp(-abs(v))), [(-100, 100, False)], 2.8, 1500),
     # (negative x only for odd n: psi^(n) of even n has zeros there, where ulps mean nothing)
+    "k0": (S.k0, _mp(lambda v: mp.besselk(0, v)), [(1e-3, 3, False), (1e-30, 85, True)], 4.2, 1000),
+    "k1": (S.k1, _mp(lambda v: mp.besselk(1, v)), [(1e-3, 3, False), (1e-30, 85, True)], 3.6, 1000),
+    "k0e": (S.k0e, _mp(lambda v: mp.besselk(0, v) * mp.exp(v)), [(1e-3, 3, False), (1e-30, 1e30, True)], 5.0, 1000),
+    "k1e": (S.k1e, _mp(lambda v: mp.besselk(1, v) * mp.exp(v)), [(1e-3, 3, False), (1e-30, 1e30, True)], 3.9, 1000),
     **{f"polygamma{n}": (lambda x, n=n: S.polygamma(n, x), _mp(lambda v, n=n: mp.polygamma(n, v)),
                          [(1e-3, 10, False), (10, 1e4, True)] + ([(-10, -1e-3, False)] if n % 2 else []), bound, 300)
        for n, bound in ((1, 7.0), (2, 5.6), (3, 12.5), (4, 10.5), (5, 18.0))},
@@ -122,6 +126,8 @@ TORCH = {
     "erfinv": (S.erfinv, torch.erfinv), "ndtri": (S.ndtri, torch.special.ndtri),
     "i0e": (S.i0e, torch.special.i0e), "i1": (S.i1, torch.special.i1), "i1e": (S.i1e, torch.special.i1e),
     "spherical_bessel_j0": (S.spherical_bessel_j0, torch.special.spherical_bessel_j0),
+    "k0": (S.k0, torch.special.modified_bessel_k0), "k1": (S.k1, torch.special.modified_bessel_k1),
+    "k0e": (S.k0e, torch.special.scaled_modified_bessel_k0), "k1e": (S.k1e, torch.special.scaled_modified_bessel_k1),
     **{f"polygamma{n}": (lambda x, n=n: S.polygamma(n, x), lambda t, n=n: torch.polygamma(n, t)) for n in range(1, 6)},
 }
 # The inputs whose results are exact (or a special value) in torch: every function there gives
@@ -142,6 +148,8 @@ EXACT = {
     "ndtri": [0.0, 1.0, 0.5, -1.0, 2.0, INF, -INF, NAN],
     "i0e": [INF, -INF, NAN], "i1": [0.0, -0.0, NAN, INF, -INF], "i1e": [0.0, -0.0, INF, -INF, NAN],
     "spherical_bessel_j0": [0.0, -0.0, INF, -INF, NAN],
+    **{name: [0.0, -0.0, -1.0, INF, -INF, NAN, 100.0] + ([1e-40] if name in ("k0", "k1") else [])
+       for name in ("k0", "k1", "k0e", "k1e")},
     **{f"polygamma{n}": [NAN, INF, 0.0, -0.0] + ([-INF, -2.0] if n > 1 else []) for n in range(1, 6)},
 }
 
@@ -211,6 +219,8 @@ ATEN = {
     torch.special.ndtri: S.ndtri, torch.i0: S.i0, torch.special.i0e: S.i0e, torch.special.i1: S.i1,
     torch.special.i1e: S.i1e, torch.special.spherical_bessel_j0: S.spherical_bessel_j0,
     torch.special.modified_bessel_i0: S.i0, torch.special.modified_bessel_i1: S.i1,
+    torch.special.modified_bessel_k0: S.k0, torch.special.modified_bessel_k1: S.k1,
+    torch.special.scaled_modified_bessel_k0: S.k0e, torch.special.scaled_modified_bessel_k1: S.k1e,
 }
 
 
@@ -262,7 +272,9 @@ OPINFOS = ["acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cosh", "
            "mvlgamma.mvlgamma_p_5", "nn.functional.soft_margin_loss", "polygamma.polygamma_n_0",
            "polygamma.polygamma_n_1", "polygamma.polygamma_n_2", "polygamma.polygamma_n_3", "polygamma.polygamma_n_4",
            "sinh", "special.erfcx", "special.i0e", "special.i1", "special.i1e", "special.log_ndtr",
-           "special.modified_bessel_i0", "special.modified_bessel_i1", "special.ndtri",
+           "special.modified_bessel_i0", "special.modified_bessel_i1", "special.modified_bessel_k0",
+           "special.modified_bessel_k1", "special.scaled_modified_bessel_k0", "special.scaled_modified_bessel_k1",
+           "special.ndtri",
            "special.polygamma.special_polygamma_n_0", "special.spherical_bessel_j0", "special.xlog1py", "tan"]
 
 
