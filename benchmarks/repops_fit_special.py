@@ -84,7 +84,43 @@ FITS = {
     # sqrt(x) e^x K_nu(x) = R_nu(1/x) for x > 1 (relative)
     "BESSEL_K0E": lambda d=10: fit(lambda t: _scaled_k(0, t), 0, 1, d, lambda t: 1 / float(_scaled_k(0, mp.mpf(t)))),
     "BESSEL_K1E": lambda d=10: fit(lambda t: _scaled_k(1, t), 0, 1, d, lambda t: 1 / float(_scaled_k(1, mp.mpf(t)))),
+    # x <= 5/2: J0 = (x - j01)(x + j01) RJ0(x^2), J1 = x (x - j11)(x + j11) RJ1(x^2) (relative);
+    # Y0 = (2/pi) log(x) J0 + RY0(x^2), Y1 = (2/pi)(J1 log x - 1/x) + x RY1(x^2) (absolute)
+    "BESSEL_RJ0": lambda d=6: fit(lambda z: _rj(0, z), 0, 6.25, d, lambda z: 1 / float(_rj(0, mp.mpf(z)))),
+    "BESSEL_RJ1": lambda d=6: fit(lambda z: _rj(1, z), 0, 6.25, d, lambda z: 1 / float(_rj(1, mp.mpf(z)))),
+    "BESSEL_RY0": lambda d=6: fit(lambda z: _ry(0, z), 0, 6.25, d),
+    "BESSEL_RY1": lambda d=6: fit(lambda z: _ry(1, z), 0, 6.25, d),
+    # x > 5/2: J_nu, Y_nu = sqrt(2/(pi x)) (P cos, sin chi -+ Q sin, cos chi), chi = x - (2nu + 1)pi/4;
+    # P(u) and x Q(u) with u = 25/x^2 in (0, 4] (relative)
+    **{f"BESSEL_{w}{nu}": (lambda d=10, w=w, nu=nu: fit(lambda u: _pq(w, nu, u), 0, 4, d,
+                                                        lambda u: 1 / abs(float(_pq(w, nu, mp.mpf(u))))))
+       for w in "PQ" for nu in (0, 1)},
 }
+
+
+def _rj(nu, z):
+    x = mp.sqrt(z) if z > 0 else mp.mpf(10) ** -20
+    j = mp.besseljzero(nu, 1)
+    return mp.besselj(nu, x) / ((x - j) * (x + j) * (x if nu else 1))
+
+
+def _ry(nu, z):
+    x = mp.sqrt(z) if z > 0 else mp.mpf(10) ** -20
+    if nu == 0:
+        return mp.bessely(0, x) - 2 / mp.pi * mp.log(x) * mp.besselj(0, x)
+    return (mp.bessely(1, x) - 2 / mp.pi * (mp.besselj(1, x) * mp.log(x) - 1 / x)) / x
+
+
+def _pq(w, nu, u):
+    """Hankel's P and x Q at x = 5/sqrt(u) (u -> 0: P = 1, x Q = (4 nu^2 - 1)/8)."""
+    if u == 0:
+        return mp.mpf(1) if w == "P" else (4 * nu * nu - mp.mpf(1)) / 8
+    x = 5 / mp.sqrt(u)
+    chi = x - (2 * nu + 1) * mp.pi / 4
+    j, y, s = mp.besselj(nu, x), mp.bessely(nu, x), mp.sqrt(mp.pi * x / 2)
+    if w == "P":
+        return s * (j * mp.cos(chi) + y * mp.sin(chi))
+    return x * s * (y * mp.cos(chi) - j * mp.sin(chi))
 
 
 def _k_small(nu, z):
