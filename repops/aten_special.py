@@ -61,6 +61,6 @@ for _name, _fn in (("special_i0e", S.i0e), ("special_i1", S.i1), ("special_i1e",
                    ("special_modified_bessel_k0", S.k0), ("special_modified_bessel_k1", S.k1),
                    ("special_scaled_modified_bessel_k0", S.k0e), ("special_scaled_modified_bessel_k1", S.k1e),
                    ("special_spherical_bessel_j0", S.spherical_bessel_j0),
-                   ("special_bessel_j0", lambda x: S.bessel_j(0, x)), ("special_bessel_j1", lambda x: S.bessel_j(1, x)),
-                   ("special_bessel_y0", lambda x: S.bessel_y(0, x)), ("special_bessel_y1", lambda x: S.bessel_y(1, x))):
+                   ("special_bessel_j0", S.j0), ("special_bessel_j1", S.j1), ("special_bessel_y0", S.y0),
+                   ("special_bessel_y1", S.y1)):
     register(getattr(aten, _name).default)(lambda a, _fn=_fn, _name=_name: tt(_fn(np_(a, _name))))

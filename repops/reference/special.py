@@ -357,8 +357,10 @@ def ndtri(p):
 BESSEL_TERMS = 20
 I0_SERIES = [k(1 / (math.factorial(j) ** 2)) for j in range(BESSEL_TERMS - 1, -1, -1)]
 I1_SERIES = [k(1 / (math.factorial(j) * math.factorial(j + 1))) for j in range(BESSEL_TERMS - 1, -1, -1)]
-BESSEL_I0E = [c(b) for b in (0x4107CE66, 0xBFF1EF40, 0x3EAB6882, 0x3CF88B75, 0x3CF2FE6F, 0x3CE5BCBD, 0x3D4C4233, 0x3ECC422A)]
-BESSEL_I1E = [c(b) for b in (0xC119A652, 0x40091AB3, 0xBEC869BC, 0xBD271479, 0xBD29B06E, 0xBD3F75DE, 0xBE1931A2, 0x3ECC422A)]
+BESSEL_I0E = [c(b) for b in (0x4107CE66, 0xBFF1EF40, 0x3EAB6882, 0x3CF88B75, 0x3CF2FE6F, 0x3CE5BCBD, 0x3D4C4233,
+                             0x3ECC422A)]
+BESSEL_I1E = [c(b) for b in (0xC119A652, 0x40091AB3, 0xBEC869BC, 0xBD271479, 0xBD29B06E, 0xBD3F75DE, 0xBE1931A2,
+                             0x3ECC422A)]
 BESSEL_MID = k(8.0)
 
 
@@ -553,3 +555,19 @@ def bessel_y(nu: int, x):
     y = P.select(P.eq(x, k(0.0)), k(-np.inf), P.select(P.lt(x, k(0.0)), NAN, y))
     y = P.select(P.eq(x, INF), NAN, y)
     return P.select(P.eq(x, x), y, x)
+
+
+def j0(x):
+    return bessel_j(0, x)
+
+
+def j1(x):
+    return bessel_j(1, x)
+
+
+def y0(x):
+    return bessel_y(0, x)
+
+
+def y1(x):
+    return bessel_y(1, x)
