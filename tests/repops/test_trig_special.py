@@ -109,11 +109,11 @@ def test_gamma_family_on_negative_arguments_is_accurate_in_absolute_terms(f, ref
 @pytest.mark.parametrize("nu", [0, 1])
 def test_bessel_j_and_y_are_accurate_in_absolute_terms(nu):
     """J and Y oscillate: next to their zeros ulps mean nothing; the error is binary32 rounding of
-    terms of size max(1, |f|) (measured: <= 1.8e-7; torch's float32 kernels: up to 4.7e-7)."""
+    terms of size max(1, |f|) (measured: <= 2.9e-7, Y0 below 1/2; torch's float32 kernels: up to 4.7e-7)."""
     x = np.concatenate([_sweep(1e-3, 2.5, 600, seed=9), _sweep(2.5, 1000, 600, seed=10)])
     for f, ref in ((S.bessel_j, mp.besselj), (S.bessel_y, mp.bessely)):
         r = _mp(lambda v: ref(nu, v))(x)
-        assert (np.abs(f(nu, x) - r) <= 3e-7 * np.maximum(1.0, np.abs(r))).all()
+        assert (np.abs(f(nu, x) - r) <= 4e-7 * np.maximum(1.0, np.abs(r))).all()
 
 
 def test_ndtri_keeps_relative_accuracy_in_the_tail():
