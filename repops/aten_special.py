@@ -15,10 +15,11 @@ from .reference import trig as T
 aten = torch.ops.aten
 
 
-def _unary(name, fn, *aliases):
-    """fn on one float tensor as aten.<name> (and aliases), and <name>_ in place."""
-    register(getattr(aten, name).default, *aliases)(lambda a: tt(fn(np_(a, name))))
-    register(getattr(aten, name + "_").default)(lambda a: _inplace(a, fn(np_(a, name + "_"))))
+def _unary(name, fn, inplace=True):
+    """fn on one float tensor as aten.<name>, and <name>_ in place where aten has it."""
+    register(getattr(aten, name).default)(lambda a: tt(fn(np_(a, name))))
+    if inplace:
+        register(getattr(aten, name + "_").default)(lambda a: _inplace(a, fn(np_(a, name + "_"))))
 
 
 for _name in ("asin", "acos", "atan", "asinh", "acosh", "atanh", "sinh", "cosh", "tan"):
@@ -48,14 +49,13 @@ register(aten.polygamma_.default)(lambda a, n: _inplace(a, _polygamma(n, np_(a, 
 
 # -- error function family ------------------------------------------------------------------------------------------
 _unary("erfc", S.erfc)
-register(aten.special_erfcx.default)(lambda a: tt(S.erfcx(np_(a, "special_erfcx"))))
-register(aten.special_log_ndtr.default)(lambda a: tt(S.log_ndtr(np_(a, "special_log_ndtr"))))
 _unary("erfinv", S.erfinv)
-register(aten.special_ndtri.default)(lambda a: tt(S.ndtri(np_(a, "special_ndtri"))))
+_unary("special_erfcx", S.erfcx, inplace=False)
+_unary("special_log_ndtr", S.log_ndtr, inplace=False)
+_unary("special_ndtri", S.ndtri, inplace=False)
 
 # -- Bessel -----------------------------------------------------------------------------------------------------------
-register(aten.i0.default)(lambda a: tt(S.i0(np_(a, "i0"))))
-register(aten.i0_.default)(lambda a: _inplace(a, S.i0(np_(a, "i0_"))))
+_unary("i0", S.i0)
 for _name, _fn in (("special_i0e", S.i0e), ("special_i1", S.i1), ("special_i1e", S.i1e),
                    ("special_modified_bessel_i0", S.i0), ("special_modified_bessel_i1", S.i1),
                    ("special_modified_bessel_k0", S.k0), ("special_modified_bessel_k1", S.k1),
@@ -63,4 +63,4 @@ for _name, _fn in (("special_i0e", S.i0e), ("special_i1", S.i1), ("special_i1e",
                    ("special_spherical_bessel_j0", S.spherical_bessel_j0),
                    ("special_bessel_j0", S.j0), ("special_bessel_j1", S.j1), ("special_bessel_y0", S.y0),
                    ("special_bessel_y1", S.y1)):
-    register(getattr(aten, _name).default)(lambda a, _fn=_fn, _name=_name: tt(_fn(np_(a, _name))))
+    _unary(_name, _fn, inplace=False)

@@ -10,6 +10,7 @@ import numpy as np
 
 from . import math as M
 from . import prims as P
+from .activations import log1p
 from .math import c
 from .trig import PI_HI, signbit
 
@@ -284,7 +285,6 @@ SQRT1_2 = c(0x3F3504F3)      # RN(1/sqrt 2)
 def log_ndtr(x):
     """log Phi(x), torch's formula: t = x RN(1/sqrt2); x < -1: log(erfcx(-t)/2) - t^2; else
     log1p(-erfc(t)/2)."""
-    from .activations import log1p
     x = P.f32(x)
     t = P.mul(x, SQRT1_2)
     low = P.sub(M.log(P.mul(erfcx(P.neg(P.min_(t, k(0.0)))), k(0.5))), P.mul(t, t))

@@ -14,7 +14,7 @@ from .activations import expm1, log1p
 from .math import c
 
 k = np.float32
-NAN, INF = k(np.nan), k(np.inf)
+NAN = k(np.nan)
 TINY = k(2.0 ** -12)         # below, asinh/atanh/sinh(x) round to x (the cubic term is < 2^-25 x)
 HUGE = k(2.0 ** 28)          # above, asinh/acosh(x) = log(x) + ln 2 to binary32 (the 1/x term is gone)
 LN2 = c(0x3F317218)
