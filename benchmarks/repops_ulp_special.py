@@ -1,4 +1,4 @@
-"""Max ulp error of repops/reference/trig.py and special.py over random sweeps (the table in
+"""Max ulp error of repops/reference/trig.py, special.py and bessel.py over random sweeps (the table in
 docs/NUMERICS.md §8, "Inverse trigonometric, hyperbolic and special functions").
 
   python benchmarks/repops_ulp_special.py [--n 200000] [--only atan lgamma ...]
@@ -20,6 +20,7 @@ import mpmath as mp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from repops.reference import bessel as B  # noqa: E402
 from repops.reference import special as S  # noqa: E402
 from repops.reference import trig as T  # noqa: E402
 
@@ -66,19 +67,19 @@ CASES = {
     "log_ndtr": (S.log_ndtr, _mp(lambda v: mp.log(mp.ncdf(v))), True, [(-40, 5, False)]),
     "erfinv": (S.erfinv, _mp(mp.erfinv), True, [(-1, 1, False)]),
     "ndtri": (S.ndtri, _mp(_ndtri), True, [(0, 1, False), (2.0 ** -120, 0.5, True)]),
-    "i0": (S.i0, np.i0, False, [(-91, 91, False)]),
-    "i0e": (S.i0e, lambda x: np.i0(x) * np.exp(-np.abs(x)), False, [(-700, 700, False)]),
-    "i1": (S.i1, _mp(lambda v: mp.besseli(1, v)), True, [(-91, 91, False)]),
-    "i1e": (S.i1e, _mp(lambda v: mp.besseli(1, v) * mp.exp(-abs(v))), True, [(-100, 100, False)]),
-    "k0": (S.k0, _mp(lambda v: mp.besselk(0, v)), True, [(0, 3, False), (1e-30, 85, True)]),
-    "k1": (S.k1, _mp(lambda v: mp.besselk(1, v)), True, [(0, 3, False), (1e-30, 85, True)]),
-    "k0e": (S.k0e, _mp(lambda v: mp.besselk(0, v) * mp.exp(v)), True, [(0, 3, False), (1e-30, 1e30, True)]),
-    "k1e": (S.k1e, _mp(lambda v: mp.besselk(1, v) * mp.exp(v)), True, [(0, 3, False), (1e-30, 1e30, True)]),
+    "i0": (B.i0, np.i0, False, [(-91, 91, False)]),
+    "i0e": (B.i0e, lambda x: np.i0(x) * np.exp(-np.abs(x)), False, [(-700, 700, False)]),
+    "i1": (B.i1, _mp(lambda v: mp.besseli(1, v)), True, [(-91, 91, False)]),
+    "i1e": (B.i1e, _mp(lambda v: mp.besseli(1, v) * mp.exp(-abs(v))), True, [(-100, 100, False)]),
+    "k0": (B.k0, _mp(lambda v: mp.besselk(0, v)), True, [(0, 3, False), (1e-30, 85, True)]),
+    "k1": (B.k1, _mp(lambda v: mp.besselk(1, v)), True, [(0, 3, False), (1e-30, 85, True)]),
+    "k0e": (B.k0e, _mp(lambda v: mp.besselk(0, v) * mp.exp(v)), True, [(0, 3, False), (1e-30, 1e30, True)]),
+    "k1e": (B.k1e, _mp(lambda v: mp.besselk(1, v) * mp.exp(v)), True, [(0, 3, False), (1e-30, 1e30, True)]),
     # J and Y oscillate (ulps are unbounded next to their zeros): "abs" reports max |y - ref| / max(1, |ref|)
-    **{f"bessel_{w}{nu}": (lambda x, f=getattr(S, f"bessel_{w}"), nu=nu: f(nu, x),
+    **{f"bessel_{w}{nu}": (lambda x, f=getattr(B, f"bessel_{w}"), nu=nu: f(nu, x),
                            _mp(lambda v, g=getattr(mp, f"bessel{w}"), nu=nu: g(nu, v)), "abs",
                            [(0, 2.5, False), (2.5, 1000, False)]) for w in "jy" for nu in (0, 1)},
-    "spherical_bessel_j0": (S.spherical_bessel_j0, lambda x: np.where(x == 0, 1.0, np.sin(x) / np.where(x == 0, 1, x)),
+    "spherical_bessel_j0": (B.spherical_bessel_j0, lambda x: np.where(x == 0, 1.0, np.sin(x) / np.where(x == 0, 1, x)),
                             False, [(-10, 10, False)]),
 }
 

@@ -1,5 +1,5 @@
 """aten's inverse trigonometric, hyperbolic and special functions on RepOps: each the composition
-in repops/reference/trig.py or special.py (docs/NUMERICS.md §8), registered directly (torch's
+in repops/reference/trig.py, special.py or bessel.py (docs/NUMERICS.md §8), registered directly (torch's
 decompositions of them reach prims.asin, prims.lgamma, ... whose eager kernels lead back to the
 aten op, which RepOps would refuse). Backward passes are autograd's formulas over aten ops."""
 from __future__ import annotations
@@ -9,6 +9,7 @@ import torch
 from .aten import _inplace, np_, register, tt
 from .errors import UnsupportedOpError
 from .reference import activations as A
+from .reference import bessel as B
 from .reference import special as S
 from .reference import trig as T
 
@@ -55,12 +56,12 @@ _unary("special_log_ndtr", S.log_ndtr, inplace=False)
 _unary("special_ndtri", S.ndtri, inplace=False)
 
 # -- Bessel -----------------------------------------------------------------------------------------------------------
-_unary("i0", S.i0)
-for _name, _fn in (("special_i0e", S.i0e), ("special_i1", S.i1), ("special_i1e", S.i1e),
-                   ("special_modified_bessel_i0", S.i0), ("special_modified_bessel_i1", S.i1),
-                   ("special_modified_bessel_k0", S.k0), ("special_modified_bessel_k1", S.k1),
-                   ("special_scaled_modified_bessel_k0", S.k0e), ("special_scaled_modified_bessel_k1", S.k1e),
-                   ("special_spherical_bessel_j0", S.spherical_bessel_j0),
-                   ("special_bessel_j0", S.j0), ("special_bessel_j1", S.j1), ("special_bessel_y0", S.y0),
-                   ("special_bessel_y1", S.y1)):
+_unary("i0", B.i0)
+for _name, _fn in (("special_i0e", B.i0e), ("special_i1", B.i1), ("special_i1e", B.i1e),
+                   ("special_modified_bessel_i0", B.i0), ("special_modified_bessel_i1", B.i1),
+                   ("special_modified_bessel_k0", B.k0), ("special_modified_bessel_k1", B.k1),
+                   ("special_scaled_modified_bessel_k0", B.k0e), ("special_scaled_modified_bessel_k1", B.k1e),
+                   ("special_spherical_bessel_j0", B.spherical_bessel_j0),
+                   ("special_bessel_j0", B.j0), ("special_bessel_j1", B.j1), ("special_bessel_y0", B.y0),
+                   ("special_bessel_y1", B.y1)):
     _unary(_name, _fn, inplace=False)

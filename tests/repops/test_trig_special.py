@@ -1,4 +1,4 @@
-"""repops/reference/trig.py and special.py: error against float64 over sweeps (bounds a little
+"""repops/reference/trig.py, special.py and bessel.py: error against float64 over sweeps (bounds a little
 above the figures in docs/NUMERICS.md §8), special values bit for bit against torch, symmetry bit
 for bit, the aten ops under repops.deterministic() (compiled CPU kernels) bit for bit the
 reference, and every OpInfo sample of these ops native to rounding (no wrong answer)."""
@@ -13,6 +13,7 @@ import torch
 import repops
 from repops.errors import UnsupportedOpError
 from repops.reference import activations as A
+from repops.reference import bessel as B
 from repops.reference import special as S
 from repops.reference import trig as T
 
@@ -62,19 +63,19 @@ ULP_CASES = {
     "tan": (T.tan, np.tan, [(-100, 100, False)], 3.8, 20000),
     "lgamma": (S.lgamma, _lgamma64, [(1e-3, 10, False), (1e-30, 1e30, True)], 4.0, 20000),
     "erfc": (S.erfc, np.vectorize(math.erfc), [(-4, 10.05, False)], 4.3, 20000),
-    "i0": (S.i0, np.i0, [(-91, 91, False)], 5.5, 20000),
-    "i0e": (S.i0e, lambda x: np.i0(x) * np.exp(-np.abs(x)), [(-700, 700, False)], 3.5, 20000),
-    "spherical_bessel_j0": (S.spherical_bessel_j0, lambda x: np.sin(x) / x, [(0.01, 10, False)], 2.4, 20000),
+    "i0": (B.i0, np.i0, [(-91, 91, False)], 5.5, 20000),
+    "i0e": (B.i0e, lambda x: np.i0(x) * np.exp(-np.abs(x)), [(-700, 700, False)], 3.5, 20000),
+    "spherical_bessel_j0": (B.spherical_bessel_j0, lambda x: np.sin(x) / x, [(0.01, 10, False)], 2.4, 20000),
     "digamma": (S.digamma, _mp(mp.digamma), [(1e-3, 10, False), (10, 1e30, True)], 3.2, 1500),
     "erfcx": (S.erfcx, _mp(lambda v: mp.exp(v * v) * mp.erfc(v)), [(-9, 10, False), (10, 1e30, True)], 3.0, 1500),
     "erfinv": (S.erfinv, _mp(mp.erfinv), [(-1, 1, False)], 3.4, 600),
-    "i1": (S.i1, _mp(lambda v: mp.besseli(1, v)), [(-91, 91, False)], 5.0, 1500),
-    "i1e": (S.i1e, _mp(lambda v: mp.besseli(1, v) * mp.exp(-abs(v))), [(-100, 100, False)], 2.8, 1500),
+    "i1": (B.i1, _mp(lambda v: mp.besseli(1, v)), [(-91, 91, False)], 5.0, 1500),
+    "i1e": (B.i1e, _mp(lambda v: mp.besseli(1, v) * mp.exp(-abs(v))), [(-100, 100, False)], 2.8, 1500),
     # (negative x only for odd n: psi^(n) of even n has zeros there, where ulps mean nothing)
-    "k0": (S.k0, _mp(lambda v: mp.besselk(0, v)), [(1e-3, 3, False), (1e-30, 85, True)], 4.8, 1000),
-    "k1": (S.k1, _mp(lambda v: mp.besselk(1, v)), [(1e-3, 3, False), (1e-30, 85, True)], 3.6, 1000),
-    "k0e": (S.k0e, _mp(lambda v: mp.besselk(0, v) * mp.exp(v)), [(1e-3, 3, False), (1e-30, 1e30, True)], 5.0, 1000),
-    "k1e": (S.k1e, _mp(lambda v: mp.besselk(1, v) * mp.exp(v)), [(1e-3, 3, False), (1e-30, 1e30, True)], 3.9, 1000),
+    "k0": (B.k0, _mp(lambda v: mp.besselk(0, v)), [(1e-3, 3, False), (1e-30, 85, True)], 4.8, 1000),
+    "k1": (B.k1, _mp(lambda v: mp.besselk(1, v)), [(1e-3, 3, False), (1e-30, 85, True)], 3.6, 1000),
+    "k0e": (B.k0e, _mp(lambda v: mp.besselk(0, v) * mp.exp(v)), [(1e-3, 3, False), (1e-30, 1e30, True)], 5.0, 1000),
+    "k1e": (B.k1e, _mp(lambda v: mp.besselk(1, v) * mp.exp(v)), [(1e-3, 3, False), (1e-30, 1e30, True)], 3.9, 1000),
     **{f"polygamma{n}": (lambda x, n=n: S.polygamma(n, x), _mp(lambda v, n=n: mp.polygamma(n, v)),
                          [(1e-3, 10, False), (10, 1e4, True)] + ([(-10, -1e-3, False)] if n % 2 else []), bound, 300)
        for n, bound in ((1, 7.0), (2, 5.6), (3, 12.5), (4, 10.5), (5, 18.0))},
@@ -111,7 +112,7 @@ def test_bessel_j_and_y_are_accurate_in_absolute_terms(nu):
     """J and Y oscillate: next to their zeros ulps mean nothing; the error is binary32 rounding of
     terms of size max(1, |f|) (measured: <= 2.9e-7, Y0 below 1/2; torch's float32 kernels: up to 4.7e-7)."""
     x = np.concatenate([_sweep(1e-3, 2.5, 600, seed=9), _sweep(2.5, 1000, 600, seed=10)])
-    for f, ref in ((S.bessel_j, mp.besselj), (S.bessel_y, mp.bessely)):
+    for f, ref in ((B.bessel_j, mp.besselj), (B.bessel_y, mp.bessely)):
         r = _mp(lambda v: ref(nu, v))(x)
         assert (np.abs(f(nu, x) - r) <= 4e-7 * np.maximum(1.0, np.abs(r))).all()
 
@@ -135,11 +136,11 @@ TORCH = {
     "erfc": (S.erfc, torch.erfc), "erfcx": (S.erfcx, torch.special.erfcx),
     "log_ndtr": (S.log_ndtr, torch.special.log_ndtr),
     "erfinv": (S.erfinv, torch.erfinv), "ndtri": (S.ndtri, torch.special.ndtri),
-    "i0e": (S.i0e, torch.special.i0e), "i1": (S.i1, torch.special.i1), "i1e": (S.i1e, torch.special.i1e),
-    "spherical_bessel_j0": (S.spherical_bessel_j0, torch.special.spherical_bessel_j0),
-    "k0": (S.k0, torch.special.modified_bessel_k0), "k1": (S.k1, torch.special.modified_bessel_k1),
-    **{f"bessel_{w}": (getattr(S, w), getattr(torch.special, f"bessel_{w}")) for w in ("j0", "j1", "y0", "y1")},
-    "k0e": (S.k0e, torch.special.scaled_modified_bessel_k0), "k1e": (S.k1e, torch.special.scaled_modified_bessel_k1),
+    "i0e": (B.i0e, torch.special.i0e), "i1": (B.i1, torch.special.i1), "i1e": (B.i1e, torch.special.i1e),
+    "spherical_bessel_j0": (B.spherical_bessel_j0, torch.special.spherical_bessel_j0),
+    "k0": (B.k0, torch.special.modified_bessel_k0), "k1": (B.k1, torch.special.modified_bessel_k1),
+    **{f"bessel_{w}": (getattr(B, w), getattr(torch.special, f"bessel_{w}")) for w in ("j0", "j1", "y0", "y1")},
+    "k0e": (B.k0e, torch.special.scaled_modified_bessel_k0), "k1e": (B.k1e, torch.special.scaled_modified_bessel_k1),
     **{f"polygamma{n}": (lambda x, n=n: S.polygamma(n, x), lambda t, n=n: torch.polygamma(n, t)) for n in range(1, 6)},
 }
 # The inputs whose results are exact (or a special value) in torch: every function there gives
@@ -204,14 +205,14 @@ def test_where_torch_float32_rounds_badly_repops_gives_the_true_pole_or_value():
     big = F32([1e30, 1e20])
     assert ulps(S.polygamma(1, big), big.astype(np.float64) ** -1).max() <= 1
     # (the tail leads with p^(s-1): trigamma(1e30) = 1e-30, not an underflowed p^2 times w)
-    assert np.isfinite(S.i0(F32([89.5, 91.0]))).all() and np.isfinite(S.i1(F32([-89.5]))).all()
+    assert np.isfinite(B.i0(F32([89.5, 91.0]))).all() and np.isfinite(B.i1(F32([-89.5]))).all()
 
 
 # -- symmetry --------------------------------------------------------------------------------------------------------
 ODD = {"atan": T.atan, "asin": T.asin, "asinh": T.asinh, "atanh": T.atanh, "sinh": T.sinh, "erfinv": S.erfinv,
-       "i1e": S.i1e, "i1": S.i1, "bessel_j1": S.j1}
-EVEN = {"cosh": T.cosh, "i0": S.i0, "i0e": S.i0e, "spherical_bessel_j0": S.spherical_bessel_j0,
-        "bessel_j0": S.j0}
+       "i1e": B.i1e, "i1": B.i1, "bessel_j1": B.j1}
+EVEN = {"cosh": T.cosh, "i0": B.i0, "i0e": B.i0e, "spherical_bessel_j0": B.spherical_bessel_j0,
+        "bessel_j0": B.j0}
 
 
 @pytest.mark.parametrize("name", sorted(ODD) + sorted(EVEN))
@@ -232,13 +233,13 @@ ATEN = {
     torch.atanh: T.atanh, torch.sinh: T.sinh, torch.cosh: T.cosh, torch.tan: T.tan, torch.expm1: A.expm1,
     torch.log1p: A.log1p, torch.lgamma: S.lgamma, torch.digamma: S.digamma, torch.erfc: S.erfc,
     torch.erfinv: S.erfinv, torch.special.erfcx: S.erfcx, torch.special.log_ndtr: S.log_ndtr,
-    torch.special.ndtri: S.ndtri, torch.i0: S.i0, torch.special.i0e: S.i0e, torch.special.i1: S.i1,
-    torch.special.i1e: S.i1e, torch.special.spherical_bessel_j0: S.spherical_bessel_j0,
-    torch.special.modified_bessel_i0: S.i0, torch.special.modified_bessel_i1: S.i1,
-    torch.special.modified_bessel_k0: S.k0, torch.special.modified_bessel_k1: S.k1,
-    torch.special.scaled_modified_bessel_k0: S.k0e, torch.special.scaled_modified_bessel_k1: S.k1e,
-    torch.special.bessel_j0: S.j0, torch.special.bessel_j1: S.j1, torch.special.bessel_y0: S.y0,
-    torch.special.bessel_y1: S.y1,
+    torch.special.ndtri: S.ndtri, torch.i0: B.i0, torch.special.i0e: B.i0e, torch.special.i1: B.i1,
+    torch.special.i1e: B.i1e, torch.special.spherical_bessel_j0: B.spherical_bessel_j0,
+    torch.special.modified_bessel_i0: B.i0, torch.special.modified_bessel_i1: B.i1,
+    torch.special.modified_bessel_k0: B.k0, torch.special.modified_bessel_k1: B.k1,
+    torch.special.scaled_modified_bessel_k0: B.k0e, torch.special.scaled_modified_bessel_k1: B.k1e,
+    torch.special.bessel_j0: B.j0, torch.special.bessel_j1: B.j1, torch.special.bessel_y0: B.y0,
+    torch.special.bessel_y1: B.y1,
 }
 
 
@@ -262,7 +263,7 @@ def test_compositions_run_the_same_bits_on_the_emulated_cuda_backend(backend):
                torch.special.log_ndtr(x), torch.acosh(x), torch.tan(x)]
     with np.errstate(all="ignore"):
         xs, us = x.numpy(), u.numpy()
-        want = [S.lgamma(xs), S.polygamma(2, xs), T.atan2(xs, us), S.erfinv(us), S.i1e(xs), S.log_ndtr(xs),
+        want = [S.lgamma(xs), S.polygamma(2, xs), T.atan2(xs, us), S.erfinv(us), B.i1e(xs), S.log_ndtr(xs),
                 T.acosh(xs), T.tan(xs)]
     for g, w in zip(got, want):
         assert (g.numpy().view(np.uint32) == w.view(np.uint32)).all()
