@@ -1,0 +1,129 @@
+"""Max ulp error of repops/reference/trig.py, special.py and bessel.py over random sweeps (the table in
+docs/NUMERICS.md §8, "Inverse trigonometric, hyperbolic and special functions").
+
+  python benchmarks/repops_ulp_special.py [--n 200000] [--only atan lgamma ...]
+
+Reference: float64 (numpy / math) where it has the function, else mpmath (25 digits) on at most
+--n-mp inputs (mpmath's polygamma and erfinv take ~1 ms each). Inputs: uniform in each range,
+and log-uniform where the range is marked "log". Error = |y - ref| / ulp(ref rounded to binary32),
+over results that are normal binary32 numbers (subnormal results: absolute error, not counted);
+a special result (inf/NaN) that differs counts as infinite.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import mpmath as mp
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from repops.reference import bessel as B  # noqa: E402
+from repops.reference import special as S  # noqa: E402
+from repops.reference import trig as T  # noqa: E402
+
+mp.mp.dps = 25
+
+
+def _mp(f):
+    return lambda x: np.array([float(f(mp.mpf(float(v)))) for v in x])
+
+
+def _math(f):
+    return lambda x: np.array([f(float(v)) for v in x])
+
+
+def _lgamma(v):
+    return math.lgamma(v) if v != math.floor(v) or v > 0 else math.inf
+
+
+def _ndtri(p):
+    with mp.workdps(80):                               # 2p - 1 next to -1 for p ~ 2^-120
+        return mp.sqrt(2) * mp.erfinv(2 * p - 1)
+
+
+# name -> (function, reference(x64) -> float64, mpmath? (or "abs": mpmath, absolute error), [(lo, hi, log?)])
+CASES = {
+    "atan": (T.atan, np.arctan, False, [(-10, 10, False), (1e-30, 1e30, True)]),
+    # atan2(x, reversed x): every sign and ratio combination of the sweep
+    "atan2": (lambda x: T.atan2(x, x[::-1].copy()), lambda x: np.arctan2(x, x[::-1]), False,
+              [(-10, 10, False), (1e-30, 1e30, True)]),
+    "asin": (T.asin, np.arcsin, False, [(-1, 1, False), (1e-30, 1, True)]),
+    "acos": (T.acos, np.arccos, False, [(-1, 1, False)]),
+    "asinh": (T.asinh, np.arcsinh, False, [(-10, 10, False), (1e-30, 1e30, True)]),
+    "acosh": (T.acosh, np.arccosh, False, [(1, 10, False), (1, 1e30, True)]),
+    "atanh": (T.atanh, np.arctanh, False, [(-1, 1, False), (1e-30, 1, True)]),
+    "sinh": (T.sinh, np.sinh, False, [(-10, 10, False), (1e-30, 89.4, True)]),
+    "cosh": (T.cosh, np.cosh, False, [(-10, 10, False), (1e-30, 89.4, True)]),
+    "tan": (T.tan, np.tan, False, [(-10, 10, False), (-100, 100, False)]),
+    "lgamma": (S.lgamma, _math(_lgamma), False, [(0, 10, False), (1e-30, 1e30, True), (-10, -0.5, False)]),
+    "digamma": (S.digamma, _mp(mp.digamma), True, [(0, 10, False), (10, 1e30, True), (-10, 0, False)]),
+    **{f"polygamma{n}": (lambda x, n=n: S.polygamma(n, x), _mp(lambda v, n=n: mp.polygamma(n, v)), True,
+                         [(0, 10, False), (10, 1e4, True), (-10, 0, False)]) for n in range(1, 6)},
+    "erfc": (S.erfc, _math(math.erfc), False, [(-4, 10.05, False)]),
+    "erfcx": (S.erfcx, _mp(lambda v: mp.exp(v * v) * mp.erfc(v)), True, [(-9, 10, False), (10, 1e30, True)]),
+    "log_ndtr": (S.log_ndtr, _mp(lambda v: mp.log(mp.ncdf(v))), True, [(-40, 5, False)]),
+    "erfinv": (S.erfinv, _mp(mp.erfinv), True, [(-1, 1, False)]),
+    "ndtri": (S.ndtri, _mp(_ndtri), True, [(0, 1, False), (2.0 ** -120, 0.5, True)]),
+    "i0": (B.i0, np.i0, False, [(-91, 91, False)]),
+    "i0e": (B.i0e, lambda x: np.i0(x) * np.exp(-np.abs(x)), False, [(-700, 700, False)]),
+    "i1": (B.i1, _mp(lambda v: mp.besseli(1, v)), True, [(-91, 91, False)]),
+    "i1e": (B.i1e, _mp(lambda v: mp.besseli(1, v) * mp.exp(-abs(v))), True, [(-100, 100, False)]),
+    "k0": (B.k0, _mp(lambda v: mp.besselk(0, v)), True, [(0, 3, False), (1e-30, 85, True)]),
+    "k1": (B.k1, _mp(lambda v: mp.besselk(1, v)), True, [(0, 3, False), (1e-30, 85, True)]),
+    "k0e": (B.k0e, _mp(lambda v: mp.besselk(0, v) * mp.exp(v)), True, [(0, 3, False), (1e-30, 1e30, True)]),
+    "k1e": (B.k1e, _mp(lambda v: mp.besselk(1, v) * mp.exp(v)), True, [(0, 3, False), (1e-30, 1e30, True)]),
+    # J and Y oscillate (ulps are unbounded next to their zeros): "abs" reports max |y - ref| / max(1, |ref|)
+    **{f"bessel_{w}{nu}": (lambda x, f=getattr(B, f"bessel_{w}"), nu=nu: f(nu, x),
+                           _mp(lambda v, g=getattr(mp, f"bessel{w}"), nu=nu: g(nu, v)), "abs",
+                           [(0, 2.5, False), (2.5, 1000, False)]) for w in "jy" for nu in (0, 1)},
+    "spherical_bessel_j0": (B.spherical_bessel_j0, lambda x: np.where(x == 0, 1.0, np.sin(x) / np.where(x == 0, 1, x)),
+                            False, [(-10, 10, False)]),
+}
+
+
+def ulps(y, ref):
+    """Per-element ulp error over normal binary32 results; inf where a special result differs."""
+    ref32 = ref.astype(np.float32)
+    with np.errstate(all="ignore"):
+        err = np.abs(y.astype(np.float64) - ref) / np.spacing(np.abs(ref32)).astype(np.float64)
+    special = ~np.isfinite(ref32) | ~np.isfinite(y)
+    same = (np.isnan(ref32) & np.isnan(y)) | (ref32 == y)
+    err = np.where(special, np.where(same, 0.0, np.inf), err)
+    return np.where(~special & (np.abs(ref32) < 2.0 ** -126), 0.0, err)
+
+
+def inputs(rng, lo, hi, log, n):
+    if log:
+        v = np.exp(rng.uniform(np.log(lo), np.log(hi), n))
+        return v.astype(np.float32)
+    return rng.uniform(lo, hi, n).astype(np.float32)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=200_000)
+    ap.add_argument("--n-mp", type=int, default=20_000)
+    ap.add_argument("--only", nargs="*")
+    args = ap.parse_args()
+    rng = np.random.default_rng(2026)
+    print("| function | inputs | max ulp |")
+    print("|---|---|---:|")
+    for name, (f, ref, slow, ranges) in CASES.items():
+        if args.only and name not in args.only:
+            continue
+        n = min(args.n, args.n_mp) if slow else args.n
+        for lo, hi, log in ranges:
+            x = inputs(rng, lo, hi, log, n)
+            with np.errstate(all="ignore"):
+                y, r = f(x), ref(x.astype(np.float64))
+                e = np.abs(y - r) / np.maximum(1.0, np.abs(r)) if slow == "abs" else ulps(y, r)
+            where = f"{'log-' if log else ''}uniform [{lo:g}, {hi:g}], {n // 1000}k"
+            fig = f"{e.max():.2e} abs" if slow == "abs" else f"{e.max():.2f}"
+            print(f"| {name} | {where} | {fig} (at {x[np.argmax(e)]!r}) |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
