@@ -150,15 +150,9 @@ for _name, _fn in (("neg", P.neg), ("abs", P.abs_), ("sqrt", P.sqrt), ("rsqrt", 
     register(getattr(aten, _name + "_").default)(_unary_inplace(_fn, _name + "_"))
 
 
-def _sign(x):
-    """sign(x) = [0 < x] - [x < 0] as 1/+0 selects (torch's rule: sign(+-0) = +0, sign(NaN) = +0)."""
-    one, zero = full(x.shape, 1.0), full(x.shape, 0.0)
-    return P.sub(P.select(P.lt(zero, x), one, zero), P.select(P.lt(x, zero), one, zero))
-
-
-for _name, _fn in (("erf", M.erf), ("sign", _sign), ("sgn", _sign)):
-    register(getattr(aten, _name).default)(_unary(_fn, _name))
-    register(getattr(aten, _name + "_").default)(_unary_inplace(_fn, _name + "_"))
+register(aten.erf.default)(_unary(M.erf, "erf"))
+register(aten.erf_.default)(_unary_inplace(M.erf, "erf_"))
+# (sign, sgn: repops/aten_nn.py, reference/activations.sign)
 
 
 @register(aten.pow.Tensor_Scalar)
