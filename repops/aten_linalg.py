@@ -21,7 +21,10 @@ aten = torch.ops.aten
 
 def ti(a) -> torch.Tensor:
     """An integer kernel output as a tensor."""
-    return torch.from_numpy(np.ascontiguousarray(a)) if P.xp_of(a) is np else torch.from_dlpack(a)
+    if P.xp_of(a) is not np:
+        return torch.from_dlpack(a)
+    a = np.asarray(a)  # (ascontiguousarray would make a 0-d array 1-d)
+    return torch.from_numpy(a if a.flags.c_contiguous and a.flags.writeable else a.copy())
 
 
 def _square(a, op):
@@ -108,7 +111,7 @@ def _lu(t, op, pivot=True):
 
 
 def _factor(A, op):
-    """torch's LU of A for solve/det/slogdet: of Aᵀ when A is contiguous (torch's choice, which
+    """torch's LU of A for det/slogdet: of Aᵀ when A is contiguous (torch's choice, which
     its backward formulas assume), -> (LU, pivots, info, transposed)."""
     a = np_(A, op)
     _square(a, op)
@@ -155,16 +158,18 @@ def _is_vector(A, B):
 
 @register(aten._linalg_solve_ex.default)
 def linalg_solve_ex(A, B, *, left=True, check_errors=False):
-    """torch's: LU of Aᵀ (A contiguous) then lu_solve with adjoint, else LU of A; a vector B as
-    a column. A zero pivot is refused (`singular`): torch's answer there is inf/NaN garbage."""
+    """LU of A (torch returns that one, whatever A's layout), then lu_solve; a vector B as a
+    column. A zero pivot is refused (`singular`): torch's answer there is inf/NaN garbage."""
     op = "_linalg_solve_ex"
-    LU, piv, info, flip = _factor(A, op)
+    a = np_(A, op)
+    _square(a, op)
+    LU, piv, info = S.lu_factor(a)
     faults.nonsingular(info, op, "is singular")
     b = np_(B, op)
     vector = _is_vector(A, B)
     if vector:
         b = b[..., :, None] if left else b[..., None, :]
-    x = S.lu_solve(LU, piv, b, left, flip)
+    x = S.lu_solve(LU, piv, b, left)
     if vector:
         x = x[..., :, 0] if left else x[..., 0, :]
         x = P.copy(x)
@@ -202,7 +207,7 @@ def linalg_slogdet(A):
     LU, piv, _, _ = _factor(A, op)
     n = LU.shape[-1]
     sign = S._perm_sign(piv)
-    diag = P.copy(np.diagonal(LU, 0, -2, -1)) if n else P.const(0.0, LU.shape[:-1] + (0,))
+    diag = P.copy(np.diagonal(LU, 0, -2, -1)) if n else P.const(0.0, LU.shape[:-2] + (0,))
     zero = P.const(0.0, diag.shape)
     one = P.const(1.0, diag.shape)
     sg = P.select(P.eq(diag, zero), zero, P.select(P.lt(diag, zero), P.neg(one), one))

@@ -20,7 +20,7 @@ def batched(a):
     """a [..., m, n] -> ([B, m, n] (a copy kernel when a is not contiguous), its batch shape)."""
     lead = a.shape[:-2]
     data = a if (P.xp_of(a) is not np or a.flags.c_contiguous) else P.copy(a)
-    return data.reshape((int(np.prod(lead)),) + a.shape[-2:]), lead
+    return data.reshape((int(np.prod(lead, dtype=np.int64)),) + a.shape[-2:]), lead
 
 
 def _fill_rows(rows, shape):
@@ -75,6 +75,8 @@ def not_positive(d):
 
 def _info(bad):
     n = bad.shape[-1]
+    if n == 0 or bad.size == 0:
+        return K["copy.i32"](I.const(0, "i32", bad.shape[:-1]))
     at = first_true(bad)                                     # n where none
     info = K["select.i64"](K["eq.i64"](at, const(n)), const(0), K["add.i64"](at, const(1)))
     return K["to_i32.i64"](info)
@@ -167,7 +169,8 @@ def lu_factor(a):
 def permutation_t(pivots, m: int):
     """Pᵀ [.., m, m] of LAPACK's pivots [.., K] (1-based): the identity's rows swapped k <-> piv[k]-1
     for k = 0..K-1 in order (gathers, exact), so Pᵀ a = L U (torch: a = P L U)."""
-    pv, lead = pivots.reshape(-1, pivots.shape[-1]), pivots.shape[:-1]
+    lead = pivots.shape[:-1]
+    pv = pivots.reshape(int(np.prod(lead, dtype=np.int64)), pivots.shape[-1])
     B = pv.shape[0]
     T = P.copy(np.broadcast_to(np.eye(m, dtype=F32), (B, m, m)))
     pos = positions(m)
