@@ -76,8 +76,7 @@ def cholesky_inverse(f, upper=False):
     """(L Lᵀ)⁻¹ as cholesky_solve of the identity."""
     op = "cholesky_inverse"
     ff = np_(f, op)
-    n = ff.shape[-1]
-    eye = P.copy(np.broadcast_to(np.eye(n, dtype=np.float32), ff.shape))
+    eye = S.identity(ff.shape)
     L = _from_factor(ff, upper)
     y = S.solve_lower(L, eye, False)
     return tt(S.solve_upper(S.transpose(L), y, False))
@@ -184,8 +183,7 @@ def linalg_inv_ex(A, *, check_errors=False):
     _square(a, op)
     LU, piv, info = S.lu_factor(a)
     faults.nonsingular(info, op, "is singular")
-    n = a.shape[-1]
-    eye = P.copy(np.broadcast_to(np.eye(n, dtype=np.float32), a.shape))
+    eye = S.identity(a.shape)
     return tt(S.lu_solve(LU, piv, eye)), ti(info)
 
 

@@ -37,6 +37,14 @@ def transpose(a):
     return P.copy(np.swapaxes(a, -1, -2))
 
 
+def identity(shape):
+    """The identity [.., n, n] (`shape`): select(eq.i64(row, column), 1, +0) of positions, so
+    every operand is a kernel output or a one-value constant."""
+    n = shape[-1]
+    pos = positions(n)
+    return P.select(K["eq.i64"](pos[:, None], pos[None, :]), P.const(1.0, shape), P.const(0.0, shape))
+
+
 # -- Cholesky ---------------------------------------------------------------------------------------------
 def cholesky(a):
     """Lower factor L of a [.., n, n] (only its lower triangle read), potf2's order: for
@@ -172,7 +180,7 @@ def permutation_t(pivots, m: int):
     lead = pivots.shape[:-1]
     pv = pivots.reshape(int(np.prod(lead, dtype=np.int64)), pivots.shape[-1])
     B = pv.shape[0]
-    T = P.copy(np.broadcast_to(np.eye(m, dtype=F32), (B, m, m)))
+    T = identity((B, m, m))
     pos = positions(m)
     p64 = K["sub.i64"](K["to_i64.i32"](pv), const(1))
     for k in range(pv.shape[-1]):
