@@ -36,7 +36,7 @@ def _square(a, op):
 def _cholesky(t, upper, op, check_info=True):
     a = np_(t, op)
     _square(a, op)
-    L, d = S.cholesky(a)
+    L, d = S.cholesky(np.swapaxes(a, -1, -2) if upper else a)  # (upper: LAPACK reads the upper triangle)
     info = S.not_positive(d)
     if check_info:
         faults.nonsingular(info, op, "is not positive definite")

@@ -11,9 +11,8 @@ import numpy as np
 
 from . import integers as I
 from . import prims as P
-from .ordering import K, const, extreme, first_true, positions
+from .ordering import K, const, extreme, first_true, is_nan, positions
 
-F32 = np.float32
 
 
 def batched(a):
@@ -26,10 +25,6 @@ def batched(a):
 def _fill_rows(rows, shape):
     """Rows [.., 1, k] (a list, in order) as one [.., n, k] array: one place() copy."""
     return P.place(shape, len(shape) - 2, [(i, 1, r) for i, r in enumerate(rows)])
-
-
-def _fill_cols(cols, shape):
-    return P.place(shape, len(shape) - 1, [(i, 1, c) for i, c in enumerate(cols)])
 
 
 def transpose(a):
@@ -130,10 +125,20 @@ def solve_triangular(a, b, upper: bool, left: bool, unit: bool):
     return transpose(xt)
 
 
+def idamax(x):
+    """LAPACK's idamax along the last axis (MKL's too): the first position of the largest |x|;
+    a NaN counts only in the first position (then it is the answer: the loop's strict
+    greater-than never beats it), elsewhere never. As kernels: extreme over
+    select(NaN, -1, |x|) (ties: the lowest), then select.i64(x_0 is NaN, 0, that)."""
+    a = P.abs_(x)
+    _, i = extreme(P.select(is_nan(a), P.const(-1.0, a.shape), a), True)
+    return K["select.i64"](is_nan(a[..., 0]), const(0), i)
+
+
 # -- LU with partial pivoting -------------------------------------------------------------------------------
 def lu_factor(a):
     """getf2 on a [.., m, n]: for k = 0..min(m, n)-1: p = the first row r >= k with the largest
-    |S[r, k]| (ordering.extreme: NaN wins), rows k and p swapped (a gather of every row);
+    |S[r, k]| (`idamax`), rows k and p swapped (a gather of every row);
     d = S[k, k]; below it l = S[r, k] / d (d = 0: left as it is, LAPACK's rule); the rest
     S[r, c] = fma(-l[r], S[k, c], S[r, c]) for r, c > k. -> (LU [.., m, n], pivots [.., K] int32
     1-based as LAPACK's ipiv, info [..] int32: 1 + the first k with d = 0, else 0)."""
@@ -144,8 +149,7 @@ def lu_factor(a):
     pos = positions(m)
     pivs = []
     for k in range(kk):
-        _, p = extreme(P.abs_(S[:, k:, k]), True)            # [B] int64, relative to k
-        p = K["add.i64"](p, const(k))
+        p = K["add.i64"](idamax(S[:, k:, k]), const(k))
         pivs.append(p)
         rows = K["select.i64"](K["eq.i64"](pos, const(k)), p[:, None],
                                K["select.i64"](K["eq.i64"](pos, p[:, None]), const(k), pos))

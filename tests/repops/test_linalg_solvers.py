@@ -60,9 +60,14 @@ def _check(fn, *inputs, rtol=1e-4, atol=1e-5):
 
 
 L = torch.linalg
+NAN, INF = float("nan"), float("inf")
 CASES = {
     "cholesky": (lambda a: L.cholesky(a), lambda: [_spd(2, 3, 5, 5)]),
     "cholesky_upper": (lambda a: L.cholesky(a, upper=True), lambda: [_spd(4, 4)]),
+    "cholesky_upper_reads_the_upper_triangle": (lambda a, n: L.cholesky(a.triu() + n.tril(-1), upper=True),
+                                                lambda: [_spd(4, 4), 5 * _m(4, 4, seed=2)]),
+    "cholesky_reads_the_lower_triangle": (lambda a, n: L.cholesky_ex(a.tril() + n.triu(1)),
+                                          lambda: [_spd(2, 4, 4), 5 * _m(4, 4, seed=2)]),
     "cholesky_ex": (lambda a: L.cholesky_ex(a), lambda: [_spd(3, 4, 4)]),
     "torch.cholesky": (lambda a: torch.cholesky(a), lambda: [_spd(2, 4, 4)]),
     "solve_triangular_lower": (lambda a, b: L.solve_triangular(a.tril() + 4 * torch.eye(5), b, upper=False),
@@ -118,6 +123,20 @@ def test_pivot_ties_go_to_the_lowest_row_as_lapack():
     assert torch.equal(got[1], want[1]) and torch.equal(got[2], want[2])
     assert got[2].tolist() == [0, 1]  # the zero column: info 1, as LAPACK
     torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("rows", [[[1.0, 2, 3], [NAN, 1, 2], [5, 1, 1]], [[NAN, 2, 3], [4, 1, 2], [5, 1, 1]],
+                                  [[1.0, 2, 3], [2, NAN, 2], [5, 1, NAN]], [[0.0, 2, 3], [0, NAN, 2], [0, 1, NAN]],
+                                  [[INF, 2, 3], [INF, 1, 2], [5, 1, 1]]])
+def test_a_nan_is_a_pivot_only_in_the_first_row_as_lapack(rows):
+    """idamax's strict greater-than: a NaN below the first row is never the pivot; in the
+    first it is (nothing beats it). The old rule (NaN greatest) picked row 2 in the first case."""
+    a = torch.tensor(rows)
+    want = L.lu_factor_ex(a)
+    with repops.deterministic():
+        got = L.lu_factor_ex(a)
+    assert torch.equal(got[1], want[1]) and torch.equal(got[2], want[2])
+    assert torch.equal(got[0].isnan(), want[0].isnan())
 
 
 def test_an_exactly_singular_lu_reports_torchs_info():
