@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from . import faults
-from .aten import np_, register, tt
+from .aten import arr, np_, register, tt
 from .reference import prims as P
 from .reference import solvers as S
 from .reference.fold import sum_dims
@@ -131,7 +131,7 @@ def linalg_lu_factor_ex(a, *, pivot=True, check_errors=False):
 def lu_unpack(LU, pivots, unpack_data=True, unpack_pivots=True):
     op = "lu_unpack"
     lu = np_(LU, op)
-    Pm, L, U = S.lu_unpack(lu, np.asarray(pivots.detach().numpy()), unpack_data, unpack_pivots)
+    Pm, L, U = S.lu_unpack(lu, arr(pivots), unpack_data, unpack_pivots)
     empty = torch.empty(0)
     return (tt(Pm) if Pm is not None else empty, tt(L) if L is not None else empty,
             tt(U) if U is not None else empty)
@@ -147,7 +147,7 @@ def linalg_lu(a, *, pivot=True):
 @register(aten.linalg_lu_solve.default)
 def linalg_lu_solve(LU, pivots, b, *, left=True, adjoint=False):
     op = "linalg_lu_solve"
-    return tt(S.lu_solve(np_(LU, op), np.asarray(pivots.detach().numpy()), np_(b, op), left, adjoint))
+    return tt(S.lu_solve(np_(LU, op), arr(pivots), np_(b, op), left, adjoint))
 
 
 # -- solve, inverse ---------------------------------------------------------------------------------------

@@ -182,6 +182,17 @@ def test_the_cpu_backend_gives_the_reference_bits(name):
         assert torch.equal(_bits(a) if a.is_floating_point() else a, _bits(b) if b.is_floating_point() else b)
 
 
+def test_the_emulated_cuda_kernels_give_the_reference_bits():
+    """The compositions run on the CUDA kernels' sources (the CPU emulator): the same bits."""
+    a, b, s = _m(2, 3, 3), _m(2, 3, 2, seed=1), _spd(3, 3)
+    outs = {}
+    for backend in ("reference", "cuda-emu"):
+        with repops.deterministic(backend):
+            outs[backend] = [L.solve(a, b), L.det(a), *L.lu(a), L.cholesky(s), L.inv_ex(a)[1]]
+    for x, y in zip(outs["reference"], outs["cuda-emu"]):
+        assert torch.equal(_bits(x) if x.is_floating_point() else x, _bits(y) if y.is_floating_point() else y)
+
+
 def _kernels(fn, inputs):
     """Each node's kernels' structures (names and operand descriptors, no values), forward
     and backward, as the dispute re-runs them (offchain/dispute/oprun.py)."""
