@@ -161,6 +161,23 @@ def test_a_singular_matrix_is_the_singular_fault(fn):
     assert e.value.rule == "singular" and e.value.element == 1
 
 
+def test_a_traced_singular_fault_is_a_fault_claim_the_decomposition_makes():
+    """The `singular` check's kernels are in the op's decomposition: OpRun faults at the same
+    matrix of the batch (what a fault claim names)."""
+    from offchain.dispute.oprun import FAULT_KERNEL, OpRun
+    from offchain.protocol.trace import StepRecorder
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    base = torch.stack([torch.eye(3), torch.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.0, 0.0, 1.0]])])
+    rec = StepRecorder([w], [base], chunk=16)
+    with pytest.raises(DomainFault), repops.deterministic("cpu", trace=rec):
+        L.inv(base * w[:, None, None]).sum().backward()
+    node, inputs = rec.faulted()
+    run = OpRun(node.structure(), inputs, 16)
+    kernels = run.kernels()
+    k, element, rule = run.fault
+    assert kernels[k].name == FAULT_KERNEL and (element, rule) == (1, "singular")
+
+
 @pytest.mark.parametrize("fn", [L.cholesky, L.cholesky_ex, torch.cholesky], ids=["cholesky", "cholesky_ex", "torch.cholesky"])
 def test_a_matrix_not_positive_definite_is_the_singular_fault(fn):
     a = torch.stack([torch.eye(3), torch.diag(torch.tensor([1.0, -1.0, 1.0]))])
