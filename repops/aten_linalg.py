@@ -37,7 +37,7 @@ def _cholesky(t, upper, op, check_info=True):
     a = np_(t, op)
     _square(a, op)
     L, d = S.cholesky(np.swapaxes(a, -1, -2) if upper else a)  # (upper: LAPACK reads the upper triangle)
-    info = S.not_positive(d)
+    info = S.not_positive(d, L)
     if check_info:
         faults.nonsingular(info, op, "is not positive definite")
     return (S.transpose(L) if upper else L), info
@@ -199,8 +199,8 @@ def linalg_det(A):
 
 @register(aten._linalg_slogdet.default)
 def linalg_slogdet(A):
-    """(sign, log|det|, LU, pivots): sign = the permutation's sign times the signs of U's
-    diagonal, multiplied in order (0 where a pivot is 0); log|det| = fold(add, -0) of log|u_kk|."""
+    """(sign, log|det|, LU, pivots): sign = the permutation's sign times sgn(u_kk) = (0 < u) -
+    (u < 0) (0 at a zero or NaN pivot, as torch), multiplied in order; log|det| = fold(add, -0) of log|u_kk|."""
     op = "_linalg_slogdet"
     LU, piv, _, _ = _factor(A, op)
     n = LU.shape[-1]
@@ -208,7 +208,7 @@ def linalg_slogdet(A):
     diag = P.copy(np.diagonal(LU, 0, -2, -1)) if n else P.const(0.0, LU.shape[:-2] + (0,))
     zero = P.const(0.0, diag.shape)
     one = P.const(1.0, diag.shape)
-    sg = P.select(P.eq(diag, zero), zero, P.select(P.lt(diag, zero), P.neg(one), one))
+    sg = P.sub(P.select(P.lt(zero, diag), one, zero), P.select(P.lt(diag, zero), one, zero))  # torch's sgn: NaN -> 0
     for k in range(n):
         sign = P.mul(sign, sg[..., k])
     logabs = sum_dims(log(P.abs_(diag)), [-1])

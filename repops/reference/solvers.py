@@ -11,8 +11,12 @@ import numpy as np
 
 from . import integers as I
 from . import prims as P
+from .fold import sum_dims
 from .ordering import K, const, extreme, first_true, is_nan, positions
 
+
+
+SFMIN = np.float32(np.finfo(np.float32).tiny)  # LAPACK's sfmin: 1 / sfmin does not overflow
 
 
 def batched(a):
@@ -69,11 +73,15 @@ def cholesky(a):
     return L, P.place(a.shape[:-1], a.ndim - 2, [(j, 1, d) for j, d in enumerate(ds)])
 
 
-def not_positive(d):
-    """info of a factorisation from its pivots d [.., n]: 1 + the first j where not (0 < d_j)
-    (NaN included), else 0, as int32 kernels [..]."""
-    bad = K["not.bool"](P.lt(P.const(0.0, d.shape), d))
-    return _info(bad)
+def not_positive(d, L):
+    """Cholesky's info from its pivots d [.., n] and factor L [.., n, n]: 1 + the first j where
+    not (0 < d_j < inf) (NaN included) or column j of L holds a non-finite value (not
+    eq(x 0, 0)): there torch's LAPACK stops or propagates in its own order; else 0. int32 [..]."""
+    pos = P.lt(P.const(0.0, d.shape), d)
+    finite_d = P.eq(P.mul(d, P.const(0.0, d.shape)), P.const(0.0, d.shape))
+    nonfinite = K["not.bool"](P.eq(P.mul(L, P.const(0.0, L.shape)), P.const(0.0, L.shape)))
+    col_bad = P.lt(P.const(0.0, d.shape), sum_dims(K["to_f32.bool"](nonfinite), [-2]))
+    return _info(K["or.bool"](K["not.bool"](K["and.bool"](pos, finite_d)), col_bad))
 
 
 def _info(bad):
@@ -139,8 +147,10 @@ def idamax(x):
 def lu_factor(a):
     """getf2 on a [.., m, n]: for k = 0..min(m, n)-1: p = the first row r >= k with the largest
     |S[r, k]| (`idamax`), rows k and p swapped (a gather of every row);
-    d = S[k, k]; below it l = S[r, k] / d (d = 0: left as it is, LAPACK's rule); the rest
-    S[r, c] = fma(-l[r], S[k, c], S[r, c]) for r, c > k. -> (LU [.., m, n], pivots [.., K] int32
+    d = S[k, k]; below it l = S[r, k] (1 / d) (|d| below the smallest normal: S[r, k] / d;
+    d = 0: left as it is: LAPACK's dscal rule); the rest S[r, c] = S[r, c] - l[r] S[k, c]
+    for r, c > k (two roundings, not an fma: MKL's bits for n <= 16 on most inputs, and an
+    exactly singular integer matrix keeps its exact zero pivot as in torch). -> (LU [.., m, n], pivots [.., K] int32
     1-based as LAPACK's ipiv, info [..] int32: 1 + the first k with d = 0, else 0)."""
     S, lead = batched(a)
     B, m, n = S.shape
@@ -158,11 +168,13 @@ def lu_factor(a):
             continue
         d = S[:, k:k + 1, k]                                   # [B, 1]
         col = S[:, k + 1:, k]
-        l = P.select(P.eq(d, P.const(0.0, d.shape)), col, P.div(col, d))
+        scaled = P.select(P.le(P.const(SFMIN, d.shape), P.abs_(d)), P.mul(col, P.div(P.const(1.0, d.shape), d)),
+                          P.div(col, d))
+        l = P.select(P.eq(d, P.const(0.0, d.shape)), col, scaled)
         pieces = [(0, 1, S[:, k + 1:, :k])] if k else []
         pieces.append((k, 1, l[:, :, None]))
         if k + 1 < n:
-            rest = P.fma(P.neg(l[:, :, None]), S[:, k:k + 1, k + 1:], S[:, k + 1:, k + 1:])
+            rest = P.sub(S[:, k + 1:, k + 1:], P.mul(l[:, :, None], S[:, k:k + 1, k + 1:]))
             pieces.append((k + 1, 1, rest))
         lower = P.place((B, m - k - 1, n), 2, pieces)
         S = P.place((B, m, n), 1, [(0, 1, S[:, :k + 1, :]), (k + 1, 1, lower)])

@@ -139,6 +139,51 @@ def test_a_nan_is_a_pivot_only_in_the_first_row_as_lapack(rows):
     assert torch.equal(got[0].isnan(), want[0].isnan())
 
 
+def test_an_integer_matrix_singular_in_exact_arithmetic_is_singular_as_in_torch():
+    """det/slogdet factor Aᵀ: l = -2 (1/3), then 2 - l 3 in two roundings is 0 exactly (torch:
+    det -0, log|det| -inf; solve: info 3); an fma update kept a 1e-7 residue (log|det| -15.4,
+    solve_ex 1.4e8 with info 0). Found by a differential fuzz."""
+    a = torch.tensor([[-2.0, 3.0, 0.5], [-2.0, 3.0, 0.5], [0.5, 1.0, 1.0]])
+    b = torch.tensor([[-1.0, -2.0, 0.5], [1.0, 3.0, 0.5], [0.0, 3.0, 3.0]])
+    want = L.slogdet(a)
+    with repops.deterministic():
+        got = L.slogdet(a)
+    assert torch.equal(_bits(got[0]), _bits(want[0])) and got[1].item() == want[1].item() == -INF
+    assert L.solve_ex(b, torch.ones(3, 2))[1].item() == 3
+    with pytest.raises(DomainFault), repops.deterministic():
+        L.solve_ex(b, torch.ones(3, 2))
+
+
+def test_small_lu_factors_are_mkls_bits():
+    """The multiplier by the reciprocal and the update in two roundings (LAPACK's dscal/dger as
+    torch's MKL runs them for small n): the same LU bits as torch here."""
+    a = _m(4, 8, 8, seed=3)
+    want = L.lu_factor(a)
+    with repops.deterministic():
+        got = L.lu_factor(a)
+    assert torch.equal(_bits(got[0]), _bits(want[0])) and torch.equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("rows", [[[NAN, 3.0, -2.0], [-1.0, 2.0, 0.5], [-1.0, 0.5, 3.0]],
+                                  [[3.0, -1.0, 1.0], [-INF, -1.0, 0.5], [-1.0, 3.0, 3.0]]])
+def test_slogdet_sign_at_a_nan_pivot_is_torchs_signed_zero(rows):
+    """torch's sgn(NaN) is 0: the sign is ±0, not ±1 (found by a differential fuzz)."""
+    a = torch.tensor(rows)
+    want = L.slogdet(a)
+    with repops.deterministic():
+        got = L.slogdet(a)
+    assert torch.equal(_bits(got[0]), _bits(want[0])) and got[1].isnan() and want[1].isnan()
+
+
+def test_cholesky_of_a_non_finite_matrix_is_refused():
+    """torch's LAPACK gives info 2 and NaNs for [[inf, .], [3, 1]]; the textbook order gives 3/inf
+    = 0 and a finite factor: refused (`singular`) rather than a different answer."""
+    a = torch.tensor([[INF, 2.0], [3.0, 1.0]])
+    assert L.cholesky_ex(a)[1].item() == 2
+    with pytest.raises(DomainFault, match="not positive definite"), repops.deterministic():
+        L.cholesky_ex(a)
+
+
 def test_an_exactly_singular_lu_reports_torchs_info():
     a = torch.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 1.0, 1.0]])
     want = L.lu_factor_ex(a)
