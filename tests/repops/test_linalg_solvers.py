@@ -101,6 +101,11 @@ CASES = {
     "cholesky_inverse": (lambda a: torch.cholesky_inverse(L.cholesky(a)), lambda: [_spd(3, 3)]),
     "tensorinv": (lambda a: L.tensorinv(a, ind=2), lambda: [_m(2, 3, 6)]),
     "tensorsolve": (lambda a, b: L.tensorsolve(a, b), lambda: [_m(2, 3, 6), _m(2, 3, seed=1)]),
+    "solve_broadcast": (lambda a, b: L.solve(a + 3 * torch.eye(3), b), lambda: [_m(2, 1, 3, 3), _m(4, 3, 2, seed=1)]),
+    "lu_solve_broadcast": (lambda a, b: L.lu_solve(*L.lu_factor(a), b), lambda: [_m(2, 3, 3), _m(4, 2, 3, 1, seed=1)]),
+    "cholesky_solve_broadcast": (lambda b, a: torch.cholesky_solve(b, L.cholesky(a)), lambda: [_m(3, 2), _spd(2, 3, 3)]),
+    "slogdet_strided": (lambda a: L.slogdet(a[..., ::2, ::2]), lambda: [_m(2, 6, 6)]),
+    "lu_factor_one_row": (lambda a: L.lu_factor(a), lambda: [_m(1, 4)]),
     "empty_batch_inv": (lambda a: L.inv(a), lambda: [_m(0, 3, 3)]),
     "empty_matrix_slogdet": (lambda a: L.slogdet(a), lambda: [_m(2, 0, 0)]),
 }
