@@ -11,6 +11,7 @@ import torch
 
 from . import faults
 from .aten import arr, np_, register, tt
+from .errors import UnsupportedOpError
 from .reference import prims as P
 from .reference import solvers as S
 from .reference.fold import sum_dims
@@ -105,7 +106,8 @@ def triangular_solve(b, a, upper=True, transpose=False, unitriangular=False):
 # -- LU ---------------------------------------------------------------------------------------------------
 def _lu(t, op, pivot=True):
     if not pivot:
-        raise RuntimeError(f"{op}: LU without pivoting is not implemented on the CPU (torch's own rule)")
+        raise UnsupportedOpError(f"{op}: LU without pivoting is not defined by RepOps (torch computes it on CUDA "
+                                 "only); use pivot=True")
     return S.lu_factor(np_(t, op))
 
 

@@ -260,6 +260,13 @@ def test_the_emulated_cuda_kernels_give_the_reference_bits():
         assert torch.equal(_bits(x) if x.is_floating_point() else x, _bits(y) if y.is_floating_point() else y)
 
 
+def test_lu_without_pivoting_is_refused():
+    """torch computes it on CUDA only; RepOps refuses it on every device with its own error."""
+    from repops.errors import UnsupportedOpError
+    with pytest.raises(UnsupportedOpError, match="pivot=True"), repops.deterministic():
+        L.lu_factor_ex(_m(3, 3), pivot=False)
+
+
 def _kernels(fn, inputs):
     """Each node's kernels' structures (names and operand descriptors, no values), forward
     and backward, as the dispute re-runs them (offchain/dispute/oprun.py)."""
