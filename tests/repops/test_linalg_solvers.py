@@ -263,8 +263,9 @@ def test_the_emulated_cuda_kernels_give_the_reference_bits():
 def test_lu_without_pivoting_is_refused():
     """torch computes it on CUDA only; RepOps refuses it on every device with its own error."""
     from repops.errors import UnsupportedOpError
+    a = _m(3, 3)
     with pytest.raises(UnsupportedOpError, match="pivot=True"), repops.deterministic():
-        L.lu_factor_ex(_m(3, 3), pivot=False)
+        L.lu_factor_ex(a, pivot=False)
 
 
 def _kernels(fn, inputs):
