@@ -202,6 +202,23 @@ def offsets_ordered(o, n: int, op: str) -> None:
     _check(flags, "offsets", DomainFault, describe)
 
 
+def nonsingular(info, op: str, why: str) -> None:
+    """Rule `singular`: every factorisation's info (int32, LAPACK's: 0, or 1 + the first step
+    whose pivot is zero / not positive) is 0: torch raises there (LinAlgError), or returns a
+    partial factor whose values are LAPACK's blocked order's, which RepOps does not define.
+    Kernels: fault(not(eq(info, 0)))."""
+    if P.observing():
+        K = I.KERNELS
+        flags = K["fault.bool"](K["not.bool"](K["eq.i32"](info, I.const(0, "i32"))))
+    else:
+        flags = info != 0
+
+    def describe(e):
+        return (f"{op}: matrix {e} of the batch {why} (step {int(info.reshape(-1)[e])} of its factorisation): "
+                "torch raises or returns a partial factor here")
+    _check(flags, "singular", DomainFault, describe)
+
+
 def in_window(found, op: str) -> None:
     """Rule `index`, for pooling indices: every index names a position of its own window
     (found: a bool array, true where it does). Kernels: fault(not(found)). torch would write a

@@ -15,8 +15,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import aten as A
-from . import (aten_distance, aten_embedding_bag, aten_index, aten_loss, aten_math, aten_moe, aten_nn,  # noqa: F401
-               aten_order, aten_pool, aten_reduce, aten_sort, aten_special)  # (op families: they register into A.REGISTRY)
+from . import (aten_distance, aten_embedding_bag, aten_index, aten_linalg, aten_loss, aten_math, aten_moe,  # noqa: F401
+               aten_nn, aten_order, aten_pool, aten_reduce, aten_sort, aten_special)  # (op families: they register into A.REGISTRY)
 from . import integer as I
 from .errors import DeviceError, UnsupportedOpError
 
