@@ -1,0 +1,143 @@
+"""grid_sample (grid_sampler_2d/3d, forward and backward) and masked_scatter, as compositions
+of ops RepOps already defines, routed above autograd so that autograd records the pieces and
+their backwards are RepOps' too (a gradient into the input is the index backward's scatter-add
+in increasing output position, per corner, corners summed in torch's order). docs/NUMERICS.md
+§8, "Grid sampling and masked scatter"."""
+from __future__ import annotations
+
+import itertools
+
+import torch
+import torch.nn.functional as F
+
+from torch._decomp.decompositions import _upsample_cubic_interp1d as _cubic  # torch's bicubic taps
+
+VF = torch._C._VariableFunctions
+_MODES = {"bilinear": 0, "nearest": 1, "bicubic": 2}
+_PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
+
+
+# -- grid sampling ---------------------------------------------------------------------------------------------
+def _clip(c, size: int):
+    """clamp(c, 0, size - 1) with torch's native gradient (clip_coordinates_set_grad): 1 strictly
+    inside, 0 at and beyond either bound (autograd's clamp would pass it at the bounds)."""
+    inside = torch.logical_and(c > 0, c < size - 1)
+    return torch.where(inside, c, torch.clamp(c, 0, size - 1).detach())
+
+
+def _reflect(c, twice_low: int, twice_high: int):
+    """torch's reflect_coordinates: c reflected between the bounds until it falls inside."""
+    if twice_low == twice_high:
+        return torch.zeros_like(c)
+    low, span = twice_low / 2, (twice_high - twice_low) / 2
+    c2 = (c - low).abs()
+    extra = torch.fmod(c2, span)
+    flips = (c2 / span).floor().to(dtype=torch.int8)
+    return torch.where(flips & 1 == 0, extra + low, span + low - extra)
+
+
+def _coordinates(c, size: int, padding: int, align: bool):
+    """The sample coordinate after the padding rule: itself (zeros), clipped (border), or
+    reflected then clipped (reflection), as torch's compute_coordinates."""
+    if padding == 0:
+        return c
+    if padding == 2:
+        c = _reflect(c, 0, 2 * (size - 1)) if align else _reflect(c, -1, 2 * size - 1)
+    return _clip(c, size)
+
+
+def _unnormalize(g, size: int, align: bool):
+    """[-1, 1] to pixel coordinates, torch's decomposition's formula (its forward's rounding)."""
+    mul = (size * 0.5 - 0.5) if align else (size * 0.5)
+    return g * mul + (size * 0.5 - 0.5)
+
+
+def grid_sampler(a, grid, interpolation: int = 0, padding: int = 0, align_corners: bool = False):
+    """torch.grid_sampler_2d / _3d of float32 as torch's decomposition composes it (a gather of
+    every corner, torch.where out of bounds, weights as products of per-axis distances, x
+    fastest), with the border clip's gradient as torch's kernels define it (0 at the bounds).
+    Nearest rounds half to even (torch's nearbyint); bicubic is 2-d only (torch's rule)."""
+    nd = a.dim() - 2
+    if a.dim() not in (4, 5) or grid.dim() != a.dim() or grid.shape[-1] != nd or grid.shape[0] != a.shape[0]:
+        raise RuntimeError(f"grid_sampler(): expected a 4-D or 5-D input and a grid of the same rank, batch and a last "
+                           f"dimension of {nd}, got input {list(a.shape)} and grid {list(grid.shape)} "
+                           "(torch refuses it too)")
+    if interpolation not in (0, 1, 2) or padding not in (0, 1, 2) or (interpolation == 2 and nd != 2):
+        raise RuntimeError(f"grid_sampler(): interpolation {interpolation} with padding {padding} on a {nd}-d "
+                           "input is not one torch defines (bicubic is 2-d only)")
+    if any(s == 0 for s in a.shape[2:]):
+        raise RuntimeError(f"grid_sampler(): expected an input with non-empty spatial dimensions, got {list(a.shape)} "
+                           "(torch refuses it too)")
+    N, C, sizes = a.shape[0], a.shape[1], a.shape[:1:-1]  # sizes: W, H(, D), as the grid's x, y(, z)
+    g = grid.unsqueeze(1)  # [N, 1, *out, nd]: broadcast over channels
+    n_idx = torch.arange(N, device=a.device).view(N, *([1] * (nd + 1)))
+    c_idx = torch.arange(C, device=a.device).view(1, C, *([1] * nd))
+
+    def summand(cs, w):
+        """input at integer coordinates cs (x, y, ...) times w, 0 outside the input."""
+        inb = None
+        for c, s in zip(cs, sizes):
+            ok = torch.logical_and(c >= 0, c < s)
+            inb = ok if inb is None else torch.logical_and(inb, ok)
+        idx = [torch.where(inb, c.to(torch.int64), 0) for c in cs]
+        v = a[(n_idx, c_idx, *reversed(idx))]
+        return v * torch.where(inb, w, 0) if not isinstance(w, int) else torch.where(inb, v, 0)
+
+    comps = [g[..., i] for i in range(nd)]
+    if interpolation == 2:
+        ix, iy = (_unnormalize(c, s, align_corners) for c, s in zip(comps, sizes))
+        x0, y0 = ix.floor(), iy.floor()
+        tx, ty = ix - x0, iy - y0
+        W, H = sizes
+        rows = []
+        for dy in range(4):
+            yy = _coordinates(y0 + (dy - 1), H, padding, align_corners)
+            taps = [summand((_coordinates(x0 + (dx - 1), W, padding, align_corners), yy), 1) for dx in range(4)]
+            rows.append(_cubic(taps, tx))
+        out = _cubic(rows, ty)
+    else:
+        cs = [_coordinates(_unnormalize(c, s, align_corners), s, padding, align_corners) for c, s in zip(comps, sizes)]
+        if interpolation == 1:
+            r = [c.round() for c in cs]  # half to even, torch's nearbyint
+            one = (r[0] - r[0].detach()) + 1  # exactly 1 where in bounds: the grid's gradient is +0, not None
+            out = summand(r, one)
+        else:
+            lo = [c.floor() for c in cs]
+            out = None
+            for corner in itertools.product((0, 1), repeat=nd):  # z slowest, x fastest: torch's corner order
+                bits = corner[::-1]  # (x, y, z)
+                w = None
+                for c, f, b in zip(cs, lo, bits):
+                    d = (c - f) if b else ((f + 1) - c)
+                    w = d if w is None else w * d
+                term = summand([f + 1 if b else f for f, b in zip(lo, bits)], w)
+                out = term if out is None else out + term
+    return out
+
+
+def _grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """F.grid_sample: its argument rules, then grid_sampler."""
+    if mode not in _MODES:
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
+                         f"but got: '{mode}'")
+    if padding_mode not in _PADDINGS:
+        raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', 'border', or "
+                         f"'reflection', but got: '{padding_mode}'")
+    if mode == "bicubic" and input.dim() != 4:
+        raise ValueError("nn.functional.grid_sample(): bicubic interpolation only supports 4D input")
+    return grid_sampler(input, grid, _MODES[mode], _PADDINGS[padding_mode], bool(align_corners))
+
+
+def functions() -> dict:
+    """RepOpsFunctions' routes: grid sampling (F.grid_sample, torch.grid_sampler and its 2-d/3-d
+    ops) above autograd, as one composition that autograd differentiates piece by piece."""
+    aten = torch.ops.aten
+    route = lambda a, g, i, p, ac: grid_sampler(a, g, i, p, ac)  # noqa: E731
+    table = {F.grid_sample: _grid_sample}
+    for f in (VF.grid_sampler, VF.grid_sampler_2d, VF.grid_sampler_3d, aten.grid_sampler.default,
+              aten.grid_sampler_2d.default, aten.grid_sampler_3d.default):
+        table[f] = route
+    if hasattr(torch, "grid_sampler"):
+        table[torch.grid_sampler] = route
+    return table
+
