@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import integer
+from .aten import _result, arr, np_, register
+from .reference import integers as I
+from .reference import ordering as O
+from .reference import prims as P
 from torch._decomp.decompositions import _upsample_cubic_interp1d as _cubic  # torch's bicubic taps
 
+aten = torch.ops.aten
 VF = torch._C._VariableFunctions
 _MODES = {"bilinear": 0, "nearest": 1, "bicubic": 2}
 _PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
@@ -128,12 +135,70 @@ def _grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corne
     return grid_sampler(input, grid, _MODES[mode], _PADDINGS[padding_mode], bool(align_corners))
 
 
+# -- masked_scatter --------------------------------------------------------------------------------------------
+def masked_scatter(self, mask, source):
+    """self.masked_scatter(mask, source): self and mask broadcast together; where mask is true the
+    k-th true position (row-major) takes source.flatten()[k]. Its source index is the integer
+    cumsum of the mask less one (integer kernels), then one gather and one select; autograd's
+    backward of those is torch's (the gradient of self where mask is false, each used source
+    element's gradient from its one position, +0 for the unused rest)."""
+    if mask.dtype != torch.bool:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype {mask.dtype} "
+                           "(torch refuses it too)")
+    if source.dtype != self.dtype:
+        raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but got {self.dtype} and "
+                           f"{source.dtype} (torch refuses it too)")
+    shape = torch.broadcast_shapes(self.shape, mask.shape)
+    m = mask.expand(shape).reshape(-1)
+    k = torch.cumsum(m.to(torch.int64), 0) - 1  # k-th true position -> source element k
+    if m.numel() and int(k[-1]) + 1 > source.numel():
+        raise RuntimeError(f"masked_scatter: expected source to have at least as many elements as ones in mask "
+                           f"({int(k[-1]) + 1}), got {source.numel()} (torch refuses it too)")
+    src = source.reshape(-1)
+    if src.numel() == 0:
+        return self.expand(shape).clone()  # no true position (checked above): nothing to take
+    taken = src[torch.clamp(k, min=0)]  # a false position's index is clamped and unused
+    return torch.where(m, taken, self.expand(shape).reshape(-1)).reshape(shape)
+
+
+@register(aten.masked_scatter.default)
+def masked_scatter_kernels(self, mask, source):
+    """aten.masked_scatter below autograd (masked_select's backward, inference_mode): the same
+    rule as masked_scatter above, in kernels: the mask broadcast (copy.bool), its integer
+    cumsum (integer.py's exact prefix sum), one gather of source at cumsum - 1 and one select."""
+    op = "masked_scatter"
+    if mask.dtype != torch.bool:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype {mask.dtype} "
+                           "(torch refuses it too)")
+    x, src = np_(self, op), np_(source, op).reshape(-1)
+    shape = tuple(torch.broadcast_shapes(self.shape, mask.shape))
+    m = O.K["copy.bool"](np.broadcast_to(arr(mask), shape).reshape(-1))
+    n = int(m.sum())
+    if n > src.size:
+        raise RuntimeError(f"masked_scatter: expected source to have at least as many elements as ones in mask "
+                           f"({n}), got {src.size} (torch refuses it too)")
+    if src.size == 0:  # no true position (checked above): self, broadcast
+        return _result(P.copy(np.broadcast_to(x, shape)))
+    k = O.K["sub.i64"](arr(integer.cumsum(torch.from_numpy(m), 0)), I.const(1, "i64"))
+    taken = P.gather(src.reshape(1, -1, 1), k.reshape(1, -1), P.const(0.0, ())).reshape(-1)
+    return _result(P.select(m, taken, np.broadcast_to(x, shape).reshape(-1)).reshape(shape))
+
+
+def _masked_scatter_(self, mask, source):
+    out = masked_scatter(self, mask, source)
+    if out.shape != self.shape:
+        raise RuntimeError(f"masked_scatter_: mask of shape {list(mask.shape)} does not broadcast to self's "
+                           f"{list(self.shape)} (torch refuses it too)")
+    return self.copy_(out)
+
+
 def functions() -> dict:
     """RepOpsFunctions' routes: grid sampling (F.grid_sample, torch.grid_sampler and its 2-d/3-d
-    ops) above autograd, as one composition that autograd differentiates piece by piece."""
+    ops) and masked_scatter above autograd, as compositions autograd differentiates piece by piece."""
     aten = torch.ops.aten
     route = lambda a, g, i, p, ac: grid_sampler(a, g, i, p, ac)  # noqa: E731
-    table = {F.grid_sample: _grid_sample}
+    table = {F.grid_sample: _grid_sample, torch.masked_scatter: masked_scatter,
+             torch.Tensor.masked_scatter: masked_scatter, torch.Tensor.masked_scatter_: _masked_scatter_}
     for f in (VF.grid_sampler, VF.grid_sampler_2d, VF.grid_sampler_3d, aten.grid_sampler.default,
               aten.grid_sampler_2d.default, aten.grid_sampler_3d.default):
         table[f] = route

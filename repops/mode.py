@@ -217,7 +217,7 @@ def _functions() -> dict:
     from .draws import functions
     table.update(functions())  # torch.rand, randn, bernoulli, ...: Philox draws inside a key (repops/draws.py)
     table.update(aten_moe.functions())  # grouped matmuls as repops::grouped_mm (repops/aten_moe.py)
-    table.update(aten_misc.functions())  # grid sampling above autograd (repops/aten_misc.py)
+    table.update(aten_misc.functions())  # grid sampling, masked_scatter above autograd (repops/aten_misc.py)
     return table
 
 
