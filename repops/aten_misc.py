@@ -16,9 +16,12 @@ from .aten import _result, arr, np_, register
 from .reference import integers as I
 from .reference import ordering as O
 from .reference import prims as P
+from .errors import UnsupportedOpError
 from torch._decomp.decompositions import _upsample_cubic_interp1d as _cubic  # torch's bicubic taps
 
 aten = torch.ops.aten
+_LIMIT = 2.0 ** 24  # grid coordinates RepOps accepts: pixel coordinates stay far from overflow
+_REFLECT_LIMIT = 2.0 ** 10  # with reflection padding (measured: torch's kernels agree to rounding within it)
 VF = torch._C._VariableFunctions
 _MODES = {"bilinear": 0, "nearest": 1, "bicubic": 2}
 _PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
@@ -75,6 +78,15 @@ def grid_sampler(a, grid, interpolation: int = 0, padding: int = 0, align_corner
     if any(s == 0 for s in a.shape[2:]):
         raise RuntimeError(f"grid_sampler(): expected an input with non-empty spatial dimensions, got {list(a.shape)} "
                            "(torch refuses it too)")
+    limit = _REFLECT_LIMIT if padding == 2 else _LIMIT
+    if grid.numel() and not bool((grid.abs() <= limit).all()):
+        raise UnsupportedOpError(
+            f"grid_sampler(): a grid coordinate is NaN, infinite or beyond +-{limit:g}"
+            f"{' (reflection padding)' if padding == 2 else ''}: torch's kernels disagree there (its 2-d vectorised "
+            "path propagates NaN where its scalar path clips it; an overflowing coordinate gives NaN; reflection "
+            "amplifies the rounding of the unnormalised coordinate, which its kernels compute by different formulas), "
+            f"so RepOps defines grids within +-{limit:g} only: clamp or replace them first, e.g. "
+            f"torch.nan_to_num(grid, nan=-2.0).clamp({-limit:g}, {limit:g})")
     N, C, sizes = a.shape[0], a.shape[1], a.shape[:1:-1]  # sizes: W, H(, D), as the grid's x, y(, z)
     g = grid.unsqueeze(1)  # [N, 1, *out, nd]: broadcast over channels
     n_idx = torch.arange(N, device=a.device).view(N, *([1] * (nd + 1)))
