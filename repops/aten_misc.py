@@ -164,8 +164,8 @@ def masked_scatter(self, mask, source):
     m = mask.expand(shape).reshape(-1)
     k = torch.cumsum(m.to(torch.int64), 0) - 1  # k-th true position -> source element k
     if m.numel() and int(k[-1]) + 1 > source.numel():
-        raise RuntimeError(f"masked_scatter: expected source to have at least as many elements as ones in mask "
-                           f"({int(k[-1]) + 1}), got {source.numel()} (torch refuses it too)")
+        raise RuntimeError(f"masked_scatter: Number of elements of source < number of ones in mask ({source.numel()} < "
+                           f"{int(k[-1]) + 1}; torch refuses it too)")
     src = source.reshape(-1)
     if src.numel() == 0:
         return self.expand(shape).clone()  # no true position (checked above): nothing to take
@@ -187,8 +187,8 @@ def masked_scatter_kernels(self, mask, source):
     m = O.K["copy.bool"](np.broadcast_to(arr(mask), shape).reshape(-1))
     n = int(m.sum())
     if n > src.size:
-        raise RuntimeError(f"masked_scatter: expected source to have at least as many elements as ones in mask "
-                           f"({n}), got {src.size} (torch refuses it too)")
+        raise RuntimeError(f"masked_scatter: Number of elements of source < number of ones in mask ({src.size} < {n}; "
+                           "torch refuses it too)")
     if src.size == 0:  # no true position (checked above): self, broadcast
         return _result(P.copy(np.broadcast_to(x, shape)))
     k = O.K["sub.i64"](arr(integer.cumsum(torch.from_numpy(m), 0)), I.const(1, "i64"))
