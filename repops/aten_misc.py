@@ -6,6 +6,7 @@ in increasing output position, per corner, corners summed in torch's order). doc
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import torch
@@ -16,10 +17,13 @@ from .aten import _result, arr, np_, register
 from .reference import integers as I
 from .reference import ordering as O
 from .reference import prims as P
+from .reference.fold import fold_dims, sum_dims
 from .errors import UnsupportedOpError
 from torch._decomp.decompositions import _upsample_cubic_interp1d as _cubic  # torch's bicubic taps
 
 aten = torch.ops.aten
+F32 = np.float32
+MAX_COUNT = 1 << 24  # counts are binary32 sums of ones: exact below 2^24
 _LIMIT = 2.0 ** 24  # grid coordinates RepOps accepts: pixel coordinates stay far from overflow
 _REFLECT_LIMIT = 2.0 ** 10  # with reflection padding (measured: torch's kernels agree to rounding within it)
 VF = torch._C._VariableFunctions
@@ -202,6 +206,109 @@ def _masked_scatter_(self, mask, source):
         raise RuntimeError(f"masked_scatter_: mask of shape {list(mask.shape)} does not broadcast to self's "
                            f"{list(self.shape)} (torch refuses it too)")
     return self.copy_(out)
+
+
+# -- histogram ---------------------------------------------------------------------------------------------------
+def _edges_between(lo, hi, bins: int):
+    """bins + 1 edges from 0-d lo to hi, torch's CPU linspace for float32: step = (hi - lo) / bins,
+    edge i = fma(step, i, lo) below the halfway point steps // 2, else fma(-step, steps - 1 - i,
+    hi) (torch's kernel, its multiply-add contracted: verified against it bit for bit)."""
+    steps = bins + 1
+    half = steps // 2
+    step = P.div(P.sub(hi, lo), P.const(F32(bins), ()))
+    i = np.arange(steps)
+    low = P.fma(P.const(0.0, (steps,)) + step, np.asarray(i, F32), P.const(0.0, (steps,)) + lo)
+    high = P.fma(P.neg(P.const(0.0, (steps,)) + step), np.asarray(steps - 1 - i, F32), P.const(0.0, (steps,)) + hi)
+    return P.select(i < half, low, high)
+
+
+def _histogram(x, edges, weight, density: bool, op: str):
+    """Counts (or weight sums) per bin of the flat float32 x for increasing edges [B + 1]: element
+    v falls in bin (#edges <= v) - 1, the last bin also taking v == edges[-1]; v outside
+    [edges[0], edges[-1]] or NaN in none (torch's CPU rule). Per bin a binary32 sum in element
+    order of select(hit, weight, +0) (a count: of to_f32(hit), exact below 2^24 elements).
+    density: hist / sum(hist) / (edges[b + 1] - edges[b])."""
+    K, xp = O.K, P.xp_of(x)
+    bins, n = edges.shape[0] - 1, x.shape[0]
+    if n >= MAX_COUNT:
+        raise UnsupportedOpError(f"{op} of {n} elements: its counts are binary32 sums, exact below 2^24 elements; "
+                                 "count fewer at a time")
+    if n == 0:
+        hist = P.copy(P.const(0.0, (bins,)))
+    else:
+        inside = K["and.bool"](P.le(edges[:1], x), P.le(x, edges[-1:]))
+        below = O._count(P.le(edges[None, :], x[:, None]))  # [n]: #edges <= v
+        b = K["min.i64"](K["sub.i64"](below, O.const(1)), O.const(bins - 1))
+        hit = K["and.bool"](inside[None, :], K["eq.i64"](b[None, :], O.positions(bins, xp)[:, None]))  # [bins, n]
+        terms = K["to_f32.bool"](hit) if weight is None else P.select(hit, weight[None, :], P.const(0.0, ()))
+        hist = sum_dims(terms, [-1])
+    if density:
+        total = sum_dims(hist, [0])
+        hist = P.div(P.div(hist, P.const(0.0, (bins,)) + total), P.sub(edges[1:], edges[:-1]))
+    return hist
+
+
+def _weights(weight, a, op):
+    if weight is None:
+        return None
+    if tuple(weight.shape) != tuple(a.shape):
+        raise RuntimeError(f"{op}: if weight tensor is provided it should have the same shape as the input tensor "
+                           "(torch refuses it too)")
+    w = np_(weight, op)
+    return (w if w.flags.c_contiguous else P.copy(w)).reshape(-1)
+
+
+def _flat(a, op):
+    x = np_(a, op)
+    return (x if x.flags.c_contiguous else P.copy(x)).reshape(-1)
+
+
+@register(aten.histogram.bin_ct)
+def histogram_bin_ct(a, bins=100, *, range=None, weight=None, density=False):
+    """torch.histogram(x, bins: int): bins equal bins over `range`, or over [min(x), max(x)] (fold
+    of min / max kernels; [v - 0.5, v + 0.5] where they are equal, [0, 1] for an empty x),
+    edges by torch's linspace (above), counts by _histogram."""
+    op = "histogram"
+    x = _flat(a, op)
+    if bins <= 0:
+        raise RuntimeError(f"{op}: bins must be > 0, but got {bins} (torch refuses it too)")
+    if range is not None:
+        lo, hi = float(range[0]), float(range[1])
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise RuntimeError(f"{op}: range of [{lo}, {hi}] is not finite (torch refuses it too)")
+        if lo > hi:
+            raise RuntimeError(f"{op}: min should not exceed max, but got min {lo} max {hi} (torch refuses it too)")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        lo32, hi32 = P.const(F32(lo), ()), P.const(F32(hi), ())
+    elif x.size == 0:
+        lo32, hi32 = P.const(0.0, ()), P.const(1.0, ())  # torch's default range
+    else:
+        lo32, hi32 = fold_dims(P.min_, x, [0], np.inf), fold_dims(P.max_, x, [0], -np.inf)
+        l, h = float(lo32), float(hi32)
+        if not (math.isfinite(l) and math.isfinite(h)):
+            raise RuntimeError(f"{op}: range of [{l}, {h}] is not finite (torch refuses it too)")
+        same = P.eq(lo32, hi32)
+        half = P.const(0.5, ())
+        lo32, hi32 = P.select(same, P.sub(lo32, half), lo32), P.select(same, P.add(hi32, half), hi32)
+    edges = _edges_between(lo32, hi32, int(bins))
+    return _result(_histogram(x, edges, _weights(weight, a, op), density, op)), _result(edges)
+
+
+@register(aten.histogram.bins_tensor)
+def histogram_bins_tensor(a, bins, *, weight=None, density=False):
+    """torch.histogram(x, bins: Tensor): the given increasing edges (returned as a copy)."""
+    op = "histogram"
+    if bins.dim() != 1 or bins.numel() < 1:
+        raise RuntimeError(f"{op}: bins tensor should have one dimension and at least 1 entry, got "
+                           f"{list(bins.shape)} (torch refuses it too)")
+    e = np_(bins, op)
+    if e.size > 1 and not bool(np.all(e[1:] >= e[:-1])):
+        raise RuntimeError(f"{op}: bin edges must be monotonically increasing (torch refuses it too)")
+    edges = P.copy(e)
+    if edges.size == 1:
+        return _result(P.copy(P.const(0.0, (0,)))), _result(edges)
+    return _result(_histogram(_flat(a, op), edges, _weights(weight, a, op), density, op)), _result(edges)
 
 
 def functions() -> dict:
