@@ -5,6 +5,7 @@ in increasing output position, per corner, corners summed in torch's order). doc
 §8, "Grid sampling and masked scatter"."""
 from __future__ import annotations
 
+import builtins
 import itertools
 import math
 
@@ -23,6 +24,7 @@ from torch._decomp.decompositions import _upsample_cubic_interp1d as _cubic  # t
 
 aten = torch.ops.aten
 F32 = np.float32
+builtins_range = builtins.range  # (`range` is also histogram's keyword)
 MAX_COUNT = 1 << 24  # counts are binary32 sums of ones: exact below 2^24
 _LIMIT = 2.0 ** 24  # grid coordinates RepOps accepts: pixel coordinates stay far from overflow
 _REFLECT_LIMIT = 2.0 ** 10  # with reflection padding (measured: torch's kernels agree to rounding within it)
@@ -222,30 +224,95 @@ def _edges_between(lo, hi, bins: int):
     return P.select(i < half, low, high)
 
 
+def _upper_bound(edges, v):
+    """std::upper_bound(edges, v) for each v (int64 [n]), torch's bin search, step for step: first
+    = 0, count = E; while count > 0: step = count // 2, it = first + step; if not v < edges[it]:
+    first = it + 1, count -= step + 1; else count = step. A fixed number of rounds (E's bit
+    length), each a gather of edges[it] and integer kernels; for increasing edges this is the
+    number of edges <= v, and for edges that are not (torch accepts them) it is torch's answer."""
+    K, n, E = O.K, v.shape[0], edges.shape[0]
+    first, count = K["copy.i64"](I.const(0, "i64", (n,))), K["copy.i64"](I.const(E, "i64", (n,)))
+    for _ in builtins_range(E.bit_length()):
+        live = K["lt.i64"](O.const(0), count)
+        step = K["div_floor.i64"](count, O.const(2))
+        it = K["add.i64"](first, step)
+        probe = P.gather(edges.reshape(1, E, 1), it.reshape(1, n), P.const(0.0, ())).reshape(n)
+        right = K["and.bool"](live, K["not.bool"](P.lt(v, probe)))
+        first = K["select.i64"](right, K["add.i64"](it, O.const(1)), first)
+        count = K["select.i64"](live, K["select.i64"](right, K["sub.i64"](count, K["add.i64"](step, O.const(1))),
+                                                         step), count)
+    return first
+
+
 def _histogram(x, edges, weight, density: bool, op: str):
-    """Counts (or weight sums) per bin of the flat float32 x for increasing edges [B + 1]: element
-    v falls in bin (#edges <= v) - 1, the last bin also taking v == edges[-1]; v outside
-    [edges[0], edges[-1]] or NaN in none (torch's CPU rule). Per bin a binary32 sum in element
-    order of select(hit, weight, +0) (a count: of to_f32(hit), exact below 2^24 elements).
-    density: hist / sum(hist) / (edges[b + 1] - edges[b])."""
+    """Counts (or weight sums) per bin of the float32 rows x [n, D] for D lists of increasing
+    edges [B_d + 1]: along dim d value v falls in bin upper_bound(edges, v) - 1 (for increasing
+    edges: #edges <= v, minus 1), the last bin also taking
+    v == edges[-1]; a row with a value outside [edges[0], edges[-1]] or NaN in none (torch's CPU
+    rule); bin (b_0, ..., b_D-1) row-major. Per bin a binary32 sum in row order of select(hit,
+    weight, +0) (a count: of to_f32(hit), exact below 2^24 rows). density: hist / sum(hist),
+    then / (edges[b + 1] - edges[b]) per dim in dim order (torch's)."""
     K, xp = O.K, P.xp_of(x)
-    bins, n = edges.shape[0] - 1, x.shape[0]
+    bins = [e.shape[0] - 1 for e in edges]
+    n, total_bins = x.shape[0], int(np.prod(bins))
     if n >= MAX_COUNT:
         raise UnsupportedOpError(f"{op} of {n} elements: its counts are binary32 sums, exact below 2^24 elements; "
                                  "count fewer at a time")
-    if n == 0:
-        hist = P.copy(P.const(0.0, (bins,)))
+    if n == 0 or total_bins == 0:
+        hist = P.copy(P.const(0.0, (total_bins,)))
     else:
-        inside = K["and.bool"](P.le(edges[:1], x), P.le(x, edges[-1:]))
-        below = O._count(P.le(edges[None, :], x[:, None]))  # [n]: #edges <= v
-        b = K["min.i64"](K["sub.i64"](below, O.const(1)), O.const(bins - 1))
-        hit = K["and.bool"](inside[None, :], K["eq.i64"](b[None, :], O.positions(bins, xp)[:, None]))  # [bins, n]
+        inside, flat = None, O.const(0)
+        for d, e in enumerate(edges):
+            v = x[:, d]
+            ok = K["and.bool"](P.le(e[:1], v), P.le(v, e[-1:]))
+            b = K["min.i64"](K["sub.i64"](_upper_bound(e, v), O.const(1)), O.const(bins[d] - 1))
+            inside = ok if inside is None else K["and.bool"](inside, ok)
+            flat = K["add.i64"](K["mul.i64"](flat, O.const(bins[d])), b)
+        hit = K["and.bool"](inside[None, :], K["eq.i64"](flat[None, :], O.positions(total_bins, xp)[:, None]))
         terms = K["to_f32.bool"](hit) if weight is None else P.select(hit, weight[None, :], P.const(0.0, ()))
         hist = sum_dims(terms, [-1])
+    hist = hist.reshape(bins)
     if density:
-        total = sum_dims(hist, [0])
-        hist = P.div(P.div(hist, P.const(0.0, (bins,)) + total), P.sub(edges[1:], edges[:-1]))
+        hist = P.div(hist, P.const(0.0, hist.shape) + sum_dims(hist, None))
+        for d, e in enumerate(edges):
+            shape = [1] * len(bins)
+            shape[d] = bins[d]
+            hist = P.div(hist, P.const(0.0, hist.shape) + P.sub(e[1:], e[:-1]).reshape(shape))
     return hist
+
+
+def _range_edges(cols, bins, range, op):
+    """Per column of cols [n, D]: bins[d] + 1 edges over range[2d:2d+2], or over the column's
+    [min, max] (fold of min / max kernels; [v - 0.5, v + 0.5] where they are equal, [0, 1] when
+    there are no rows), by torch's linspace (_edges_between)."""
+    D = cols.shape[1]
+    if any(b <= 0 for b in bins):
+        raise RuntimeError(f"{op}: bins must be > 0, but got {list(bins)} (torch refuses it too)")
+    out = []
+    for d in builtins_range(D):
+        if range is not None:
+            lo, hi = float(range[2 * d]), float(range[2 * d + 1])
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                raise RuntimeError(f"{op}: range of [{lo}, {hi}] is not finite (torch refuses it too)")
+            if lo > hi:
+                raise RuntimeError(f"{op}: min should not exceed max, but got min {lo} max {hi} (torch refuses it "
+                                   "too)")
+            if lo == hi:
+                lo, hi = lo - 0.5, hi + 0.5
+            lo32, hi32 = P.const(F32(lo), ()), P.const(F32(hi), ())
+        elif cols.shape[0] == 0:
+            lo32, hi32 = P.const(0.0, ()), P.const(1.0, ())  # torch's default range
+        else:
+            col = P.copy(cols[:, d])
+            lo32, hi32 = fold_dims(P.min_, col, [0], np.inf), fold_dims(P.max_, col, [0], -np.inf)
+            lo_, hi_ = float(lo32), float(hi32)
+            if not (math.isfinite(lo_) and math.isfinite(hi_)):
+                raise RuntimeError(f"{op}: range of [{lo_}, {hi_}] is not finite (torch refuses it too)")
+            same = P.eq(lo32, hi32)
+            half = P.const(0.5, ())
+            lo32, hi32 = P.select(same, P.sub(lo32, half), lo32), P.select(same, P.add(hi32, half), hi32)
+        out.append(_edges_between(lo32, hi32, int(bins[d])))
+    return out
 
 
 def _weights(weight, a, op):
@@ -265,50 +332,77 @@ def _flat(a, op):
 
 @register(aten.histogram.bin_ct)
 def histogram_bin_ct(a, bins=100, *, range=None, weight=None, density=False):
-    """torch.histogram(x, bins: int): bins equal bins over `range`, or over [min(x), max(x)] (fold
-    of min / max kernels; [v - 0.5, v + 0.5] where they are equal, [0, 1] for an empty x),
-    edges by torch's linspace (above), counts by _histogram."""
+    """torch.histogram(x, bins: int): _range_edges and _histogram of x flattened (one column)."""
     op = "histogram"
-    x = _flat(a, op)
-    if bins <= 0:
-        raise RuntimeError(f"{op}: bins must be > 0, but got {bins} (torch refuses it too)")
-    if range is not None:
-        lo, hi = float(range[0]), float(range[1])
-        if not (math.isfinite(lo) and math.isfinite(hi)):
-            raise RuntimeError(f"{op}: range of [{lo}, {hi}] is not finite (torch refuses it too)")
-        if lo > hi:
-            raise RuntimeError(f"{op}: min should not exceed max, but got min {lo} max {hi} (torch refuses it too)")
-        if lo == hi:
-            lo, hi = lo - 0.5, hi + 0.5
-        lo32, hi32 = P.const(F32(lo), ()), P.const(F32(hi), ())
-    elif x.size == 0:
-        lo32, hi32 = P.const(0.0, ()), P.const(1.0, ())  # torch's default range
-    else:
-        lo32, hi32 = fold_dims(P.min_, x, [0], np.inf), fold_dims(P.max_, x, [0], -np.inf)
-        l, h = float(lo32), float(hi32)
-        if not (math.isfinite(l) and math.isfinite(h)):
-            raise RuntimeError(f"{op}: range of [{l}, {h}] is not finite (torch refuses it too)")
-        same = P.eq(lo32, hi32)
-        half = P.const(0.5, ())
-        lo32, hi32 = P.select(same, P.sub(lo32, half), lo32), P.select(same, P.add(hi32, half), hi32)
-    edges = _edges_between(lo32, hi32, int(bins))
-    return _result(_histogram(x, edges, _weights(weight, a, op), density, op)), _result(edges)
+    x = _flat(a, op).reshape(-1, 1)
+    edges = _range_edges(x, [int(bins)], range, op)
+    return _result(_histogram(x, edges, _weights(weight, a, op), density, op)), _result(edges[0])
+
+
+def _given_edges(bins, op):
+    e = np_(bins, op)
+    if bins.dim() != 1 or bins.numel() < 2:
+        raise RuntimeError(f"{op}: bins must be a 1-d tensor of at least 2 edges (bins > 0), got {list(bins.shape)} "
+                           "(torch refuses it too)")
+    return P.copy(e)
 
 
 @register(aten.histogram.bins_tensor)
 def histogram_bins_tensor(a, bins, *, weight=None, density=False):
-    """torch.histogram(x, bins: Tensor): the given increasing edges (returned as a copy)."""
+    """torch.histogram(x, bins: Tensor): the given edges (returned as a copy)."""
     op = "histogram"
-    if bins.dim() != 1 or bins.numel() < 1:
-        raise RuntimeError(f"{op}: bins tensor should have one dimension and at least 1 entry, got "
-                           f"{list(bins.shape)} (torch refuses it too)")
-    e = np_(bins, op)
-    if e.size > 1 and not bool(np.all(e[1:] >= e[:-1])):
-        raise RuntimeError(f"{op}: bin edges must be monotonically increasing (torch refuses it too)")
-    edges = P.copy(e)
-    if edges.size == 1:
-        return _result(P.copy(P.const(0.0, (0,)))), _result(edges)
-    return _result(_histogram(_flat(a, op), edges, _weights(weight, a, op), density, op)), _result(edges)
+    edges = _given_edges(bins, op)
+    return _result(_histogram(_flat(a, op).reshape(-1, 1), [edges], _weights(weight, a, op), density, op)), \
+        _result(edges)
+
+
+def _rows(a, op):
+    x = np_(a, op)
+    if x.ndim < 1:
+        raise RuntimeError(f"{op}: input tensor should have at least 1 dimension (torch refuses it too)")
+    x = x if x.flags.c_contiguous else P.copy(x)
+    return x.reshape(-1, x.shape[-1])
+
+
+def _dd_weights(weight, a, op):
+    if weight is None:
+        return None
+    if tuple(weight.shape) != tuple(a.shape[:-1]):
+        raise RuntimeError(f"{op}: if weight tensor is provided, it should have the same shape as the input tensor "
+                           "excluding its innermost dimension (torch refuses it too)")
+    w = np_(weight, op)
+    return (w if w.flags.c_contiguous else P.copy(w)).reshape(-1)
+
+
+def _dd_check(a, n_bins, op):
+    if a.dim() < 1 or n_bins != a.shape[-1]:
+        raise RuntimeError(f"{op}: The size of bins must be equal to the innermost dimension of the input. "
+                           "(torch refuses it too)")
+
+
+@register(aten._histogramdd_bin_edges.default)
+def histogramdd_bin_edges(a, bins, *, range=None, weight=None, density=False):
+    op = "histogramdd"
+    _dd_check(a, len(bins), op)
+    return [_result(e) for e in _range_edges(_rows(a, op), list(bins), range, op)]
+
+
+@register(aten._histogramdd_from_bin_cts.default)
+def histogramdd_from_bin_cts(a, bins, *, range=None, weight=None, density=False):
+    """torch.histogramdd(x, bins: ints): per innermost column, _range_edges; then _histogram."""
+    op = "histogramdd"
+    _dd_check(a, len(bins), op)
+    x = _rows(a, op)
+    return _result(_histogram(x, _range_edges(x, list(bins), range, op), _dd_weights(weight, a, op), density, op))
+
+
+@register(aten._histogramdd_from_bin_tensors.default)
+def histogramdd_from_bin_tensors(a, bins, *, weight=None, density=False):
+    """torch.histogramdd(x, bins: tensors): the given edges per innermost column."""
+    op = "histogramdd"
+    _dd_check(a, len(bins), op)
+    edges = [_given_edges(b, op) for b in bins]
+    return _result(_histogram(_rows(a, op), edges, _dd_weights(weight, a, op), density, op))
 
 
 def functions() -> dict:

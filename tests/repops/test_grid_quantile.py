@@ -182,3 +182,53 @@ def test_quantile_of_a_scalar_q_and_a_flattened_input():
     x = torch.randn(3, 4, 5, generator=_g(6))
     for call in (lambda x: torch.quantile(x, 0.3), lambda x: torch.nanquantile(x, 0.9, dim=-1)):
         _close(_run(call, (x,), True), _run(call, (x,), False))
+
+
+# -- histogram / histogramdd ---------------------------------------------------------------------------------------
+_EDGES = {"sorted": torch.tensor([-1.0, 0.0, 0.5, 0.5, 2.0]), "unsorted": torch.tensor([0.0, -1.0, 2.0, 1.5]),
+          "one_bin": torch.tensor([-0.25, 0.25])}
+
+
+def _hist_same(call):
+    theirs = call()
+    with repops.deterministic():
+        mine = call()
+    flat = lambda r: [t for x in (r if isinstance(r, tuple) else (r,)) for t in (x if isinstance(x, (list, tuple)) else [x])]  # noqa: E731,E501
+    mine, theirs = flat(mine), flat(theirs)
+    assert len(mine) == len(theirs)
+    for a, b in zip(mine, theirs):
+        assert a.shape == b.shape
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("bins", ["3", "7_range", "sorted", "unsorted", "one_bin"])
+@pytest.mark.parametrize("weighted,density", [(False, False), (True, False), (False, True), (True, True)])
+def test_histogram_is_torchs_with_values_on_the_edges(bins, weighted, density):
+    """Values exactly on edges (0, 0.5, 2, the data's own extremes), ties, and edges torch accepts
+    unsorted (its binary search, step for step)."""
+    g = _g(8)
+    x = torch.cat([torch.randn(40, generator=g), torch.tensor([0.0, 0.5, 0.5, 2.0, -1.0, 1.5, -0.0])])
+    w = torch.randn(x.shape, generator=g) if weighted else None
+    arg = {"3": 3, "7_range": 7}.get(bins, _EDGES.get(bins))
+    kw = {"range": (-1.0, 0.5)} if bins == "7_range" else {}
+    _hist_same(lambda: torch.histogram(x, arg, weight=w, density=density, **kw))
+
+
+def test_histogram_of_empty_constant_and_nan_inputs():
+    _hist_same(lambda: torch.histogram(torch.empty(3, 0), 4))  # torch's default range [0, 1]
+    _hist_same(lambda: torch.histogram(torch.full((5,), 2.5), 3))  # [v - 0.5, v + 0.5]
+    _hist_same(lambda: torch.histogram(torch.tensor([1.0, float("nan"), 0.3]), _EDGES["sorted"]))  # NaN in no bin
+    x = torch.tensor([1.0, float("nan")])
+    with pytest.raises(RuntimeError, match="not finite"), repops.deterministic():
+        torch.histogram(x, 3)
+
+
+@pytest.mark.parametrize("given", ["counts", "range", "tensors"])
+def test_histogramdd_is_torchs(given):
+    g = _g(9)
+    x, w = torch.randn(6, 5, 3, generator=g), torch.randn(6, 5, generator=g)
+    bins = {"counts": [2, 3, 1], "range": [4, 2, 3],
+            "tensors": [torch.randn(3, generator=g), torch.tensor([-1.0, 0.0, 1.0]), torch.randn(5, generator=g)]}[given]
+    kw = {"range": [-1.0, 1.0, 0.0, 2.0, -0.5, 0.5]} if given == "range" else {}
+    for weight, density in ((None, False), (w, True)):
+        _hist_same(lambda: torch.histogramdd(x, bins, weight=weight, density=density, **kw))
