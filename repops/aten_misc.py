@@ -405,6 +405,136 @@ def histogramdd_from_bin_tensors(a, bins, *, weight=None, density=False):
     return _result(_histogram(_rows(a, op), edges, _dd_weights(weight, a, op), density, op))
 
 
+# -- segment_reduce ----------------------------------------------------------------------------------------------
+_REDUCTIONS = ("max", "mean", "min", "sum", "prod")
+_PROD_BACKWARD_MAX = 256
+
+
+def _segments(data, lengths, offsets, axis: int, unsafe: bool, op: str):
+    """(x [B, N, I], member bool [B, S, N], length int64 [B, S], out shape): segment s of outer
+    row b covers positions start <= k < end along axis (start, end from offsets, or from the
+    integer cumsum of lengths). Segments outside [0, N] or out of order are refused (torch reads
+    out of bounds or writes a position twice)."""
+    x = np_(data, op)
+    if x.ndim == 0:
+        raise RuntimeError(f"{op}: expected data with at least one dimension (torch refuses it too)")
+    axis = axis % x.ndim
+    B, N = int(np.prod(x.shape[:axis])), x.shape[axis]
+    x = (x if x.flags.c_contiguous else P.copy(x)).reshape(B, N, -1)
+    given = lengths if lengths is not None else offsets
+    if given is None or given.is_floating_point() or given.dim() != axis + 1 or \
+            tuple(given.shape[:axis]) != tuple(data.shape[:axis]):
+        raise RuntimeError(f"{op}: expected lengths or offsets of integers shaped data.shape[:axis] + [segments] "
+                           "(torch refuses it too)")
+    g = O.K["to_i64.i64"](arr(given.to(torch.int64) if given.dtype != torch.int64 else given).reshape(B, -1))
+    if lengths is not None:
+        if not unsafe and (bool((g < 0).any()) or bool((g.sum(-1) != N).any())):
+            raise RuntimeError(f"{op}: lengths must be non-negative and each row must sum to data.size(axis) = {N} "
+                               "when !unsafe (torch refuses it too)")
+        ends = arr(integer.cumsum(torch.from_numpy(g), 1))
+        starts, length = O.K["sub.i64"](ends, g), g
+    else:
+        starts, ends = g[:, :-1], g[:, 1:]
+        length = O.K["sub.i64"](ends, starts)
+    if bool((starts < 0).any()) or bool((ends > N).any()) or bool((length < 0).any()) or \
+            bool((starts[:, 1:] < ends[:, :-1]).any()):
+        raise UnsupportedOpError(f"{op}: segments must be in order within [0, {N}] (lengths >= 0, non-decreasing "
+                                 "offsets): torch reads out of bounds or overwrites there")
+    k = O.positions(N, P.xp_of(starts))[None, None, :]
+    member = O.K["and.bool"](O.K["le.i64"](starts[..., None], k), O.K["lt.i64"](k, ends[..., None]))
+    shape = tuple(data.shape[:axis]) + (length.shape[1],) + tuple(data.shape[axis + 1:])
+    return x, member, length, shape
+
+
+def _nan(v):
+    return O.K["not.bool"](P.eq(v, v))
+
+
+@register(aten.segment_reduce.default)
+def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0, unsafe=False, initial=None):
+    """torch's CPU loop as kernels: per segment acc = initial (or -inf, +inf, 0, 1 by reduction);
+    for every position k of the axis in increasing order acc = select(k in segment, op(acc, v),
+    acc) with op: max select(isnan(v), v, select(lt(acc, v), v, acc)) (std::max), min the same
+    with lt(v, acc), sum/mean add, prod mul; mean then divides by to_f32(length) where length > 0
+    and acc is not NaN, and is NaN for an empty segment without an initial value."""
+    op = "segment_reduce"
+    if reduce not in _REDUCTIONS or indices is not None:
+        raise RuntimeError(f"{op}: reduce must be one of {_REDUCTIONS}, with lengths or offsets (torch's rule)")
+    x, member, length, shape = _segments(data, lengths, offsets, axis, unsafe, op)
+    B, S, I_ = x.shape[0], member.shape[1], x.shape[2]
+    start = float(initial) if initial is not None else \
+        {"max": -np.inf, "min": np.inf, "sum": 0.0, "mean": 0.0, "prod": 1.0}[reduce]
+    acc = P.const(F32(start), (B, S, I_))
+    for k in builtins_range(x.shape[1]):
+        v = P.xp_of(x).broadcast_to(x[:, None, k, :], (B, S, I_))
+        if reduce == "max":
+            new = P.select(_nan(v), v, P.select(P.lt(acc, v), v, acc))
+        elif reduce == "min":
+            new = P.select(_nan(v), v, P.select(P.lt(v, acc), v, acc))
+        elif reduce == "prod":
+            new = P.mul(acc, v)
+        else:
+            new = P.add(acc, v)
+        acc = P.select(member[:, :, k, None], new, acc)
+    if reduce == "mean":
+        xp = P.xp_of(acc)
+        n = xp.broadcast_to(O.K["to_f32.i64"](length)[..., None], acc.shape)
+        has = xp.broadcast_to(O.K["lt.i64"](O.const(0), length)[..., None], acc.shape)
+        divided = P.select(O.K["and.bool"](has, O.K["not.bool"](_nan(acc))), P.div(acc, P.select(has, n, 1.0)), acc)
+        acc = divided if initial is not None else P.select(has, divided, P.const(np.nan, ()))
+    return _result(P.copy(acc).reshape(shape))
+
+
+@register(aten._segment_reduce_backward.default)
+def segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets=None, axis=0, initial=None):
+    """torch's CPU backward as kernels, from +0 (each position in at most one segment): sum: the
+    segment's gradient; mean: it / to_f32(length); max/min: the gradient to every position whose
+    value is NaN or equals the output, then where the segment has c >= 2 of them and that
+    gradient is > 0 (torch's test), divided by c; prod: grad * output / v, or where v is 0 or
+    NaN grad * the product (from initial, else 1) of the segment's other values in order."""
+    op = "segment_reduce backward"
+    x, member, length, shape = _segments(data, lengths, offsets, axis, True, op)
+    B, S, N, I_ = x.shape[0], member.shape[1], x.shape[1], x.shape[2]
+    if reduce == "prod" and N > _PROD_BACKWARD_MAX:
+        raise UnsupportedOpError(f"{op}: prod over an axis of {N} > {_PROD_BACKWARD_MAX} positions: its backward "
+                                 "recomputes each zero's exclusive product in torch's order (N^2 products); reduce "
+                                 "shorter segments, or take the gradient of a sum of logs")
+    g = np_(grad, op).reshape(B, S, I_)
+    out = np_(output, op).reshape(B, S, I_)
+    zero = P.const(0.0, ())
+    cols = []
+    if reduce in ("max", "min"):
+        hits = [O.K["and.bool"](member[:, :, k, None], O.K["or.bool"](_nan(x[:, None, k, :]), P.eq(x[:, None, k, :], out)))
+                for k in builtins_range(N)]
+        count = P.const(0.0, (B, S, I_))
+        for h in hits:
+            count = P.add(count, O.K["to_f32.bool"](h))
+    for k in builtins_range(N):
+        v = x[:, None, k, :]
+        m = member[:, :, k, None]
+        if reduce == "sum":
+            per = P.select(m, g, zero)
+        elif reduce == "mean":
+            per = P.select(m, P.div(g, O.K["to_f32.i64"](length)[..., None]), zero)
+        elif reduce in ("max", "min"):
+            per = P.select(hits[k], g, zero)
+            split = O.K["and.bool"](P.le(P.const(2.0, ()), count), P.lt(zero, per))
+            per = P.select(split, P.div(per, count), per)
+        elif reduce == "prod":
+            special = O.K["or.bool"](_nan(v), P.eq(v, zero))
+            ex = P.const(F32(float(initial) if initial is not None else 1.0), (B, S, I_))
+            for j in builtins_range(N):
+                if j != k:
+                    ex = P.select(member[:, :, j, None], P.mul(ex, x[:, None, j, :]), ex)
+            per = P.select(m, P.select(special, P.mul(g, ex), P.div(P.mul(g, out), v)), zero)
+        else:
+            raise RuntimeError(f"{op}: reduce must be one of {_REDUCTIONS} (torch's rule)")
+        # each position is in at most one segment: the sum over segments is that one (+0 elsewhere)
+        cols.append(fold_dims(P.add, per, [1], 0.0))
+    gi = P.place((B, N, I_), 1, [(k, 1, c[:, None, :]) for k, c in enumerate(cols)])  # one CAT of the columns
+    return _result(gi.reshape(tuple(data.shape)))
+
+
 def functions() -> dict:
     """RepOpsFunctions' routes: grid sampling (F.grid_sample, torch.grid_sampler and its 2-d/3-d
     ops) and masked_scatter above autograd, as compositions autograd differentiates piece by piece."""
