@@ -232,3 +232,32 @@ def test_histogramdd_is_torchs(given):
     kw = {"range": [-1.0, 1.0, 0.0, 2.0, -0.5, 0.5]} if given == "range" else {}
     for weight, density in ((None, False), (w, True)):
         _hist_same(lambda: torch.histogramdd(x, bins, weight=weight, density=density, **kw))
+
+
+# -- _segment_reduce -----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("reduce", ["max", "min", "sum", "mean", "prod"])
+@pytest.mark.parametrize("initial", [None, 2.0])
+@pytest.mark.parametrize("given", ["lengths", "offsets"])
+def test_segment_reduce_is_torchs_with_ties_zeros_nans_and_empty_segments(reduce, initial, given):
+    """Ties at the maximum (torch splits the gradient only where it is > 0), zeros and a NaN in
+    a product, empty segments (mean: NaN without an initial value), along axis 1."""
+    x = torch.tensor([[3.0, 3.0, -1.0, 0.0, 2.0, float("nan"), 4.0, 0.0],
+                      [1.0, -2.0, 1.0, 1.0, 0.5, 0.0, -3.0, 2.0]])
+    lengths = torch.tensor([[2, 0, 3, 1, 2], [3, 2, 0, 0, 3]])
+    kw = {"lengths": lengths} if given == "lengths" else \
+        {"offsets": torch.cat([torch.zeros(2, 1, dtype=torch.long), lengths.cumsum(1)], 1)}
+    call = lambda x: torch.segment_reduce(x, reduce, axis=1, initial=initial, **kw)  # noqa: E731
+    for g in (torch.ones(2, 5), torch.tensor([[1.0, -2.0, 0.5, 3.0, -1.0], [2.0, 1.0, -1.0, 1.0, 0.25]])):
+        runs = []
+        for on in (True, False):
+            xx = x.clone().requires_grad_()
+            with repops.deterministic() if on else contextlib.nullcontext():
+                out = call(xx)
+                (gx,) = torch.autograd.grad(out, xx, g)
+            runs.append((out.detach(), gx))
+        _close(*runs)
+
+
+def test_segment_reduce_out_of_range_segments_are_refused():
+    with pytest.raises(UnsupportedOpError, match="in order within"), repops.deterministic():
+        torch.segment_reduce(torch.ones(4), "sum", lengths=torch.tensor([3, 3]), unsafe=True)
