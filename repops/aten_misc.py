@@ -95,17 +95,19 @@ def grid_sampler(a, grid, interpolation: int = 0, padding: int = 0, align_corner
             f"torch.nan_to_num(grid, nan=-2.0).clamp({-limit:g}, {limit:g})")
     N, C, sizes = a.shape[0], a.shape[1], a.shape[:1:-1]  # sizes: W, H(, D), as the grid's x, y(, z)
     g = grid.unsqueeze(1)  # [N, 1, *out, nd]: broadcast over channels
-    n_idx = torch.arange(N, device=a.device).view(N, *([1] * (nd + 1)))
-    c_idx = torch.arange(C, device=a.device).view(1, C, *([1] * nd))
-
     def summand(cs, w):
         """input at integer coordinates cs (x, y, ...) times w, 0 outside the input."""
         inb = None
         for c, s in zip(cs, sizes):
             ok = torch.logical_and(c >= 0, c < s)
             inb = ok if inb is None else torch.logical_and(inb, ok)
-        idx = [torch.where(inb, c.to(torch.int64), 0) for c in cs]
-        v = a[(n_idx, c_idx, *reversed(idx))]
+        flat = None  # row-major position in the input's spatial block (int64 kernels; no arange node in a job)
+        for c, s in zip(reversed(cs), reversed(sizes)):  # z, y, x
+            i = torch.where(inb, c.to(torch.int64), 0)
+            flat = i if flat is None else flat * s + i
+        out_n, in_n = math.prod(flat.shape[2:]), math.prod(sizes)  # (explicit sizes: -1 is ambiguous when empty)
+        at = flat.reshape(N, 1, out_n).expand(N, C, out_n)
+        v = torch.gather(a.reshape(N, C, in_n), 2, at).reshape(N, C, *flat.shape[2:])
         return v * torch.where(inb, w, 0) if not isinstance(w, int) else torch.where(inb, v, 0)
 
     comps = [g[..., i] for i in range(nd)]
@@ -216,12 +218,12 @@ def _edges_between(lo, hi, bins: int):
     edge i = fma(step, i, lo) below the halfway point steps // 2, else fma(-step, steps - 1 - i,
     hi) (torch's kernel, its multiply-add contracted: verified against it bit for bit)."""
     steps = bins + 1
-    half = steps // 2
+    K, i = O.K, O.positions(steps, P.xp_of(lo))
     step = P.div(P.sub(hi, lo), P.const(F32(bins), ()))
-    i = np.arange(steps)
-    low = P.fma(P.const(0.0, (steps,)) + step, np.asarray(i, F32), P.const(0.0, (steps,)) + lo)
-    high = P.fma(P.neg(P.const(0.0, (steps,)) + step), np.asarray(steps - 1 - i, F32), P.const(0.0, (steps,)) + hi)
-    return P.select(i < half, low, high)
+    row = lambda v: P.add(P.const(-0.0, (steps,)), v)  # noqa: E731  (a 0-d value on every edge: v + -0 = v)
+    low = P.fma(row(step), K["to_f32.i64"](i), row(lo))
+    high = P.fma(P.neg(row(step)), K["to_f32.i64"](K["sub.i64"](O.const(steps - 1), i)), row(hi))
+    return P.select(K["lt.i64"](i, O.const(steps // 2)), low, high)
 
 
 def _upper_bound(edges, v):
@@ -504,8 +506,10 @@ def segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets
     zero = P.const(0.0, ())
     cols = []
     if reduce in ("max", "min"):
-        hits = [O.K["and.bool"](member[:, :, k, None], O.K["or.bool"](_nan(x[:, None, k, :]), P.eq(x[:, None, k, :], out)))
-                for k in builtins_range(N)]
+        hits = []
+        for k in builtins_range(N):
+            v = x[:, None, k, :]
+            hits.append(O.K["and.bool"](member[:, :, k, None], O.K["or.bool"](_nan(v), P.eq(v, out))))
         count = P.const(0.0, (B, S, I_))
         for h in hits:
             count = P.add(count, O.K["to_f32.bool"](h))

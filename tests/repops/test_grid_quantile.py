@@ -193,7 +193,8 @@ def _hist_same(call):
     theirs = call()
     with repops.deterministic():
         mine = call()
-    flat = lambda r: [t for x in (r if isinstance(r, tuple) else (r,)) for t in (x if isinstance(x, (list, tuple)) else [x])]  # noqa: E731,E501
+    def flat(r):
+        return [t for x in (r if isinstance(r, tuple) else (r,)) for t in (x if isinstance(x, (list, tuple)) else [x])]
     mine, theirs = flat(mine), flat(theirs)
     assert len(mine) == len(theirs)
     for a, b in zip(mine, theirs):
@@ -228,7 +229,8 @@ def test_histogramdd_is_torchs(given):
     g = _g(9)
     x, w = torch.randn(6, 5, 3, generator=g), torch.randn(6, 5, generator=g)
     bins = {"counts": [2, 3, 1], "range": [4, 2, 3],
-            "tensors": [torch.randn(3, generator=g), torch.tensor([-1.0, 0.0, 1.0]), torch.randn(5, generator=g)]}[given]
+            "tensors": [torch.randn(3, generator=g), torch.tensor([-1.0, 0.0, 1.0]),
+                        torch.randn(5, generator=g)]}[given]
     kw = {"range": [-1.0, 1.0, 0.0, 2.0, -0.5, 0.5]} if given == "range" else {}
     for weight, density in ((None, False), (w, True)):
         _hist_same(lambda: torch.histogramdd(x, bins, weight=weight, density=density, **kw))
