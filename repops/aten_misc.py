@@ -62,6 +62,12 @@ def _coordinates(c, size: int, padding: int, align: bool):
     return _clip(c, size)
 
 
+def _positions(n: int, device):
+    """0..n-1 as an integer cumsum of ones (§13 kernels): torch.arange would be a node a job
+    cannot settle on chain."""
+    return torch.ones(n, dtype=torch.int64, device=device).cumsum(0) - 1
+
+
 def _unnormalize(g, size: int, align: bool):
     """[-1, 1] to pixel coordinates, torch's decomposition's formula (its forward's rounding)."""
     mul = (size * 0.5 - 0.5) if align else (size * 0.5)
@@ -95,19 +101,17 @@ def grid_sampler(a, grid, interpolation: int = 0, padding: int = 0, align_corner
             f"torch.nan_to_num(grid, nan=-2.0).clamp({-limit:g}, {limit:g})")
     N, C, sizes = a.shape[0], a.shape[1], a.shape[:1:-1]  # sizes: W, H(, D), as the grid's x, y(, z)
     g = grid.unsqueeze(1)  # [N, 1, *out, nd]: broadcast over channels
+    n_idx = _positions(N, a.device).view(N, *([1] * (nd + 1)))
+    c_idx = _positions(C, a.device).view(1, C, *([1] * nd))
+
     def summand(cs, w):
         """input at integer coordinates cs (x, y, ...) times w, 0 outside the input."""
         inb = None
         for c, s in zip(cs, sizes):
             ok = torch.logical_and(c >= 0, c < s)
             inb = ok if inb is None else torch.logical_and(inb, ok)
-        flat = None  # row-major position in the input's spatial block (int64 kernels; no arange node in a job)
-        for c, s in zip(reversed(cs), reversed(sizes)):  # z, y, x
-            i = torch.where(inb, c.to(torch.int64), 0)
-            flat = i if flat is None else flat * s + i
-        out_n, in_n = math.prod(flat.shape[2:]), math.prod(sizes)  # (explicit sizes: -1 is ambiguous when empty)
-        at = flat.reshape(N, 1, out_n).expand(N, C, out_n)
-        v = torch.gather(a.reshape(N, C, in_n), 2, at).reshape(N, C, *flat.shape[2:])
+        idx = [torch.where(inb, c.to(torch.int64), 0) for c in cs]
+        v = a[(n_idx, c_idx, *reversed(idx))]
         return v * torch.where(inb, w, 0) if not isinstance(w, int) else torch.where(inb, v, 0)
 
     comps = [g[..., i] for i in range(nd)]
