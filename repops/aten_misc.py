@@ -34,6 +34,16 @@ _PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
 
 
 # -- grid sampling ---------------------------------------------------------------------------------------------
+def _host(t):
+    """t's values on the host, read without dispatching an op (so a trace and a job's committed
+    graph hold the same nodes), for a refusal that depends on them; None while torch.export
+    traces (fake tensors: the check runs when the job's steps run) or off the CPU."""
+    from torch._subclasses.fake_tensor import is_fake
+    if t.device.type != "cpu" or is_fake(t):
+        return None
+    return t.data.numpy()
+
+
 def _clip(c, size: int):
     """clamp(c, 0, size - 1) with torch's native gradient (clip_coordinates_set_grad): 1 strictly
     inside, 0 at and beyond either bound (autograd's clamp would pass it at the bounds)."""
@@ -68,6 +78,15 @@ def _positions(n: int, device):
     return torch.ones(n, dtype=torch.int64, device=device).cumsum(0) - 1
 
 
+def _index(c, size: int):
+    """An integer-valued coordinate c in [0, size) as int64: the number of positions 0..size-1
+    (to_f32 of the integer positions) <= c, less one: comparisons and an integer sum (a
+    float-to-integer cast is no kernel a chain settles). Outside [0, size) it is not c, and the
+    caller masks it."""
+    pos = _positions(size, c.device).to(torch.float32)
+    return (pos <= c.unsqueeze(-1)).sum(-1) - 1
+
+
 def _unnormalize(g, size: int, align: bool):
     """[-1, 1] to pixel coordinates, torch's decomposition's formula (its forward's rounding)."""
     mul = (size * 0.5 - 0.5) if align else (size * 0.5)
@@ -91,7 +110,8 @@ def grid_sampler(a, grid, interpolation: int = 0, padding: int = 0, align_corner
         raise RuntimeError(f"grid_sampler(): expected an input with non-empty spatial dimensions, got {list(a.shape)} "
                            "(torch refuses it too)")
     limit = _REFLECT_LIMIT if padding == 2 else _LIMIT
-    if grid.numel() and not bool((grid.abs() <= limit).all()):
+    host = _host(grid)
+    if host is not None and host.size and not bool(np.all(np.abs(host) <= limit)):
         raise UnsupportedOpError(
             f"grid_sampler(): a grid coordinate is NaN, infinite or beyond +-{limit:g}"
             f"{' (reflection padding)' if padding == 2 else ''}: torch's kernels disagree there (its 2-d vectorised "
@@ -110,7 +130,7 @@ def grid_sampler(a, grid, interpolation: int = 0, padding: int = 0, align_corner
         for c, s in zip(cs, sizes):
             ok = torch.logical_and(c >= 0, c < s)
             inb = ok if inb is None else torch.logical_and(inb, ok)
-        idx = [torch.where(inb, c.to(torch.int64), 0) for c in cs]
+        idx = [torch.where(inb, _index(c, s), 0) for c, s in zip(cs, sizes)]
         v = a[(n_idx, c_idx, *reversed(idx))]
         return v * torch.where(inb, w, 0) if not isinstance(w, int) else torch.where(inb, v, 0)
 
@@ -173,11 +193,12 @@ def masked_scatter(self, mask, source):
         raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but got {self.dtype} and "
                            f"{source.dtype} (torch refuses it too)")
     shape = torch.broadcast_shapes(self.shape, mask.shape)
+    host = _host(mask)
+    if host is not None and int(np.broadcast_to(host, shape).sum()) > source.numel():
+        raise RuntimeError(f"masked_scatter: Number of elements of source < number of ones in mask ({source.numel()} < "
+                           f"{int(np.broadcast_to(host, shape).sum())}; torch refuses it too)")
     m = mask.expand(shape).reshape(-1)
     k = torch.cumsum(m.to(torch.int64), 0) - 1  # k-th true position -> source element k
-    if m.numel() and int(k[-1]) + 1 > source.numel():
-        raise RuntimeError(f"masked_scatter: Number of elements of source < number of ones in mask ({source.numel()} < "
-                           f"{int(k[-1]) + 1}; torch refuses it too)")
     src = source.reshape(-1)
     if src.numel() == 0:
         return self.expand(shape).clone()  # no true position (checked above): nothing to take

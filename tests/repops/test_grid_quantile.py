@@ -263,3 +263,35 @@ def test_segment_reduce_is_torchs_with_ties_zeros_nans_and_empty_segments(reduce
 def test_segment_reduce_out_of_range_segments_are_refused():
     with pytest.raises(UnsupportedOpError, match="in order within"), repops.deterministic():
         torch.segment_reduce(torch.ones(4), "sum", lengths=torch.tensor([3, 3]), unsafe=True)
+
+
+class _Warp(torch.nn.Module):
+    """A spatial transformer's core: learned offsets added to a fixed grid, sampled bilinearly
+    with border padding, then a masked_scatter of a learned row into the features."""
+    def __init__(self):
+        super().__init__()
+        self.conv, self.shift = torch.nn.Conv2d(2, 3, 3, padding=1), torch.nn.Linear(2, 2)
+        self.head = torch.nn.Linear(3 * 4 * 5, 2)
+
+    def forward(self, x, grid, target):
+        g = grid + 0.1 * torch.tanh(self.shift(grid))
+        h = F.grid_sample(torch.relu(self.conv(x)), g, padding_mode="border", align_corners=False)
+        h = h.masked_scatter(h > 0.5, self.head.weight[0].reshape(h.shape[1:]).expand_as(h))
+        return ((self.head(h.flatten(1)) - target) ** 2).mean()
+
+
+def test_a_grid_sampling_job_is_its_committed_graph_and_every_node_settles_on_chain(tmp_path):
+    from offchain.dispute.context import Context
+    from offchain.protocol.dataset import write_program_job
+    from offchain.protocol.jobfile import load
+    from offchain.trainer import Trainer
+    torch.manual_seed(0)
+    g = _g(12)
+    data = {"x": torch.randn(4, 2, 6, 7, generator=g), "grid": torch.rand(4, 4, 5, 2, generator=g) * 2.4 - 1.2,
+            "target": torch.randn(4, 2, generator=g)}
+    job = load(write_program_job(tmp_path / "warp", _Warp(), data, list(data), steps=2, batch_size=2,
+                                 optimizer={"name": "sgd", "lr": 0.05}))
+    ctx = Context(job)
+    traced = Trainer(job, tmp_path / "t", "t").step_trace(0)
+    assert [n.structure() for n in traced.nodes] == ctx.graph.structures
+    assert ctx.kernel_graph.unsettled == [], ctx.kernel_graph.unsettled
