@@ -35,13 +35,15 @@ _PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
 
 # -- grid sampling ---------------------------------------------------------------------------------------------
 def _host(t):
-    """t's values on the host, read without dispatching an op (so a trace and a job's committed
+    """t's values on the host, read with RepOps' modes popped (so a trace and a job's committed
     graph hold the same nodes), for a refusal that depends on them; None while torch.export
-    traces (fake tensors: the check runs when the job's steps run) or off the CPU."""
+    traces (fake tensors: the check runs when the job's steps run)."""
     from torch._subclasses.fake_tensor import is_fake
-    if t.device.type != "cpu" or is_fake(t):
+    from torch.utils._python_dispatch import _disable_current_modes
+    if is_fake(t) or t.device.type == "meta":
         return None
-    return t.data.numpy()
+    with _disable_current_modes():
+        return t.detach().cpu().numpy()
 
 
 def _clip(c, size: int):
