@@ -2,7 +2,7 @@
 RepOps (repops/aten_misc.py) against torch natively: values and gradients to rounding, the
 gradient rule at the border where autograd's clamp would differ, empty and broadcast shapes,
 the refusals where torch's own kernels disagree, the same bits on 1 and 2 threads and on the
-CPU backend vs the numpy reference."""
+CPU backend vs the numpy reference and the emulated CUDA backend; a job's graph settles."""
 import contextlib
 import itertools
 
@@ -117,6 +117,23 @@ def test_same_bits_on_one_and_two_threads_and_on_the_reference(what):
     for other in runs[1:]:
         assert all(torch.equal(bits(a), bits(b)) for a, b in zip(runs[0], other))
     _close(runs[0], _run(fn, inputs, False))
+
+
+@pytest.mark.parametrize("what", ["grid_bicubic", "grid_3d", "masked_scatter", "segment_max"])
+def test_emulated_cuda_backend_gives_the_cpu_bits(what):
+    g = _g(13)
+    fn, inputs = {
+        "grid_bicubic": (lambda a, gr: F.grid_sample(a, gr, mode="bicubic", padding_mode="reflection"),
+                         (torch.randn(1, 2, 5, 6, generator=g), torch.rand(1, 3, 4, 2, generator=g) * 2 - 1)),
+        "grid_3d": (lambda a, gr: F.grid_sample(a, gr, padding_mode="border", align_corners=True),
+                    (torch.randn(1, 2, 3, 4, 3, generator=g), torch.rand(1, 2, 2, 3, 3, generator=g) * 3 - 1.5)),
+        "masked_scatter": (lambda x, s: x.masked_scatter(x > 0.3, s),
+                           (torch.randn(4, 5, generator=g), torch.randn(4, 5, generator=g))),
+        "segment_max": (lambda x: torch.segment_reduce(x, "max", lengths=torch.tensor([2, 0, 3])),
+                        (torch.randn(5, 3, generator=g),)),
+    }[what]
+    cpu, emu = _run(fn, inputs, True), _run(fn, inputs, True, backend="cuda-emu")
+    assert all(torch.equal(bits(a), bits(b)) for a, b in zip(cpu, emu))
 
 
 # -- masked_scatter ------------------------------------------------------------------------------------------------
