@@ -23,7 +23,7 @@ from .errors import UnsupportedOpError
 from .reference import linalg as RL
 from .reference import ordering as O
 from .reference import prims as P
-from .reference.fold import sum_dims
+from .reference.fold import fold_dims, sum_dims
 
 aten = torch.ops.aten
 F32 = np.float32
@@ -108,17 +108,16 @@ def histc(a, bins=100, min=0, max=0):
     trunc(((x - min) * bins) / (max - min)) (a sub, mul and div in binary32, then
     to_int32_trunc), the last bin also taking x == max. Kernels: those maps, per bin the eq.i64
     of every element's bin, and per bin a binary32 sum of the hits (exact: fewer than 2^24
-    elements). No bin edges enter: torch's kernel never reads them either."""
+    elements). No bin edges enter: torch's kernel never reads them either. min == max (torch's
+    default 0, 0): the range is the data's min and max (folds), each widened by 1 where they are
+    equal; a NaN or infinite extreme is torch's RuntimeError."""
     op = "histc"
     x = np_(a, op)
     if bins <= 0:
         raise RuntimeError(f"{op}: bins must be > 0, got {bins} (torch refuses it too)")
     lo, hi = float(min), float(max)
-    if lo == hi:
-        if x.size:
-            raise UnsupportedOpError(f"{op} with min == max ({lo}) takes its range from the data's extremes, a "
-                                     "value-dependent range: pass the range (min < max), e.g. min=0, "
-                                     "max=num_experts - 1 for expert counts")
+    data_range = lo == hi and x.size > 0
+    if lo == hi and not data_range:
         lo, hi = lo - 1, hi + 1
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise RuntimeError(f"{op}: range of [{lo}, {hi}] is not finite (torch refuses it too)")
@@ -131,7 +130,15 @@ def histc(a, bins=100, min=0, max=0):
     if flat.size == 0:
         return tt(P.copy(P.const(0.0, (bins,))))
     K, xp, n = O.K, P.xp_of(flat), flat.shape[0]
-    lo32, hi32 = P.const(F32(lo), (n,)), P.const(F32(hi), (n,))
+    if data_range:  # min == max: the data's extremes (fold of min / max kernels), widened by 1 where equal
+        lo0, hi0 = fold_dims(P.min_, flat, [0], np.inf), fold_dims(P.max_, flat, [0], -np.inf)
+        if not (math.isfinite(float(lo0)) and math.isfinite(float(hi0))):
+            raise RuntimeError(f"{op}: range of [{float(lo0)}, {float(hi0)}] is not finite (torch refuses it too)")
+        same, one = P.eq(lo0, hi0), P.const(1.0, ())
+        lo0, hi0 = P.select(same, P.sub(lo0, one), lo0), P.select(same, P.add(hi0, one), hi0)
+        lo32, hi32 = P.add(P.const(-0.0, (n,)), lo0), P.add(P.const(-0.0, (n,)), hi0)  # (v + -0 = v on every row)
+    else:
+        lo32, hi32 = P.const(F32(lo), (n,)), P.const(F32(hi), (n,))
     q = P.div(P.mul(P.sub(flat, lo32), P.const(F32(bins), (n,))), P.sub(hi32, lo32))
     inside = K["and.bool"](P.le(lo32, flat), P.le(flat, hi32))
     b = K["min.i64"](K["to_i64.i32"](P.to_int32_trunc(q)), O.const(bins - 1))

@@ -15,8 +15,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import aten as A
-from . import (aten_distance, aten_embedding_bag, aten_index, aten_linalg, aten_loss, aten_math, aten_moe,  # noqa: F401
-               aten_nn, aten_order, aten_pool, aten_reduce, aten_sort, aten_special)  # (op families: they register into A.REGISTRY)
+from . import (aten_distance, aten_embedding_bag, aten_index, aten_linalg, aten_loss, aten_math, aten_misc,  # noqa: F401
+               aten_moe, aten_nn, aten_order, aten_pool, aten_reduce, aten_sort, aten_special)  # (op families: they register into A.REGISTRY)
 from . import integer as I
 from .errors import DeviceError, UnsupportedOpError
 
@@ -217,6 +217,7 @@ def _functions() -> dict:
     from .draws import functions
     table.update(functions())  # torch.rand, randn, bernoulli, ...: Philox draws inside a key (repops/draws.py)
     table.update(aten_moe.functions())  # grouped matmuls as repops::grouped_mm (repops/aten_moe.py)
+    table.update(aten_misc.functions())  # grid sampling, masked_scatter above autograd (repops/aten_misc.py)
     return table
 
 
