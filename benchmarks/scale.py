@@ -215,34 +215,41 @@ def main():
     from tqdm import tqdm
     con = Console(width=220)
     sizes = args.sizes or (CPU_SIZES if args.device == "cpu" else GPU_SIZES)
-    rows = []
+    key = "cpu" if args.device == "cpu" else "gpu"
+    path = args.out.with_suffix(".json")
     for size in tqdm(sizes, desc="sizes"):
         cmd = [sys.executable, __file__, "--one", size, "--device", args.device] + (["--no-gas"] if args.no_gas else [])
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
-            raise SystemExit(f"size {size} failed (exit {p.returncode}):\n{p.stderr[-4000:]}")
-        rows.append(json.loads(p.stdout.strip().splitlines()[-1]))
+            raise SystemExit(f"size {size} failed (exit {p.returncode}; the sizes before it are in {path}):\n"
+                             f"{p.stderr[-4000:]}")
+        data = save(path, key, json.loads(p.stdout.strip().splitlines()[-1]))  # (after each size: a long run keeps them)
     t = Table("params", "step s", "traced s", "ratio", "commit GB/s", "vs sha256", "ckpt w/r s", "peak MB",
               "trace MB", *[f"{n} s" for n in LEVELS.values()], "referee B", "gas", title=f"scale ({args.device})")
-    for r in rows:
+    for r in data[key]:
         t.add_row(f"{r['params']:,}", f"{r['step_s']:.2f}", f"{r['traced_step_s']:.2f}", f"{r['traced_ratio']:.2f}",
                   f"{r['commit_gbps']:.2f}", f"{r['commit_vs_sha256']:.2f}",
                   f"{r['checkpoint_write_s']:.2f}/{r['checkpoint_read_s']:.2f}", f"{r['peak_mem_bytes'] / 2**20:,.0f}",
                   f"{r['trace_bytes'] / 2**20:,.0f}", *[f"{r['answer_s'].get(n, 0):.2f}" for n in LEVELS.values()],
                   f"{r['referee_bytes']:,}", "-" if r["gas"] is None else f"{r['gas']:,}")
     con.print(t)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    path = args.out.with_suffix(".json")
-    data = json.loads(path.read_text()) if path.exists() else {"cpu": [], "gpu": []}
-    data[args.device if args.device == "cpu" else "gpu"] = rows
-    data["command"] = "python benchmarks/scale.py" + ("" if args.device == "cpu" else " --device cuda")
-    data["steps"], data["fanout"], data["batch_size"] = STEPS, FANOUT, BATCH
-    both = [r for r in data["cpu"] + data["gpu"]]
-    data["exponents"] = plot(both, args.out.with_suffix(".png"), "Verde's protocol costs vs model size "
-                             f"({len(data['cpu'])} CPU, {len(data['gpu'])} GPU sizes)")
+    data["exponents"] = plot(data["cpu"] + data["gpu"], args.out.with_suffix(".png"), "Verde's protocol costs vs "
+                             f"model size ({len(data['cpu'])} CPU, {len(data['gpu'])} GPU sizes)")
     path.write_text(json.dumps(data, indent=1))
     con.print("fitted exponents (cost ~ params^e): " + ", ".join(f"{k} {e:.2f}" for k, e in data["exponents"].items()))
     con.print(f"wrote {path} and .png")
+
+
+def save(path: Path, key: str, row: dict) -> dict:
+    """row merged into the JSON's `key` list by size (a run of some sizes keeps the others)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = json.loads(path.read_text()) if path.exists() else {"cpu": [], "gpu": []}
+    kept = {r["size"]: r for r in data.get(key, [])} | {row["size"]: row}
+    data[key] = sorted(kept.values(), key=lambda r: r["params"])
+    data["command"] = "python benchmarks/scale.py" + ("" if key == "cpu" else " --device cuda")
+    data["steps"], data["fanout"], data["batch_size"] = STEPS, FANOUT, BATCH
+    path.write_text(json.dumps(data, indent=1))
+    return data
 
 
 if __name__ == "__main__":
