@@ -419,18 +419,28 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     return tt(out.reshape(*t.shape, w.shape[1]))
 
 
+def summed_rows(idx, g, n: int, op: str):
+    """N.embedding_backward (row w = the rows g[p] with idx[p] == w summed in increasing p, from
+    +0, as one fixed-order one-hot matmul) behind the rule that keeps it torch's: a non-finite
+    g[p, d] would be NaN in every other row (0 · inf), where torch adds it to its own row only,
+    so it is a fault claim (rule `domain`), never that silent difference."""
+    faults.finite(g, op, "and summing it through the one-hot product would spread NaN into rows it does not belong "
+                         "to (torch adds it to its own row only): the step's gradients or sources have overflowed")
+    return N.embedding_backward(idx, g, n)
+
+
 @register(aten.embedding_dense_backward.default)
 def embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
     """onehot(indices)^T @ grad: row w = fold(fma) over positions p in increasing order of
     [indices[p] == w] * grad[p], from +0. For finite gradients this is the sum of the grad
     rows at p with indices[p] == w in increasing p (fma(1, g, acc) rounds as acc + g; a 0
     term adds a zero, which never changes a sum started at +0); a non-finite gradient
-    entry poisons its whole column (0 * inf = NaN)."""
+    entry is a fault claim (summed_rows)."""
     if scale_grad_by_freq:
         raise UnsupportedOpError("aten.embedding_dense_backward with scale_grad_by_freq=True")
     g = np_(grad, "embedding_dense_backward")
     idx = _indices(indices, num_weights, "embedding_dense_backward").reshape(-1)
-    out = N.embedding_backward(idx, g.reshape(idx.size, g.shape[-1]), num_weights)
+    out = summed_rows(idx, g.reshape(idx.size, g.shape[-1]), num_weights, "embedding_dense_backward")
     if padding_idx is not None and 0 <= padding_idx < num_weights:  # the padding row's gradient is +0
         out = P.place(out.shape, 0, [(padding_idx, 1, P.const(0.0, (1, out.shape[1]))), (0, 1, out)])
     return tt(out)
@@ -540,12 +550,12 @@ def index_select(a, dim, index):
     return tt(_gather_along(x, dim, _indices(index, x.shape[dim % x.ndim], "index_select").reshape(-1)))
 
 
-def _accumulate(x, d, idx, v):
+def _accumulate(x, d, idx, v, op: str = "index_add"):
     """x + (v's slices along axis d summed into x's slices idx, each in increasing position
     order: embedding_backward's fixed-order rule; an untouched slice adds +0)."""
     xm = np.moveaxis(x, d, 0)
     vm = P.copy(np.moveaxis(v, d, 0)).reshape(idx.size, int(np.prod(xm.shape[1:])))
-    add = N.embedding_backward(idx, vm, x.shape[d]).reshape(xm.shape)
+    add = summed_rows(idx, vm, x.shape[d], op).reshape(xm.shape)
     return np.moveaxis(P.add(xm, add), 0, d)
 
 

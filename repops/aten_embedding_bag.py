@@ -17,6 +17,19 @@ from .torch_checks import checked
 aten = torch.ops.aten
 
 
+_SPREADS = ("and summing it through the one-hot product would spread NaN into bags or rows it does not belong to "
+            "(torch keeps it in its own): the weights or gradients have overflowed")
+
+
+def _finite(op, *arrays):
+    """The sums below are one-hot products (docs/NUMERICS.md): a non-finite term is a fault
+    claim (faults.finite), not NaN in other bags. The whole array is checked (a stricter rule
+    than the terms used: an unread non-finite row faults too)."""
+    for a in arrays:
+        if a is not None:
+            faults.finite(a, op, _SPREADS)
+
+
 def _bags(indices, offsets, include_last_offset, padding_idx, num_weights, op):
     """(int64 indices [L], offset2bag [L] (torch's), kept bag [L] (-1: padding or no bag), B)."""
     if indices.dim() != 1 or offsets.dim() != 1:
@@ -67,6 +80,8 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
     w = np_(weight, op)
     i, offset2bag, bag, bags = _bags(indices, offsets, include_last_offset, padding_idx, w.shape[0], op)
     psw = None if per_sample_weights is None else np_(per_sample_weights, op).reshape(-1)
+    if mode != EB.MAX:
+        _finite(op, w, psw)
     out, arg = EB.embedding_bag(w, i, bag, bags, mode, psw)
     size = EB.bag_size(bag, bags)
     ints = lambda a: torch.from_numpy(a) if P.xp_of(a) is np else torch.from_dlpack(a)  # noqa: E731
@@ -83,6 +98,7 @@ def embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_in
     bag = EB.kept(_indices(offset2bag, g.shape[0] + 1, op).reshape(-1), i, padding_idx, g.shape[0])
     psw = None if per_sample_weights is None else np_(per_sample_weights, op).reshape(-1)
     at = arr(maximum_indices) if mode == EB.MAX else None
+    _finite(op, g, psw)
     return tt(EB.embedding_bag_backward(g, i, bag, g.shape[0], num_weights, mode, psw, at))
 
 

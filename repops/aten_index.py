@@ -9,9 +9,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .aten import REGISTRY, _indices, _inplace, _result, _scalar_as_vector, arr, np_, register, tt
+from .aten import REGISTRY, _indices, _inplace, _result, _scalar_as_vector, arr, np_, register, summed_rows, tt
 from .errors import UnsupportedOpError
-from .reference import nn as N
 from .reference import ordering as O
 from .reference import prims as P
 
@@ -82,7 +81,7 @@ def _index_put(a, indices, values, accumulate):
     vm = P.copy(np.moveaxis(v, list(range(p, p + b)), list(range(b))))  # the source rows in flat order
     n = x.shape[p]
     inner = int(np.prod(x.shape[:p] + x.shape[p + 1:]))  # (no -1: ambiguous when empty)
-    add = N.embedding_backward(flat.reshape(-1), vm.reshape(flat.size, inner), n)
+    add = summed_rows(flat.reshape(-1), vm.reshape(flat.size, inner), n, "index_put")
     add = np.moveaxis(add.reshape((n,) + x.shape[:p] + x.shape[p + 1:]), 0, p)
     return _unmerged(P.add(x, add), x0, indices, p, sizes)
 

@@ -181,6 +181,18 @@ def not_nan(x, op: str, why: str) -> None:
     _check(flags, "domain", DomainFault, lambda e: f"{op}: element {e} is NaN, {why}")
 
 
+def finite(x, op: str, why: str) -> None:
+    """Rule `domain`: every element of the binary32 array x is finite, where the spec's result
+    for a non-finite one would not be torch's (a one-hot accumulation: 0 · inf is NaN in every
+    other row). Kernels: fault(not(lt(abs(x), +inf)))."""
+    if P.observing():
+        K = I.KERNELS
+        flags = K["fault.bool"](K["not.bool"](P.lt(P.abs_(x), np.float32(np.inf))))
+    else:
+        flags = ~(abs(x) < np.float32(np.inf))
+    _check(flags, "domain", DomainFault, lambda e: f"{op}: element {e} is not finite, {why}")
+
+
 def offsets_ordered(o, n: int, op: str) -> None:
     """Rule `offsets`: the int64 group ends o (torch._grouped_mm's offs) are non-decreasing and
     within [0, n] (torch checks neither: it reads past its rows or leaves them unwritten).

@@ -167,3 +167,34 @@ def test_a_noted_fault_computes_on_with_the_kernels_values():
         assert g.view(torch.int32)[1:4:2].tolist() == [[0], [0]] and g[0, 0] == X[0, 0] and g[2, 0] == X[2, 1]
         assert q.tolist() == [3, 0, 0] and r.tolist() == [0, 2]
     assert seen == [("index", 1), ("division", 1), ("division", 0)] * len(BACKENDS)
+
+
+# One-hot sums (embedding backward, index_add, index_put accumulate, EmbeddingBag): a non-finite
+# term would be NaN in every other row (0 · inf); torch adds it to its own row only. The rule
+# `domain` (faults.finite) makes it a fault claim: never that silent difference.
+ONE_HOT = {  # name -> (fn(source), the source's shape, the flat element of the term checked)
+    "index_add": (lambda s: torch.zeros(4, 5).index_add(0, torch.tensor([2, 0]), s), (2, 5), 7),
+    "index_put_accumulate": (lambda s: torch.zeros(4, 5).index_put((torch.tensor([1, 1]),), s, accumulate=True),
+                             (2, 5), 7),
+    "embedding_backward": (lambda s: torch.ops.aten.embedding_dense_backward(s, torch.tensor([3, 0]), 4, -1, False),
+                           (2, 5), 7),
+    "embedding_bag": (lambda s: F.embedding_bag(torch.tensor([0, 1, 1]), s, torch.tensor([0, 2])), (2, 5), 7),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ONE_HOT))
+@pytest.mark.parametrize("bad", [float("inf"), float("nan")])
+def test_a_one_hot_sum_of_a_non_finite_term_is_a_fault_never_nan_in_other_rows(name, bad):
+    fn, shape, element = ONE_HOT[name]
+    clean = torch.arange(10.0).reshape(shape) - 4.5
+    poisoned = clean.clone()
+    poisoned.view(-1)[element] = bad
+    native = fn(poisoned)  # torch: the term lands in its own row only
+    assert torch.isfinite(native).sum() >= native.numel() - native.shape[-1]
+    expected = fn(clean)
+    for backend in BACKENDS:
+        with repops.deterministic(backend):
+            torch.testing.assert_close(fn(clean), expected, rtol=1e-6, atol=0)  # (finite terms: torch's sums)
+        with pytest.raises(repops.DomainFault) as info, repops.deterministic(backend):
+            fn(poisoned)
+        assert (info.value.rule, info.value.element) == ("domain", element), (backend, info.value)
