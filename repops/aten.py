@@ -879,7 +879,7 @@ EXACT = {
     aten.masked_select.default, aten.squeeze.dims, aten.unsqueeze_copy.default,
     aten.expand_copy.default, aten.permute_copy.default, aten.view_copy.default, aten.t_copy.default,
     aten.transpose_copy.int, aten.unsafe_split.Tensor, aten.unsafe_split_with_sizes.default, aten.chunk.default,
-    aten._assert_tensor_metadata.default, aten._assert_async.msg, aten.sym_constrain_range_for_size.default,
+    aten._assert_tensor_metadata.default, aten.sym_constrain_range_for_size.default,
 }
 # Creation without values: RepOps gives them +0 (zeros), so that no node's output is whatever
 # the allocator left (autograd makes a gradient with a parameter's strides by new_empty_strided

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import integer
+from . import faults, integer
 from .aten import _result, arr, np_, register
 from .reference import integers as I
 from .reference import ordering as O
@@ -34,18 +34,6 @@ _PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
 
 
 # -- grid sampling ---------------------------------------------------------------------------------------------
-def _host(t):
-    """t's values on the host, read with RepOps' modes popped (so a trace and a job's committed
-    graph hold the same nodes), for a refusal that depends on them; None while torch.export
-    traces (fake tensors: the check runs when the job's steps run)."""
-    from torch._subclasses.fake_tensor import is_fake
-    from torch.utils._python_dispatch import _disable_current_modes
-    if is_fake(t) or t.device.type == "meta":
-        return None
-    with _disable_current_modes():
-        return t.detach().cpu().numpy()
-
-
 def _clip(c, size: int):
     """clamp(c, 0, size - 1) with torch's native gradient (clip_coordinates_set_grad): 1 strictly
     inside, 0 at and beyond either bound (autograd's clamp would pass it at the bounds)."""
@@ -112,9 +100,9 @@ def grid_sampler(a, grid, interpolation: int = 0, padding: int = 0, align_corner
         raise RuntimeError(f"grid_sampler(): expected an input with non-empty spatial dimensions, got {list(a.shape)} "
                            "(torch refuses it too)")
     limit = _REFLECT_LIMIT if padding == 2 else _LIMIT
-    host = _host(grid)
-    if host is not None and host.size and not bool(np.all(np.abs(host) <= limit)):
-        raise UnsupportedOpError(
+    if grid.numel():  # (ops of the step: a fault claim where they fail, never an error mid-run)
+        torch._assert_async(
+            (grid.detach().abs() <= limit).all(),
             f"grid_sampler(): a grid coordinate is NaN, infinite or beyond +-{limit:g}"
             f"{' (reflection padding)' if padding == 2 else ''}: torch's kernels disagree there (its 2-d vectorised "
             "path propagates NaN where its scalar path clips it; an overflowing coordinate gives NaN; reflection "
@@ -195,10 +183,9 @@ def masked_scatter(self, mask, source):
         raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but got {self.dtype} and "
                            f"{source.dtype} (torch refuses it too)")
     shape = torch.broadcast_shapes(self.shape, mask.shape)
-    host = _host(mask)
-    if host is not None and int(np.broadcast_to(host, shape).sum()) > source.numel():
-        raise RuntimeError(f"masked_scatter: Number of elements of source < number of ones in mask ({source.numel()} < "
-                           f"{int(np.broadcast_to(host, shape).sum())}; torch refuses it too)")
+    torch._assert_async(mask.expand(shape).sum() <= source.numel(),
+                        f"masked_scatter: the mask has more ones than the source's {source.numel()} elements (torch "
+                        "refuses it too)")
     m = mask.expand(shape).reshape(-1)
     k = torch.cumsum(m.to(torch.int64), 0) - 1  # k-th true position -> source element k
     src = source.reshape(-1)
@@ -456,19 +443,21 @@ def _segments(data, lengths, offsets, axis: int, unsafe: bool, op: str):
         raise RuntimeError(f"{op}: expected lengths or offsets of integers shaped data.shape[:axis] + [segments] "
                            "(torch refuses it too)")
     g = O.K["to_i64.i64"](arr(given.to(torch.int64) if given.dtype != torch.int64 else given).reshape(B, -1))
+    K, zero = O.K, I.const(0, "i64")
     if lengths is not None:
-        if not unsafe and (bool((g < 0).any()) or bool((g.sum(-1) != N).any())):
-            raise RuntimeError(f"{op}: lengths must be non-negative and each row must sum to data.size(axis) = {N} "
-                               "when !unsafe (torch refuses it too)")
         ends = arr(integer.cumsum(torch.from_numpy(g), 1))
-        starts, length = O.K["sub.i64"](ends, g), g
+        starts, length = K["sub.i64"](ends, g), g
     else:
         starts, ends = g[:, :-1], g[:, 1:]
-        length = O.K["sub.i64"](ends, starts)
-    if bool((starts < 0).any()) or bool((ends > N).any()) or bool((length < 0).any()) or \
-            bool((starts[:, 1:] < ends[:, :-1]).any()):
-        raise UnsupportedOpError(f"{op}: segments must be in order within [0, {N}] (lengths >= 0, non-decreasing "
-                                 "offsets): torch reads out of bounds or overwrites there")
+        length = K["sub.i64"](ends, starts)
+    # (kernels of the step: a fault claim where they fail, never an error mid-run)
+    faults.holds(K["and.bool"](K["and.bool"](K["le.i64"](zero, starts), K["le.i64"](ends, I.const(N, "i64"))),
+                               K["le.i64"](zero, length)), op,
+                 f"segments must be in order within [0, {N}] (lengths >= 0, non-decreasing offsets): torch reads out "
+                 "of bounds or overwrites there")
+    if lengths is not None and not unsafe and g.shape[1]:
+        faults.holds(K["eq.i64"](ends[:, -1], I.const(N, "i64")), op,
+                     f"each row's lengths must sum to data.size(axis) = {N} when !unsafe (torch refuses it too)")
     k = O.positions(N, P.xp_of(starts))[None, None, :]
     member = O.K["and.bool"](O.K["le.i64"](starts[..., None], k), O.K["lt.i64"](k, ends[..., None]))
     shape = tuple(data.shape[:axis]) + (length.shape[1],) + tuple(data.shape[axis + 1:])

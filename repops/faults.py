@@ -181,6 +181,17 @@ def not_nan(x, op: str, why: str) -> None:
     _check(flags, "domain", DomainFault, lambda e: f"{op}: element {e} is NaN, {why}")
 
 
+def holds(ok, op: str, why: str) -> None:
+    """Rule `domain`: the bool array ok is true everywhere (a value check a definition or a
+    program makes: torch's runtime asserts, RepOps' checks in composites). Kernels:
+    fault(not(ok)). A claim like any fault, never an error that stops an honest trainer."""
+    if P.observing():
+        flags = I.KERNELS["fault.bool"](I.KERNELS["not.bool"](ok))
+    else:
+        flags = ~ok
+    _check(flags, "domain", DomainFault, lambda e: f"{op}: {why}")
+
+
 def finite(x, op: str, why: str) -> None:
     """Rule `domain`: every element of the binary32 array x is finite, where the spec's result
     for a non-finite one would not be torch's (a one-hot accumulation: 0 · inf is NaN in every

@@ -441,8 +441,21 @@ def _gather_range(a, dim, index, sparse_grad=False):
         faults.index_in_range(arr(index), a.shape[dim % a.dim()] if a.dim() else 1, "gather", kernels=False)
 
 
+@register(aten._assert_async.msg, aten._assert_async.default)
+def assert_async(cond, msg: str = "a runtime assertion of the program is false"):
+    """torch's runtime assert (torch.export writes one per torch._check; RepOps' value checks in
+    composites call it): false is the fault rule `domain` (faults.holds), a fault claim."""
+    faults.holds(operand(cond, "bool"), "_assert_async", msg)
+
+
+def _asserted(cond, msg: str = "a runtime assertion of the program is false"):
+    if cond.device.type != "meta":
+        faults.holds(arr(cond).astype(np.bool_, copy=False), "_assert_async", msg)
+
+
 _SORTS = {aten.sort.default, aten.sort.stable}
-_RANGE_CHECKED = {aten.index.Tensor: _index_ranges, aten.gather.default: _gather_range}
+_RANGE_CHECKED = {aten.index.Tensor: _index_ranges, aten.gather.default: _gather_range,
+                  aten._assert_async.msg: _asserted, aten._assert_async.default: _asserted}
 
 
 _DIVISION_OPS = {getattr(getattr(aten, name), overload)

@@ -25,8 +25,9 @@ def _data(n=8):
     return {"x": torch.randn(n, 4, generator=g), "y": torch.randint(0, 3, (n,), generator=g)}
 
 
-class IgnoresAClass(torch.nn.Module):
-    """Meta shapes are fine; RepOps refuses it only with real values (an ignore_index that is a class)."""
+class RefusedOnValues(torch.nn.Module):
+    """Meta shapes are fine (torch's meta kernel); RepOps refuses it only where it computes
+    (polygamma of order 9: RepOps defines n <= 8)."""
 
     def __init__(self):
         super().__init__()
@@ -34,7 +35,7 @@ class IgnoresAClass(torch.nn.Module):
 
     def forward(self, x, y):
         h = self.l(x)
-        return torch.nn.functional.cross_entropy(h, y, ignore_index=1)  # the refused line
+        return torch.nn.functional.cross_entropy(h, y) + torch.polygamma(9, h.abs() + 1).sum()  # the refused line
 
 
 class Empty(torch.nn.Module):
@@ -70,9 +71,9 @@ def _nothing_left(parent: Path, name: str):
 
 def test_a_refusal_only_real_values_show_is_found_before_writing_with_the_op_and_the_model_line(tmp_path):
     with pytest.raises(JobError) as e:
-        write_program_job(tmp_path / "job", IgnoresAClass(), _data(), ["x", "y"], steps=2, batch_size=4)
+        write_program_job(tmp_path / "job", RefusedOnValues(), _data(), ["x", "y"], steps=2, batch_size=4)
     said = str(e.value)
-    assert "aten.cross_entropy_loss" in said and "ignore_index=1 is a class" in said, said
+    assert "aten.polygamma" in said and "polygamma(n=9)" in said, said
     assert f"{HERE}:" in said and "the refused line" in said and "Fix:" in said, said
     _nothing_left(tmp_path, "job")
 
@@ -121,7 +122,7 @@ def _refused_job(tmp_path, monkeypatch):
     """The refused model as a job file, written past the first-step check (as an older verde wrote it)."""
     with monkeypatch.context() as m:
         m.setattr(dataset, "check_first_step", lambda job: None, raising=False)
-        return write_program_job(tmp_path / "job", IgnoresAClass(), _data(), ["x", "y"], steps=2, batch_size=4)
+        return write_program_job(tmp_path / "job", RefusedOnValues(), _data(), ["x", "y"], steps=2, batch_size=4)
 
 
 def test_verde_train_on_a_refused_program_names_the_op_and_the_model_line(tmp_path, capsys, monkeypatch):
@@ -129,7 +130,7 @@ def test_verde_train_on_a_refused_program_names_the_op_and_the_model_line(tmp_pa
     rc = main(["train", str(job)])
     out = capsys.readouterr().out
     assert rc == 2, out
-    assert "aten.cross_entropy_loss" in out and f"{HERE}:" in out and "Fix:" in out, out
+    assert "aten.polygamma" in out and f"{HERE}:" in out and "Fix:" in out, out
     assert "bug in verde" not in out and "--device" not in out, out
 
 
@@ -181,7 +182,7 @@ def test_an_error_prints_with_its_brackets(capsys, monkeypatch):
 def test_any_command_says_an_error_of_the_program_s_ops_is_the_model_s(tmp_path, capsys, monkeypatch):
     """The agent and the demo run programs too: main() itself names the op and the line (exit 2)."""
     from offchain.cli import client
-    prog, state = program.export(IgnoresAClass(), (torch.randn(4, 4), torch.zeros(4, dtype=torch.long)))
+    prog, state = program.export(RefusedOnValues(), (torch.randn(4, 4), torch.zeros(4, dtype=torch.long)))
     m = program.load(prog, state)
 
     x, y = torch.randn(4, 4), torch.tensor([0, 1, 2, 0])
@@ -189,7 +190,7 @@ def test_any_command_says_an_error_of_the_program_s_ops_is_the_model_s(tmp_path,
     def runs_the_program(args):
         import repops
         with repops.deterministic():
-            m(x, y)  # refused: ignore_index 1 is a class
+            m(x, y)  # refused: polygamma of order 9
     add = client.add
 
     def adding(sub):
@@ -198,11 +199,11 @@ def test_any_command_says_an_error_of_the_program_s_ops_is_the_model_s(tmp_path,
     monkeypatch.setattr(client, "add", adding)
     assert main(["withdraw"]) == 2
     out = " ".join(capsys.readouterr().out.split())
-    assert "aten.cross_entropy_loss" in out and "the refused line" in out and "bug in verde" not in out, out
+    assert "aten.polygamma" in out and "the refused line" in out and "bug in verde" not in out, out
 
 
 def test_an_op_repops_lacks_is_named_with_the_model_line_before_anything_is_written(tmp_path):
-    class Gamma(IgnoresAClass):
+    class Gamma(RefusedOnValues):
         def forward(self, x, y):
             h = self.l(x).abs() + 1
             return torch.nn.functional.cross_entropy(torch.igamma(h, h), y)  # no RepOps igamma
@@ -215,7 +216,7 @@ def test_an_op_repops_lacks_is_named_with_the_model_line_before_anything_is_writ
 
 def test_a_first_batch_that_faults_is_refused_before_writing(tmp_path):
     """Every label out of range: a trainer would claim the fault at step 0, and the client pay for nothing."""
-    class Plain(IgnoresAClass):
+    class Plain(RefusedOnValues):
         def forward(self, x, y):
             return torch.nn.functional.cross_entropy(self.l(x), y)
     data = {**_data(), "y": torch.full((8,), 5)}

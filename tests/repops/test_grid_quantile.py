@@ -92,8 +92,27 @@ def test_grid_sample_of_empty_tensors(shapes):
 def test_grids_where_torchs_kernels_disagree_are_refused(value, padding):
     grid, a = torch.zeros(1, 2, 2, 2), torch.randn(1, 1, 3, 3)
     grid[0, 1, 0, 1] = value
-    with pytest.raises(UnsupportedOpError, match="grid coordinate"), repops.deterministic():
+    with pytest.raises(repops.DomainFault, match="grid coordinate"), repops.deterministic():
         torch.grid_sampler_2d(a, grid, 0, padding, False)
+
+
+def test_a_value_check_of_a_composite_is_a_fault_claim_the_dispute_finds():
+    """The checks on values (a NaN grid here) are ops of the step (torch._assert_async, RepOps'
+    definition: rule `domain`): a trainer meets a fault it can claim and decompose to its
+    kernel, never an error that stops it mid-run."""
+    from offchain.dispute.oprun import FAULT_KERNEL, OpRun
+    from offchain.protocol.trace import StepRecorder
+    a, grid = torch.randn(1, 1, 3, 3), torch.zeros(1, 2, 2, 2)
+    grid[0, 1, 0, 1] = float("nan")
+    rec = StepRecorder([a, grid], [], chunk=16)
+    with pytest.raises(repops.DomainFault), repops.deterministic("cpu", trace=rec):
+        F.grid_sample(a, grid, align_corners=False)
+    node, inputs = rec.faulted()
+    assert node.op == "aten._assert_async.msg"
+    run = OpRun(node.structure(), inputs, 16)
+    kernels = run.kernels()
+    k, e, rule = run.fault
+    assert kernels[k].name == FAULT_KERNEL and (e, rule) == (0, "domain")
 
 
 @pytest.mark.parametrize("what", ["grid_2d", "grid_3d", "masked_scatter", "quantile"])
@@ -163,7 +182,7 @@ def test_masked_scatter_below_autograd_and_masked_selects_backward():
 
 
 def test_masked_scatter_with_too_few_source_elements_is_refused_as_torch_does():
-    with pytest.raises(RuntimeError, match="elements of source"), repops.deterministic():
+    with pytest.raises(repops.DomainFault, match="more ones than the source"), repops.deterministic():
         torch.zeros(4).masked_scatter(torch.ones(4, dtype=torch.bool), torch.ones(3))
     with pytest.raises(RuntimeError, match="elements of source"):
         torch.zeros(4).masked_scatter(torch.ones(4, dtype=torch.bool), torch.ones(3))
@@ -278,7 +297,7 @@ def test_segment_reduce_is_torchs_with_ties_zeros_nans_and_empty_segments(reduce
 
 
 def test_segment_reduce_out_of_range_segments_are_refused():
-    with pytest.raises(UnsupportedOpError, match="in order within"), repops.deterministic():
+    with pytest.raises(repops.DomainFault, match="in order within"), repops.deterministic():
         torch.segment_reduce(torch.ones(4), "sum", lengths=torch.tensor([3, 3]), unsafe=True)
 
 
