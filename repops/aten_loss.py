@@ -99,8 +99,8 @@ def nll_backward(grad, a, target, weight, reduction, ignore_index, total_weight,
     (sum), unweighted without the factor w; +0 elsewhere and on ignored rows (onehot). An
     N-D input's gradient is moved back to [N, C, d...] by a copy kernel."""
     _reduction(reduction, op)
-    x = np_(a, op)
-    classes = x.shape[1] if x.ndim > 1 else x.shape[0]
+    shape = tuple(a.shape)  # (its values are not read: no conversion of the input)
+    classes = shape[1] if len(shape) > 1 else shape[0]
     t, _ = _target(target, classes, ignore_index, "nll_loss")
     rows = t.shape[0]
     g = np_(grad, op)
@@ -112,9 +112,9 @@ def nll_backward(grad, a, target, weight, reduction, ignore_index, total_weight,
         v = P.neg(P.div(g, np_(total_weight, op)) if reduction == _MEAN else g)
         v = P.xp_of(v).broadcast_to(v, (rows,)) if wr is None else P.mul(wr, v)
     dx = P.onehot(t, v, P.const(0.0, (classes,)))
-    if x.ndim <= 2:
-        return tt(dx.reshape(x.shape))
-    return tt(P.copy(np.moveaxis(dx.reshape((x.shape[0],) + x.shape[2:] + (classes,)), -1, 1)))
+    if len(shape) <= 2:
+        return tt(dx.reshape(shape))
+    return tt(P.copy(np.moveaxis(dx.reshape((shape[0],) + shape[2:] + (classes,)), -1, 1)))
 
 
 @register(aten.nll_loss_forward.default)
