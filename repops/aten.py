@@ -16,6 +16,7 @@ from . import ops as _ops  # noqa: F401  (defines torch.ops.repops.*)
 from .errors import DTypeError, UnsupportedOpError
 from .reference import integers as I
 from .reference import conv_transpose as CT
+from .reference import distance as RD
 from .reference import linalg as RL
 from .reference import math as M
 from .reference import nn as N
@@ -599,9 +600,8 @@ register(aten.clamp_.default)(lambda a, lo=None, hi=None: _inplace(a, _clamp(np_
 @register(aten.linalg_vector_norm.default)
 def vector_norm(a, ord=2, dims=None, keepdim=False, dtype=None):
     """Every ord (reference/distance.py): 2, 1, inf, -inf, 0 and the general p."""
-    from .reference.distance import vector_norm as norm
     _result_dtype("linalg_vector_norm", dtype)
-    return tt(norm(np_(a, "linalg_vector_norm"), float(ord), dims, keepdim))
+    return tt(RD.vector_norm(np_(a, "linalg_vector_norm"), float(ord), dims, keepdim))
 
 
 @register(aten._safe_softmax.default)

@@ -110,7 +110,7 @@ def _check(flags, rule: str, exc, describe, defer: bool = True):
 
 def index_in_range(i, n: int, op: str, ignore: int | None = None, given=None, kernels: bool | None = None) -> None:
     """Rule `index`: every element of the int64 index array i lies in [0, n), or equals
-    `ignore` (nll_loss's ignore_index, itself outside [0, n)). Kernels:
+    `ignore` (nll_loss's ignore_index, which may be a class). Kernels:
     bad = or(lt(i, 0), le(n, i)) [and(bad, not(eq(i, ignore)))], then fault(bad).
     given: the index as the user gave it, when i is its wrap (wrap_negative): the message
     quotes it and torch's range [-n, n). kernels False: the direct check even when observed
@@ -156,15 +156,21 @@ def divisor_nonzero(b, dt: str, op: str, kernels: bool | None = None) -> None:
            lambda e: f"{op}: integer division by zero (element {e} of the divisor)")
 
 
+def _holds(ok, rule: str, exc, describe) -> None:
+    """The one shape of a rule whose condition is a bool array ok (kernels when observed):
+    the step faults at ok's first false element. Kernels: fault(not(ok))."""
+    _check(I.KERNELS["fault.bool"](I.KERNELS["not.bool"](ok)) if P.observing() else ~ok, rule, exc, describe)
+
+
 def in_unit_interval(p, op: str) -> None:
     """Rule `domain`: every element of the binary32 array p lies in [0, 1] (torch refuses
     anything else, NaN included). Kernels: fault(not(and(le(0, p), le(p, 1))))."""
     if P.observing():
-        K, zero, one = I.KERNELS, P.const(0.0, p.shape), P.const(1.0, p.shape)
-        flags = K["fault.bool"](K["not.bool"](K["and.bool"](P.le(zero, p), P.le(p, one))))
+        zero, one = P.const(0.0, p.shape), P.const(1.0, p.shape)
+        ok = I.KERNELS["and.bool"](P.le(zero, p), P.le(p, one))
     else:
-        flags = ~((p >= 0) & (p <= 1))
-    _check(flags, "domain", DomainFault,
+        ok = (p >= 0) & (p <= 1)
+    _holds(ok, "domain", DomainFault,
            lambda e: f"{op}: element {e} of the input is {float(p.reshape(-1)[e])!r}, not a probability in [0, 1] "
                      "(apply sigmoid first, or use binary_cross_entropy_with_logits on the logits)")
 
@@ -173,35 +179,24 @@ def not_nan(x, op: str, why: str) -> None:
     """Rule `domain`: no element of the binary32 array x is NaN, where the op's result would
     depend on a NaN's bits (its sign, signaling or quiet) and the primitives' NaNs are all the
     canonical one. Kernels: fault(not(eq(x, x)))."""
-    if P.observing():
-        K = I.KERNELS
-        flags = K["fault.bool"](K["not.bool"](P.eq(x, x)))
-    else:
-        flags = x != x
-    _check(flags, "domain", DomainFault, lambda e: f"{op}: element {e} is NaN, {why}")
+    _holds(P.eq(x, x) if P.observing() else x == x, "domain", DomainFault,
+           lambda e: f"{op}: element {e} is NaN, {why}")
 
 
 def holds(ok, op: str, why: str) -> None:
     """Rule `domain`: the bool array ok is true everywhere (a value check a definition or a
-    program makes: torch's runtime asserts, RepOps' checks in composites). Kernels:
-    fault(not(ok)). A claim like any fault, never an error that stops an honest trainer."""
-    if P.observing():
-        flags = I.KERNELS["fault.bool"](I.KERNELS["not.bool"](ok))
-    else:
-        flags = ~ok
-    _check(flags, "domain", DomainFault, lambda e: f"{op}: {why}")
+    program makes: torch's runtime asserts, RepOps' checks in composites). A claim like any
+    fault, never an error that stops an honest trainer."""
+    _holds(ok, "domain", DomainFault, lambda e: f"{op}: {why}")
 
 
 def finite(x, op: str, why: str) -> None:
     """Rule `domain`: every element of the binary32 array x is finite, where the spec's result
     for a non-finite one would not be torch's (a one-hot accumulation: 0 · inf is NaN in every
     other row). Kernels: fault(not(lt(abs(x), +inf)))."""
-    if P.observing():
-        K = I.KERNELS
-        flags = K["fault.bool"](K["not.bool"](P.lt(P.abs_(x), np.float32(np.inf))))
-    else:
-        flags = ~(abs(x) < np.float32(np.inf))
-    _check(flags, "domain", DomainFault, lambda e: f"{op}: element {e} is not finite, {why}")
+    inf = np.float32(np.inf)
+    _holds(P.lt(P.abs_(x), inf) if P.observing() else abs(x) < inf, "domain", DomainFault,
+           lambda e: f"{op}: element {e} is not finite, {why}")
 
 
 def offsets_ordered(o, n: int, op: str) -> None:
@@ -230,23 +225,16 @@ def nonsingular(info, op: str, why: str) -> None:
     whose pivot is zero / not positive) is 0: torch raises there (LinAlgError), or returns a
     partial factor whose values are LAPACK's blocked order's, which RepOps does not define.
     Kernels: fault(not(eq(info, 0)))."""
-    if P.observing():
-        K = I.KERNELS
-        flags = K["fault.bool"](K["not.bool"](K["eq.i32"](info, I.const(0, "i32"))))
-    else:
-        flags = info != 0
-
-    def describe(e):
-        return (f"{op}: matrix {e} of the batch {why} (step {int(info.reshape(-1)[e])} of its factorisation): "
-                "torch raises or returns a partial factor here")
-    _check(flags, "singular", DomainFault, describe)
+    ok = I.KERNELS["eq.i32"](info, I.const(0, "i32")) if P.observing() else info == 0
+    _holds(ok, "singular", DomainFault,
+           lambda e: f"{op}: matrix {e} of the batch {why} (step {int(info.reshape(-1)[e])} of its factorisation): "
+                     "torch raises or returns a partial factor here")
 
 
 def in_window(found, op: str) -> None:
     """Rule `index`, for pooling indices: every index names a position of its own window
     (found: a bool array, true where it does). Kernels: fault(not(found)). torch would write a
     gradient wherever such an index points; RepOps' backward reads each window only."""
-    flags = I.KERNELS["fault.bool"](I.KERNELS["not.bool"](found)) if P.observing() else ~found
-    _check(flags, "index", IndexFault,
+    _holds(found, "index", IndexFault,
            lambda e: f"{op}: the index at element {e} is not a position of its pooling window (indices must be the "
                      "ones the forward returned)")
