@@ -20,8 +20,7 @@ from offchain.protocol.trace import decode_structure
 from offchain.trainer import Trainer
 from offchain.trainer import adversaries as A
 from playing import honest_paid_on_chain, honest_wins_off_chain
-from repops.models.quick_train import num_threads
-from repops.optim import AdamW
+from stepping import adamw_steps, bits
 
 B, T, V, D, E = 4, 5, 20, 16, 4
 
@@ -70,31 +69,17 @@ def _batch(seed):
 
 
 def _train(backend="cpu", threads=1, steps=2):
-    model = Heads()
-    opt = AdamW(model.parameters(), lr=1e-2)
-    losses, batches = [], [_batch(s) for s in range(steps)]  # (drawn outside RepOps)
-    with num_threads(threads), repops.deterministic(backend):
-        for batch in batches:
-            opt.zero_grad(set_to_none=True)
-            loss = model(*batch)
-            loss.backward()
-            opt.step()
-            losses.append(loss.detach())
-    return torch.stack(losses), torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-
-
-def _bits(t):
-    return t.contiguous().view(torch.int32)
+    return adamw_steps(Heads(), [_batch(s) for s in range(steps)], backend, threads)  # (batches drawn outside RepOps)
 
 
 def test_the_families_train_with_the_same_bits_on_threads_and_backends_and_as_torch_means():
     l1, p1 = _train(threads=1)
     l2, p2 = _train(threads=2)
     lr, pr = _train("reference", steps=1)
-    assert torch.equal(_bits(l1), _bits(l2)) and torch.equal(_bits(p1), _bits(p2))
-    assert torch.equal(_bits(l1[:1]), _bits(lr)) and not torch.equal(_bits(p1), _bits(pr))  # (one step vs two)
+    assert torch.equal(bits(l1), bits(l2)) and torch.equal(bits(p1), bits(p2))
+    assert torch.equal(bits(l1[:1]), bits(lr)) and not torch.equal(bits(p1), bits(pr))  # (one step vs two)
     _, p_one = _train(steps=1)
-    assert torch.equal(_bits(p_one), _bits(pr))
+    assert torch.equal(bits(p_one), bits(pr))
     native = Heads()(*_batch(0))
     torch.testing.assert_close(l1[0], native.detach(), rtol=1e-5, atol=1e-6)
 

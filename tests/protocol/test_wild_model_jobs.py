@@ -14,8 +14,7 @@ import repops
 from offchain.protocol.dataset import write_program_job
 from offchain.trainer import Trainer
 from playing import trained
-from repops.models.quick_train import num_threads
-from repops.optim import AdamW
+from stepping import adamw_steps, bits
 
 B, D, E = 6, 12, 8  # batch, input features, embedding width
 NODES, EDGES = 10, 24
@@ -92,33 +91,20 @@ MODELS = {"clip": (TwoTowers, B), "gnn": (GraphNet, 1), "vae": (VAE, B)}
 
 def _train(name, backend="cpu", threads=1, steps=2):
     make, bs = MODELS[name]
-    model, data = make(), _data(name, bs * 2)  # (the same data whatever the number of steps)
-    opt = AdamW(model.parameters(), lr=1e-2)
-    losses = []
-    with num_threads(threads), repops.deterministic(backend):
-        for s in range(steps):
-            opt.zero_grad(set_to_none=True)
-            with repops.dropout_key(5, s):
-                loss = model(*(v[s * bs:(s + 1) * bs] for v in data.values()))
-                loss.backward()
-            opt.step()
-            losses.append(loss.detach())
-    return torch.stack(losses), torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-
-
-def _bits(t):
-    return t.contiguous().view(torch.int32)
+    data = _data(name, bs * 2)  # (the same data whatever the number of steps)
+    batches = [[v[s * bs:(s + 1) * bs] for v in data.values()] for s in range(steps)]
+    return adamw_steps(make(), batches, backend, threads, key=5)
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_the_model_trains_with_the_same_bits_on_threads_and_the_spec(name):
     l1, p1 = _train(name, threads=1)
     l2, p2 = _train(name, threads=2)
-    assert torch.equal(_bits(l1), _bits(l2)) and torch.equal(_bits(p1), _bits(p2))
+    assert torch.equal(bits(l1), bits(l2)) and torch.equal(bits(p1), bits(p2))
     lr, pr = _train(name, "reference", steps=1)
     _, p_one = _train(name, steps=1)
-    assert torch.equal(_bits(l1[:1]), _bits(lr)) and torch.equal(_bits(p_one), _bits(pr))
-    assert not torch.equal(_bits(p1), _bits(p_one))  # (the second step moved the parameters)
+    assert torch.equal(bits(l1[:1]), bits(lr)) and torch.equal(bits(p_one), bits(pr))
+    assert not torch.equal(bits(p1), bits(p_one))  # (the second step moved the parameters)
 
 
 @pytest.mark.parametrize("name", ["clip", "gnn"])
