@@ -17,7 +17,7 @@ from offchain.dispute.context import Context
 from offchain.protocol.jobfile import load
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "protocol"))
-from small_job import (classifier_data, first_read_at, write_argmax_job, write_classifier_job,  # noqa: E402
+from small_job import (classifier_data, first_read_at, write_unsettled_integer_job, write_classifier_job,  # noqa: E402
                        write_small_job)
 
 STAKE = 10**18
@@ -62,7 +62,7 @@ def _bad_label_job(directory):
 
 
 @pytest.mark.parametrize("write,says", [
-    (write_argmax_job, r"(?s)cannot be settled on chain, so this agent did not join: node \d+ \(aten.prod.dim_int\)"
+    (write_unsettled_integer_job, r"(?s)cannot be settled on chain, so this agent did not join: node \d+ \(aten.prod.dim_int\)"
                        r".*Fix: the client must change the job and post it again: ship integers"),
     (_bad_label_job, rf"(?s)data makes a step fail, so this agent did not join: data tensor `y` row {first_read_at(3)} "
                      r"holds 9, outside \[0, 5\).*step 3 reads it.*Fix: the client must correct that row")],

@@ -66,7 +66,7 @@ def write_integer_job(directory):
     return write_program_job(directory, TokenBag(), {"ids": ids}, ["ids"], steps=4, batch_size=6, fanout=2, chunk=16)
 
 
-class Loudest(torch.nn.Module):
+class IdProduct(torch.nn.Module):
     """The label: the product of the row's token ids, mod 8 (a product of integers: an op with
     no integer kernels; argmax and the sort of integers have them now)."""
 
@@ -78,11 +78,11 @@ class Loudest(torch.nn.Module):
         return torch.nn.functional.cross_entropy(self.fc(self.emb(ids).mean(1)), ids.prod(1) % 8)
 
 
-def write_argmax_job(directory):
+def write_unsettled_integer_job(directory):
     """A program job whose step has a node the chain cannot settle (aten.prod of integers)."""
     torch.manual_seed(0)
     ids = torch.randint(0, 20, (4, 8), generator=torch.Generator().manual_seed(0))
-    return write_program_job(directory, Loudest(), {"ids": ids}, ["ids"], steps=2, batch_size=2)
+    return write_program_job(directory, IdProduct(), {"ids": ids}, ["ids"], steps=2, batch_size=2)
 
 
 class Classifier(torch.nn.Module):

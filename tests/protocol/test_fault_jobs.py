@@ -17,7 +17,7 @@ from offchain.protocol.trace import decode_node, decode_structure
 from offchain.trainer import Trainer
 from offchain.trainer import adversaries as A
 from playing import honest_wins_off_chain, off_chain, trained
-from small_job import write_argmax_job, write_division_fault_job, write_fault_job
+from small_job import write_unsettled_integer_job, write_division_fault_job, write_fault_job
 
 PAY, STAKE, STEPS, FAULT = 3 * 10**18, 10**18, 6, 3
 CHEATERS = [(A.FaultIgnorer(), 5), (A.FaultStepLiar(), 2), (A.FaultTrailer(), 2), (A.FaultKernelCopier(), 3),
@@ -112,7 +112,7 @@ def _post_past_the_checks(v, chain, job, ctx) -> int:
 
 
 def test_a_dispute_reaching_a_node_the_chain_cannot_settle_is_void_with_stakes_returned(embedded, tmp_path):
-    job = load(write_argmax_job(tmp_path / "job"))
+    job = load(write_unsettled_integer_job(tmp_path / "job"))
     ctx = Context(job)
     (j, op), = ctx.kernel_graph.unsettled
     honest = Trainer(job, tmp_path / "honest", "honest")

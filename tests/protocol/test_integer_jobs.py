@@ -20,7 +20,7 @@ from offchain.protocol.trace import decode_structure
 from offchain.trainer import Trainer
 from offchain.trainer import adversaries as A
 from playing import honest_paid_on_chain, honest_wins_off_chain, trained
-from small_job import write_argmax_job, write_integer_job
+from small_job import write_unsettled_integer_job, write_integer_job
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repops"))
 from model_zoo import MODELS  # noqa: E402
@@ -101,7 +101,7 @@ def test_a_hugging_face_model_given_its_attention_mask_is_a_job_whose_every_node
 
 
 def test_an_integer_op_without_kernels_is_refused_at_post_naming_its_node(embedded, tmp_path):
-    job = load(write_argmax_job(tmp_path / "j"))
+    job = load(write_unsettled_integer_job(tmp_path / "j"))
     ctx = Context(job)
     j, op = ctx.kernel_graph.unsettled[0]
     assert op == "aten.prod.dim_int"
