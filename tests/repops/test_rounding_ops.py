@@ -185,8 +185,9 @@ def _aten_calls():
              lambda t: torch.fmod(t, 1.5), lambda t: torch.div(t, b, rounding_mode="floor"),
              lambda t: torch.div(t, b, rounding_mode="trunc"), lambda t: torch.floor_divide(t, b), lambda t: t // 2.5,
              lambda t: torch.fmax(t, b), lambda t: torch.fmin(t, b), lambda t: torch.nextafter(t, b),
-             lambda t: torch.copysign(t, b), lambda t: t.clone().floor_(), lambda t: t.clone().fmod_(b),
-             lambda t: t.clone().div_(b, rounding_mode="floor"), lambda t: t.clone().remainder_(2.0)]
+             lambda t: torch.copysign(t, b), lambda t: t.clone().floor_(), lambda t: t.clone().fix_(),
+             lambda t: t.clone().fmod_(b), lambda t: t.clone().div_(b, rounding_mode="floor"),
+             lambda t: t.clone().remainder_(2.0)]
     rounded = [torch.exp2, torch.log2, torch.log10, torch.log1p, torch.expm1, lambda t: torch.hypot(t, b),
                lambda t: torch.logaddexp(t, b), lambda t: torch.logaddexp2(t, b),
                lambda t: torch.special.xlog1py(t, b.abs()), lambda t: t.clone().exp2_(), lambda t: t.clone().hypot_(b)]
@@ -303,7 +304,7 @@ def test_ops_torch_decomposes_into_prims_are_recorded_as_aten_nodes_a_dispute_re
     assert {"aten.signbit.default", "aten.trunc.default", "aten.log1p.default"} <= names, names
 
 
-if __name__ == "__main__":  # the measured figures of docs/NUMERICS.md §8: python tests/repops/test_rounding_ops.py 1024
+if __name__ == "__main__":  # docs/NUMERICS.md §8's figures: python tests/repops/test_rounding_ops.py 1024
     import sys
     for name, worst in _sweep(int(sys.argv[1]) if len(sys.argv) > 1 else 2**13):
         print(f"{name} {worst:.3f} ulp")
