@@ -7,11 +7,11 @@ kernel whose output is self). docs/NUMERICS.md §8, "Rounding, remainders, IEEE 
 logarithms"."""
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from . import faults
 from .aten import _inplace, np_, register, tt
+from .aten_sort import _bools
 from .errors import UnsupportedOpError
 from .reference import activations as A
 from .reference import prims as P
@@ -20,25 +20,11 @@ from .reference import rounding as R
 aten = torch.ops.aten
 
 
-def _bools(a) -> torch.Tensor:
-    """A kernel's bool or int32 output as the op's result (the same memory)."""
-    return torch.from_numpy(np.asarray(a)) if P.xp_of(a) is np else torch.from_dlpack(a)
-
-
-def _signbit(x, op):
-    faults.not_nan(x, op, "and torch's answer is that NaN's sign bit, which RepOps' canonical NaNs do not carry; "
-                          "replace NaNs first (torch.nan_to_num)")
-    return R.signbit(x)
-
-
-UNARY = {"floor": P.floor, "ceil": R.ceil, "trunc": P.trunc, "round": P.rint, "exp2": R.exp2, "log2": R.log2,
-         "log10": R.log10, "log1p": A.log1p, "expm1": A.expm1}
+UNARY = {"floor": P.floor, "ceil": R.ceil, "trunc": P.trunc, "fix": P.trunc, "round": P.rint, "exp2": R.exp2,
+         "log2": R.log2, "log10": R.log10, "log1p": A.log1p, "expm1": A.expm1}
 for _name, _fn in UNARY.items():
-    register(getattr(aten, _name).default)(
-        lambda a, _fn=_fn, _name=_name: tt(_fn(np_(a, _name))))
+    register(getattr(aten, _name).default)(lambda a, _fn=_fn, _name=_name: tt(_fn(np_(a, _name))))
     register(getattr(aten, _name + "_").default)(lambda a, _fn=_fn, _name=_name: _inplace(a, _fn(np_(a, _name))))
-register(aten.fix.default)(lambda a: tt(P.trunc(np_(a, "fix"))))
-register(aten.fix_.default)(lambda a: _inplace(a, P.trunc(np_(a, "fix_"))))
 register(aten.round.decimals)(lambda a, decimals=0: tt(R.round_decimals(np_(a, "round"), decimals)))
 register(aten.round_.decimals)(lambda a, decimals=0: _inplace(a, R.round_decimals(np_(a, "round_"), decimals)))
 
@@ -78,7 +64,10 @@ register(aten.div_.Tensor_mode, aten.div_.Scalar_mode)(
 
 @register(aten.signbit.default)
 def signbit(a):
-    return _bools(_signbit(np_(a, "signbit"), "signbit"))
+    x = np_(a, "signbit")
+    faults.not_nan(x, "signbit", "and torch's answer is that NaN's sign bit, which RepOps' canonical NaNs do not "
+                                 "carry; replace NaNs first (torch.nan_to_num)")
+    return _bools(R.signbit(x))
 
 
 @register(aten.frexp.Tensor)

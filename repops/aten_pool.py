@@ -22,10 +22,17 @@ from .reference import resample as U
 aten = torch.ops.aten
 
 
-def _index(t, op):
+def _index(t, x, nd, op):
+    """A backward's int64 indices as [N, C, *out] (unbatched: a batch of one, as _batched)."""
     if t.dtype != torch.int64:
         raise UnsupportedOpError(f"{op}: indices must be int64 (what the forward returns), got {t.dtype}")
-    return arr(t)
+    i = arr(t)
+    return i.reshape((1,) + i.shape) if x.dim() == nd + 1 else i
+
+
+def _unbatched_index(i, x, nd):
+    """A forward's int64 indices with x's batching (_unbatched's)."""
+    return _ints(i.reshape(i.shape[1:]) if x.dim() == nd + 1 else i)
 
 
 # -- upsampling ---------------------------------------------------------------------------------------------------
@@ -155,15 +162,14 @@ def _adaptive_max(nd):
         op = f"adaptive_max_pool{nd}d"
         out = _sizes(op, nd, output_size, x)
         y, i = R.adaptive_max_pool(_batched(x, nd, op), out)
-        return _unbatched(y, x, nd), _ints(i.reshape(i.shape[1:]) if x.dim() == nd + 1 else i)
+        return _unbatched(y, x, nd), _unbatched_index(i, x, nd)
     return impl
 
 
 def _adaptive_max_backward(nd):
     def impl(grad, x, indices):
         op = f"adaptive_max_pool{nd}d_backward"
-        i = _index(indices, op)
-        i = i.reshape((1,) + i.shape) if x.dim() == nd + 1 else i
+        i = _index(indices, x, nd, op)
         return _unbatched(R.adaptive_max_pool_backward(_batched(grad, nd, op), i, list(x.shape[-nd:])), x, nd)
     return impl
 
@@ -194,7 +200,7 @@ def _max_pool_with_indices(nd):
         xb = _batched(x, nd, op)
         y = N.max_pool(xb, k, st, pad, dil, bool(ceil_mode))
         i = R.max_pool_indices(xb, k, st, pad, dil, bool(ceil_mode))
-        return _unbatched(y, x, nd), _ints(i.reshape(i.shape[1:]) if x.dim() == nd + 1 else i)
+        return _unbatched(y, x, nd), _unbatched_index(i, x, nd)
     return impl
 
 
@@ -202,8 +208,7 @@ def _max_pool_with_indices_backward(nd):
     def impl(grad, x, kernel, stride, padding, dilation, ceil_mode, indices):
         op = f"max_pool{nd}d_with_indices_backward"
         k, st, pad, dil = _max_pool_args(nd, x, kernel, stride, padding, dilation)
-        i = _index(indices, op)
-        i = i.reshape((1,) + i.shape) if x.dim() == nd + 1 else i
+        i = _index(indices, x, nd, op)
         gb, xb = _batched(grad, nd, op), _batched(x, nd, op)
         return _unbatched(R.max_pool_backward_indexed(gb, xb, i, k, st, pad, dil), x, nd)
     return impl

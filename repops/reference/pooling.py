@@ -15,7 +15,7 @@ from . import prims as P
 from .fold import SUM_INIT
 from .nn import _spatial_pad, _windows, pool_geometry
 from .ordering import K, is_nan, positions
-from .windows import _axes, _fold, scatter_back, staged, take
+from .windows import _axes, _fold, gather, scatter_back, staged, take
 
 F32 = np.float32
 NONE_I64 = -(2 ** 31)   # the position a padding slot reads in an index table (any flat index made from it is < 0)
@@ -210,10 +210,7 @@ def adaptive_max_pool_backward(g, indices, in_sizes):
 def replication_pad(x, pads):
     """pads: (lo, hi) per padded (trailing) axis, first axis first: one copy per axis over a CAT
     of views (torch's decomposition made index tensors from arange)."""
-    nd = len(pads)
-    tables = [replicate_table(n, lo, hi) for n, (lo, hi) in zip(x.shape[-nd:], pads)]
-    (y,) = staged({(0,) * nd: x}, tables, _axes(x, nd), 0.0).values()
-    return P.copy(y) if y.base is not None or y is x else y
+    return gather(x, [replicate_table(n, lo, hi) for n, (lo, hi) in zip(x.shape[-len(pads):], pads)])
 
 
 def replication_pad_backward(g, in_sizes, pads):

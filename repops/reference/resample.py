@@ -11,7 +11,7 @@ import numpy as np
 
 from . import prims as P
 from .ordering import K, positions
-from .windows import _axes, scatter_back, staged, take
+from .windows import _axes, gather, scatter_back, staged, take
 
 F32 = np.float32
 
@@ -52,12 +52,17 @@ def linear_table(n_in: int, n_out: int, align_corners: bool, scale):
     return tuple((0, int(v)) for v in x0), tuple((0, int(min(v + 1, n_in - 1))) for v in x0)
 
 
-def linear_weights(n_in: int, n_out: int, align_corners: bool, scale):
-    """(w0, w1) along the axis as kernel outputs, torch's decomposition's: t = source - trunc(source)
-    clamped to [0, 1]; w1 = t, w0 = 1 - t (positions 0..n_out-1 as an integer kernel, to_f32)."""
+def linear_lambda(n_in: int, n_out: int, align_corners: bool, scale):
+    """w1 along the axis as a kernel output, torch's decomposition's: t = source - trunc(source)
+    clamped to [0, 1] (positions 0..n_out-1 as an integer kernel, to_f32)."""
     o = K["to_f32.i64"](positions(n_out))
     real = _source(o, linear_scale(n_in, n_out, align_corners, scale), align_corners, (P.add, P.mul, P.sub, P.max_))
-    t = P.min_(P.max_(P.sub(real, P.trunc(real)), F32(0.0)), F32(1.0))
+    return P.min_(P.max_(P.sub(real, P.trunc(real)), F32(0.0)), F32(1.0))
+
+
+def linear_weights(n_in: int, n_out: int, align_corners: bool, scale):
+    """(w0, w1) = (1 - t, t), t = linear_lambda (the backward's; the forward needs w1 only)."""
+    t = linear_lambda(n_in, n_out, align_corners, scale)
     return P.sub(F32(1.0), t), t
 
 
@@ -175,9 +180,7 @@ def upsample_nearest(x, out_sizes, scales, exact: bool):
     """x [*lead, *in] -> [*lead, *out]: output o copies input nearest_table(o) along each axis
     (torch's decomposition's indices): one copy kernel per axis, each over a CAT of views."""
     nd = len(out_sizes)
-    tables = [nearest_table(n, m, s, exact) for n, m, s in zip(x.shape[-nd:], out_sizes, scales)]
-    (y,) = staged({(0,) * nd: x}, tables, _axes(x, nd), 0.0).values()
-    return P.copy(y) if y.base is not None or y is x else y
+    return gather(x, [nearest_table(n, m, s, exact) for n, m, s in zip(x.shape[-nd:], out_sizes, scales)])
 
 
 def upsample_nearest_backward(g, in_sizes, scales, exact: bool):
@@ -198,7 +201,7 @@ def upsample_linear(x, out_sizes, align_corners: bool, scales):
     vs = staged({(0,) * nd: x}, tables, _axes(x, nd), 0.0)
     vs = [vs[c] for c in itertools.product((0, 1), repeat=nd)]
     for a in reversed(range(nd)):
-        _, w = linear_weights(in_sizes[a], out_sizes[a], align_corners, scales[a])
+        w = linear_lambda(in_sizes[a], out_sizes[a], align_corners, scales[a])
         w = w.reshape((out_sizes[a],) + (1,) * (nd - a - 1))
         vs = [P.add(v0, P.mul(P.sub(v1, v0), w)) for v0, v1 in zip(vs[::2], vs[1::2])]
     return vs[0]

@@ -203,7 +203,7 @@ INV_LN2 = M.c(0x3FB8AA3B)    # RN(1/ln 2)
 INV_LN2_TAIL = M.c(0x32A57060)   # RN(1/ln 2 - INV_LN2)
 INV_LN10 = M.c(0x3EDE5BD9)   # RN(1/ln 10)
 INV_LN10_TAIL = M.c(0xB22D91AF)  # RN(1/ln 10 - INV_LN10)
-LG2_HI = M.c(0x3E9A2000)     # log10(2) to 12 bits: e LG2_HI is exact for |e| < 2^12
+LG2_HI = M.c(0x3E9A2000)     # log10(2) to 11 bits: e LG2_HI is exact for |e| < 2^13
 LG2_LO = M.c(0x369A84FC)     # RN(log10(2) - LG2_HI)
 
 

@@ -117,6 +117,13 @@ def staged(sources: dict, tables, axes, background, kernel=None) -> dict:
     return {slots: a for (slots, _), a in cur.items()}
 
 
+def gather(x, tables):
+    """x read by one single-slot table per trailing axis (nearest, replication padding): the
+    axes' copy kernels in turn, and a copy kernel where every table read x as it is (a view)."""
+    (y,) = staged({(0,) * len(tables): x}, tables, _axes(x, len(tables)), 0.0).values()
+    return P.copy(y) if y.base is not None or y is x else y
+
+
 def _fold(prim, terms: dict, init, shape):
     acc = P.const(init, shape)
     for key in sorted(terms):
