@@ -4,17 +4,7 @@ native torch, CPU backend vs reference bit for bit on special, subnormal, signed
 inputs, the emulated CUDA kernels, the referee's dtype and descriptor rules)."""
 import torch
 import torch.nn.functional as F
-
-
-def _x(*shape, lo=-3.0, hi=3.0, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.rand(*shape, generator=g) * (hi - lo) + lo
-
-
-def _i(*shape, hi, seed=0):
-    return torch.randint(0, hi, shape, generator=torch.Generator().manual_seed(seed))
-
-
+from nn_samples import _i, _x  # (seeded uniform floats, seeded class indices: one maker for both tables)
 
 
 def _w(x):
