@@ -93,11 +93,12 @@ def embedding_bag(weight, indices, bag, bags: int, mode: int, psw, finite):
         return out, None
     shape = (bags, weight.shape[1])
     hot = P.onehot(bag, P.const(1.0, bag.shape), P.const(0.0, (bags,)))  # [L, B]
+    member = P.eq(hot, P.const(1.0, hot.shape))  # (one compare for every position)
     one, zero = P.const(1.0, shape), P.const(0.0, shape)
     acc, have = zero, zero
     arg = I.const(0, "i64", shape)
     for p in range(indices.shape[0]):
-        inbag = P.eq(hot[p].reshape(bags, 1), P.const(1.0, (bags, 1)))
+        inbag = member[p].reshape(bags, 1)
         v = P.xp_of(rows).broadcast_to(rows[p], shape)
         first_or_more = P.select(P.eq(have, zero), one, P.select(P.lt(acc, v), one, zero))
         take = P.eq(P.select(inbag, first_or_more, zero), one)

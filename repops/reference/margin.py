@@ -10,6 +10,7 @@ import numpy as np
 from . import integers as I
 from . import prims as P
 from .fold import fold_dims, sum_dims
+from .ordering import K
 
 F32 = np.float32
 
@@ -62,16 +63,13 @@ def multi_margin_backward(go, x, t, p, margin, w, scale):
 def _label_columns(t):
     """The classes of each row up to its first negative entry (torch's list end): for column j,
     (valid_j, t'_j) with valid_j = and(valid_{j-1}, le(0, t_j)) and t'_j = select(valid_j, t_j,
-    -1), by the integer kernels (on a device, the same arithmetic where the arrays live)."""
-    xp = P.xp_of(t)
-    K = I.KERNELS
-    host = xp is np
+    -1), by the integer kernels (ordering.K: on a device, the same arithmetic where the arrays live)."""
     valid = None
     for j in range(t.shape[1]):
         col = t[:, j]
-        ok = K["le.i64"](I.const(0, "i64"), col) if host else col >= 0
-        valid = ok if valid is None else (K["and.bool"](valid, ok) if host else valid & ok)
-        yield valid, (K["select.i64"](valid, col, I.const(-1, "i64")) if host else xp.where(valid, col, -1))
+        ok = K["le.i64"](I.const(0, "i64"), col)
+        valid = ok if valid is None else K["and.bool"](valid, ok)
+        yield valid, K["select.i64"](valid, col, I.const(-1, "i64"))
 
 
 def is_target(t, classes):
