@@ -12,11 +12,9 @@ from . import integers as I
 from . import ordering as O
 from . import prims as P
 from .fold import sum_dims
-from .linalg import matmul
 from .nn import embedding_backward
 from .ordering import K
 
-F32 = np.float32
 SUM, MEAN, MAX = 0, 1, 2
 
 
@@ -28,9 +26,10 @@ def bag_of(offsets, positions: int, include_last_offset: bool):
     p = ordering.positions(L)."""
     bags = offsets.shape[0] - 1 if include_last_offset else offsets.shape[0]
     starts = offsets[1:]
-    if positions == 0 or starts.shape[0] == 0:
-        return K["copy.i64"](P.xp_of(offsets).zeros(positions, np.int64) if positions == 0 else
-                             I.const(0, "i64", (positions,))), bags
+    if positions == 0 or starts.shape[0] == 0:  # every position in bag 0, where the offsets live
+        xp = P.xp_of(offsets)
+        zeros = I.const(0, "i64", (positions,)) if positions and xp is np else xp.zeros(positions, np.int64)
+        return K["copy.i64"](zeros), bags
     le = K["le.i64"](starts.reshape(-1, 1), O.positions(positions).reshape(1, -1))
     one = P.const(1.0, le.shape)
     return O.to_index(sum_dims(P.select(le, one, P.const(0.0, le.shape)), [0])), bags

@@ -39,7 +39,7 @@ LOSS_SAMPLES = {
                                   lambda: (_x(6, 3), torch.tensor([1, 2, 4, 5, 4, 3, 2, 0]), torch.tensor([0, 4, 4]))),
     "embedding_bag_sum_weights_mean": (
         lambda w, p, i, o: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p, include_last_offset=True)
-        + F.embedding_bag(i, w, o[:-1], mode="mean"),
+        + F.embedding_bag(i, w, o[:-1], mode="mean") + F.embedding_bag(i, w, o[:1]),  # (one bag: no later offset)
         lambda: (_x(6, 3), _x(7, seed=1), torch.tensor([1, 2, 4, 5, 4, 3, 1]), torch.tensor([0, 3, 3, 7]))),
     "norms_every_ord": (lambda a: torch.stack([torch.linalg.vector_norm(a, o) for o in (0, 3, 0.5, -1, -float("inf"))]),
                         lambda: (_x(4, 5),)),
