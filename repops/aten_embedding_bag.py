@@ -82,7 +82,7 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
     psw = None if per_sample_weights is None else np_(per_sample_weights, op).reshape(-1)
     if mode != EB.MAX:
         _finite(op, w, psw)
-    out, arg = EB.embedding_bag(w, i, bag, bags, mode, psw)
+    out, arg = EB.embedding_bag(w, i, bag, bags, mode, psw, lambda a: _finite(op, a))
     size = EB.bag_size(bag, bags)
     ints = lambda a: torch.from_numpy(a) if P.xp_of(a) is np else torch.from_dlpack(a)  # noqa: E731
     return tt(out), ints(offset2bag), ints(size), ints(EB.K["copy.i64"](size) if arg is None else arg)
@@ -99,7 +99,8 @@ def embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_in
     psw = None if per_sample_weights is None else np_(per_sample_weights, op).reshape(-1)
     at = arr(maximum_indices) if mode == EB.MAX else None
     _finite(op, g, psw)
-    return tt(EB.embedding_bag_backward(g, i, bag, g.shape[0], num_weights, mode, psw, at))
+    return tt(EB.embedding_bag_backward(g, i, bag, g.shape[0], num_weights, mode, psw, at,
+                                        lambda a: _finite(op, a)))
 
 
 @register(aten._embedding_bag_per_sample_weights_backward.default)

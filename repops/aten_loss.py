@@ -19,6 +19,7 @@ from .reference import linear_ce as LCE
 from .reference import margin as M
 from .reference import prims as P
 from .reference.fold import sum_dims
+from .reference.ordering import K
 from .torch_checks import checked
 
 aten = torch.ops.aten
@@ -39,13 +40,11 @@ def _target(target, classes, ignore_index, op):
     """The target as int64 rows [R], range-checked (rule `index`; ignore_index exempt). When
     ignore_index is a class, its rows are moved out of the classes, to -1, by the kernels
     select.i64(eq.i64(t, ignore), -1, t), so the gather reads their fill and onehot puts
-    nothing there. -> (t, the index that marks an ignored row)."""
+    nothing there (ordering.K: on a device, the same arithmetic where t lives). -> (t, the index
+    that marks an ignored row)."""
     t = _indices(target, classes, op, ignore_index).reshape(-1)
     if not 0 <= ignore_index < classes:
         return t, ignore_index
-    if P.xp_of(t) is not np:
-        return P.xp_of(t).where(t == ignore_index, -1, t), -1
-    K = I.KERNELS
     return K["select.i64"](K["eq.i64"](t, I.const(ignore_index, "i64")), I.const(-1, "i64"), t), -1
 
 

@@ -59,17 +59,16 @@ def cdist_backward(g, x1, x2, p, d):
     G) / pow(D, p - 1))."""
     diff = _pairs(x1, x2)
     G, D = np.expand_dims(g, -1), np.expand_dims(d, -1)
-    zero = _c(0.0, diff)
-    at_zero = P.eq(P.xp_of(diff).broadcast_to(D, diff.shape), zero)
+    zero, Dd = _c(0.0, diff), P.xp_of(diff).broadcast_to(D, diff.shape)  # (a view: D along diff's last axis)
     if p == 0:
         term = zero
     elif p == 1:
         term = P.mul(G, sign(diff))
     elif p == 2:
-        term = P.select(at_zero, zero, P.div(P.mul(G, diff), D))
+        term = P.select(P.eq(Dd, zero), zero, P.div(P.mul(G, diff), D))
     elif p == INF:
         a = P.abs_(diff)
-        term = P.mul(P.mul(G, sign(diff)), P.select(P.eq(a, P.xp_of(a).broadcast_to(D, a.shape)), _c(1.0, a), zero))
+        term = P.mul(P.mul(G, sign(diff)), P.select(P.eq(a, Dd), _c(1.0, a), zero))
     else:
         a = P.abs_(diff)
         dp = _pow(D, _c(F32(p - 1), D))
@@ -80,5 +79,5 @@ def cdist_backward(g, x1, x2, p, d):
         term = P.div(num, dp)
         if p < 1:
             term = P.select(P.eq(diff, zero), zero, term)
-        term = P.select(at_zero, zero, term)
+        term = P.select(P.eq(Dd, zero), zero, term)
     return sum_dims(P.xp_of(term).broadcast_to(term, diff.shape), [-2])

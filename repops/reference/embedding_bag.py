@@ -12,11 +12,9 @@ from . import integers as I
 from . import ordering as O
 from . import prims as P
 from .fold import sum_dims
-from .linalg import matmul
 from .nn import embedding_backward
 from .ordering import K
 
-F32 = np.float32
 SUM, MEAN, MAX = 0, 1, 2
 
 
@@ -28,9 +26,10 @@ def bag_of(offsets, positions: int, include_last_offset: bool):
     p = ordering.positions(L)."""
     bags = offsets.shape[0] - 1 if include_last_offset else offsets.shape[0]
     starts = offsets[1:]
-    if positions == 0 or starts.shape[0] == 0:
-        return K["copy.i64"](P.xp_of(offsets).zeros(positions, np.int64) if positions == 0 else
-                             I.const(0, "i64", (positions,))), bags
+    if positions == 0 or starts.shape[0] == 0:  # every position in bag 0, where the offsets live
+        xp = P.xp_of(offsets)
+        zeros = I.const(0, "i64", (positions,)) if positions and xp is np else xp.zeros(positions, np.int64)
+        return K["copy.i64"](zeros), bags
     le = K["le.i64"](starts.reshape(-1, 1), O.positions(positions).reshape(1, -1))
     one = P.const(1.0, le.shape)
     return O.to_index(sum_dims(P.select(le, one, P.const(0.0, le.shape)), [0])), bags
@@ -48,9 +47,22 @@ def _not_kept(bag):
 
 
 def _rows(weight, indices):
-    """weight[indices[p]] -> [L, D] (the embedding gather)."""
+    """weight[indices[p]] -> [L, D] (the embedding gather; +0 where the index is -1)."""
     return P.gather(weight.reshape(1, *weight.shape), indices.reshape(1, -1), P.const(0.0, ())).reshape(
         indices.shape[0], weight.shape[1])
+
+
+def _weighted(rows, psw, finite):
+    """rows[p] times per_sample_weights[p], then finite(product): finite factors can overflow,
+    and the one-hot sum would spread that inf's NaN into the bags or rows it does not belong to."""
+    out = P.mul(rows, psw.reshape(-1, 1))
+    finite(out)
+    return out
+
+
+def _inverse_counts(bag, bags: int):
+    """[B, 1]: div(1, max(count_b, 1)), mean mode's factor (an empty bag: 1)."""
+    return P.div(P.const(1.0, (bags, 1)), P.max_(counts(bag, bags), P.const(1.0, (bags, 1))))
 
 
 def bag_size(bag, bags: int):
@@ -63,28 +75,29 @@ def counts(bag, bags: int):
     return embedding_backward(bag, P.const(1.0, (bag.shape[0], 1)), bags)
 
 
-def embedding_bag(weight, indices, bag, bags: int, mode: int, psw):
+def embedding_bag(weight, indices, bag, bags: int, mode: int, psw, finite):
     """-> (out [B, D], max_indices [B, D] int64 or None). sum: out[b] = fold(fma, +0) over
     positions p in increasing order of [bag_p = b] rows[p] (rows = weight[indices[p]], times
     per_sample_weights[p] first when given); mean: that times div(1, max(count_b, 1)) (an empty
     bag is +0); max: torch's loop, p after p: a kept position replaces the bag's value where
     the bag has none yet or the row's element is greater (lt; NaN never replaces), the
-    index with it; an empty bag is +0 with index 0."""
+    index with it; an empty bag is +0 with index 0. finite: the check of a weighted product."""
     rows = _rows(weight, indices)
     if mode != MAX:
         if psw is not None:
-            rows = P.mul(rows, psw.reshape(-1, 1))
+            rows = _weighted(rows, psw, finite)
         out = embedding_backward(bag, rows, bags)
         if mode == MEAN:
-            out = P.mul(out, P.div(P.const(1.0, (bags, 1)), P.max_(counts(bag, bags), P.const(1.0, (bags, 1)))))
+            out = P.mul(out, _inverse_counts(bag, bags))
         return out, None
     shape = (bags, weight.shape[1])
     hot = P.onehot(bag, P.const(1.0, bag.shape), P.const(0.0, (bags,)))  # [L, B]
+    member = P.eq(hot, P.const(1.0, hot.shape))  # (one compare for every position)
     one, zero = P.const(1.0, shape), P.const(0.0, shape)
     acc, have = zero, zero
     arg = I.const(0, "i64", shape)
     for p in range(indices.shape[0]):
-        inbag = P.eq(hot[p].reshape(bags, 1), P.const(1.0, (bags, 1)))
+        inbag = member[p].reshape(bags, 1)
         v = P.xp_of(rows).broadcast_to(rows[p], shape)
         first_or_more = P.select(P.eq(have, zero), one, P.select(P.lt(acc, v), one, zero))
         take = P.eq(P.select(inbag, first_or_more, zero), one)
@@ -95,20 +108,18 @@ def embedding_bag(weight, indices, bag, bags: int, mode: int, psw):
     return acc, (arg if indices.shape[0] else K["copy.i64"](arg))  # (no position: the constant, copied)
 
 
-def embedding_bag_backward(grad, indices, bag, bags: int, num_weights: int, mode: int, psw, max_indices):
+def embedding_bag_backward(grad, indices, bag, bags: int, num_weights: int, mode: int, psw, max_indices, finite):
     """dweight [V, D]. sum/mean: term[p] = grad[bag_p] times per_sample_weights[p] (sum) or
     div(1, count) (mean), then embedding backward (onto each row, positions in increasing
     order, from +0); kept positions only. max: per column d, embedding backward of grad[:, d]
-    at max_indices[:, d] (bags with no kept position give nothing)."""
+    at max_indices[:, d] (bags with no kept position give nothing). finite: the check of a
+    weighted product."""
     if mode != MAX:
-        term = P.gather(grad.reshape(1, *grad.shape), bag.reshape(1, -1), P.const(0.0, ())).reshape(
-            bag.shape[0], grad.shape[1])
+        term = _rows(grad, bag)
         if mode == MEAN:
-            inv = P.div(P.const(1.0, (bags, 1)), P.max_(counts(bag, bags), P.const(1.0, (bags, 1))))
-            scale = P.gather(inv.reshape(1, bags, 1), bag.reshape(1, -1), P.const(0.0, ())).reshape(-1, 1)
-            term = P.mul(term, scale)
+            term = P.mul(term, _rows(_inverse_counts(bag, bags), bag))
         elif psw is not None:
-            term = P.mul(term, psw.reshape(-1, 1))
+            term = _weighted(term, psw, finite)
         target = K["select.i64"](_not_kept(bag), I.const(-1, "i64"), indices)
         return embedding_backward(target, term, num_weights)
     empty = P.eq(counts(bag, bags), P.const(0.0, (bags, 1)))
@@ -122,7 +133,5 @@ def embedding_bag_backward(grad, indices, bag, bags: int, num_weights: int, mode
 def per_sample_weights_backward(grad, weight, indices, bag):
     """d per_sample_weights[p] = fold(add, -0) over d of grad[bag_p, d] weight[indices[p], d];
     +0 where the position is not kept."""
-    g = P.gather(grad.reshape(1, *grad.shape), bag.reshape(1, -1), P.const(0.0, ())).reshape(
-        bag.shape[0], grad.shape[1])
-    dot = sum_dims(P.mul(g, _rows(weight, indices)), [1])
+    dot = sum_dims(P.mul(_rows(grad, bag), _rows(weight, indices)), [1])
     return P.select(_not_kept(bag), P.const(0.0, dot.shape), dot)

@@ -12,11 +12,6 @@ from .fold import sum_dims
 from .linalg import matmul
 
 
-
-def _c(v, shape):
-    return P.const(v, shape)
-
-
 def linear_cross_entropy(x, W, b, t, w, mean: bool):
     """x [R, F], W [C, F], t [R] int64 with ignored rows at -1 -> (loss, dlogits).
     logits = x Wᵀ (+ b); lsm = log_softmax; wr = w[t_r] (1 unweighted; +0 ignored);
@@ -27,16 +22,16 @@ def linear_cross_entropy(x, W, b, t, w, mean: bool):
     if b is not None:
         logits = P.add(logits, b.reshape(1, C))
     lsm = N.log_softmax(logits, -1)
-    cw = _c(1.0, (C,)) if w is None else w
-    wr = P.gather(cw.reshape(1, C, 1), t.reshape(1, R), _c(0.0, ())).reshape(R)
-    picked = P.gather(lsm.reshape(R, C, 1), t.reshape(R, 1), _c(0.0, ())).reshape(R)
+    cw = P.const(1.0, (C,)) if w is None else w
+    wr = P.gather(cw.reshape(1, C, 1), t.reshape(1, R), P.const(0.0, ())).reshape(R)
+    picked = P.gather(lsm.reshape(R, C, 1), t.reshape(R, 1), P.const(0.0, ())).reshape(R)
     total = sum_dims(wr, None)
     loss = sum_dims(P.neg(P.mul(picked, wr)), None)
     a = wr
     if mean:
         loss = P.div(loss, total)
         a = P.div(wr, P.xp_of(wr).broadcast_to(total, wr.shape))
-    hot = P.onehot(t, _c(1.0, (R,)), _c(0.0, (C,)))
+    hot = P.onehot(t, P.const(1.0, (R,)), P.const(0.0, (C,)))
     return loss, P.mul(a.reshape(R, 1), P.sub(N.softmax(logits, -1), hot))
 
 

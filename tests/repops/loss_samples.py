@@ -4,17 +4,7 @@ native torch, CPU backend vs reference bit for bit on special, subnormal, signed
 inputs, the emulated CUDA kernels, the referee's dtype and descriptor rules)."""
 import torch
 import torch.nn.functional as F
-
-
-def _x(*shape, lo=-3.0, hi=3.0, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.rand(*shape, generator=g) * (hi - lo) + lo
-
-
-def _i(*shape, hi, seed=0):
-    return torch.randint(0, hi, shape, generator=torch.Generator().manual_seed(seed))
-
-
+from nn_samples import _i, _x  # (seeded uniform floats, seeded class indices: one maker for both tables)
 
 
 def _w(x):
@@ -49,7 +39,7 @@ LOSS_SAMPLES = {
                                   lambda: (_x(6, 3), torch.tensor([1, 2, 4, 5, 4, 3, 2, 0]), torch.tensor([0, 4, 4]))),
     "embedding_bag_sum_weights_mean": (
         lambda w, p, i, o: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p, include_last_offset=True)
-        + F.embedding_bag(i, w, o[:-1], mode="mean"),
+        + F.embedding_bag(i, w, o[:-1], mode="mean") + F.embedding_bag(i, w, o[:1]),  # (one bag: no later offset)
         lambda: (_x(6, 3), _x(7, seed=1), torch.tensor([1, 2, 4, 5, 4, 3, 1]), torch.tensor([0, 3, 3, 7]))),
     "norms_every_ord": (lambda a: torch.stack([torch.linalg.vector_norm(a, o) for o in (0, 3, 0.5, -1, -float("inf"))]),
                         lambda: (_x(4, 5),)),

@@ -206,6 +206,20 @@ def test_embedding_bag_per_sample_weights_get_their_gradient():
     _check(lambda w, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p, padding_idx=4), w, p)
 
 
+def test_an_overflowing_weighted_row_is_the_domain_fault_not_nan_in_other_bags():
+    """Finite rows and per_sample_weights whose product overflows (forward), or a finite gradient
+    times a finite weight that does (backward): the inf's NaN would reach every other bag or row
+    through the one-hot sum (torch keeps the inf in its own), so each is the domain fault."""
+    i, o = torch.tensor([0, 1, 2]), torch.tensor([0, 1, 2])
+    w = torch.tensor([[1.0, 2e10], [3.0, 4.0], [5.0, 6.0]])
+    with pytest.raises(repops.errors.DomainFault, match="not finite"), repops.deterministic():
+        F.embedding_bag(i, w, o, mode="sum", per_sample_weights=torch.tensor([1e30, 1.0, 1.0]))
+    w = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], requires_grad=True)
+    g = torch.tensor([[1e10, 1.0], [1.0, 1e10], [1.0, 1.0]])
+    with pytest.raises(repops.errors.DomainFault, match="not finite"), repops.deterministic():
+        F.embedding_bag(i, w, o, mode="sum", per_sample_weights=torch.tensor([1.0, 1e30, 1.0])).backward(g)
+
+
 def test_embedding_bag_max_takes_the_first_maximum_and_sparse_gradients_are_refused():
     w = torch.tensor([[1.0, 2.0], [1.0, 5.0], [0.5, 5.0]], requires_grad=True)
     with repops.deterministic():
