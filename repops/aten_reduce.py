@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .aten import EMPTY, EXACT, _indices, _inplace, _result, _result_dtype, _scalar_as_vector, arr, np_, register, tt
+from .aten import EMPTY, EXACT, _indices, _inplace, _result, _result_dtype, _scalar_as_vector, np_, register, tt
 from .aten_sort import check_block, placed_back, within
 from .errors import UnsupportedOpError
 from .reference import ordering as O
@@ -88,12 +88,15 @@ def scatter_reduce(a, dim, index, src, reduce, include_self=True, op="scatter_re
     return placed_back(np.moveaxis(out, -1, d), x)
 
 
-register(aten.scatter_reduce.two)(
-    lambda a, dim, index, src, reduce, *, include_self=True: _result(scatter_reduce(a, dim, index, src, reduce,
-                                                                                      include_self)))
-register(aten.scatter_reduce_.two)(
-    lambda a, dim, index, src, reduce, *, include_self=True: _inplace(a, scatter_reduce(
-        a, dim, index, src, reduce, include_self, op="scatter_reduce_")))
+def _register_reduce(fn, name, out_op, inplace_op):
+    """fn(a, dim, index, src, reduce, include_self, op) as the op and its in-place form."""
+    register(out_op)(lambda a, dim, index, src, reduce, *, include_self=True: _result(
+        fn(a, dim, index, src, reduce, include_self, op=name)))
+    register(inplace_op)(lambda a, dim, index, src, reduce, *, include_self=True: _inplace(a, fn(
+        a, dim, index, src, reduce, include_self, op=name + "_")))
+
+
+_register_reduce(scatter_reduce, "scatter_reduce", aten.scatter_reduce.two, aten.scatter_reduce_.two)
 
 
 @_scalar_as_vector()
@@ -119,12 +122,7 @@ def _index_reduce(a, dim, index, source, reduce, include_self=True, op="index_re
     return np.moveaxis(out.reshape(shape), -1, d)
 
 
-register(aten.index_reduce.default)(
-    lambda a, dim, index, source, reduce, *, include_self=True: _result(_index_reduce(a, dim, index, source, reduce,
-                                                                                     include_self)))
-register(aten.index_reduce_.default)(
-    lambda a, dim, index, source, reduce, *, include_self=True: _inplace(a, _index_reduce(
-        a, dim, index, source, reduce, include_self, op="index_reduce_")))
+_register_reduce(_index_reduce, "index_reduce", aten.index_reduce.default, aten.index_reduce_.default)
 
 
 # -- products ---------------------------------------------------------------------------------------------
@@ -147,7 +145,8 @@ def scatter_add(a, dim, index, src):
     return _result(scatter_reduce(a, dim, index, src, "sum", True, op="scatter_add"))
 
 
-register(aten.scatter_add_.default)(lambda a, *args: _inplace(a, arr(scatter_add(a, *args))))
+register(aten.scatter_add_.default)(
+    lambda a, dim, index, src: _inplace(a, scatter_reduce(a, dim, index, src, "sum", True, op="scatter_add_")))
 
 
 @register(aten.addbmm.default)
@@ -179,8 +178,7 @@ def logcumsumexp(a, dim):
     from .reference.activations import log1p
     from .reference.math import exp
     x = np_(a, "logcumsumexp")
-    if x.ndim == 0 or x.size == 0:
-        x = x if x.ndim else x.reshape(1)
+    x = x if x.ndim else x.reshape(1)
     d = dim % x.ndim
     at = lambda i: x[(slice(None),) * d + (slice(i, i + 1),)]  # noqa: E731
     acc, steps = P.const(-np.inf, at(0).shape) if x.shape[d] else None, []
@@ -211,9 +209,9 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     if equal_nan:
         close = O.K["or.bool"](close, O.K["and.bool"](O.is_nan(x), O.is_nan(y)))
     err = P.abs_(P.sub(x, y))
-    within = O.K["and.bool"](P.eq(P.sub(err, err), P.const(0.0, ())),
-                             P.le(err, P.add(np.float32(atol), P.abs_(P.mul(y, np.float32(rtol))))))
-    return bool(O.K["or.bool"](close, within).all())
+    near = O.K["and.bool"](P.eq(P.sub(err, err), P.const(0.0, ())),
+                           P.le(err, P.add(np.float32(atol), P.abs_(P.mul(y, np.float32(rtol))))))
+    return bool(O.K["or.bool"](close, near).all())
 
 
 # -- allocation -----------------------------------------------------------------------------------------------
