@@ -57,9 +57,10 @@ def scatter_fold(xm, im, sm, reduce: str, include_self: bool, op: str):
 
 
 def _rows(x, d):
-    """x with dim d last as a [rows, n] kernel output (a copy: moving d is not a view otherwise)."""
+    """x with dim d last as [rows, n] (a copy kernel where moving d is not a view otherwise)."""
     moved = np.moveaxis(x, d, -1)
-    return P.copy(moved).reshape(int(np.prod(moved.shape[:-1])), moved.shape[-1]), moved.shape
+    flat = moved if moved.flags.c_contiguous else P.copy(moved)
+    return flat.reshape(int(np.prod(moved.shape[:-1])), moved.shape[-1]), moved.shape
 
 
 def _check_reduce(op, reduce, allowed):
@@ -82,7 +83,9 @@ def scatter_reduce(a, dim, index, src, reduce, include_self=True, op="scatter_re
     i = _indices(index, x.shape[d], op)
     xm, shape = _rows(within(x, index.shape, d), d)
     im = np.moveaxis(i, d, -1)
-    im = O.K["copy.i64"](im).reshape(xm.shape[0], -1) if P.xp_of(im) is np else im.reshape(xm.shape[0], -1)
+    if not im.flags.c_contiguous and P.xp_of(im) is np:  # (as _scatter: a reshape that copies names nothing)
+        im = O.K["copy.i64"](im)
+    im = im.reshape(xm.shape[0], -1)
     sm, _ = _rows(np_(src, op)[tuple(slice(0, k) for k in index.shape)], d)
     out = scatter_fold(xm, im, sm, reduce, include_self, op).reshape(shape)
     return placed_back(np.moveaxis(out, -1, d), x)
