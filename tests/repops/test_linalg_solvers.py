@@ -169,6 +169,22 @@ def test_small_lu_factors_are_mkls_bits():
     assert torch.equal(_bits(got[0]), _bits(want[0])) and torch.equal(got[1], want[1])
 
 
+@pytest.mark.parametrize("n", [48, 96])
+def test_a_large_lu_is_as_accurate_as_torchs(n):
+    """Above n = 16 torch's MKL factors in blocks (other roundings): RepOps' LU is then torch's
+    to rounding, max |P L U - A| (in binary64) within 2x native's (docs/NUMERICS.md, Dense solvers)."""
+    for seed in range(2):
+        a = _m(n, n, seed=seed)
+
+        def residual(LU, piv):
+            Pm, Lm, U = torch.lu_unpack(LU, piv)
+            return (Pm.double() @ Lm.double() @ U.double() - a.double()).abs().max().item()
+        native = residual(*L.lu_factor(a))
+        with repops.deterministic():
+            got = L.lu_factor(a)
+        assert residual(*got) <= 2 * native, (n, seed)
+
+
 @pytest.mark.parametrize("rows", [[[NAN, 3.0, -2.0], [-1.0, 2.0, 0.5], [-1.0, 0.5, 3.0]],
                                   [[3.0, -1.0, 1.0], [-INF, -1.0, 0.5], [-1.0, 3.0, 3.0]]])
 def test_slogdet_sign_at_a_nan_pivot_is_torchs_signed_zero(rows):
