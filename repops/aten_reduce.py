@@ -12,9 +12,12 @@ import torch
 from .aten import EMPTY, EXACT, _indices, _inplace, _result, _result_dtype, _scalar_as_vector, np_, register, tt
 from .aten_sort import check_block, placed_back, within
 from .errors import UnsupportedOpError
+from .reference import linalg as RL
 from .reference import ordering as O
 from .reference import prims as P
+from .reference.activations import log1p
 from .reference.fold import fold, fold_dims, sum_dims
+from .reference.math import exp
 
 aten = torch.ops.aten
 
@@ -157,7 +160,6 @@ def addbmm(bias, b1, b2, *, beta=1, alpha=1):
     """beta bias + alpha sum_b b1[b] @ b2[b], torch's CPU loop: acc = addmm(bias, b1[0], b2[0],
     beta, alpha), then acc = addmm(acc, b1[b], b2[b], 1, alpha) for b = 1, 2, ... (addmm: the
     product times alpha, plus the bias (times beta); beta = 0 ignores the bias, NaN included)."""
-    from .reference import linalg as RL
     op = "addbmm"
     x, y = np_(b1, op), np_(b2, op)
     if x.ndim != 3 or y.ndim != 3 or x.shape[0] != y.shape[0] or x.shape[2] != y.shape[1]:
@@ -178,8 +180,6 @@ def logcumsumexp(a, dim):
     """y_i = lae(x_i, y_{i-1}) from y_{-1} = -inf, one step a position in increasing order
     (torch's CPU loop, which keeps y in binary64: the same to rounding): lae(x, y) = x where
     min(x, y) = max(x, y) is infinite, else log1p(exp(min - max)) + max (NaN wins in min/max)."""
-    from .reference.activations import log1p
-    from .reference.math import exp
     x = np_(a, "logcumsumexp")
     x = x if x.ndim else x.reshape(1)
     d = dim % x.ndim

@@ -12,6 +12,7 @@ import numpy as np
 from . import integers as I
 from . import prims as P
 from .fold import sum_dims
+from .linalg import matmul
 from .ordering import K, const, extreme, first_true, is_nan, positions
 
 SFMIN = np.float32(np.finfo(np.float32).tiny)  # LAPACK's sfmin: 1 / sfmin does not overflow
@@ -235,7 +236,6 @@ def lu_solve(LU, pivots, b, left=True, adjoint=False):
         return transpose(lu_solve(LU, pivots, np.swapaxes(b, -1, -2), True, not adjoint))
     m = LU.shape[-1]
     Pt = permutation_t(pivots, m)
-    from .linalg import matmul
     if not adjoint:
         y = matmul(Pt, b)
         y = solve_lower(LU, y, True)
