@@ -70,7 +70,8 @@ def _median(x, ignore_nan):
         k = O.K["max.i64"](O.K["div_floor.i64"](O.K["sub.i64"](count, O.const(1)), O.const(2)), O.const(0))
         return _pick(x, k)
     v, i = _pick(x, (n - 1) // 2)
-    first_nan, has_nan = O.first_true(nan), O.K["lt.i64"](O.first_true(nan), O.const(n))
+    first_nan = O.first_true(nan)
+    has_nan = O.K["lt.i64"](first_nan, O.const(n))
     return P.select(has_nan, P.const(np.nan, ()), v), O.K["select.i64"](has_nan, first_nan, i)
 
 
