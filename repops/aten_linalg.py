@@ -11,6 +11,7 @@ import torch
 
 from . import faults
 from .aten import arr, np_, register, tt
+from .aten_sort import _ints
 from .errors import UnsupportedOpError
 from .reference import prims as P
 from .reference import solvers as S
@@ -18,14 +19,6 @@ from .reference.fold import sum_dims
 from .reference.math import log
 
 aten = torch.ops.aten
-
-
-def ti(a) -> torch.Tensor:
-    """An integer kernel output as a tensor."""
-    if P.xp_of(a) is not np:
-        return torch.from_dlpack(a)
-    a = np.asarray(a)  # (ascontiguousarray would make a 0-d array 1-d)
-    return torch.from_numpy(a if a.flags.c_contiguous and a.flags.writeable else a.copy())
 
 
 def _square(a, op):
@@ -49,7 +42,7 @@ def linalg_cholesky_ex(a, *, upper=False, check_errors=False):
     """info != 0 is refused either way (the `singular` rule): torch's factor there is LAPACK's
     partial blocked work."""
     L, info = _cholesky(a, upper, "linalg_cholesky_ex")
-    return tt(L), ti(info)
+    return tt(L), _ints(info)
 
 
 @register(aten.cholesky.default)
@@ -57,30 +50,23 @@ def cholesky(a, upper=False):
     return tt(_cholesky(a, upper, "cholesky")[0])
 
 
-def _from_factor(f, upper):
-    """The lower factor L of a = L Lᵀ from torch's (f, upper)."""
-    return S.transpose(f) if upper else f
+def _cholesky_solve(b, f, upper):
+    """x of (L Lᵀ) x = b: L y = b, Lᵀ x = y, L the lower factor of torch's (f, upper)."""
+    L = S.transpose(f) if upper else f
+    return S.solve_upper(S.transpose(L), S.solve_lower(L, b, False), False)
 
 
 @register(aten.cholesky_solve.default)
 def cholesky_solve(b, f, upper=False):
-    """x of (L Lᵀ) x = b: L y = b, Lᵀ x = y (upper: f = Lᵀ)."""
     op = "cholesky_solve"
-    bb, ff = np_(b, op), np_(f, op)
-    L = _from_factor(ff, upper)
-    y = S.solve_lower(L, bb, False)
-    return tt(S.solve_upper(S.transpose(L), y, False))
+    return tt(_cholesky_solve(np_(b, op), np_(f, op), upper))
 
 
 @register(aten.cholesky_inverse.default)
 def cholesky_inverse(f, upper=False):
     """(L Lᵀ)⁻¹ as cholesky_solve of the identity."""
-    op = "cholesky_inverse"
-    ff = np_(f, op)
-    eye = S.identity(ff.shape)
-    L = _from_factor(ff, upper)
-    y = S.solve_lower(L, eye, False)
-    return tt(S.solve_upper(S.transpose(L), y, False))
+    ff = np_(f, "cholesky_inverse")
+    return tt(_cholesky_solve(S.identity(ff.shape), ff, upper))
 
 
 # -- triangular solves --------------------------------------------------------------------------------------
@@ -126,7 +112,7 @@ def linalg_lu_factor_ex(a, *, pivot=True, check_errors=False):
     LU, piv, info = _lu(a, "linalg_lu_factor_ex", pivot)
     if check_errors:
         faults.nonsingular(info, "linalg_lu_factor_ex", "is singular")
-    return tt(LU), ti(piv), ti(info)
+    return tt(LU), _ints(piv), _ints(info)
 
 
 @register(aten.lu_unpack.default)
@@ -174,7 +160,7 @@ def linalg_solve_ex(A, B, *, left=True, check_errors=False):
     if vector:
         x = x[..., :, 0] if left else x[..., 0, :]
         x = P.copy(x)
-    return tt(x), tt(LU), ti(piv), ti(info)
+    return tt(x), tt(LU), _ints(piv), _ints(info)
 
 
 @register(aten.linalg_inv_ex.default)
@@ -186,7 +172,7 @@ def linalg_inv_ex(A, *, check_errors=False):
     LU, piv, info = S.lu_factor(a)
     faults.nonsingular(info, op, "is singular")
     eye = S.identity(a.shape)
-    return tt(S.lu_solve(LU, piv, eye)), ti(info)
+    return tt(S.lu_solve(LU, piv, eye)), _ints(info)
 
 
 # -- determinants ---------------------------------------------------------------------------------------------
@@ -195,8 +181,7 @@ def linalg_det(A):
     """(det, LU, pivots): det from the LU of Aᵀ (contiguous A, torch's choice; det Aᵀ = det A)."""
     op = "_linalg_det"
     LU, piv, _, _ = _factor(A, op)
-    d, _ = S.det_from_lu(LU, piv)
-    return tt(d), tt(LU), ti(piv)
+    return tt(S.det_from_lu(LU, piv)), tt(LU), _ints(piv)
 
 
 @register(aten._linalg_slogdet.default)
@@ -206,7 +191,7 @@ def linalg_slogdet(A):
     op = "_linalg_slogdet"
     LU, piv, _, _ = _factor(A, op)
     n = LU.shape[-1]
-    sign = S._perm_sign(piv)
+    sign = S.perm_sign(piv)
     diag = P.copy(np.diagonal(LU, 0, -2, -1)) if n else P.const(0.0, LU.shape[:-2] + (0,))
     zero = P.const(0.0, diag.shape)
     one = P.const(1.0, diag.shape)
@@ -214,5 +199,5 @@ def linalg_slogdet(A):
     for k in range(n):
         sign = P.mul(sign, sg[..., k])
     logabs = sum_dims(log(P.abs_(diag)), [-1])
-    return tt(sign), tt(logabs), tt(LU), ti(piv)
+    return tt(sign), tt(logabs), tt(LU), _ints(piv)
 

@@ -70,7 +70,8 @@ def _median(x, ignore_nan):
         k = O.K["max.i64"](O.K["div_floor.i64"](O.K["sub.i64"](count, O.const(1)), O.const(2)), O.const(0))
         return _pick(x, k)
     v, i = _pick(x, (n - 1) // 2)
-    first_nan, has_nan = O.first_true(nan), O.K["lt.i64"](O.first_true(nan), O.const(n))
+    first_nan = O.first_true(nan)
+    has_nan = O.K["lt.i64"](first_nan, O.const(n))
     return P.select(has_nan, P.const(np.nan, ()), v), O.K["select.i64"](has_nan, first_nan, i)
 
 
@@ -104,8 +105,8 @@ def mode(a, dim=-1, keepdim=False):
     of it, torch's CPU rule: among values as frequent, the smallest; the position is the last
     one holding it (torch's sort-then-scan: the last of the run, its insertion sort being stable
     up to 16 elements; longer, torch's position among equal values is its introsort's).
-    count_i = #{j: x_j == x_i} (exact binary32 sums), O(n^2) comparisons. A row holding NaN is
-    refused: torch sorts it with `<`, which is no order with NaN, so its mode there (even the
+    count_i = #{j: x_j == x_i} (exact binary32 sums), O(n^2) comparisons. A tensor holding NaN
+    is refused: torch sorts it with `<`, which is no order with NaN, so its mode there (even the
     value) is whatever its sort left."""
     x0 = np_(a, "mode")
     x, lead, d = _rows(x0, dim, "mode")
@@ -113,21 +114,15 @@ def mode(a, dim=-1, keepdim=False):
     if n > O.MAX_SORTED:
         raise UnsupportedOpError(f"aten.mode along a dim of {n}: RepOps counts every pair (O(n^2)); it is defined "
                                  f"up to {O.MAX_SORTED} elements along the dim")
-    one, zero = P.const(1.0, ()), P.const(0.0, ())
-    nan = O.is_nan(x)
-    if bool(nan.any()):
+    if bool(O.is_nan(x).any()):
         raise UnsupportedOpError("aten.mode of a tensor holding NaN: torch sorts it with `<`, which is no order with "
                                  "NaN, so torch's mode there (even the value) depends on its sort's internals; replace "
                                  "the NaNs first (torch.nan_to_num) or leave mode out of repops.deterministic()")
-    count = P.add(sum_dims(P.select(P.eq(x[:, :, None], x[:, None, :]), one, zero), [-1]), P.select(nan, one, zero))
-    best = fold_dims(P.max_, count, [-1], -np.inf, True)
-    number = O.K["and.bool"](P.eq(count, best), O.K["not.bool"](nan))
-    value = O.fold_min(P.select(number, x, P.const(np.inf, ())), [-1], True)                  # [rows, 1]
-    has_number = P.lt(zero, fold_dims(P.max_, P.select(number, one, zero), [-1], -np.inf, True))
-    pos = O.positions(n)
-    last = O.to_index(fold_dims(P.max_, O._as_f32(O.K["select.i64"](P.eq(x, value), pos, O.const(-1))),
-                                [-1], -np.inf))
-    idx = O.K["select.i64"](has_number.reshape(rows), last, O.first_true(nan))
+    count = sum_dims(P.select(P.eq(x[:, :, None], x[:, None, :]), P.const(1.0, ()), P.const(0.0, ())), [-1])
+    best = fold_dims(P.max_, count, [-1], -np.inf, True)                                  # >= 1: x_i == x_i
+    value = O.fold_min(P.select(P.eq(count, best), x, P.const(np.inf, ())), [-1], True)  # [rows, 1]
+    idx = O.to_index(fold_dims(P.max_, O._as_f32(O.K["select.i64"](P.eq(x, value), O.positions(n), O.const(-1))),
+                               [-1], -np.inf))
     val = P.gather(x.reshape(rows, n, 1), idx.reshape(rows, 1), P.const(0.0, ())).reshape(rows)
     return _shaped(val, idx, lead, x0, d, keepdim)
 
@@ -139,7 +134,7 @@ def _cumulative(largest, op):
         if x0.ndim and x0.shape[dim % x0.ndim] == 0:
             return _result(P.copy(x0)), _ints(O.K["copy.i64"](I.const(0, "i64", x0.shape)))
         x, d = _last(x0, dim, op)
-        v, i = O.cumulative_extreme(x if x.flags.c_contiguous else P.copy(x), largest)
+        v, i = O.cumulative_extreme(x, largest)
         if x0.ndim == 0:
             return _result(v.reshape(())), _ints(i.reshape(()))
         return _result(np.moveaxis(v, -1, d)), _ints(np.moveaxis(i, -1, d))
@@ -180,7 +175,7 @@ def _searchsorted(seq_t, values, out_int32=False, right=False, side=None, sorter
     if out_int32:
         out = O.K["to_i32.i64"](out)
     out = out.reshape(()) if scalar else out
-    return torch.from_numpy(np.asarray(out)) if P.xp_of(out) is np else torch.from_dlpack(out)  # (fresh: contiguous)
+    return _ints(out)
 
 
 register(aten.searchsorted.Tensor)(lambda seq, values, **kw: _searchsorted(seq, values, **kw))

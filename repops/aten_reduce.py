@@ -9,12 +9,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .aten import EMPTY, EXACT, _indices, _inplace, _result, _result_dtype, _scalar_as_vector, arr, np_, register, tt
+from .aten import EMPTY, EXACT, _indices, _inplace, _result, _result_dtype, _scalar_as_vector, np_, register, tt
 from .aten_sort import check_block, placed_back, within
 from .errors import UnsupportedOpError
+from .reference import linalg as RL
 from .reference import ordering as O
 from .reference import prims as P
+from .reference.activations import log1p
 from .reference.fold import fold, fold_dims, sum_dims
+from .reference.math import exp
 
 aten = torch.ops.aten
 
@@ -57,9 +60,10 @@ def scatter_fold(xm, im, sm, reduce: str, include_self: bool, op: str):
 
 
 def _rows(x, d):
-    """x with dim d last as a [rows, n] kernel output (a copy: moving d is not a view otherwise)."""
+    """x with dim d last as [rows, n] (a copy kernel where moving d is not a view otherwise)."""
     moved = np.moveaxis(x, d, -1)
-    return P.copy(moved).reshape(int(np.prod(moved.shape[:-1])), moved.shape[-1]), moved.shape
+    flat = moved if moved.flags.c_contiguous else P.copy(moved)
+    return flat.reshape(int(np.prod(moved.shape[:-1])), moved.shape[-1]), moved.shape
 
 
 def _check_reduce(op, reduce, allowed):
@@ -82,18 +86,23 @@ def scatter_reduce(a, dim, index, src, reduce, include_self=True, op="scatter_re
     i = _indices(index, x.shape[d], op)
     xm, shape = _rows(within(x, index.shape, d), d)
     im = np.moveaxis(i, d, -1)
-    im = O.K["copy.i64"](im).reshape(xm.shape[0], -1) if P.xp_of(im) is np else im.reshape(xm.shape[0], -1)
+    if not im.flags.c_contiguous and P.xp_of(im) is np:  # (as _scatter: a reshape that copies names nothing)
+        im = O.K["copy.i64"](im)
+    im = im.reshape(xm.shape[0], -1)
     sm, _ = _rows(np_(src, op)[tuple(slice(0, k) for k in index.shape)], d)
     out = scatter_fold(xm, im, sm, reduce, include_self, op).reshape(shape)
     return placed_back(np.moveaxis(out, -1, d), x)
 
 
-register(aten.scatter_reduce.two)(
-    lambda a, dim, index, src, reduce, *, include_self=True: _result(scatter_reduce(a, dim, index, src, reduce,
-                                                                                      include_self)))
-register(aten.scatter_reduce_.two)(
-    lambda a, dim, index, src, reduce, *, include_self=True: _inplace(a, scatter_reduce(
-        a, dim, index, src, reduce, include_self, op="scatter_reduce_")))
+def _register_reduce(fn, name, out_op, inplace_op):
+    """fn(a, dim, index, src, reduce, include_self, op) as the op and its in-place form."""
+    register(out_op)(lambda a, dim, index, src, reduce, *, include_self=True: _result(
+        fn(a, dim, index, src, reduce, include_self, op=name)))
+    register(inplace_op)(lambda a, dim, index, src, reduce, *, include_self=True: _inplace(a, fn(
+        a, dim, index, src, reduce, include_self, op=name + "_")))
+
+
+_register_reduce(scatter_reduce, "scatter_reduce", aten.scatter_reduce.two, aten.scatter_reduce_.two)
 
 
 @_scalar_as_vector()
@@ -119,12 +128,7 @@ def _index_reduce(a, dim, index, source, reduce, include_self=True, op="index_re
     return np.moveaxis(out.reshape(shape), -1, d)
 
 
-register(aten.index_reduce.default)(
-    lambda a, dim, index, source, reduce, *, include_self=True: _result(_index_reduce(a, dim, index, source, reduce,
-                                                                                     include_self)))
-register(aten.index_reduce_.default)(
-    lambda a, dim, index, source, reduce, *, include_self=True: _inplace(a, _index_reduce(
-        a, dim, index, source, reduce, include_self, op="index_reduce_")))
+_register_reduce(_index_reduce, "index_reduce", aten.index_reduce.default, aten.index_reduce_.default)
 
 
 # -- products ---------------------------------------------------------------------------------------------
@@ -147,7 +151,8 @@ def scatter_add(a, dim, index, src):
     return _result(scatter_reduce(a, dim, index, src, "sum", True, op="scatter_add"))
 
 
-register(aten.scatter_add_.default)(lambda a, *args: _inplace(a, arr(scatter_add(a, *args))))
+register(aten.scatter_add_.default)(
+    lambda a, dim, index, src: _inplace(a, scatter_reduce(a, dim, index, src, "sum", True, op="scatter_add_")))
 
 
 @register(aten.addbmm.default)
@@ -155,7 +160,6 @@ def addbmm(bias, b1, b2, *, beta=1, alpha=1):
     """beta bias + alpha sum_b b1[b] @ b2[b], torch's CPU loop: acc = addmm(bias, b1[0], b2[0],
     beta, alpha), then acc = addmm(acc, b1[b], b2[b], 1, alpha) for b = 1, 2, ... (addmm: the
     product times alpha, plus the bias (times beta); beta = 0 ignores the bias, NaN included)."""
-    from .reference import linalg as RL
     op = "addbmm"
     x, y = np_(b1, op), np_(b2, op)
     if x.ndim != 3 or y.ndim != 3 or x.shape[0] != y.shape[0] or x.shape[2] != y.shape[1]:
@@ -176,11 +180,8 @@ def logcumsumexp(a, dim):
     """y_i = lae(x_i, y_{i-1}) from y_{-1} = -inf, one step a position in increasing order
     (torch's CPU loop, which keeps y in binary64: the same to rounding): lae(x, y) = x where
     min(x, y) = max(x, y) is infinite, else log1p(exp(min - max)) + max (NaN wins in min/max)."""
-    from .reference.activations import log1p
-    from .reference.math import exp
     x = np_(a, "logcumsumexp")
-    if x.ndim == 0 or x.size == 0:
-        x = x if x.ndim else x.reshape(1)
+    x = x if x.ndim else x.reshape(1)
     d = dim % x.ndim
     at = lambda i: x[(slice(None),) * d + (slice(i, i + 1),)]  # noqa: E731
     acc, steps = P.const(-np.inf, at(0).shape) if x.shape[d] else None, []
@@ -211,9 +212,9 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     if equal_nan:
         close = O.K["or.bool"](close, O.K["and.bool"](O.is_nan(x), O.is_nan(y)))
     err = P.abs_(P.sub(x, y))
-    within = O.K["and.bool"](P.eq(P.sub(err, err), P.const(0.0, ())),
-                             P.le(err, P.add(np.float32(atol), P.abs_(P.mul(y, np.float32(rtol))))))
-    return bool(O.K["or.bool"](close, within).all())
+    near = O.K["and.bool"](P.eq(P.sub(err, err), P.const(0.0, ())),
+                           P.le(err, P.add(np.float32(atol), P.abs_(P.mul(y, np.float32(rtol))))))
+    return bool(O.K["or.bool"](close, near).all())
 
 
 # -- allocation -----------------------------------------------------------------------------------------------

@@ -17,11 +17,13 @@ aten = torch.ops.aten
 
 
 def _ints(a) -> torch.Tensor:
-    """An int64 kernel output (or a view of one) as a result: a strided view by a copy kernel."""
+    """An integer kernel output (int64, int32; or a view of one) as a result: a strided view by
+    its dtype's copy kernel."""
     if P.xp_of(a) is not np:
         return torch.from_dlpack(a.copy() if not a.flags.c_contiguous else a)
-    a = np.asarray(a)
-    return torch.from_numpy(a if a.flags.c_contiguous and a.flags.writeable else O.K["copy.i64"](a))
+    a = np.asarray(a)  # (ascontiguousarray would make a 0-d array 1-d)
+    return torch.from_numpy(a if a.flags.c_contiguous and a.flags.writeable
+                            else O.K["copy." + O.I.dtype_name(a)](a))
 
 
 def _last(x, dim: int, op: str):

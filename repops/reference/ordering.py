@@ -222,12 +222,12 @@ def cumulative_extreme(x, largest: bool):
     last NaN so far; -0 and +0 tie); values are x gathered there (so its bits, -0 included).
     The index is a running max of select.i64(same(x, m), position, 0), exact in binary32."""
     n = x.shape[-1]
+    x = x if x.flags.c_contiguous else P.copy(x)  # (gathered from below: a reshape that copies names nothing)
     m = scan(P.max_ if largest else P.min_, x, -np.inf if largest else np.inf)
     cand = K["select.i64"](same(x, m), positions(n), const(0))
     idx = to_index(scan(P.max_, _as_f32(cand), -np.inf))
     rows = int(np.prod(x.shape[:-1]))
-    data = x if x.flags.c_contiguous else P.copy(x)
-    values = P.gather(data.reshape(rows, n, 1), idx.reshape(rows, n), P.const(0.0, ()))
+    values = P.gather(x.reshape(rows, n, 1), idx.reshape(rows, n), P.const(0.0, ()))
     return values.reshape(x.shape), idx
 
 

@@ -12,9 +12,8 @@ import numpy as np
 from . import integers as I
 from . import prims as P
 from .fold import sum_dims
+from .linalg import matmul
 from .ordering import K, const, extreme, first_true, is_nan, positions
-
-
 
 SFMIN = np.float32(np.finfo(np.float32).tiny)  # LAPACK's sfmin: 1 / sfmin does not overflow
 
@@ -237,7 +236,6 @@ def lu_solve(LU, pivots, b, left=True, adjoint=False):
         return transpose(lu_solve(LU, pivots, np.swapaxes(b, -1, -2), True, not adjoint))
     m = LU.shape[-1]
     Pt = permutation_t(pivots, m)
-    from .linalg import matmul
     if not adjoint:
         y = matmul(Pt, b)
         y = solve_lower(LU, y, True)
@@ -249,23 +247,22 @@ def lu_solve(LU, pivots, b, left=True, adjoint=False):
 
 
 def det_from_lu(LU, pivots):
-    """det = (-1)^(swaps) times the product of U's diagonal, multiplied in order from 1:
-    sign = +1 or -1 by the count of k with piv[k] != k+1 (integer kernels, parity by rem_floor),
-    then d = sign; d = d u_kk for k = 0..n-1."""
-    n = LU.shape[-1]
-    sign = _perm_sign(pivots)
-    d = sign
-    for k in range(n):
+    """det = (-1)^(swaps) times the product of U's diagonal, multiplied in order from it:
+    d = perm_sign; d = d u_kk for k = 0..n-1."""
+    d = perm_sign(pivots)
+    for k in range(LU.shape[-1]):
         d = P.mul(d, LU[..., k, k])
-    return d, sign
+    return d
 
 
-def _perm_sign(pivots):
+def perm_sign(pivots):
+    """+1 or -1 [..] by the parity of the count of k with piv[k] != k+1 (LAPACK's 1-based
+    pivots [.., K]): integer kernels, summed in order, parity by rem_floor."""
     n = pivots.shape[-1]
-    moved = K["not.bool"](K["eq.i64"](K["to_i64.i32"](pivots), K["add.i64"](positions(n), const(1))))
-    count = K["to_i64.bool"](moved) if n else None
     if n == 0:
         return P.const(1.0, pivots.shape[:-1])
+    moved = K["not.bool"](K["eq.i64"](K["to_i64.i32"](pivots), K["add.i64"](positions(n), const(1))))
+    count = K["to_i64.bool"](moved)
     total = count[..., 0]
     for k in range(1, n):
         total = K["add.i64"](total, count[..., k])
