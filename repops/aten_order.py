@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from . import faults
 from .aten import _indices, _result, np_, register, tt
 from .aten_sort import _ints, _last
 from .errors import UnsupportedOpError
@@ -106,18 +107,16 @@ def mode(a, dim=-1, keepdim=False):
     one holding it (torch's sort-then-scan: the last of the run, its insertion sort being stable
     up to 16 elements; longer, torch's position among equal values is its introsort's).
     count_i = #{j: x_j == x_i} (exact binary32 sums), O(n^2) comparisons. A tensor holding NaN
-    is refused: torch sorts it with `<`, which is no order with NaN, so its mode there (even the
-    value) is whatever its sort left."""
+    is the fault rule `domain` (a claim, not an error mid-step): torch sorts it with `<`, which is
+    no order with NaN, so its mode there (even the value) is whatever its sort left."""
     x0 = np_(a, "mode")
     x, lead, d = _rows(x0, dim, "mode")
     rows, n = x.shape
     if n > O.MAX_SORTED:
         raise UnsupportedOpError(f"aten.mode along a dim of {n}: RepOps counts every pair (O(n^2)); it is defined "
                                  f"up to {O.MAX_SORTED} elements along the dim")
-    if bool(O.is_nan(x).any()):
-        raise UnsupportedOpError("aten.mode of a tensor holding NaN: torch sorts it with `<`, which is no order with "
-                                 "NaN, so torch's mode there (even the value) depends on its sort's internals; replace "
-                                 "the NaNs first (torch.nan_to_num) or leave mode out of repops.deterministic()")
+    faults.not_nan(x, "aten.mode", "and torch sorts with `<`, which is no order with NaN, so its mode there (even the "
+                   "value) depends on its sort's internals: replace the NaNs first (torch.nan_to_num)")
     count = sum_dims(P.select(P.eq(x[:, :, None], x[:, None, :]), P.const(1.0, ()), P.const(0.0, ())), [-1])
     best = fold_dims(P.max_, count, [-1], -np.inf, True)                                  # >= 1: x_i == x_i
     value = O.fold_min(P.select(P.eq(count, best), x, P.const(np.inf, ())), [-1], True)  # [rows, 1]

@@ -229,11 +229,14 @@ def test_kthvalue_median_mode_are_torchs_on_distinct_values_and_nan():
             _same(tuple(got) if isinstance(got, tuple) else got, tuple(want) if isinstance(want, tuple) else want)
 
 
-def test_mode_of_a_tensor_holding_nan_is_refused():
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_mode_of_a_tensor_holding_nan_is_a_fault_claim(backend):
     """torch's mode sorts with `<` (no order with NaN): on [nan, -3.5] it returns NaN, on other
-    rows a number; its value there depends on its sort, so RepOps refuses rather than differ."""
-    with pytest.raises(repops.UnsupportedOpError, match="NaN"), repops.deterministic():
-        torch.mode(torch.tensor([NAN, -3.5]))
+    rows a number; its value there depends on its sort, so RepOps faults (rule domain, at the
+    NaN's element: a claim an honest trainer makes) rather than differ."""
+    with pytest.raises(repops.DomainFault, match="NaN") as e, repops.deterministic(backend):
+        torch.mode(torch.tensor([[1.0, 2.0], [NAN, -3.5]]), 1)
+    assert (e.value.rule, e.value.element) == ("domain", 2)
 
 
 def test_among_equal_values_the_stable_sorts_position_is_taken():
