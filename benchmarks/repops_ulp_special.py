@@ -20,15 +20,10 @@ import mpmath as mp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from repops.conformance.ulp import mp_reference as _mp, sweep, ulps  # noqa: E402
 from repops.reference import bessel as B  # noqa: E402
 from repops.reference import special as S  # noqa: E402
 from repops.reference import trig as T  # noqa: E402
-
-mp.mp.dps = 25
-
-
-def _mp(f):
-    return lambda x: np.array([float(f(mp.mpf(float(v)))) for v in x])
 
 
 def _math(f):
@@ -84,24 +79,6 @@ CASES = {
 }
 
 
-def ulps(y, ref):
-    """Per-element ulp error over normal binary32 results; inf where a special result differs."""
-    ref32 = ref.astype(np.float32)
-    with np.errstate(all="ignore"):
-        err = np.abs(y.astype(np.float64) - ref) / np.spacing(np.abs(ref32)).astype(np.float64)
-    special = ~np.isfinite(ref32) | ~np.isfinite(y)
-    same = (np.isnan(ref32) & np.isnan(y)) | (ref32 == y)
-    err = np.where(special, np.where(same, 0.0, np.inf), err)
-    return np.where(~special & (np.abs(ref32) < 2.0 ** -126), 0.0, err)
-
-
-def inputs(rng, lo, hi, log, n):
-    if log:
-        v = np.exp(rng.uniform(np.log(lo), np.log(hi), n))
-        return v.astype(np.float32)
-    return rng.uniform(lo, hi, n).astype(np.float32)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=200_000)
@@ -116,7 +93,7 @@ def main():
             continue
         n = min(args.n, args.n_mp) if slow else args.n
         for lo, hi, log in ranges:
-            x = inputs(rng, lo, hi, log, n)
+            x = sweep(lo, hi, n, log, rng)
             with np.errstate(all="ignore"):
                 y, r = f(x), ref(x.astype(np.float64))
                 e = np.abs(y - r) / np.maximum(1.0, np.abs(r)) if slow == "abs" else ulps(y, r)
