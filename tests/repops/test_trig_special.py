@@ -93,7 +93,8 @@ def test_gamma_family_on_negative_arguments_is_accurate_in_absolute_terms(f, ref
 @pytest.mark.parametrize("nu", [0, 1])
 def test_bessel_j_and_y_are_accurate_in_absolute_terms(nu):
     """J and Y oscillate: next to their zeros ulps mean nothing; the error is binary32 rounding of
-    terms of size max(1, |f|) (measured: <= 2.9e-7, Y0 below 1/2; torch's float32 kernels: up to 4.7e-7)."""
+    terms of size max(1, |f|) (measured: <= 2.9e-7, Y0 below 1/2; torch's float32 kernels: up to 8.2e-7,
+    benchmarks/repops_ulp_special.py --torch)."""
     x = np.concatenate([_sweep(1e-3, 2.5, 600, seed=9), _sweep(2.5, 1000, 600, seed=10)])
     for f, ref in ((B.bessel_j, mp.besselj), (B.bessel_y, mp.bessely)):
         r = _mp(lambda v: ref(nu, v))(x)
@@ -139,7 +140,7 @@ EXACT = {
     "lgamma": [0.0, -0.0, INF, -INF, NAN, 1.0, 2.0, -1.0, -2.0, 1e30, -1e30],
     "digamma": [0.0, -0.0, INF, -INF, NAN, -1.0, -2.0, -1e30],
     "erfc": [INF, -INF, NAN, 0.0, -0.0, 1e30, -1e30], "erfcx": [INF, -INF, NAN, 0.0, -0.0, -1e30],
-    "log_ndtr": [INF, -INF, NAN, 0.0 + 1e30],
+    "log_ndtr": [INF, -INF, NAN, 1e30],
     "erfinv": [0.0, -0.0, 1.0, -1.0, INF, -INF, NAN, 2.0, -1.0000001],
     "ndtri": [0.0, 1.0, 0.5, -1.0, 2.0, INF, -INF, NAN],
     "i0e": [INF, -INF, NAN], "i1": [0.0, -0.0, NAN, INF, -INF], "i1e": [0.0, -0.0, INF, -INF, NAN],
