@@ -126,7 +126,7 @@ def _pq(w, nu, u):
 
 def _k_small(nu, z):
     if z == 0:
-        return -mp.euler if nu == 0 else (mp.log(1) + 2 * mp.euler - 1) / 4   # limits
+        return -mp.euler if nu == 0 else (2 * mp.euler - 1) / 4   # limits
     x = mp.sqrt(z)
     if nu == 0:
         return mp.besselk(0, x) + mp.log(x / 2) * mp.besseli(0, x)

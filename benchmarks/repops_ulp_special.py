@@ -1,7 +1,10 @@
 """Max ulp error of repops/reference/trig.py, special.py and bessel.py over random sweeps (the table in
 docs/NUMERICS.md §8, "Inverse trigonometric, hyperbolic and special functions").
 
-  python benchmarks/repops_ulp_special.py [--n 200000] [--only atan lgamma ...]
+  python benchmarks/repops_ulp_special.py [--n 200000] [--only atan lgamma ...] [--torch] [--range LO HI]
+
+--torch measures torch's own float32 CPU kernels on the same sweeps instead (the figures
+NUMERICS.md quotes for torch); --range sweeps [LO, HI] (uniform) instead of each case's ranges.
 
 Reference: float64 (numpy / math) where it has the function, else mpmath (25 digits) on at most
 --n-mp inputs (mpmath's polygamma and erfinv take ~1 ms each). Inputs: uniform in each range,
@@ -20,15 +23,10 @@ import mpmath as mp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from repops.conformance.ulp import mp_reference as _mp, sweep, ulps  # noqa: E402
 from repops.reference import bessel as B  # noqa: E402
 from repops.reference import special as S  # noqa: E402
 from repops.reference import trig as T  # noqa: E402
-
-mp.mp.dps = 25
-
-
-def _mp(f):
-    return lambda x: np.array([float(f(mp.mpf(float(v)))) for v in x])
 
 
 def _math(f):
@@ -84,22 +82,15 @@ CASES = {
 }
 
 
-def ulps(y, ref):
-    """Per-element ulp error over normal binary32 results; inf where a special result differs."""
-    ref32 = ref.astype(np.float32)
-    with np.errstate(all="ignore"):
-        err = np.abs(y.astype(np.float64) - ref) / np.spacing(np.abs(ref32)).astype(np.float64)
-    special = ~np.isfinite(ref32) | ~np.isfinite(y)
-    same = (np.isnan(ref32) & np.isnan(y)) | (ref32 == y)
-    err = np.where(special, np.where(same, 0.0, np.inf), err)
-    return np.where(~special & (np.abs(ref32) < 2.0 ** -126), 0.0, err)
-
-
-def inputs(rng, lo, hi, log, n):
-    if log:
-        v = np.exp(rng.uniform(np.log(lo), np.log(hi), n))
-        return v.astype(np.float32)
-    return rng.uniform(lo, hi, n).astype(np.float32)
+def torch_kernel(name):
+    """torch's float32 kernel of a CASES entry, on numpy arrays (--torch)."""
+    import torch
+    special = {"atan2": lambda t: torch.atan2(t, t.flip(0)),
+               **{f"k{nu}{e}": getattr(torch.special, f"{'scaled_' if e else ''}modified_bessel_k{nu}")
+                  for nu in (0, 1) for e in ("", "e")},
+               **{f"polygamma{n}": (lambda t, n=n: torch.polygamma(n, t)) for n in range(1, 6)}}
+    fn = special.get(name) or getattr(torch, name, None) or getattr(torch.special, name)
+    return lambda x: fn(torch.from_numpy(x)).numpy()
 
 
 def main():
@@ -107,16 +98,19 @@ def main():
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--n-mp", type=int, default=20_000)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--torch", action="store_true", help="measure torch's float32 kernels instead of RepOps'")
+    ap.add_argument("--range", nargs=2, type=float, metavar=("LO", "HI"))
     args = ap.parse_args()
     rng = np.random.default_rng(2026)
     print("| function | inputs | max ulp |")
     print("|---|---|---:|")
     for name, (f, ref, slow, ranges) in CASES.items():
-        if args.only and name not in args.only:
-            continue
         n = min(args.n, args.n_mp) if slow else args.n
-        for lo, hi, log in ranges:
-            x = inputs(rng, lo, hi, log, n)
+        f = torch_kernel(name) if args.torch else f
+        for lo, hi, log in [(*args.range, False)] if args.range else ranges:
+            x = sweep(lo, hi, n, log, rng)             # (drawn for every case: --only sees the full run's inputs)
+            if args.only and name not in args.only:
+                continue
             with np.errstate(all="ignore"):
                 y, r = f(x), ref(x.astype(np.float64))
                 e = np.abs(y - r) / np.maximum(1.0, np.abs(r)) if slow == "abs" else ulps(y, r)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from .aten import _inplace, np_, register, tt
+from .aten import _binary, _inplace, _unary, _unary_inplace, np_, register, tt
 from .errors import UnsupportedOpError
 from .reference import bessel as B
 from .reference import special as S
@@ -15,22 +15,22 @@ from .reference import trig as T
 aten = torch.ops.aten
 
 
-def _unary(name, fn, inplace=True):
+def _register(name, fn, inplace=True):
     """fn on one float tensor as aten.<name>, and <name>_ in place where aten has it."""
-    register(getattr(aten, name).default)(lambda a: tt(fn(np_(a, name))))
+    register(getattr(aten, name).default)(_unary(fn, name))
     if inplace:
-        register(getattr(aten, name + "_").default)(lambda a: _inplace(a, fn(np_(a, name + "_"))))
+        register(getattr(aten, name + "_").default)(_unary_inplace(fn, name + "_"))
 
 
 for _name in ("asin", "acos", "atan", "asinh", "acosh", "atanh", "sinh", "cosh", "tan"):
-    _unary(_name, getattr(T, _name))
+    _register(_name, getattr(T, _name))
 # (expm1, log1p: repops/aten_math.py)
-register(aten.atan2.default)(lambda a, b: tt(T.atan2(np_(a, "atan2"), np_(b, "atan2"))))
-register(aten.atan2_.default)(lambda a, b: _inplace(a, T.atan2(np_(a, "atan2_"), np_(b, "atan2_"))))
+register(aten.atan2.default)(_binary(T.atan2, "atan2"))
+register(aten.atan2_.default)(_binary(T.atan2, "atan2_", inplace=True))
 
 # -- gamma family ---------------------------------------------------------------------------------------------------
-_unary("lgamma", S.lgamma)
-_unary("digamma", S.digamma)
+_register("lgamma", S.lgamma)
+_register("digamma", S.digamma)
 
 
 def _polygamma(n, x):
@@ -47,14 +47,14 @@ register(aten.polygamma.default)(lambda n, a: tt(_polygamma(n, np_(a, "polygamma
 register(aten.polygamma_.default)(lambda a, n: _inplace(a, _polygamma(n, np_(a, "polygamma_"))))
 
 # -- error function family ------------------------------------------------------------------------------------------
-_unary("erfc", S.erfc)
-_unary("erfinv", S.erfinv)
-_unary("special_erfcx", S.erfcx, inplace=False)
-_unary("special_log_ndtr", S.log_ndtr, inplace=False)
-_unary("special_ndtri", S.ndtri, inplace=False)
+_register("erfc", S.erfc)
+_register("erfinv", S.erfinv)
+_register("special_erfcx", S.erfcx, inplace=False)
+_register("special_log_ndtr", S.log_ndtr, inplace=False)
+_register("special_ndtri", S.ndtri, inplace=False)
 
 # -- Bessel -----------------------------------------------------------------------------------------------------------
-_unary("i0", B.i0)
+_register("i0", B.i0)
 for _name, _fn in (("special_i0e", B.i0e), ("special_i1", B.i1), ("special_i1e", B.i1e),
                    ("special_modified_bessel_i0", B.i0), ("special_modified_bessel_i1", B.i1),
                    ("special_modified_bessel_k0", B.k0), ("special_modified_bessel_k1", B.k1),
@@ -62,4 +62,4 @@ for _name, _fn in (("special_i0e", B.i0e), ("special_i1", B.i1), ("special_i1e",
                    ("special_spherical_bessel_j0", B.spherical_bessel_j0),
                    ("special_bessel_j0", B.j0), ("special_bessel_j1", B.j1), ("special_bessel_y0", B.y0),
                    ("special_bessel_y1", B.y1)):
-    _unary(_name, _fn, inplace=False)
+    _register(_name, _fn, inplace=False)

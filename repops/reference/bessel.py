@@ -33,15 +33,11 @@ BESSEL_I1E = [c(b) for b in (0xC119A652, 0x40091AB3, 0xBEC869BC, 0xBD271479, 0xB
 BESSEL_MID = k(8.0)
 
 
-def _bessel_parts(nu: int, x):
-    """(|x|, I_nu(|x|) for |x| <= 8, sqrt(|x|) e^-|x| I_nu(|x|) for |x| > 8)."""
-    a = P.abs_(x)
-    am = P.min_(a, BESSEL_MID)
-    h = P.mul(am, k(0.5))
+def _i_series(nu: int, a):
+    """I_nu(a) for 0 <= a <= 8 (a clamped to 8): the power series in z = (a/2)^2."""
+    h = P.mul(P.min_(a, BESSEL_MID), k(0.5))
     z = P.mul(h, h)
-    near = M.horner(z, I0_SERIES) if nu == 0 else P.mul(h, M.horner(z, I1_SERIES))
-    far = M.horner(P.div(k(1.0), P.max_(a, BESSEL_MID)), BESSEL_I0E if nu == 0 else BESSEL_I1E)
-    return a, near, far
+    return M.horner(z, I0_SERIES) if nu == 0 else P.mul(h, M.horner(z, I1_SERIES))
 
 
 def _bessel(nu: int, scaled: bool, x):
@@ -49,7 +45,9 @@ def _bessel(nu: int, scaled: bool, x):
     (times exp(|x|) unscaled, as exp(|x|/2)^2 in two steps so results up to FLT_MAX stay finite).
     I1 is odd (but I1(-0) = +0, torch's); NaN -> NaN."""
     x = P.f32(x)
-    a, near, far = _bessel_parts(nu, x)
+    a = P.abs_(x)
+    near = _i_series(nu, a)
+    far = M.horner(P.div(k(1.0), P.max_(a, BESSEL_MID)), BESSEL_I0E if nu == 0 else BESSEL_I1E)
     far = P.div(far, P.sqrt(a))
     if scaled:
         near = P.mul(near, M.exp(P.neg(a)))
@@ -111,7 +109,7 @@ def _bessel_k(nu: int, scaled: bool, x):
     scaled); beyond: R(1/x)/sqrt(x) (times exp(-x) unscaled). +-0 -> +inf, x < 0 -> NaN, +inf -> 0."""
     x = P.f32(x)
     xs = P.min_(P.max_(x, k(2.0 ** -149)), BESSEL_K_MID)      # (the small-x form on (0, 1])
-    _, i_near, _ = _bessel_parts(nu, xs)
+    i_near = _i_series(nu, xs)
     lg = M.log(P.mul(xs, k(0.5)))
     z = P.mul(xs, xs)
     if nu == 0:
@@ -164,7 +162,6 @@ BESSEL_Q = {0: [c(b) for b in (0xB0AEE2F8, 0x32FAC99D, 0xB49E91EA, 0x35EAA633, 0
                                0xB8FD3AE9, 0x39E81FF0, 0xBB86656C, 0x3EC00000)]}
 BESSEL_ZERO = {0: (c(0x4019E8A9), c(0x33E971B4)), 1: (c(0x40753AAC), c(0xB3A5090F))}
 BESSEL_JY_MID = k(2.5)
-TWO_OVER_PI = c(0x3F22F983)
 
 
 def _bessel_j_near(nu: int, a):
@@ -213,12 +210,12 @@ def bessel_y(nu: int, x):
     x = P.f32(x)
     xs = P.min_(P.max_(x, k(2.0 ** -149)), BESSEL_JY_MID)
     z = P.mul(xs, xs)
-    lg = P.mul(TWO_OVER_PI, M.log(xs))
+    lg = P.mul(M.TWO_OVER_PI, M.log(xs))
     j = _bessel_j_near(nu, xs)
     if nu == 0:
         near = P.fma(lg, j, M.horner(z, BESSEL_RY[0]))
     else:
-        near = P.fma(xs, M.horner(z, BESSEL_RY[1]), P.sub(P.mul(lg, j), P.div(TWO_OVER_PI, xs)))
+        near = P.fma(xs, M.horner(z, BESSEL_RY[1]), P.sub(P.mul(lg, j), P.div(M.TWO_OVER_PI, xs)))
     _, far = _hankel(nu, P.max_(x, BESSEL_JY_MID))
     y = P.select(P.le(x, BESSEL_JY_MID), near, far)
     y = P.select(P.eq(x, k(0.0)), k(-np.inf), P.select(P.lt(x, k(0.0)), NAN, y))

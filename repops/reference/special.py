@@ -13,6 +13,7 @@ from . import math as M
 from . import prims as P
 from .activations import log1p
 from .math import c
+from .nn import SQRT1_2
 from .trig import PI_HI, signbit
 
 k = np.float32
@@ -246,12 +247,17 @@ def _exp_sq(a, sign):
     return M.exp(x2 if sign > 0 else P.neg(x2)), e
 
 
+def _erfc_near(x):
+    """erfc(x) = 1 - x E(x^2) for |x| < 1/2."""
+    return P.sub(k(1.0), P.mul(x, M.horner(P.mul(x, x), ERF_E)))
+
+
 def erfc(x):
     """erfc, complement computed directly: |x| < 1/2: 1 - x E(x^2); x >= 1/2: p = exp(-x2) erfcx(x),
     p - e p (the square's residual, _exp_sq); x <= -1/2: 2 - erfc(|x|). +inf -> +0, -inf -> 2."""
     x = P.f32(x)
     a = P.abs_(x)
-    small = P.sub(k(1.0), P.mul(x, M.horner(P.mul(x, x), ERF_E)))
+    small = _erfc_near(x)
     am = P.min_(P.max_(a, k(0.5)), ERFC_ZERO)
     ex, e = _exp_sq(am, -1)
     p = P.mul(ex, _erfcx_tail(am))
@@ -272,15 +278,12 @@ def erfcx(x):
     am = P.min_(a, ERFCX_INF)
     ex, e = _exp_sq(am, +1)
     grown = P.fma(e, ex, ex)                                 # exp(x^2) to 2^-48 before its rounding
-    small = P.mul(grown, erfc(P.select(P.lt(a, k(0.5)), x, k(0.0))))
+    small = P.mul(grown, _erfc_near(P.select(P.lt(a, k(0.5)), x, k(0.0))))
     tail = _erfcx_tail(P.max_(a, k(0.5)))
     neg = P.sub(P.mul(k(2.0), grown), tail)
     y = P.select(P.lt(a, k(0.5)), small, P.select(P.lt(x, k(0.0)), neg, tail))
     y = P.select(P.lt(x, P.neg(ERFCX_INF)), INF, y)
     return P.select(P.eq(x, x), y, x)
-
-
-SQRT1_2 = c(0x3F3504F3)      # RN(1/sqrt 2)
 
 
 def log_ndtr(x):
@@ -302,7 +305,6 @@ ERFINV_G1 = [c(b) for b in (0xB2199CC1, 0x32C7D7D6, 0x34FB661F, 0xB668677C, 0xB6
 ERFINV_G2 = [c(b) for b in (0x308FB6FE, 0xB349E69E, 0x3579CCCF, 0xB7331B41, 0x38A4EE2F, 0xB9CC8751, 0x3AAECB55,
                             0xBB514BA8, 0x3BB5EB78, 0xBBFE1B18, 0x3C1BC1AA, 0x3F803738, 0x40354F71)]
 SQRTPI_2 = c(0x3F62DFC5)     # RN(sqrt(pi)/2)
-SQRT2 = c(0x3FB504F3)        # RN(sqrt 2)
 NEWTON_MIN_W = k(2.0 ** -120)  # below, erfc(a) ~ w is subnormal: the step would not improve a
 
 
@@ -343,7 +345,7 @@ def ndtri(p):
     pc = P.min_(P.max_(p, k(2.0 ** -149)), k(0.99999994))
     w = P.select(lower, P.add(pc, pc), P.sub(k(2.0), P.add(pc, pc)))
     ya = P.select(lower, P.sub(k(1.0), P.add(pc, pc)), P.sub(P.add(pc, pc), k(1.0)))
-    a = P.mul(SQRT2, _erfinv_abs(ya, w))
+    a = P.mul(M.SQRT2, _erfinv_abs(ya, w))
     r = P.select(lower, P.neg(a), a)
     r = P.select(P.eq(p, k(0.5)), k(0.0), r)
     r = P.select(P.eq(p, k(0.0)), k(-np.inf), P.select(P.eq(p, k(1.0)), INF, r))

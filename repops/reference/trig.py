@@ -168,15 +168,14 @@ def atanh(x):
 
 # -- sinh, cosh, tan ---------------------------------------------------------------------------------------------
 HYP_MID = k(22.0)            # beyond, e^-|x| < 2^-63 e^|x|: sinh = cosh = exp(|x|)/2 to binary32
-EXP_OVER = M.EXP_OVER        # from here exp overflows; (exp(|x|/2)/2) exp(|x|/2) reaches 2x further
 HALF_LN2 = c(0x3EB17218)     # ln2 / 2
 
 
 def _exp_half(a):
-    """exp(a)/2 for a >= 22: exp(a)/2 below EXP_OVER, (exp(a/2)/2) exp(a/2) beyond (a/2 exact),
-    so results up to FLT_MAX stay finite."""
+    """exp(a)/2 for a >= 22: exp(a)/2 below M.EXP_OVER (where exp overflows), (exp(a/2)/2) exp(a/2)
+    beyond (a/2 exact), so results up to FLT_MAX stay finite."""
     w = M.exp(P.mul(a, k(0.5)))
-    return P.select(P.lt(a, EXP_OVER), P.mul(k(0.5), M.exp(P.min_(a, EXP_OVER))), P.mul(P.mul(k(0.5), w), w))
+    return P.select(P.lt(a, M.EXP_OVER), P.mul(k(0.5), M.exp(P.min_(a, M.EXP_OVER))), P.mul(P.mul(k(0.5), w), w))
 
 
 def sinh(x):
