@@ -24,6 +24,15 @@ def horner(x, coeffs):
     return acc
 
 
+LN2 = c(0x3F317218)          # RN(ln 2)
+
+
+def signbit(x):
+    """x < 0, and True for -0 (1/-0 = -inf); False for NaN (the primitives' NaNs carry no sign:
+    an op whose result is a NaN's sign bit faults instead, repops/faults.py not_nan)."""
+    return P.lt(P.select(P.eq(x, np.float32(0.0)), P.div(np.float32(1.0), x), x), np.float32(0.0))
+
+
 # -- exp ------------------------------------------------------------------------------------
 LOG2E = c(0x3FB8AA3B)        # 1.44269502 = RN(1/ln 2)
 LN2_HI = c(0x3F317200)       # 0.693145752: ln 2 to 15 bits, so n * LN2_HI is exact for |n| < 512

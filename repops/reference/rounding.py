@@ -10,6 +10,7 @@ import numpy as np
 
 from . import math as M
 from . import prims as P
+from .math import LN2, signbit
 
 F32 = np.float32
 INF = F32(np.inf)
@@ -120,13 +121,6 @@ def div_floor(x, y):
 
 
 # -- IEEE functions ------------------------------------------------------------------------------------
-def signbit(x):
-    """The sign of x: lt(x, 0), or for a zero lt(1/x, 0) (1/-0 = -inf). A NaN's sign is not
-    a value the primitives see (their NaNs are canonical): the caller refuses NaN (a fault)."""
-    sign = P.select(P.eq(x, ZERO), P.select(P.lt(P.div(ONE, x), ZERO), ONE, ZERO), P.select(P.lt(x, ZERO), ONE, ZERO))
-    return P.eq(sign, ONE)
-
-
 def fmax(a, b):
     """C's fmax as glibc computes it (torch's CPU kernel): (a >= b or b is NaN) ? a : b.
     NaN only when both are; fmax(-0, +0) = -0, fmax(+0, -0) = +0 (the first)."""
@@ -197,10 +191,8 @@ def hypot(x, y):
 
 
 # -- powers of 2 and logarithms in base 2 and 10 --------------------------------------------------------
-LN2 = M.c(0x3F317218)        # RN(ln 2)
 LN2_TAIL = M.c(0xB102E308)   # RN(ln 2 - LN2)
-INV_LN2 = M.c(0x3FB8AA3B)    # RN(1/ln 2)
-INV_LN2_TAIL = M.c(0x32A57060)   # RN(1/ln 2 - INV_LN2)
+INV_LN2_TAIL = M.c(0x32A57060)   # RN(1/ln 2 - LOG2E)
 INV_LN10 = M.c(0x3EDE5BD9)   # RN(1/ln 10)
 INV_LN10_TAIL = M.c(0xB22D91AF)  # RN(1/ln 10 - INV_LN10)
 LG2_HI = M.c(0x3E9A2000)     # log10(2) to 11 bits: e LG2_HI is exact for |e| < 2^13
@@ -240,11 +232,11 @@ def _log_specials(x, y):
 
 
 def log2(x):
-    """e + log(m') (INV_LN2 + INV_LN2_TAIL) (the product in one fma, the sum one add): exact
+    """e + log(m') (LOG2E + INV_LN2_TAIL) (the product in one fma, the sum one add): exact
     at powers of two."""
     x = P.f32(x)
     e, lm = _log_parts(x)
-    t = P.fma(lm, INV_LN2, P.mul(lm, INV_LN2_TAIL))
+    t = P.fma(lm, M.LOG2E, P.mul(lm, INV_LN2_TAIL))
     return _log_specials(x, P.add(e, t))
 
 

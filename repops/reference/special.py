@@ -14,7 +14,8 @@ from . import prims as P
 from .activations import log1p
 from .math import c
 from .nn import SQRT1_2
-from .trig import PI_HI, signbit
+from .math import signbit
+from .trig import PI_HI
 
 k = np.float32
 NAN, INF = k(np.nan), k(np.inf)

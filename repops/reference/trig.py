@@ -11,20 +11,14 @@ import numpy as np
 from . import math as M
 from . import prims as P
 from .activations import expm1, log1p
-from .math import c
+from .math import LN2, c, signbit
 
 k = np.float32
 NAN = k(np.nan)
 TINY = k(2.0 ** -12)         # below, asinh/atanh/sinh(x) round to x (the cubic term is < 2^-25 x)
 HUGE = k(2.0 ** 28)          # above, asinh/acosh(x) = log(x) + ln 2 to binary32 (the 1/x term is gone)
-LN2 = c(0x3F317218)
 PIO2_HI, PIO2_LO = c(0x3FC90FDB), c(0xB33BBD2E)   # pi/2 = hi + lo
 PI_HI, PI_LO = c(0x40490FDB), c(0xB3BBBD2E)       # pi = hi + lo
-
-
-def signbit(x):
-    """x < 0, and True for -0 (1/-0 = -inf); False for NaN."""
-    return P.lt(P.select(P.eq(x, k(0.0)), P.div(k(1.0), x), x), k(0.0))
 
 
 def _odd(x, y):
