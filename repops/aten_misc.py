@@ -207,13 +207,12 @@ def masked_scatter_kernels(self, mask, source):
     x, src = np_(self, op), np_(source, op).reshape(-1)
     shape = tuple(torch.broadcast_shapes(self.shape, mask.shape))
     m = O.K["copy.bool"](np.broadcast_to(arr(mask), shape).reshape(-1))
-    n = int(m.sum())
-    if n > src.size:
-        raise RuntimeError(f"masked_scatter: Number of elements of source < number of ones in mask ({src.size} < {n}; "
-                           "torch refuses it too)")
+    k = O.K["sub.i64"](integer.cumsum_array(O.K["to_i64.bool"](m), 0), I.const(1, "i64"))
+    if k.size:  # (kernels of the step: a fault claim where it fails, never an error or a host read mid-run)
+        faults.holds(O.K["lt.i64"](k[-1:], I.const(src.size, "i64")), op,
+                     f"the mask has more ones than the source's {src.size} elements (torch refuses it too)")
     if src.size == 0:  # no true position (checked above): self, broadcast
         return _result(P.copy(np.broadcast_to(x, shape)))
-    k = O.K["sub.i64"](arr(integer.cumsum(torch.from_numpy(m), 0)), I.const(1, "i64"))
     taken = P.gather(src.reshape(1, -1, 1), k.reshape(1, -1), P.const(0.0, ())).reshape(-1)
     return _result(P.select(m, taken, np.broadcast_to(x, shape).reshape(-1)).reshape(shape))
 
@@ -260,6 +259,34 @@ def _upper_bound(edges, v):
     return first
 
 
+def countable(n: int, op: str) -> None:
+    """Counts are binary32 sums of ones, exact below 2^24: more elements are refused."""
+    if n >= MAX_COUNT:
+        raise UnsupportedOpError(f"{op} of {n} elements: its counts are binary32 sums, exact below 2^24 elements; "
+                                 "count fewer at a time")
+
+
+def data_range(col, widen: float, op: str):
+    """(min, max) of the float32 1-d col as 0-d arrays (folds of min / max kernels), each widened
+    by `widen` where they are equal (histogram: 0.5, histc: 1). A NaN or infinite extreme is a
+    fault claim (rule `domain`; torch refuses it), never a host read or an error mid-run."""
+    lo, hi = fold_dims(P.min_, col, [0], np.inf), fold_dims(P.max_, col, [0], -np.inf)
+    for v in (lo, hi):
+        faults.finite(v.reshape(1), op, "the data's range is not finite (torch refuses it too)")
+    same, w = P.eq(lo, hi), P.const(F32(widen), ())
+    return P.select(same, P.sub(lo, w), lo), P.select(same, P.add(hi, w), hi)
+
+
+def bin_sums(b, inside, bins: int, weight=None):
+    """[bins]: per bin c the binary32 sum in row order of select(inside and b == c, weight, +0)
+    over the rows (int64 bins b [n], bool inside [n]); without weights of to_f32 of the hits (a
+    count: exact, by countable)."""
+    K = O.K
+    hit = K["and.bool"](inside[None, :], K["eq.i64"](b[None, :], O.positions(bins, P.xp_of(b))[:, None]))
+    terms = K["to_f32.bool"](hit) if weight is None else P.select(hit, weight[None, :], P.const(0.0, ()))
+    return sum_dims(terms, [-1])
+
+
 def _histogram(x, edges, weight, density: bool, op: str):
     """Counts (or weight sums) per bin of the float32 rows x [n, D] for D lists of increasing
     edges [B_d + 1]: along dim d value v falls in bin upper_bound(edges, v) - 1 (for increasing
@@ -268,12 +295,10 @@ def _histogram(x, edges, weight, density: bool, op: str):
     rule); bin (b_0, ..., b_D-1) row-major. Per bin a binary32 sum in row order of select(hit,
     weight, +0) (a count: of to_f32(hit), exact below 2^24 rows). density: hist / sum(hist),
     then / (edges[b + 1] - edges[b]) per dim in dim order (torch's)."""
-    K, xp = O.K, P.xp_of(x)
+    K = O.K
     bins = [e.shape[0] - 1 for e in edges]
     n, total_bins = x.shape[0], int(np.prod(bins))
-    if n >= MAX_COUNT:
-        raise UnsupportedOpError(f"{op} of {n} elements: its counts are binary32 sums, exact below 2^24 elements; "
-                                 "count fewer at a time")
+    countable(n, op)
     if n == 0 or total_bins == 0:
         hist = P.copy(P.const(0.0, (total_bins,)))
     else:
@@ -284,9 +309,7 @@ def _histogram(x, edges, weight, density: bool, op: str):
             b = K["min.i64"](K["sub.i64"](_upper_bound(e, v), O.const(1)), O.const(bins[d] - 1))
             inside = ok if inside is None else K["and.bool"](inside, ok)
             flat = K["add.i64"](K["mul.i64"](flat, O.const(bins[d])), b)
-        hit = K["and.bool"](inside[None, :], K["eq.i64"](flat[None, :], O.positions(total_bins, xp)[:, None]))
-        terms = K["to_f32.bool"](hit) if weight is None else P.select(hit, weight[None, :], P.const(0.0, ()))
-        hist = sum_dims(terms, [-1])
+        hist = bin_sums(flat, inside, total_bins, weight)
     hist = hist.reshape(bins)
     if density:
         hist = P.div(hist, P.const(0.0, hist.shape) + sum_dims(hist, None))
@@ -319,14 +342,7 @@ def _range_edges(cols, bins, range, op):
         elif cols.shape[0] == 0:
             lo32, hi32 = P.const(0.0, ()), P.const(1.0, ())  # torch's default range
         else:
-            col = P.copy(cols[:, d])
-            lo32, hi32 = fold_dims(P.min_, col, [0], np.inf), fold_dims(P.max_, col, [0], -np.inf)
-            lo_, hi_ = float(lo32), float(hi32)
-            if not (math.isfinite(lo_) and math.isfinite(hi_)):
-                raise RuntimeError(f"{op}: range of [{lo_}, {hi_}] is not finite (torch refuses it too)")
-            same = P.eq(lo32, hi32)
-            half = P.const(0.5, ())
-            lo32, hi32 = P.select(same, P.sub(lo32, half), lo32), P.select(same, P.add(hi32, half), hi32)
+            lo32, hi32 = data_range(P.copy(cols[:, d]), 0.5, op)
         out.append(_edges_between(lo32, hi32, int(bins[d])))
     return out
 
@@ -445,7 +461,7 @@ def _segments(data, lengths, offsets, axis: int, unsafe: bool, op: str):
     g = O.K["to_i64.i64"](arr(given.to(torch.int64) if given.dtype != torch.int64 else given).reshape(B, -1))
     K, zero = O.K, I.const(0, "i64")
     if lengths is not None:
-        ends = arr(integer.cumsum(torch.from_numpy(g), 1))
+        ends = integer.cumsum_array(g, 1)
         starts, length = K["sub.i64"](ends, g), g
     else:
         starts, ends = g[:, :-1], g[:, 1:]

@@ -188,6 +188,18 @@ def test_masked_scatter_with_too_few_source_elements_is_refused_as_torch_does():
         torch.zeros(4).masked_scatter(torch.ones(4, dtype=torch.bool), torch.ones(3))
 
 
+def test_masked_scatter_below_autograd_with_too_few_source_elements_is_a_fault_claim():
+    """aten.masked_scatter's kernels check the count as the last source index (its integer
+    cumsum), a fault claim: no host read of the mask's count, no error that stops a step."""
+    for n in (3, 0):
+        with pytest.raises(repops.DomainFault, match="more ones than the source"), repops.deterministic(), \
+                torch.inference_mode():
+            torch.ops.aten.masked_scatter(torch.zeros(4), torch.ones(4, dtype=torch.bool), torch.ones(n))
+    with repops.deterministic(), torch.inference_mode():  # exactly enough: no claim
+        got = torch.ops.aten.masked_scatter(torch.zeros(4), torch.ones(4, dtype=torch.bool), torch.arange(4.0))
+    assert torch.equal(bits(got), bits(torch.arange(4.0)))
+
+
 def test_masked_scatter_of_an_empty_source():
     x = torch.randn(3, 2)
     with repops.deterministic():
@@ -256,7 +268,7 @@ def test_histogram_of_empty_constant_and_nan_inputs():
     _hist_same(lambda: torch.histogram(torch.full((5,), 2.5), 3))  # [v - 0.5, v + 0.5]
     _hist_same(lambda: torch.histogram(torch.tensor([1.0, float("nan"), 0.3]), _EDGES["sorted"]))  # NaN in no bin
     x = torch.tensor([1.0, float("nan")])
-    with pytest.raises(RuntimeError, match="not finite"), repops.deterministic():
+    with pytest.raises(repops.DomainFault, match="not finite"), repops.deterministic():  # a claim, not a host read
         torch.histogram(x, 3)
 
 
