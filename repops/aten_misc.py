@@ -42,14 +42,17 @@ def _clip(c, size: int):
 
 
 def _reflect(c, twice_low: int, twice_high: int):
-    """torch's reflect_coordinates: c reflected between the bounds until it falls inside."""
+    """torch's reflect_coordinates: c reflected between the bounds until it falls inside. The
+    parity of the number of flips is fmod(floor(c2 / span), 2) (exact on an integer-valued
+    binary32): torch's decomposition casts it to int8 (a cast RepOps does not define, §13, that
+    wraps or saturates by device), its kernels to int64; the parity is the same."""
     if twice_low == twice_high:
         return torch.zeros_like(c)
     low, span = twice_low / 2, (twice_high - twice_low) / 2
     c2 = (c - low).abs()
     extra = torch.fmod(c2, span)
-    flips = (c2 / span).floor().to(dtype=torch.int8)
-    return torch.where(flips & 1 == 0, extra + low, span + low - extra)
+    even = torch.fmod((c2 / span).floor(), 2) == 0
+    return torch.where(even, extra + low, span + low - extra)
 
 
 def _coordinates(c, size: int, padding: int, align: bool):

@@ -155,6 +155,25 @@ def test_emulated_cuda_backend_gives_the_cpu_bits(what):
     assert all(torch.equal(bits(a), bits(b)) for a, b in zip(cpu, emu))
 
 
+def test_reflection_far_outside_needs_no_int8_cast():
+    """More than 127 reflections: the parity of the flips is a float fmod, not torch's
+    decomposition's cast to int8 (no integer dtype RepOps defines, §13: a native node a chain
+    cannot settle, which saturates on a GPU where the CPU wraps). Integer-valued coordinates
+    (259 -> 130 flips: even, 127 saturated; 999 -> 500, 1001 -> 501, -1001 -> 500) land exactly
+    on input pixels: torch's bits."""
+    x = torch.randn(1, 2, 2, 2, generator=_g(11))
+    grid = torch.tensor([[[[259.0, 1001.0], [999.0, -1001.0], [1001.0, 259.0]]]])
+    dtypes = set()
+
+    def seen(func, args, kwargs, out):
+        dtypes.update(t.dtype for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor))
+    call = lambda: F.grid_sample(x, grid, padding_mode="reflection", align_corners=True)  # noqa: E731
+    with repops.deterministic(trace=seen):
+        got = call()
+    assert dtypes and torch.int8 not in dtypes, dtypes
+    assert torch.equal(bits(got), bits(call()))
+
+
 # -- masked_scatter ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("case", ["full", "broadcast_mask", "broadcast_self", "all_false", "all_true", "scalar_mask"])
 def test_masked_scatter_is_torchs(case):
