@@ -66,9 +66,9 @@ def _coordinates(c, size: int, padding: int, align: bool):
 
 
 def _positions(n: int, device):
-    """0..n-1 as an integer cumsum of ones (§13 kernels): torch.arange would be a node a job
-    cannot settle on chain."""
-    return torch.ones(n, dtype=torch.int64, device=device).cumsum(0) - 1
+    """0..n-1: an arange of the shapes alone, which a job's export folds into a constant
+    (offchain/protocol/fold.py), as it would any composition of constants."""
+    return torch.arange(n, device=device)
 
 
 def _index(c, size: int):
