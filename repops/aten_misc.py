@@ -448,8 +448,8 @@ _PROD_BACKWARD_MAX = 256
 def _segments(data, lengths, offsets, axis: int, unsafe: bool, op: str):
     """(x [B, N, I], member bool [B, S, N], length int64 [B, S], out shape): segment s of outer
     row b covers positions start <= k < end along axis (start, end from offsets, or from the
-    integer cumsum of lengths). Segments outside [0, N] or out of order are refused (torch reads
-    out of bounds or writes a position twice)."""
+    integer cumsum of lengths). Segments outside [0, N] or out of order are a fault claim (torch
+    reads out of bounds or writes a position twice)."""
     x = np_(data, op)
     if x.ndim == 0:
         raise RuntimeError(f"{op}: expected data with at least one dimension (torch refuses it too)")
@@ -457,11 +457,11 @@ def _segments(data, lengths, offsets, axis: int, unsafe: bool, op: str):
     B, N = int(np.prod(x.shape[:axis])), x.shape[axis]
     x = (x if x.flags.c_contiguous else P.copy(x)).reshape(B, N, -1)
     given = lengths if lengths is not None else offsets
-    if given is None or given.is_floating_point() or given.dim() != axis + 1 or \
+    if given is None or given.dtype not in (torch.int64, torch.int32) or given.dim() != axis + 1 or \
             tuple(given.shape[:axis]) != tuple(data.shape[:axis]):
-        raise RuntimeError(f"{op}: expected lengths or offsets of integers shaped data.shape[:axis] + [segments] "
-                           "(torch refuses it too)")
-    g = O.K["to_i64.i64"](arr(given.to(torch.int64) if given.dtype != torch.int64 else given).reshape(B, -1))
+        raise RuntimeError(f"{op}: expected lengths or offsets of int64 or int32 shaped data.shape[:axis] + "
+                           "[segments] (torch refuses it too)")
+    g = O.K[f"to_i64.{integer.DT[given.dtype]}"](arr(given).reshape(B, -1))  # (a kernel, not a native cast)
     K, zero = O.K, I.const(0, "i64")
     if lengths is not None:
         ends = integer.cumsum_array(g, 1)

@@ -332,6 +332,21 @@ def test_segment_reduce_out_of_range_segments_are_refused():
         torch.segment_reduce(torch.ones(4), "sum", lengths=torch.tensor([3, 3]), unsafe=True)
 
 
+def test_segment_reduce_takes_int32_or_int64_lengths_as_torch_does():
+    """int32 lengths by the to_i64.i32 kernel: the bits of int64 ones; other integer dtypes are
+    torch's error too (it has no kernel for them)."""
+    x, lengths = torch.randn(2, 7, generator=_g(12)), torch.tensor([[2, 0, 5], [3, 3, 1]])
+    with repops.deterministic():
+        want = torch.segment_reduce(x, "mean", axis=1, lengths=lengths)
+        got = torch.segment_reduce(x, "mean", axis=1, lengths=lengths.int())
+        offs = torch.segment_reduce(x, "mean", axis=1, offsets=torch.tensor([[0, 2, 2, 7], [0, 3, 6, 7]]).int())
+        with pytest.raises(RuntimeError, match="int64 or int32"):
+            torch.segment_reduce(x, "mean", axis=1, lengths=lengths.short())
+    assert torch.equal(bits(got), bits(want)) and torch.equal(bits(offs), bits(want))
+    with pytest.raises(RuntimeError, match="not implemented for 'Short'"):
+        torch.segment_reduce(x, "mean", axis=1, lengths=lengths.short())
+
+
 class _Warp(torch.nn.Module):
     """A spatial transformer's core: learned offsets added to a fixed grid, sampled bilinearly
     with border padding, then a masked_scatter of a learned row into the features."""
