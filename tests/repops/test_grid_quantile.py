@@ -291,6 +291,27 @@ def test_histogram_of_empty_constant_and_nan_inputs():
         torch.histogram(x, 3)
 
 
+def test_value_checks_read_nothing_on_the_host_of_a_device():
+    """On the CUDA path (the emulator, tensors as device tensors) a histogram's or histc's range
+    from the data, a segment reduction and masked_scatter's kernels check values as fault
+    claims queued on the device: no host read inside the step (they were two each), the CPU
+    backend's bits."""
+    from repops.backends import get
+    from repops.cuda.counting import counting
+    from repops.cuda.emulator import emulator
+    get("cuda-emu")  # built and self-checked before anything is counted
+    x = torch.tensor([0.0, 2.0, 0.5, 1.5, 2.0, -1.0])
+    calls = [lambda: torch.histogram(x, 4)[0], lambda: torch.histc(x, 4),
+             lambda: torch.segment_reduce(x, "max", lengths=torch.tensor([2, 0, 3, 1])),
+             lambda: torch.ops.aten.masked_scatter(x, x > 0.7, torch.arange(6.0))]
+    for i, call in enumerate(calls):
+        with repops.deterministic("cpu"), torch.inference_mode():
+            want = call()
+        with counting(emulator()) as c, repops.deterministic("cuda-emu"), torch.inference_mode():
+            got, syncs = call(), c.syncs
+        assert syncs == 0 and torch.equal(bits(got), bits(want)), (i, syncs, c.sites.get("sync"))
+
+
 @pytest.mark.parametrize("given", ["counts", "range", "tensors"])
 def test_histogramdd_is_torchs(given):
     g = _g(9)
