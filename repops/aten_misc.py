@@ -315,11 +315,12 @@ def _histogram(x, edges, weight, density: bool, op: str):
         hist = bin_sums(flat, inside, total_bins, weight)
     hist = hist.reshape(bins)
     if density:
-        hist = P.div(hist, P.const(0.0, hist.shape) + sum_dims(hist, None))
+        every = lambda v: P.add(P.const(-0.0, hist.shape), v)  # noqa: E731  (on every bin by a kernel: v + -0 = v)
+        hist = P.div(hist, every(sum_dims(hist, None)))
         for d, e in enumerate(edges):
             shape = [1] * len(bins)
             shape[d] = bins[d]
-            hist = P.div(hist, P.const(0.0, hist.shape) + P.sub(e[1:], e[:-1]).reshape(shape))
+            hist = P.div(hist, every(P.sub(e[1:], e[:-1]).reshape(shape)))
     return hist
 
 
