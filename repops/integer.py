@@ -360,7 +360,7 @@ def int_sort(a, *args, **kwargs):
     """aten.sort (and sort.stable) of integer or bool keys: sort_ints along dim."""
     dim, descending = _sort_args(args, kwargs)
     dt = DT[a.dtype]
-    x = a.detach().numpy()
+    x = operand(a, dt)
     if x.ndim == 0:
         return result(O.K[f"copy.{dt}"](x)), result(O.K["copy.i64"](I.const(0, "i64")))
     d = dim % x.ndim
