@@ -484,10 +484,6 @@ def _segments(data, lengths, offsets, axis: int, unsafe: bool, op: str):
     return x, member, length, shape
 
 
-def _nan(v):
-    return O.K["not.bool"](P.eq(v, v))
-
-
 @register(aten.segment_reduce.default)
 def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0, unsafe=False, initial=None):
     """torch's CPU loop as kernels: per segment acc = initial (or -inf, +inf, 0, 1 by reduction);
@@ -506,9 +502,9 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
     for k in builtins_range(x.shape[1]):
         v = P.xp_of(x).broadcast_to(x[:, None, k, :], (B, S, I_))
         if reduce == "max":
-            new = P.select(_nan(v), v, P.select(P.lt(acc, v), v, acc))
+            new = P.select(O.is_nan(v), v, P.select(P.lt(acc, v), v, acc))
         elif reduce == "min":
-            new = P.select(_nan(v), v, P.select(P.lt(v, acc), v, acc))
+            new = P.select(O.is_nan(v), v, P.select(P.lt(v, acc), v, acc))
         elif reduce == "prod":
             new = P.mul(acc, v)
         else:
@@ -518,7 +514,8 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
         xp = P.xp_of(acc)
         n = xp.broadcast_to(O.K["to_f32.i64"](length)[..., None], acc.shape)
         has = xp.broadcast_to(O.K["lt.i64"](O.const(0), length)[..., None], acc.shape)
-        divided = P.select(O.K["and.bool"](has, O.K["not.bool"](_nan(acc))), P.div(acc, P.select(has, n, 1.0)), acc)
+        number = O.K["not.bool"](O.is_nan(acc))
+        divided = P.select(O.K["and.bool"](has, number), P.div(acc, P.select(has, n, 1.0)), acc)
         acc = divided if initial is not None else P.select(has, divided, P.const(np.nan, ()))
     return _result(P.copy(acc).reshape(shape))
 
@@ -545,7 +542,7 @@ def segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets
         hits = []
         for k in builtins_range(N):
             v = x[:, None, k, :]
-            hits.append(O.K["and.bool"](member[:, :, k, None], O.K["or.bool"](_nan(v), P.eq(v, out))))
+            hits.append(O.K["and.bool"](member[:, :, k, None], O.K["or.bool"](O.is_nan(v), P.eq(v, out))))
         count = P.const(0.0, (B, S, I_))
         for h in hits:
             count = P.add(count, O.K["to_f32.bool"](h))
@@ -561,7 +558,7 @@ def segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets
             split = O.K["and.bool"](P.le(P.const(2.0, ()), count), P.lt(zero, per))
             per = P.select(split, P.div(per, count), per)
         elif reduce == "prod":
-            special = O.K["or.bool"](_nan(v), P.eq(v, zero))
+            special = O.K["or.bool"](O.is_nan(v), P.eq(v, zero))
             ex = P.const(F32(float(initial) if initial is not None else 1.0), (B, S, I_))
             for j in builtins_range(N):
                 if j != k:

@@ -166,7 +166,8 @@ def test_reflection_far_outside_needs_no_int8_cast():
     dtypes = set()
 
     def seen(func, args, kwargs, out):
-        dtypes.update(t.dtype for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor))
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        dtypes.update(t.dtype for t in outs if isinstance(t, torch.Tensor))
     call = lambda: F.grid_sample(x, grid, padding_mode="reflection", align_corners=True)  # noqa: E731
     with repops.deterministic(trace=seen):
         got = call()
