@@ -274,8 +274,8 @@ def data_range(col, widen: float, op: str):
     by `widen` where they are equal (histogram: 0.5, histc: 1). A NaN or infinite extreme is a
     fault claim (rule `domain`; torch refuses it), never a host read or an error mid-run."""
     lo, hi = fold_dims(P.min_, col, [0], np.inf), fold_dims(P.max_, col, [0], -np.inf)
-    for v in (lo, hi):
-        faults.finite(v.reshape(1), op, "the data's range is not finite (torch refuses it too)")
+    for end, v in (("min", lo), ("max", hi)):
+        faults.finite(v.reshape(1), op, f"the data's {end}: a range that is not finite (torch refuses it too)")
     same, w = P.eq(lo, hi), P.const(F32(widen), ())
     return P.select(same, P.sub(lo, w), lo), P.select(same, P.add(hi, w), hi)
 
