@@ -42,14 +42,17 @@ def _clip(c, size: int):
 
 
 def _reflect(c, twice_low: int, twice_high: int):
-    """torch's reflect_coordinates: c reflected between the bounds until it falls inside."""
+    """torch's reflect_coordinates: c reflected between the bounds until it falls inside. The
+    parity of the number of flips is fmod(floor(c2 / span), 2) (exact on an integer-valued
+    binary32): torch's decomposition casts it to int8 (a cast RepOps does not define, §13, that
+    wraps or saturates by device), its kernels to int64; the parity is the same."""
     if twice_low == twice_high:
         return torch.zeros_like(c)
     low, span = twice_low / 2, (twice_high - twice_low) / 2
     c2 = (c - low).abs()
     extra = torch.fmod(c2, span)
-    flips = (c2 / span).floor().to(dtype=torch.int8)
-    return torch.where(flips & 1 == 0, extra + low, span + low - extra)
+    even = torch.fmod((c2 / span).floor(), 2) == 0
+    return torch.where(even, extra + low, span + low - extra)
 
 
 def _coordinates(c, size: int, padding: int, align: bool):
@@ -63,9 +66,9 @@ def _coordinates(c, size: int, padding: int, align: bool):
 
 
 def _positions(n: int, device):
-    """0..n-1 as an integer cumsum of ones (§13 kernels): torch.arange would be a node a job
-    cannot settle on chain."""
-    return torch.ones(n, dtype=torch.int64, device=device).cumsum(0) - 1
+    """0..n-1: an arange of the shapes alone, which a job's export folds into a constant
+    (offchain/protocol/fold.py), as it would any composition of constants."""
+    return torch.arange(n, device=device)
 
 
 def _index(c, size: int):
@@ -207,13 +210,12 @@ def masked_scatter_kernels(self, mask, source):
     x, src = np_(self, op), np_(source, op).reshape(-1)
     shape = tuple(torch.broadcast_shapes(self.shape, mask.shape))
     m = O.K["copy.bool"](np.broadcast_to(arr(mask), shape).reshape(-1))
-    n = int(m.sum())
-    if n > src.size:
-        raise RuntimeError(f"masked_scatter: Number of elements of source < number of ones in mask ({src.size} < {n}; "
-                           "torch refuses it too)")
+    k = O.K["sub.i64"](integer.cumsum_array(O.K["to_i64.bool"](m), 0), I.const(1, "i64"))
+    if k.size:  # (kernels of the step: a fault claim where it fails, never an error or a host read mid-run)
+        faults.holds(O.K["lt.i64"](k[-1:], I.const(src.size, "i64")), op,
+                     f"the mask has more ones than the source's {src.size} elements (torch refuses it too)")
     if src.size == 0:  # no true position (checked above): self, broadcast
         return _result(P.copy(np.broadcast_to(x, shape)))
-    k = O.K["sub.i64"](arr(integer.cumsum(torch.from_numpy(m), 0)), I.const(1, "i64"))
     taken = P.gather(src.reshape(1, -1, 1), k.reshape(1, -1), P.const(0.0, ())).reshape(-1)
     return _result(P.select(m, taken, np.broadcast_to(x, shape).reshape(-1)).reshape(shape))
 
@@ -260,6 +262,34 @@ def _upper_bound(edges, v):
     return first
 
 
+def countable(n: int, op: str) -> None:
+    """Counts are binary32 sums of ones, exact below 2^24: more elements are refused."""
+    if n >= MAX_COUNT:
+        raise UnsupportedOpError(f"{op} of {n} elements: its counts are binary32 sums, exact below 2^24 elements; "
+                                 "count fewer at a time")
+
+
+def data_range(col, widen: float, op: str):
+    """(min, max) of the float32 1-d col as 0-d arrays (folds of min / max kernels), each widened
+    by `widen` where they are equal (histogram: 0.5, histc: 1). A NaN or infinite extreme is a
+    fault claim (rule `domain`; torch refuses it), never a host read or an error mid-run."""
+    lo, hi = fold_dims(P.min_, col, [0], np.inf), fold_dims(P.max_, col, [0], -np.inf)
+    for end, v in (("min", lo), ("max", hi)):
+        faults.finite(v.reshape(1), op, f"the data's {end}: a range that is not finite (torch refuses it too)")
+    same, w = P.eq(lo, hi), P.const(F32(widen), ())
+    return P.select(same, P.sub(lo, w), lo), P.select(same, P.add(hi, w), hi)
+
+
+def bin_sums(b, inside, bins: int, weight=None):
+    """[bins]: per bin c the binary32 sum in row order of select(inside and b == c, weight, +0)
+    over the rows (int64 bins b [n], bool inside [n]); without weights of to_f32 of the hits (a
+    count: exact, by countable)."""
+    K = O.K
+    hit = K["and.bool"](inside[None, :], K["eq.i64"](b[None, :], O.positions(bins, P.xp_of(b))[:, None]))
+    terms = K["to_f32.bool"](hit) if weight is None else P.select(hit, weight[None, :], P.const(0.0, ()))
+    return sum_dims(terms, [-1])
+
+
 def _histogram(x, edges, weight, density: bool, op: str):
     """Counts (or weight sums) per bin of the float32 rows x [n, D] for D lists of increasing
     edges [B_d + 1]: along dim d value v falls in bin upper_bound(edges, v) - 1 (for increasing
@@ -268,12 +298,10 @@ def _histogram(x, edges, weight, density: bool, op: str):
     rule); bin (b_0, ..., b_D-1) row-major. Per bin a binary32 sum in row order of select(hit,
     weight, +0) (a count: of to_f32(hit), exact below 2^24 rows). density: hist / sum(hist),
     then / (edges[b + 1] - edges[b]) per dim in dim order (torch's)."""
-    K, xp = O.K, P.xp_of(x)
+    K = O.K
     bins = [e.shape[0] - 1 for e in edges]
     n, total_bins = x.shape[0], int(np.prod(bins))
-    if n >= MAX_COUNT:
-        raise UnsupportedOpError(f"{op} of {n} elements: its counts are binary32 sums, exact below 2^24 elements; "
-                                 "count fewer at a time")
+    countable(n, op)
     if n == 0 or total_bins == 0:
         hist = P.copy(P.const(0.0, (total_bins,)))
     else:
@@ -284,16 +312,15 @@ def _histogram(x, edges, weight, density: bool, op: str):
             b = K["min.i64"](K["sub.i64"](_upper_bound(e, v), O.const(1)), O.const(bins[d] - 1))
             inside = ok if inside is None else K["and.bool"](inside, ok)
             flat = K["add.i64"](K["mul.i64"](flat, O.const(bins[d])), b)
-        hit = K["and.bool"](inside[None, :], K["eq.i64"](flat[None, :], O.positions(total_bins, xp)[:, None]))
-        terms = K["to_f32.bool"](hit) if weight is None else P.select(hit, weight[None, :], P.const(0.0, ()))
-        hist = sum_dims(terms, [-1])
+        hist = bin_sums(flat, inside, total_bins, weight)
     hist = hist.reshape(bins)
     if density:
-        hist = P.div(hist, P.const(0.0, hist.shape) + sum_dims(hist, None))
+        every = lambda v: P.add(P.const(-0.0, hist.shape), v)  # noqa: E731  (on every bin by a kernel: v + -0 = v)
+        hist = P.div(hist, every(sum_dims(hist, None)))
         for d, e in enumerate(edges):
             shape = [1] * len(bins)
             shape[d] = bins[d]
-            hist = P.div(hist, P.const(0.0, hist.shape) + P.sub(e[1:], e[:-1]).reshape(shape))
+            hist = P.div(hist, every(P.sub(e[1:], e[:-1]).reshape(shape)))
     return hist
 
 
@@ -319,14 +346,7 @@ def _range_edges(cols, bins, range, op):
         elif cols.shape[0] == 0:
             lo32, hi32 = P.const(0.0, ()), P.const(1.0, ())  # torch's default range
         else:
-            col = P.copy(cols[:, d])
-            lo32, hi32 = fold_dims(P.min_, col, [0], np.inf), fold_dims(P.max_, col, [0], -np.inf)
-            lo_, hi_ = float(lo32), float(hi32)
-            if not (math.isfinite(lo_) and math.isfinite(hi_)):
-                raise RuntimeError(f"{op}: range of [{lo_}, {hi_}] is not finite (torch refuses it too)")
-            same = P.eq(lo32, hi32)
-            half = P.const(0.5, ())
-            lo32, hi32 = P.select(same, P.sub(lo32, half), lo32), P.select(same, P.add(hi32, half), hi32)
+            lo32, hi32 = data_range(P.copy(cols[:, d]), 0.5, op)
         out.append(_edges_between(lo32, hi32, int(bins[d])))
     return out
 
@@ -429,8 +449,8 @@ _PROD_BACKWARD_MAX = 256
 def _segments(data, lengths, offsets, axis: int, unsafe: bool, op: str):
     """(x [B, N, I], member bool [B, S, N], length int64 [B, S], out shape): segment s of outer
     row b covers positions start <= k < end along axis (start, end from offsets, or from the
-    integer cumsum of lengths). Segments outside [0, N] or out of order are refused (torch reads
-    out of bounds or writes a position twice)."""
+    integer cumsum of lengths). Segments outside [0, N] or out of order are a fault claim (torch
+    reads out of bounds or writes a position twice)."""
     x = np_(data, op)
     if x.ndim == 0:
         raise RuntimeError(f"{op}: expected data with at least one dimension (torch refuses it too)")
@@ -438,14 +458,14 @@ def _segments(data, lengths, offsets, axis: int, unsafe: bool, op: str):
     B, N = int(np.prod(x.shape[:axis])), x.shape[axis]
     x = (x if x.flags.c_contiguous else P.copy(x)).reshape(B, N, -1)
     given = lengths if lengths is not None else offsets
-    if given is None or given.is_floating_point() or given.dim() != axis + 1 or \
+    if given is None or given.dtype not in (torch.int64, torch.int32) or given.dim() != axis + 1 or \
             tuple(given.shape[:axis]) != tuple(data.shape[:axis]):
-        raise RuntimeError(f"{op}: expected lengths or offsets of integers shaped data.shape[:axis] + [segments] "
-                           "(torch refuses it too)")
-    g = O.K["to_i64.i64"](arr(given.to(torch.int64) if given.dtype != torch.int64 else given).reshape(B, -1))
+        raise RuntimeError(f"{op}: expected lengths or offsets of int64 or int32 shaped data.shape[:axis] + "
+                           "[segments] (torch refuses it too)")
+    g = O.K[f"to_i64.{integer.DT[given.dtype]}"](arr(given).reshape(B, -1))  # (a kernel, not a native cast)
     K, zero = O.K, I.const(0, "i64")
     if lengths is not None:
-        ends = arr(integer.cumsum(torch.from_numpy(g), 1))
+        ends = integer.cumsum_array(g, 1)
         starts, length = K["sub.i64"](ends, g), g
     else:
         starts, ends = g[:, :-1], g[:, 1:]
@@ -462,10 +482,6 @@ def _segments(data, lengths, offsets, axis: int, unsafe: bool, op: str):
     member = O.K["and.bool"](O.K["le.i64"](starts[..., None], k), O.K["lt.i64"](k, ends[..., None]))
     shape = tuple(data.shape[:axis]) + (length.shape[1],) + tuple(data.shape[axis + 1:])
     return x, member, length, shape
-
-
-def _nan(v):
-    return O.K["not.bool"](P.eq(v, v))
 
 
 @register(aten.segment_reduce.default)
@@ -486,9 +502,9 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
     for k in builtins_range(x.shape[1]):
         v = P.xp_of(x).broadcast_to(x[:, None, k, :], (B, S, I_))
         if reduce == "max":
-            new = P.select(_nan(v), v, P.select(P.lt(acc, v), v, acc))
+            new = P.select(O.is_nan(v), v, P.select(P.lt(acc, v), v, acc))
         elif reduce == "min":
-            new = P.select(_nan(v), v, P.select(P.lt(v, acc), v, acc))
+            new = P.select(O.is_nan(v), v, P.select(P.lt(v, acc), v, acc))
         elif reduce == "prod":
             new = P.mul(acc, v)
         else:
@@ -498,7 +514,8 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
         xp = P.xp_of(acc)
         n = xp.broadcast_to(O.K["to_f32.i64"](length)[..., None], acc.shape)
         has = xp.broadcast_to(O.K["lt.i64"](O.const(0), length)[..., None], acc.shape)
-        divided = P.select(O.K["and.bool"](has, O.K["not.bool"](_nan(acc))), P.div(acc, P.select(has, n, 1.0)), acc)
+        number = O.K["not.bool"](O.is_nan(acc))
+        divided = P.select(O.K["and.bool"](has, number), P.div(acc, P.select(has, n, 1.0)), acc)
         acc = divided if initial is not None else P.select(has, divided, P.const(np.nan, ()))
     return _result(P.copy(acc).reshape(shape))
 
@@ -525,7 +542,7 @@ def segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets
         hits = []
         for k in builtins_range(N):
             v = x[:, None, k, :]
-            hits.append(O.K["and.bool"](member[:, :, k, None], O.K["or.bool"](_nan(v), P.eq(v, out))))
+            hits.append(O.K["and.bool"](member[:, :, k, None], O.K["or.bool"](O.is_nan(v), P.eq(v, out))))
         count = P.const(0.0, (B, S, I_))
         for h in hits:
             count = P.add(count, O.K["to_f32.bool"](h))
@@ -541,7 +558,7 @@ def segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets
             split = O.K["and.bool"](P.le(P.const(2.0, ()), count), P.lt(zero, per))
             per = P.select(split, P.div(per, count), per)
         elif reduce == "prod":
-            special = O.K["or.bool"](_nan(v), P.eq(v, zero))
+            special = O.K["or.bool"](O.is_nan(v), P.eq(v, zero))
             ex = P.const(F32(float(initial) if initial is not None else 1.0), (B, S, I_))
             for j in builtins_range(N):
                 if j != k:

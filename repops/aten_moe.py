@@ -19,15 +19,15 @@ import torch
 from . import aten_nn  # noqa: F401  (the float cumsum this module extends is registered first)
 from . import faults, integer
 from .aten import REGISTRY, _result, arr, np_, register, tt
+from .aten_math import _bools  # (an integer kernel output as a tensor of its device)
+from .aten_misc import bin_sums, countable, data_range  # (histc counts as histogram does)
 from .errors import UnsupportedOpError
 from .reference import linalg as RL
 from .reference import ordering as O
 from .reference import prims as P
-from .reference.fold import fold_dims, sum_dims
 
 aten = torch.ops.aten
 F32 = np.float32
-MAX_COUNT = 1 << 24  # counts are binary32 sums of ones: exact below 2^24
 
 
 # -- _grouped_mm -----------------------------------------------------------------------------------------------
@@ -110,40 +110,33 @@ def histc(a, bins=100, min=0, max=0):
     of every element's bin, and per bin a binary32 sum of the hits (exact: fewer than 2^24
     elements). No bin edges enter: torch's kernel never reads them either. min == max (torch's
     default 0, 0): the range is the data's min and max (folds), each widened by 1 where they are
-    equal; a NaN or infinite extreme is torch's RuntimeError."""
+    equal (aten_misc.data_range: a NaN or infinite extreme is a fault claim)."""
     op = "histc"
     x = np_(a, op)
     if bins <= 0:
         raise RuntimeError(f"{op}: bins must be > 0, got {bins} (torch refuses it too)")
     lo, hi = float(min), float(max)
-    data_range = lo == hi and x.size > 0
-    if lo == hi and not data_range:
+    from_data = lo == hi and x.size > 0
+    if lo == hi and not from_data:
         lo, hi = lo - 1, hi + 1
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise RuntimeError(f"{op}: range of [{lo}, {hi}] is not finite (torch refuses it too)")
     if lo > hi:
         raise RuntimeError(f"{op}: max must be larger than min (torch refuses it too)")
-    if x.size >= MAX_COUNT:
-        raise UnsupportedOpError(f"{op} of {x.size} elements: its counts are binary32 sums, exact below 2^24 "
-                                 "elements; count fewer at a time")
+    countable(x.size, op)
     flat = x.reshape(-1) if x.flags.c_contiguous else P.copy(x).reshape(-1)
     if flat.size == 0:
         return tt(P.copy(P.const(0.0, (bins,))))
-    K, xp, n = O.K, P.xp_of(flat), flat.shape[0]
-    if data_range:  # min == max: the data's extremes (fold of min / max kernels), widened by 1 where equal
-        lo0, hi0 = fold_dims(P.min_, flat, [0], np.inf), fold_dims(P.max_, flat, [0], -np.inf)
-        if not (math.isfinite(float(lo0)) and math.isfinite(float(hi0))):
-            raise RuntimeError(f"{op}: range of [{float(lo0)}, {float(hi0)}] is not finite (torch refuses it too)")
-        same, one = P.eq(lo0, hi0), P.const(1.0, ())
-        lo0, hi0 = P.select(same, P.sub(lo0, one), lo0), P.select(same, P.add(hi0, one), hi0)
+    K, n = O.K, flat.shape[0]
+    if from_data:  # min == max: the data's extremes, widened by 1 where equal
+        lo0, hi0 = data_range(flat, 1.0, op)
         lo32, hi32 = P.add(P.const(-0.0, (n,)), lo0), P.add(P.const(-0.0, (n,)), hi0)  # (v + -0 = v on every row)
     else:
         lo32, hi32 = P.const(F32(lo), (n,)), P.const(F32(hi), (n,))
     q = P.div(P.mul(P.sub(flat, lo32), P.const(F32(bins), (n,))), P.sub(hi32, lo32))
     inside = K["and.bool"](P.le(lo32, flat), P.le(flat, hi32))
     b = K["min.i64"](K["to_i64.i32"](P.to_int32_trunc(q)), O.const(bins - 1))
-    hit = K["and.bool"](inside[None, :], K["eq.i64"](b[None, :], O.positions(bins, xp)[:, None]))  # [bins, n]
-    return tt(sum_dims(K["to_f32.bool"](hit), [-1]))
+    return tt(bin_sums(b, inside, bins))
 
 
 # -- cumsum of float counts to int32 (Hugging Face's expert offsets) ------------------------------------------------
@@ -161,10 +154,7 @@ def cumsum(a, dim, dtype=None):
             raise UnsupportedOpError(f"cumsum of a float tensor with dtype={dtype}: RepOps defines the cast inside "
                                      "cumsum for int32; write x.long().cumsum(dim) (an exact cast, then an integer "
                                      "cumsum)")
-        ints = P.to_int32_trunc(np_(a, "cumsum"))
-        if P.xp_of(ints) is not np:  # (on a device integers are exact in torch's own kernels)
-            return torch.from_dlpack(ints).cumsum(dim, dtype=torch.int32)
-        return integer.cumsum(torch.from_numpy(ints), dim, torch.int32)
+        return _bools(integer.cumsum_array(P.to_int32_trunc(np_(a, "cumsum")), dim, torch.int32))
     return _float_cumsum(a, dim, dtype)
 
 

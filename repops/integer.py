@@ -250,6 +250,15 @@ def cumsum(a, dim, dtype=None):
     return result(y)
 
 
+def cumsum_array(a, axis: int, dtype=torch.int64):
+    """cumsum of an integer kernel output along axis (in dtype), as an array of its device: on
+    the host cumsum's kernels above; on a device torch's own scan, which is exact (the compiled
+    backends run integer ops natively: the same bits). A composite's offsets, source indices."""
+    if P.xp_of(a) is np:
+        return cumsum(torch.from_numpy(np.asarray(a)), axis, dtype).numpy()
+    return arr(torch.from_dlpack(a).cumsum(axis, dtype=dtype))
+
+
 def _extreme(a, dim, keepdim, op):
     """(max or min, int64 index of its first position) along dim: a fold of max/min kernels in
     increasing position order, then the first position equal to it (reference/ordering.py)."""
@@ -351,7 +360,7 @@ def int_sort(a, *args, **kwargs):
     """aten.sort (and sort.stable) of integer or bool keys: sort_ints along dim."""
     dim, descending = _sort_args(args, kwargs)
     dt = DT[a.dtype]
-    x = a.detach().numpy()
+    x = operand(a, dt)
     if x.ndim == 0:
         return result(O.K[f"copy.{dt}"](x)), result(O.K["copy.i64"](I.const(0, "i64")))
     d = dim % x.ndim

@@ -302,7 +302,7 @@ def _grouped_mm(a: Tensor, b: Tensor, offs: Tensor) -> Tensor:
         g = _group_of(offs, a.shape[0])
         every = torch.einsum("sk,ekn->sen", a, b)
         ok = (g < b.shape[0])[:, None]
-        return torch.where(ok, every[torch.arange(a.shape[0]), g.clamp(max=b.shape[0] - 1)], 0.0)
+        return torch.where(ok, every[torch.arange(a.shape[0], device=a.device), g.clamp(max=b.shape[0] - 1)], 0.0)
     if a.dim() == 2 and b.dim() == 2:
         return _by_group(a, offs, 1) @ _by_group(b, offs, 0)
     if a.dim() == 3 and b.dim() == 2:

@@ -155,6 +155,26 @@ def test_emulated_cuda_backend_gives_the_cpu_bits(what):
     assert all(torch.equal(bits(a), bits(b)) for a, b in zip(cpu, emu))
 
 
+def test_reflection_far_outside_needs_no_int8_cast():
+    """More than 127 reflections: the parity of the flips is a float fmod, not torch's
+    decomposition's cast to int8 (no integer dtype RepOps defines, §13: a native node a chain
+    cannot settle, which saturates on a GPU where the CPU wraps). Integer-valued coordinates
+    (259 -> 130 flips: even, 127 saturated; 999 -> 500, 1001 -> 501, -1001 -> 500) land exactly
+    on input pixels: torch's bits."""
+    x = torch.randn(1, 2, 2, 2, generator=_g(11))
+    grid = torch.tensor([[[[259.0, 1001.0], [999.0, -1001.0], [1001.0, 259.0]]]])
+    dtypes = set()
+
+    def seen(func, args, kwargs, out):
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        dtypes.update(t.dtype for t in outs if isinstance(t, torch.Tensor))
+    call = lambda: F.grid_sample(x, grid, padding_mode="reflection", align_corners=True)  # noqa: E731
+    with repops.deterministic(trace=seen):
+        got = call()
+    assert dtypes and torch.int8 not in dtypes, dtypes
+    assert torch.equal(bits(got), bits(call()))
+
+
 # -- masked_scatter ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("case", ["full", "broadcast_mask", "broadcast_self", "all_false", "all_true", "scalar_mask"])
 def test_masked_scatter_is_torchs(case):
@@ -186,6 +206,18 @@ def test_masked_scatter_with_too_few_source_elements_is_refused_as_torch_does():
         torch.zeros(4).masked_scatter(torch.ones(4, dtype=torch.bool), torch.ones(3))
     with pytest.raises(RuntimeError, match="elements of source"):
         torch.zeros(4).masked_scatter(torch.ones(4, dtype=torch.bool), torch.ones(3))
+
+
+def test_masked_scatter_below_autograd_with_too_few_source_elements_is_a_fault_claim():
+    """aten.masked_scatter's kernels check the count as the last source index (its integer
+    cumsum), a fault claim: no host read of the mask's count, no error that stops a step."""
+    for n in (3, 0):
+        with pytest.raises(repops.DomainFault, match="more ones than the source"), repops.deterministic(), \
+                torch.inference_mode():
+            torch.ops.aten.masked_scatter(torch.zeros(4), torch.ones(4, dtype=torch.bool), torch.ones(n))
+    with repops.deterministic(), torch.inference_mode():  # exactly enough: no claim
+        got = torch.ops.aten.masked_scatter(torch.zeros(4), torch.ones(4, dtype=torch.bool), torch.arange(4.0))
+    assert torch.equal(bits(got), bits(torch.arange(4.0)))
 
 
 def test_masked_scatter_of_an_empty_source():
@@ -256,8 +288,29 @@ def test_histogram_of_empty_constant_and_nan_inputs():
     _hist_same(lambda: torch.histogram(torch.full((5,), 2.5), 3))  # [v - 0.5, v + 0.5]
     _hist_same(lambda: torch.histogram(torch.tensor([1.0, float("nan"), 0.3]), _EDGES["sorted"]))  # NaN in no bin
     x = torch.tensor([1.0, float("nan")])
-    with pytest.raises(RuntimeError, match="not finite"), repops.deterministic():
+    with pytest.raises(repops.DomainFault, match="not finite"), repops.deterministic():  # a claim, not a host read
         torch.histogram(x, 3)
+
+
+def test_value_checks_read_nothing_on_the_host_of_a_device():
+    """On the CUDA path (the emulator, tensors as device tensors) a histogram's or histc's range
+    from the data, a segment reduction and masked_scatter's kernels check values as fault
+    claims queued on the device: no host read inside the step (they were two each), the CPU
+    backend's bits."""
+    from repops.backends import get
+    from repops.cuda.counting import counting
+    from repops.cuda.emulator import emulator
+    get("cuda-emu")  # built and self-checked before anything is counted
+    x = torch.tensor([0.0, 2.0, 0.5, 1.5, 2.0, -1.0])
+    calls = [lambda: torch.histogram(x, 4)[0], lambda: torch.histc(x, 4),
+             lambda: torch.segment_reduce(x, "max", lengths=torch.tensor([2, 0, 3, 1])),
+             lambda: torch.ops.aten.masked_scatter(x, x > 0.7, torch.arange(6.0))]
+    for i, call in enumerate(calls):
+        with repops.deterministic("cpu"), torch.inference_mode():
+            want = call()
+        with counting(emulator()) as c, repops.deterministic("cuda-emu"), torch.inference_mode():
+            got, syncs = call(), c.syncs
+        assert syncs == 0 and torch.equal(bits(got), bits(want)), (i, syncs, c.sites.get("sync"))
 
 
 @pytest.mark.parametrize("given", ["counts", "range", "tensors"])
@@ -299,6 +352,21 @@ def test_segment_reduce_is_torchs_with_ties_zeros_nans_and_empty_segments(reduce
 def test_segment_reduce_out_of_range_segments_are_refused():
     with pytest.raises(repops.DomainFault, match="in order within"), repops.deterministic():
         torch.segment_reduce(torch.ones(4), "sum", lengths=torch.tensor([3, 3]), unsafe=True)
+
+
+def test_segment_reduce_takes_int32_or_int64_lengths_as_torch_does():
+    """int32 lengths by the to_i64.i32 kernel: the bits of int64 ones; other integer dtypes are
+    torch's error too (it has no kernel for them)."""
+    x, lengths = torch.randn(2, 7, generator=_g(12)), torch.tensor([[2, 0, 5], [3, 3, 1]])
+    with repops.deterministic():
+        want = torch.segment_reduce(x, "mean", axis=1, lengths=lengths)
+        got = torch.segment_reduce(x, "mean", axis=1, lengths=lengths.int())
+        offs = torch.segment_reduce(x, "mean", axis=1, offsets=torch.tensor([[0, 2, 2, 7], [0, 3, 6, 7]]).int())
+        with pytest.raises(RuntimeError, match="int64 or int32"):
+            torch.segment_reduce(x, "mean", axis=1, lengths=lengths.short())
+    assert torch.equal(bits(got), bits(want)) and torch.equal(bits(offs), bits(want))
+    with pytest.raises(RuntimeError, match="not implemented for 'Short'"):
+        torch.segment_reduce(x, "mean", axis=1, lengths=lengths.short())
 
 
 class _Warp(torch.nn.Module):

@@ -95,13 +95,14 @@ def test_histc_is_torchs_bit_for_bit(bins, lo, hi):
 @pytest.mark.parametrize("x", [[0.0, 2.0, 0.5, 1.5, 2.0], [3.0, 3.0], [-1.0, 7.25, 0.1, -0.0, 3.3, 7.25]])
 def test_histc_with_a_range_from_the_data_is_torchs(x):
     """min == max (torch's default): the range is the data's min and max (folds of min/max
-    kernels), widened by 1 where they are equal; a NaN extreme is torch's RuntimeError."""
+    kernels), widened by 1 where they are equal; a NaN extreme is a fault claim."""
     x = torch.tensor(x)
     with repops.deterministic():
         got = torch.histc(x, 4)
     assert torch.equal(got, torch.histc(x, 4))
-    with pytest.raises(RuntimeError, match="not finite"), repops.deterministic():
-        torch.histc(torch.tensor([1.0, float("nan")]), 4)
+    for bad in (float("nan"), float("inf")):  # a fault claim (rule `domain`), not a host read mid-step
+        with pytest.raises(repops.DomainFault, match="not finite"), repops.deterministic():
+            torch.histc(torch.tensor([1.0, bad]), 4)
 
 
 def test_cumsum_of_float_counts_to_int32_is_torchs_and_int64_names_the_cast():
