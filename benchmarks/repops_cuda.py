@@ -11,7 +11,9 @@ with --counts, what the launch glue does per training step, counted on the CPU e
 2. one AdamW training step (configurations of benchmarks/repops_cpu.py: mlp, llama and
    llama-d1024, the d1024 / 8 layers / seq 512 / batch 4 / vocab 32,000 step) under
    repops.deterministic() with CUDA tensors vs native torch CUDA (TF32 off), with the RepOps
-   kernel launches per step. Bars: llama-d1024 <= 2x, mlp <= 3x.
+   kernel launches per step; and llama-1b, transformers' LlamaForCausalLM at Llama-1B's shape
+   (hidden 2,048, 16 layers, 32 heads, vocab 32,000, seq 1,024, batch 4). Bars: llama-d1024
+   <= 2x, mlp <= 3x.
 3. --sweep: the matmul at n = 2048 and 4096 under other tile shapes (repops/cuda/kernels.py
    TUNING; the bits never depend on it), to pick the fastest for this GPU.
 4. --counts (no GPU): one training step of each model at the benchmark's shapes, its torch
@@ -127,25 +129,64 @@ class _Launches:
         del self.rt.launch
 
 
-def bench_steps():
+# Llama-1B's shape as Hugging Face writes it (TinyLlama's widths); batch 4 of 1,024 tokens
+LLAMA_1B = dict(hidden_size=2048, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=32,
+                intermediate_size=5632, vocab_size=32000, max_position_embeddings=1024, attn_implementation="sdpa")
+
+
+def _hf_llama_step(native):
+    """One AdamW step of transformers' LlamaForCausalLM at LLAMA_1B (the issue's llama-1b)."""
+    import transformers as T
+    from repops.optim import AdamW
+    torch.manual_seed(0)
+    model = T.LlamaForCausalLM(T.LlamaConfig(**LLAMA_1B)).float()
+    ids = torch.randint(0, LLAMA_1B["vocab_size"], (4, LLAMA_1B["max_position_embeddings"]))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4) if native else AdamW(model.parameters(), lr=1e-4)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        model(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+    if native:
+        return step
+
+    def rep_step():
+        import repops
+        with repops.deterministic():
+            step()
+    return rep_step
+
+
+def bench_steps(models=("mlp", "llama", "llama-d1024", "llama-1b")):
     from repops_cpu import _step_fn  # the same models, data and optimizer as the CPU benchmark
     rows = []
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    for name in ("mlp", "llama", "llama-d1024"):
-        times = {}
-        for native in (True, False):
-            torch.set_default_device("cuda")
-            try:
-                step = _step_fn(name, native)
-            finally:
-                torch.set_default_device(None)
-            times[native] = gpu_time(step, 5)
-        with _Launches() as count:
-            step()
-            torch.cuda.synchronize()
+    for name in models:
+        times, reps = {}, 2 if name == "llama-1b" else 5
+        try:
+            for native in (True, False):
+                torch.set_default_device("cuda")
+                try:
+                    step = _hf_llama_step(native) if name == "llama-1b" else _step_fn(name, native)
+                finally:
+                    torch.set_default_device(None)
+                times[native] = gpu_time(step, reps)
+                if native:
+                    del step
+                    torch.cuda.empty_cache()
+            with _Launches() as count:
+                step()
+                torch.cuda.synchronize()
+        except (RuntimeError, ImportError) as e:  # out of memory on a smaller card, no transformers
+            rows.append({"model": name, "error": f"{type(e).__name__}: {str(e)[:200]}"})
+            continue
+        finally:
+            step = None
+            torch.cuda.empty_cache()
         rows.append({"model": name, "native_s": times[True], "repops_s": times[False],
-                     "slowdown": times[False] / times[True], "launches": count.n})
+                     "slowdown": times[False] / times[True], "launches": count.n,
+                     "peak_gb": round(torch.cuda.max_memory_allocated() / 2**30, 1)})
     return rows
 
 
@@ -289,8 +330,8 @@ def main():
     if steps:
         t = Table("model", "native CUDA step (s)", "RepOps CUDA step (s)", "slowdown", "launches")
         for r in steps:
-            t.add_row(r["model"], f"{r['native_s']:.4f}", f"{r['repops_s']:.4f}", f"{r['slowdown']:.1f}x",
-                      str(r["launches"]))
+            t.add_row(*((r["model"], f"{r['native_s']:.4f}", f"{r['repops_s']:.4f}", f"{r['slowdown']:.1f}x",
+                         str(r["launches"])) if "error" not in r else (r["model"], r["error"][:60], "", "", "")))
         con.print(t)
     tests = gpu_tests(args.gpu_tests)
     if tests:

@@ -429,8 +429,17 @@ def native(func, args, kwargs):
     if func in _SORTS:  # (torch's default sort of integers is not stable: the order of equal keys would be its own)
         return stable_native(*args, **kwargs)
     if func in _RANGE_CHECKED:
-        _RANGE_CHECKED[func](*args, **kwargs)
+        args = _RANGE_CHECKED[func](*args, **kwargs) or args
     return func(*args, **kwargs)
+
+
+def _in_range(i: torch.Tensor, n: int, wraps: bool) -> torch.Tensor:
+    """i with every index outside [-n, n) (or [0, n)) replaced by 0. On a GPU the range check
+    is only queued (read when the block ends), and torch's own kernel would meet the bad index
+    first: a device-side assert, which leaves the CUDA context unusable for the rest of the
+    process. The fault is still raised at the block's end; the values past it are never used."""
+    ok = (i >= (-n if wraps else 0)) & (i < n)
+    return torch.where(ok, i, torch.zeros((), dtype=i.dtype, device=i.device))
 
 
 def _index_ranges(a, indices):
@@ -443,11 +452,16 @@ def _index_ranges(a, indices):
         i = arr(indices[d]).astype(np.int64)
         n = a.shape[d]
         faults.index_in_range(i + (i < 0) * n, n, "index", given=i, kernels=False)
+    if a.device.type != "cpu":
+        return a, [t if t is None else _in_range(t, a.shape[d], True) for d, t in enumerate(indices)]
 
 
 def _gather_range(a, dim, index, sparse_grad=False):
     if a.device.type != "meta":
-        faults.index_in_range(arr(index), a.shape[dim % a.dim()] if a.dim() else 1, "gather", kernels=False)
+        n = a.shape[dim % a.dim()] if a.dim() else 1
+        faults.index_in_range(arr(index), n, "gather", kernels=False)
+        if a.device.type != "cpu":
+            return a, dim, _in_range(index, n, False)  # (sparse_grad is keyword-only: it stays in kwargs)
 
 
 @register(aten._assert_async.msg, aten._assert_async.default)

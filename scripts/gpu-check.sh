@@ -3,6 +3,8 @@
 # tool): there Python, torch and CuPy are preinstalled and nothing can be downloaded, so
 # this uses them as they are (no venv) with the repository on PYTHONPATH.
 #   bash scripts/gpu-check.sh [--sweep]   # results also copied to $OUT when it is set
+# GPU_CHECK_TESTS_S / GPU_CHECK_BENCH_S bound the tests' and the benchmark's seconds (a lease is
+# short: a bounded run still returns its logs, written to $OUT as they grow).
 # 1. the self-check (our NVRTC path, canaries vs the CPU reference), the PTX check;
 # 2. every gpu test (every kernel and every op GPU vs CPU bitwise on normal, subnormal and
 #    signed-zero data, 20 AdamW steps of both models with the CPU's hash, subnormal
@@ -34,10 +36,13 @@ print(f"self-check passed on {device().gpu} (sm_{device().arch}), NVRTC {nvrtc()
 PY
 # xdist when the machine has it: each worker holds its own CUDA context on the one GPU
 workers=$(python -c "import xdist" 2>/dev/null && echo "-n ${GPU_CHECK_WORKERS:-8}")
-python -m pytest -q -m gpu tests/cuda tests/repops/test_kernels.py -p no:cacheprovider -o addopts="" $workers \
-    -rfE --junitxml="$tmp/gpu.xml" 2>&1 | tee "$tmp/gpu.log" | tail -60
-rc=${PIPESTATUS[0]}
-if [ -n "${OUT:-}" ]; then cp "$tmp/gpu.log" "$tmp/gpu.xml" "$OUT"/; fi
-python benchmarks/repops_cuda.py --sizes 1024 2048 4096 8192 --gpu-tests "$tmp/gpu.xml" "$@" || rc=1
+log="${OUT:-$tmp}/gpu.log"
+timeout "${GPU_CHECK_TESTS_S:-0}" python -m pytest -q -m gpu tests/cuda tests/repops/test_kernels.py \
+    -p no:cacheprovider -o addopts="" $workers -rfE --durations=15 --junitxml="$tmp/gpu.xml" >"$log" 2>&1
+rc=$?
+tail -60 "$log"
+if [ -n "${OUT:-}" ] && [ -f "$tmp/gpu.xml" ]; then cp "$tmp/gpu.xml" "$OUT"/; fi
+timeout "${GPU_CHECK_BENCH_S:-0}" python benchmarks/repops_cuda.py --sizes 1024 2048 4096 8192 \
+    --gpu-tests "$tmp/gpu.xml" "$@" || rc=1
 if [ -n "${OUT:-}" ]; then cp benchmarks/results/repops_cuda.json benchmarks/results/repops_cuda.png "$OUT"/; fi
 exit "$rc"

@@ -49,7 +49,13 @@ ALLOWED = {"fold_f32 to fewer outputs than SMs": lambda a: a[4] < SMS,
 # torch's reads of a tensor's value on the host: on a CUDA tensor each waits for the device
 _READS = ("item", "tolist", "cpu", "__bool__", "__int__", "__float__", "__index__")
 
+# numpy's implicit conversions, which CuPy refuses for its arrays (TypeError)
+_IMPLICIT = ("asarray", "array", "ascontiguousarray", "asanyarray")
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
+# who may convert a device array: the emulated runtime, and numpy's own functions (CuPy's
+# arrays dispatch those to CuPy: np.moveaxis of a device array stays on the device)
+_TRUSTED = (_HERE + os.sep, os.path.dirname(np.__file__) + os.sep)
 _REPOPS = os.path.dirname(_HERE)
 
 
@@ -167,6 +173,19 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
     def device_xp_of(x):
         return rt.xp if isinstance(x, E.DeviceArray) else xp_of(x)
 
+    implicit = {n: getattr(np, n) for n in _IMPLICIT}
+
+    def refusing(name):
+        native = implicit[name]
+
+        def convert(a, *args, **kwargs):
+            if isinstance(a, E.DeviceArray) and not os.path.abspath(
+                    sys._getframe(1).f_code.co_filename).startswith(_TRUSTED):
+                raise TypeError(f"np.{name} of a device array: Implicit conversion to a NumPy array is not "
+                                "allowed (CuPy; read it with an explicit download, or keep to the array's module)")
+            return native(a, *args, **kwargs)
+        return convert
+
     inside = []
 
     def reading(name):
@@ -191,10 +210,18 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
     Ops._table_rows = lambda self, v: grids[3](self, v, 32 * SMS)  # the GPU's grid (repops/cuda/device.py)
     E.OBSERVER = c.seen
     reads = {}
+    swapped = []  # (module, name, native): every module that imported the glue's converters by name
     if device:
-        aten.arr = integer.arr = device_arr
-        aten.tt, aten._data, P.xp_of = device_tt, lambda a: a.__array_interface__["data"][0], device_xp_of
+        for native, fake in ((arr, device_arr), (tt, device_tt), (xp_of, device_xp_of),
+                             (data, lambda a: a.__array_interface__["data"][0])):
+            for mod in [m for n, m in sys.modules.items() if n == "repops" or n.startswith("repops.")]:
+                for name, v in list(vars(mod).items()):
+                    if v is native:
+                        swapped.append((mod, name, native))
+                        setattr(mod, name, fake)
         torch.from_dlpack = counted_from_dlpack
+        for name in _IMPLICIT:  # CuPy refuses numpy's conversions of its arrays: so must the device here
+            setattr(np, name, refusing(name))
         for name in _READS:  # (the tensors are CUDA tensors here: any read of a value syncs)
             reads[name] = torch.Tensor.__dict__.get(name)
             setattr(torch.Tensor, name, reading(name))
@@ -205,8 +232,11 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
         E.OBSERVER = None
         del rt.launch
         Ops._grid, Ops._row_grid, Ops._group_grid, Ops._table_rows = grids
-        aten.arr = integer.arr = arr
-        aten.tt, aten._data, P.xp_of, torch.from_dlpack = tt, data, xp_of, from_dlpack
+        for mod, name, native in swapped:
+            setattr(mod, name, native)
+        torch.from_dlpack = from_dlpack
+        for name, native in implicit.items():
+            setattr(np, name, native)
         for name, had in reads.items():
             if had is None:
                 delattr(torch.Tensor, name)

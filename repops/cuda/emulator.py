@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import types
 from pathlib import Path
 
 import numpy as np
@@ -59,12 +60,25 @@ def _host(x):
     return x.view(np.ndarray) if isinstance(x, DeviceArray) else x
 
 
+def _no_host_arrays(where: str, values) -> None:
+    """CuPy refuses a numpy array where it computes on the device (TypeError); the emulator
+    must too, or glue that mixes a host table into device work passes CI and fails on a GPU.
+    0-d arrays and scalars pass, as CuPy takes them as scalars."""
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            _no_host_arrays(where, v)
+        elif isinstance(v, np.ndarray) and not isinstance(v, DeviceArray) and v.ndim:
+            raise TypeError(f"{where}: a host numpy array {v.dtype}{list(v.shape)} among device operands "
+                            "(CuPy refuses it: move it to the device first)")
+
+
 class DeviceArray(np.ndarray):
     """Memory of the emulated device. As CuPy's arrays: a reduction gives a 0-d device
     array (not a host scalar), and reading a value on the host (bool, int, float, item,
     tolist) is a device->host copy that waits for the device (a sync: counted)."""
 
     def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        _no_host_arrays(f"{ufunc.__name__}", inputs)
         if out is not None:
             kwargs["out"] = tuple(_host(o) for o in out)
         r = getattr(ufunc, method)(*(_host(i) for i in inputs), **kwargs)
@@ -73,6 +87,17 @@ class DeviceArray(np.ndarray):
             return out[0] if len(out) == 1 else out
         wrap = lambda a: np.asarray(a).view(DeviceArray) if isinstance(a, (np.ndarray, np.generic)) else a  # noqa: E731
         return tuple(map(wrap, r)) if isinstance(r, tuple) else wrap(r)
+
+    def __array_function__(self, func, types, args, kwargs):
+        """CuPy dispatches numpy's functions on its arrays to its own (np.pad of a device array
+        is a device array); numpy's would hand back host arrays and hide the device paths."""
+        _no_host_arrays(f"np.{func.__name__}", (*args, *kwargs.values()))
+        r = super().__array_function__(func, types, args, kwargs)
+        for a in r if isinstance(r, (tuple, list)) else (r,):
+            if type(a) is np.ndarray and a.base is None and func.__name__ not in _ALLOCATE:
+                _seen("copy", a.nbytes)  # a new array with values: one of CuPy's kernels made it
+        wrap = lambda a: a.view(DeviceArray) if type(a) is np.ndarray else a  # noqa: E731
+        return tuple(map(wrap, r)) if isinstance(r, tuple) else (list(map(wrap, r)) if isinstance(r, list) else wrap(r))
 
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
         r = np.ndarray.astype(self, dtype, order, casting, subok, copy)
@@ -123,12 +148,18 @@ class CupyLike:
     crosses as CuPy moves it (`asarray` of a 0-d host array fills)."""
     ndarray = DeviceArray
 
+    def __init__(self, module=np):
+        self._module = module
+
     def __getattr__(self, name):
-        f = getattr(np, name)
+        f = getattr(self._module, name)
+        if isinstance(f, types.ModuleType):  # xp.lib.stride_tricks: CuPy's own, on the device
+            return CupyLike(f)
         if not callable(f) or isinstance(f, type):
             return f
 
         def on_device(*args, **kwargs):
+            _no_host_arrays(f"cupy.{name}", (*args, *kwargs.values()))
             r = f(*args, **kwargs)
             if isinstance(r, np.ndarray) and r.base is None and name not in _ALLOCATE \
                     and not any(r is a for a in args):
@@ -145,7 +176,7 @@ class CupyLike:
         if host.ndim == 0:
             out.fill(host[()])  # cupy/_core: `if a_cpu.ndim == 0: a.fill(a_cpu)`
         else:
-            np.copyto(out, host)
+            np.copyto(_host(out), host)
         return out
 
     array = asarray
@@ -210,6 +241,7 @@ class Emulator:
         params = KERNELS[name][1]
         if len(args) != len(params):
             raise TypeError(f"{name} takes {len(params)} arguments, got {len(args)}")
+        _no_host_arrays(f"kernel {name}", [a for a, t in zip(args, params) if t.endswith("*")])
         geom = np.array(tuple(grid) + tuple(block), np.uint32)
         conv = [a.ctypes.data if t.endswith("*") else a for a, t in zip(args, params)]
         getattr(self.lib, "emu_" + name)(geom.ctypes.data, *conv)

@@ -11,13 +11,13 @@ from . import prims as P
 def fold(prim, x: np.ndarray, axis: int, init: float, keepdims: bool = False) -> np.ndarray:
     """acc = init; for i in 0..n-1: acc = prim(acc, x[..., i, ...]) (vectorised across the
     other axes, which are independent outputs)."""
-    x = np.asarray(x, np.float32)
+    x = P.f32(x)  # (a device array stays there: the primitives run on its device)
     axis = axis % x.ndim if x.ndim else 0
-    moved = np.moveaxis(x, axis, -1)
+    moved = P.xp_of(x).moveaxis(x, axis, -1)
     acc = P.const(init, moved.shape[:-1])
     for i in range(moved.shape[-1]):
         acc = prim(acc, moved[..., i])
-    return np.expand_dims(acc, axis) if keepdims else acc
+    return P.xp_of(acc).expand_dims(acc, axis) if keepdims else acc
 
 
 def _dims(x, dims) -> tuple:

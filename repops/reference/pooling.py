@@ -122,8 +122,7 @@ def max_indices(terms: dict, flat: dict, shape):
     first = flat[order[-1]]
     for k in reversed(order[:-1]):  # the first slot that reads inside the input
         first = K["select.i64"](K["le.i64"](I.const(0, "i64"), flat[k]), flat[k], first)
-    xp = P.xp_of(next(iter(terms.values())))
-    idx, m = xp.broadcast_to(first, shape), P.const(-np.inf, shape)
+    idx, m = P.xp_of(first).broadcast_to(first, shape), P.const(-np.inf, shape)  # (the tables live on the host)
     for k in order:
         v = terms[k]
         up = K["or.bool"](P.lt(m, v), is_nan(v))

@@ -135,6 +135,23 @@ def test_every_op_equals_the_reference(name, where, variant):
     same_outcome(lambda: _torch_run(name, where, variant), lambda: _torch_run(name, "reference", variant))
 
 
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_every_op_takes_the_gpus_paths_on_the_emulated_device(name):
+    """The sample with its tensors treated as CUDA tensors (repops/cuda/counting.py): the glue
+    takes its device paths, where CuPy refuses a host array among device operands and numpy's
+    implicit conversion of a device array. Forty-six GPU failures of this kind passed every
+    emulated test before (2026-11-26, H200): host position tables, the reference fold."""
+    from test_ops import run, same_outcome
+    from repops.cuda.counting import counting
+    from repops.cuda.emulator import emulator
+    fn, make = SAMPLES[name]
+
+    def on_device():
+        with counting(emulator(), device=True, sites=False):
+            return run(fn, make(), "cuda-emu")
+    same_outcome(on_device, lambda: run(fn, make(), "reference"))
+
+
 @pytest.mark.parametrize("name,steps", [("mlp", 3), ("llama", 2)])
 def test_training_on_emulated_cuda_kernels_gives_the_cpu_hash(name, steps):
     from repops.models.quick_train import quick_train

@@ -40,9 +40,9 @@ CASES = {
                           torch.tensor([[0], [4], [5], [1]]), 5, 2),
     "index_select": _index_case(lambda x, w, t: torch.index_select(x, 0, t), torch.tensor([0, 3]),
                                 torch.tensor([0, 4]), 4, 1),
-    "index_add": _index_case(lambda x, w, t: x.index_add(0, t, torch.ones(2, 5)), torch.tensor([0, 3]),
+    "index_add": _index_case(lambda x, w, t: x.index_add(0, t, torch.ones(2, 5, device=x.device)), torch.tensor([0, 3]),
                              torch.tensor([-5, 3]), 4, 0),
-    "scatter_add": _index_case(lambda x, w, t: x.scatter_add(1, t, torch.ones(4, 1)), torch.tensor([[0], [4], [1], [1]]),
+    "scatter_add": _index_case(lambda x, w, t: x.scatter_add(1, t, torch.ones(4, 1, device=x.device)), torch.tensor([[0], [4], [1], [1]]),
                                torch.tensor([[0], [4], [1], [6]]), 5, 3),
     # torch's negative indices wrap (x[t], index_put): outside [-n, n) is the fault
     "index_wraps_negatives": _index_case(lambda x, w, t: x[t], torch.tensor([-1, 3, -4]), torch.tensor([-1, -5, 2]),
@@ -51,7 +51,7 @@ CASES = {
                                      4, 2),
     "index_put_wraps_negatives": _index_case(lambda x, w, t: x.index_put((t,), w[:3, :1], accumulate=True),
                                              torch.tensor([-1, 0, -1]), torch.tensor([0, -5, 1]), 4, 1),
-    "index_of_integers": _index_case(lambda x, w, t: x * torch.arange(4)[t].float()[:, None],
+    "index_of_integers": _index_case(lambda x, w, t: x * torch.arange(4, device=x.device)[t].float()[:, None],
                                      torch.tensor([-1, 0, 1, 2]), torch.tensor([0, 1, 2, -9]), 4, 3),
     # a probability outside [0, 1] (the batch's): torch refuses it, NaN included
     "binary_cross_entropy_domain": (lambda x, w, t: F.binary_cross_entropy(t, torch.sigmoid(x[:, 0]).detach()) + x[0, 0],
