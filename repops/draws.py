@@ -11,7 +11,9 @@ key they are refused with the one message (NeedsRandomKey); a job's program carr
     bernoulli(p):  (u < p) as float32, p in binary32 (a float p is rounded to it, as torch compares)
     randint(l, h): l + floor(r * (h - l) / 2^24), r = u * 2^24 the same bits as an int64 (integer kernels)
     uniform_(a, b) = u * (b - a) + a; normal_(m, s) = z * s + m (torch's own formulas)
-    multinomial:   the inverse CDF, cumsum's order: how many of (probs @ triu(ones))_k are <= u * sum
+    multinomial:   the inverse CDF, cumsum's order: how many of (probs @ triu(ones))_k are <= u * sum;
+                   k > 1 samples without replacement: the k largest log(u_i) / p_i (Efraimidis-Spirakis)
+    randperm(n):   a stable argsort of hi * 2^24 + lo, two randint(0, 2^24) draws
 
 These are a spec, not torch's bits (torch's generators differ between CPU and CUDA anyway)."""
 from __future__ import annotations
@@ -37,7 +39,7 @@ def refused(what: str) -> UnsupportedOpError:
         f"{what}: random numbers inside repops.deterministic() (torch's generators differ between CPU and CUDA): "
         "draw random tensors (data, initial weights, noise) before entering the block and pass them in, or draw "
         "them from RepOps' portable generator: inside `with repops.dropout_key(seed, step):` (a job does this by "
-        "itself) torch.rand, randn, randint, bernoulli, normal_, uniform_ and dropout are RepOps' own "
+        "itself) torch.rand, randn, randint, randperm, bernoulli, normal_, uniform_, multinomial and dropout are RepOps' own "
         "(docs/NUMERICS.md §12)")
 
 
@@ -111,14 +113,41 @@ def multinomial(probs: torch.Tensor, samples: int, replacement: bool = False,
     if probs.dim() not in (1, 2) or probs.shape[-1] == 0:
         raise UnsupportedOpError(f"{what}: probabilities must be 1-D or 2-D with at least one category, "
                                  f"got {list(probs.shape)}")
-    if not replacement and samples > 1:
-        raise UnsupportedOpError(f"{what} of {samples} samples without replacement: RepOps draws with replacement, "
-                                 "or one sample per row")
     k = probs.shape[-1]
-    c = probs.reshape(-1, k) @ torch.triu(torch.ones((k, k), device=probs.device))
+    if samples <= 0 or (not replacement and samples > k):
+        raise UnsupportedOpError(f"{what}: cannot draw {samples} samples from {k} categories"
+                                 + ("" if replacement else " without replacement"))
+    rows = probs.reshape(-1, k)
+    torch._assert_async(((rows >= 0) & (rows < math.inf)).all(),  # (a NaN fails both)
+                        f"{what}: a probability is negative, infinite or NaN (torch refuses it)")
+    torch._assert_async((rows.sum(-1) > 0).all(), f"{what}: a row of probabilities sums to 0 (torch refuses it)")
+    if not replacement and samples > 1:
+        return _without_replacement(rows, samples, what).reshape(*probs.shape[:-1], samples)
+    c = rows @ torch.triu(torch.ones((k, k), device=probs.device))
     t = uniform((c.shape[0], samples), probs.device, what) * c[:, k - 1:]
     index = (c[:, None, :] <= t[:, :, None]).sum(-1).clamp(max=k - 1)
     return index.reshape(*probs.shape[:-1], samples)
+
+
+def _without_replacement(rows: torch.Tensor, samples: int, what: str) -> torch.Tensor:
+    """Efraimidis-Spirakis: each category's key log(u) / p (u one uniform each; p = 0 gives
+    -inf), the `samples` largest keys in decreasing order (topk): the same law as drawing one
+    category at a time without putting it back, in the order drawn. A row with fewer
+    categories of positive probability than samples is torch's refusal, here a fault claim."""
+    torch._assert_async(((rows > 0).sum(-1) >= samples).all(),
+                        f"{what}: {samples} samples without replacement from a row with fewer categories of "
+                        "positive probability (torch refuses it)")
+    keys = torch.log(uniform(tuple(rows.shape), rows.device, what)) / rows
+    return torch.topk(keys, samples, dim=-1).indices
+
+
+def randperm(n: int, device=None, what: str = "torch.randperm") -> torch.Tensor:
+    """A uniform permutation of 0..n-1: a stable argsort of 48-bit keys, two 24-bit draws each
+    (hi * 2^24 + lo: ties, left in index order, have probability about n^2 / 2^49)."""
+    if n < 0 or n > 1 << BITS:
+        raise UnsupportedOpError(f"{what}({n}): RepOps draws permutations of 0 to 2^24 elements")
+    hi, lo = randint(0, 1 << BITS, (n,), device, what), randint(0, 1 << BITS, (n,), device, what)
+    return torch.argsort(hi * (1 << BITS) + lo, stable=True)
 
 
 # -- torch's calls, as RepOpsFunctions sees them -------------------------------------------------
@@ -185,6 +214,14 @@ def _normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=
     return normal(_shape((size,)), device, "torch.normal") * float(std) + float(mean)
 
 
+def _randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False, **kw):
+    _no_generator("torch.randperm", generator)
+    if dtype not in (None, torch.int64, torch.int32):
+        raise DTypeError(f"torch.randperm with dtype={dtype}: RepOps draws int64 (or int32) permutations")
+    p = randperm(int(n), device)
+    return p if dtype in (None, torch.int64) else p.to(dtype)
+
+
 def _multinomial(input, num_samples, replacement=False, *, generator=None, **kw):
     _no_generator("torch.multinomial", generator)
     return multinomial(input, int(num_samples), bool(replacement))
@@ -196,6 +233,7 @@ def functions() -> dict:
     table = {torch.rand: _rand, torch.randn: _randn, torch.randint: _randint, torch.bernoulli: _bernoulli,
              T.bernoulli: _bernoulli, T.bernoulli_: _bernoulli_, T.uniform_: _uniform_, T.normal_: _normal_,
              torch.normal: _normal, torch.multinomial: _multinomial, T.multinomial: _multinomial,
+             torch.randperm: _randperm,
              torch.rand_like: _like(uniform, "torch.rand_like"),
              torch.randn_like: _like(normal, "torch.randn_like")}
     return table

@@ -5,6 +5,7 @@ from the job's init safetensors), and every call in the graph must be an aten or
 operator (or a tuple index), checked before anything runs. docs/PROTOCOL.md §5."""
 from __future__ import annotations
 
+import contextlib
 import operator
 
 import torch
@@ -39,6 +40,61 @@ class _Dropout(torch.nn.Module):
             return self.model(*batch)
 
 
+class _LayerDropGate:
+    """Hugging Face's layerdrop as data. Its containers (OPT, BART, Whisper, Marian, Pegasus...:
+    `self.layers` and `if torch.rand([]) < self.layerdrop: skip`) branch in Python on a draw, so
+    a step's graph would depend on it. Put in place of `layerdrop` while the model is
+    exported, this answers the comparison False (run the layer) and keeps the draw; a hook on
+    each layer then writes the skip as data: h_out = where(u < p, h_in, layer(h_in)), the
+    layer's input where Hugging Face would have skipped it (the same value, and no gradient
+    reaches the layer). One graph for every step; the draw is still Hugging Face's own call,
+    made by RepOps under the job's key."""
+
+    def __init__(self, p: float):
+        self.p, self.draws = p, []
+
+    def __gt__(self, u):  # `u < gate`: torch's Tensor.__lt__ declines an object, Python asks the gate
+        self.draws.append(u)
+        return False
+
+    def __lt__(self, u):  # `u > gate`: a draw made on the host (numpy's or Python's generator)
+        raise JobError(f"layerdrop compared with a host draw ({type(u).__name__}): numpy's and Python's generators "
+                       "are not a job's, and export would bake one draw into every step. Set that layerdrop to 0, "
+                       "or draw with torch.rand (RepOps draws it under the job's key)")
+
+    def __float__(self):
+        return self.p
+
+    def keep_or_skip(self, layer, args, kwargs, out):
+        if not self.draws:  # (eval mode: no draw, no skip)
+            return out
+        u = self.draws.pop()
+        h = args[0] if args else kwargs["hidden_states"]
+        first = out[0] if isinstance(out, tuple) else out
+        kept = torch.where(u < self.p, h, first)
+        return (kept, *out[1:]) if isinstance(out, tuple) else kept
+
+
+@contextlib.contextmanager
+def _layerdrop_as_data(module: torch.nn.Module):
+    """Hugging Face's layerdrop containers in `module` gated (_LayerDropGate) for an export."""
+    gated, hooks = [], []
+    for m in module.modules():
+        p, layers = getattr(m, "layerdrop", None), getattr(m, "layers", None)
+        if isinstance(p, (int, float)) and not isinstance(p, bool) and p > 0 and isinstance(layers, torch.nn.ModuleList):
+            gate = _LayerDropGate(float(p))
+            gated.append((m, p))
+            m.layerdrop = gate
+            hooks += [layer.register_forward_hook(gate.keep_or_skip, with_kwargs=True) for layer in layers]
+    try:
+        yield
+    finally:
+        for h in hooks:
+            h.remove()
+        for m, p in gated:
+            m.layerdrop = p
+
+
 def _needs_dropout_key(e: BaseException) -> bool:
     from repops.random import NeedsDropoutKey
     while e is not None:
@@ -70,7 +126,8 @@ def exported(module: torch.nn.Module, example_batch: tuple, seed: int = 0, user:
     from repops.mode import RepOpsFunctions
 
     def capture(m):
-        with RepOpsFunctions():  # attention, pooling, RNNs, dropout as on every device, in the program itself
+        # attention, pooling, RNNs, dropout as on every device, in the program itself; layerdrop as data
+        with RepOpsFunctions(), _layerdrop_as_data(module):
             return torch.export.export(m, tuple(example_batch), strict=False)
     try:
         try:
@@ -93,10 +150,9 @@ def exported(module: torch.nn.Module, example_batch: tuple, seed: int = 0, user:
                 "expert is computed for every routed row and each keeps its own (docs/NUMERICS.md §8, MoE)")
         elif "data-dependent" in said:  # torch's message goes on with the whole graph: its first line says it
             said = said.splitlines()[0] + (
-                "\n  Fix: the model branches in Python on a tensor's value (Hugging Face's layerdrop: `if "
-                "torch.rand([]) < layerdrop: continue`). A job commits one graph for every step: set that probability "
-                "to 0 (config.layerdrop = 0), or write the choice as data, e.g. h = torch.where(torch.rand([]) < p, "
-                "h, layer(h)) (docs/PROTOCOL.md §5)")
+                "\n  Fix: the model branches in Python on a tensor's value (e.g. `if torch.rand([]) < p: skip`). A job "
+                "commits one graph for every step: write the choice as data, e.g. h = torch.where(torch.rand([]) < p, "
+                "h, layer(h)) (docs/PROTOCOL.md §5; Hugging Face's own layerdrop is rewritten so by itself)")
         raise JobError(f"torch.export could not capture the model" + (f" at {line}" if line else "") +
                        f": {type(e).__name__}: {said[:2000]}") from None
     names = _user_names(user, prefix, ep.state_dict)

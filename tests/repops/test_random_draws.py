@@ -1,7 +1,8 @@
 """torch's random-number calls inside repops.dropout_key (repops/draws.py, docs/NUMERICS.md §12):
 rand is 24 of dropout's Philox bits per element, in the call's own stream, checked against
 Random123's word computed here from the spec alone; randn, bernoulli, randint, uniform_ and
-normal_ are their stated transforms of it; the same bits on every thread count and backend;
+normal_ are their stated transforms of it, multinomial (with and without replacement) and
+randperm too, each with its law checked; the same bits on every thread count and backend;
 outside a key, the one refusal. A Hugging Face layerdrop model (OPT) trains under RepOps with
 the same bits on 1 and 2 threads."""
 import copy
@@ -88,7 +89,51 @@ def test_multinomial_is_the_inverse_cdf_in_cumsum_s_order():
     assert (got[0] != 1).all() and (got[2] == 2).all() and abs((got[0] == 2).float().mean() - 0.6) < 0.05
     assert one.shape == (1,) and one.dtype == torch.int64
     with repops.deterministic(), dropout_key(2, 7), pytest.raises(UnsupportedOpError, match="without replacement"):
-        torch.multinomial(p, 2)
+        torch.multinomial(p, 5)  # (torch: cannot sample n_sample > prob_dist.size(-1) samples without replacement)
+
+
+def test_multinomial_without_replacement_is_the_top_keys_log_u_over_p():
+    p = torch.tensor([[0.1, 0.0, 0.6, 0.3, 0.0], [1.0, 2.0, 3.0, 4.0, 5.0]])
+    with repops.deterministic(), dropout_key(3, 2):
+        got = torch.multinomial(p, 3)
+    u = reference_uniform(10, 3, 2, 0).reshape(2, 5)
+    want = torch.topk(torch.log(u) / p, 3).indices  # (torch's own log/div/topk: the same IEEE answers here)
+    assert torch.equal(got, want)
+    assert all(len(set(r)) == 3 for r in got.tolist()) and set(got[0].tolist()) == {0, 2, 3}
+    # the law: draw one at a time without putting back; the first of 20,000 rows of [1, 2, 3, 4] is c w.p. c / 10
+    # and the pair (3, 2) has probability 4/10 * 3/6 = 0.2
+    q = torch.tensor([1.0, 2.0, 3.0, 4.0]).expand(20000, 4)
+    with repops.deterministic(), dropout_key(8, 1):
+        many = torch.multinomial(q, 2)
+    first = torch.bincount(many[:, 0], minlength=4).float() / 20000
+    assert (first - torch.tensor([0.1, 0.2, 0.3, 0.4])).abs().max() < 0.015, first
+    assert abs(((many[:, 0] == 3) & (many[:, 1] == 2)).float().mean() - 0.2) < 0.015
+
+
+def test_multinomial_s_value_refusals_are_fault_claims():
+    """torch refuses a negative, NaN or all-zero row and too few categories of positive
+    probability; RepOps' definition says so as a fault (the step's claim), never an answer."""
+    for bad, match in ((torch.tensor([0.5, -0.1, 0.6]), "negative"), (torch.tensor([0.5, float("nan"), 0.1]), "NaN"),
+                       (torch.tensor([0.0, 0.0, 0.0]), "sums to 0"), (torch.tensor([0.5, 0.0, 0.0]), "fewer categories")):
+        with pytest.raises(repops.Fault, match=match):
+            with repops.deterministic(), dropout_key(1, 1):
+                torch.multinomial(bad, 2)
+
+
+def test_randperm_is_a_stable_argsort_of_two_24_bit_draws():
+    with repops.deterministic(), dropout_key(6, 3):
+        p = torch.randperm(1000)
+        q = torch.randperm(5, dtype=torch.int32)
+        e = torch.randperm(0)
+    hi, lo = ((reference_uniform(1000, 6, 3, s).double() * 2 ** 24).long() for s in (0, 1))
+    assert p.dtype == torch.int64 and torch.equal(p, torch.argsort(hi * 2 ** 24 + lo, stable=True))
+    assert sorted(p.tolist()) == list(range(1000)) and not torch.equal(p, torch.arange(1000))
+    assert q.dtype == torch.int32 and sorted(q.tolist()) == list(range(5)) and e.shape == (0,)
+    # uniform: each of the 3! orders about 1/6 of 4,000 calls of randperm(3) (each call its own stream)
+    with repops.deterministic(), dropout_key(11, 1):
+        orders = [tuple(torch.randperm(3).tolist()) for _ in range(4000)]
+    counts = {o: orders.count(o) for o in set(orders)}
+    assert len(counts) == 6 and all(abs(c / 4000 - 1 / 6) < 0.025 for c in counts.values()), counts
 
 
 def test_a_model_with_draws_trains_the_same_bits_on_every_thread_count_and_backend(monkeypatch):
@@ -103,8 +148,9 @@ def test_a_model_with_draws_trains_the_same_bits_on_every_thread_count_and_backe
         for t in range(1, 3):
             with repops.deterministic(backend), dropout_key(4, t):
                 opt.zero_grad()
-                h = m(x + torch.randn_like(x) * 0.1) * torch.bernoulli(torch.full((3,), 0.8))
-                torch.nn.functional.cross_entropy(h, y).backward()
+                h = m(x[:, torch.randperm(6)] + torch.randn_like(x) * 0.1) * torch.bernoulli(torch.full((3,), 0.8))
+                k = torch.multinomial(torch.softmax(h.detach(), -1), 2)[:, 1]  # without replacement
+                (torch.nn.functional.cross_entropy(h, y) + torch.nn.functional.cross_entropy(h, k)).backward()
                 opt.step()
         return [p.detach().clone() for p in m.parameters()]
     runs = [train(*a) for a in (("cpu", "1"), ("cpu", "2"), ("cuda-emu", "2"), ("reference", "1"))]
@@ -115,7 +161,7 @@ def test_a_model_with_draws_trains_the_same_bits_on_every_thread_count_and_backe
 @pytest.mark.parametrize("call", [
     lambda: torch.rand(3), lambda: torch.randn_like(torch.ones(2)), lambda: torch.ones(3).uniform_(),
     lambda: torch.bernoulli(torch.full((2,), 0.5)), lambda: torch.randint(0, 4, (2,)),
-    lambda: torch.ops.aten.rand.default([3])])
+    lambda: torch.randperm(4), lambda: torch.multinomial(torch.ones(3), 2), lambda: torch.ops.aten.rand.default([3])])
 def test_outside_a_key_a_draw_is_refused_with_the_one_message(call):
     with repops.deterministic(), pytest.raises(NeedsRandomKey, match=r"repops\.dropout_key\(seed, step\)"):
         call()
