@@ -1,12 +1,14 @@
-"""A pre-stake scan of a job's data for index faults: a class label outside [0, classes) (and
-not the ignore_index) or an embedding index outside [0, num_embeddings), in a row a later
-batch reads. One step on meta tensors and batch 0 miss it; the step that reads the row faults.
+"""A pre-stake scan of a job's data for faults: a class label outside [0, classes) (and not the
+ignore_index), an embedding index outside [0, num_embeddings), an index of x[i] outside
+[-n, n) or of gather outside [0, n), a binary cross entropy target outside [0, 1], in a row a
+later batch reads. One step on meta tensors and batch 0 miss it; the step that reads the row
+faults.
 
 A cheap heuristic in front of the real mechanism, which is the fault claim (a step the spec
 cannot compute is settled like any other result, and pays the honest trainers for the steps
-done): it finds only indices the data file holds, read by nll_loss or embedding (or their
-backward) directly or through exact views of a data tensor (view, reshape, slice, select, ...),
-never one the step computes. It serves the client (`Verde.post` refuses to post) and the
+done): it finds only values the data file holds, read by the ops of RULES (or their backward)
+directly or through exact views of a data tensor (view, reshape, slice, select, ...), never
+one the step computes. It serves the client (`Verde.post` refuses to post) and the
 trainer (the agent refuses to stake), so neither pays for a job that cannot end normally.
 """
 from __future__ import annotations
@@ -31,13 +33,56 @@ def _classes(a) -> int:
     return x.shape[1] if x.dim() >= 2 else x.shape[0]
 
 
-_NLL = ("target", _classes, "ignore_index")
-# op -> (its index argument, the valid range's end from its arguments, the argument naming a skipped value)
-INDEXED = {
-    "aten.nll_loss_forward.default": _NLL, "aten.nll_loss_backward.default": _NLL,
-    "aten.nll_loss2d_forward.default": _NLL, "aten.nll_loss2d_backward.default": _NLL,
-    "aten.embedding.default": ("indices", lambda a: a["weight"].shape[0], None),
-    "aten.embedding_dense_backward.default": ("indices", lambda a: a["num_weights"], None),
+@dataclass(frozen=True)
+class Rule:
+    """What an op needs of the data it reads: values in [low, high) ([low, high] if closed),
+    or equal to `ignore`; `index` says they are indices (integers), else probabilities."""
+    low: float
+    high: float
+    closed: bool = False
+    ignore: int | None = None
+    index: bool = True
+
+    def holds(self, v: np.ndarray) -> np.ndarray:
+        ok = (v >= self.low) & ((v <= self.high) if self.closed else (v < self.high))  # (NaN fails)
+        return ok | (v == self.ignore) if self.ignore is not None else ok
+
+    def says(self) -> str:
+        return f"[{_n(self.low)}, {_n(self.high)}{']' if self.closed else ')'}"
+
+
+def _n(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def _nll(a):
+    return [("target", Rule(0, _classes(a), ignore=int(a["ignore_index"])))]
+
+
+def _index(a):  # x[i0, i1, ...]: index d in [-n, n) of dim d (torch wraps the negatives)
+    return [(("indices", d), Rule(-a["self"].shape[d], a["self"].shape[d])) for d, t in enumerate(a["indices"])
+            if t is not None and t.dtype in (torch.int64, torch.int32)]
+
+
+def _gather(a):
+    x = a["self"]
+    return [("index", Rule(0, x.shape[a["dim"] % x.dim()] if x.dim() else 1))]
+
+
+def _probability(a):  # torch refuses a binary cross entropy target outside [0, 1]
+    return [("target", Rule(0.0, 1.0, closed=True, index=False))]
+
+
+# op -> the data-reading arguments (a name, or (a list's name, its position)) and their rules
+RULES = {
+    "aten.nll_loss_forward.default": _nll, "aten.nll_loss_backward.default": _nll,
+    "aten.nll_loss2d_forward.default": _nll, "aten.nll_loss2d_backward.default": _nll,
+    "aten.embedding.default": lambda a: [("indices", Rule(0, a["weight"].shape[0]))],
+    "aten.embedding_dense_backward.default": lambda a: [("indices", Rule(0, a["num_weights"]))],
+    "aten.index.Tensor": _index,
+    "aten.gather.default": _gather,
+    "aten.binary_cross_entropy.default": _probability,
+    "aten.binary_cross_entropy_backward.default": _probability,
 }
 # exact data movement of one tensor: an index read through these is still the data's
 MOVES = {f"aten.{op}" for op in (
@@ -67,18 +112,25 @@ def _arg(func, args, kwargs, name):
 
 @dataclass(frozen=True)
 class IndexRead:
-    """Node `node` (op `op`) reads elements `columns` (of a row, row-major) of data tensor `data`
-    as indices that must lie in [0, bound), unless equal to `ignore`."""
+    """Node `node` (op `op`) reads elements `columns` (of a row, row-major) of data tensor `data`,
+    whose values must satisfy `rule`."""
     node: int
     op: str
     data: int
     columns: np.ndarray
-    bound: int
-    ignore: int | None
+    rule: Rule
+
+    @property
+    def bound(self):
+        return self.rule.high
+
+    @property
+    def ignore(self):
+        return self.rule.ignore
 
 
 def index_reads(job: Job, data: dict | None = None) -> list[IndexRead]:
-    """The data elements the step uses as indices, from one step on meta tensors."""
+    """The data elements the step uses as indices (or probabilities), from one step on meta tensors."""
     from .step import meta_trace
     rec, _ = meta_trace(job, _Calls, data)
 
@@ -94,21 +146,21 @@ def index_reads(job: Job, data: dict | None = None) -> list[IndexRead]:
 
     out = []
     for j, ((func, args, kwargs), node) in enumerate(zip(rec.calls, rec.nodes)):
-        rule = INDEXED.get(node.op)
-        if rule is None:
-            continue
-        name, bound, skip = rule
-        index = _arg(func, args, kwargs, name)
-        ins = _tensors(args) + _tensors(kwargs)
-        found = source(node.refs[next(i for i, t in enumerate(ins) if t is index)], [])
-        if found is None:
-            continue
-        d, moves = found
-        columns = _columns(rec.data[d].shape, moves)
-        if columns is None:
+        rules = RULES.get(node.op)
+        if rules is None:
             continue
         named = {a.name: _arg(func, args, kwargs, a.name) for a in func._schema.arguments}
-        out.append(IndexRead(j, node.op, d, columns, int(bound(named)), None if skip is None else int(named[skip])))
+        ins = _tensors(args) + _tensors(kwargs)
+        for name, rule in rules(named):
+            t = named[name[0]][name[1]] if isinstance(name, tuple) else named[name]
+            at = next((i for i, u in enumerate(ins) if u is t), None)
+            found = None if at is None else source(node.refs[at], [])
+            if found is None:
+                continue
+            d, moves = found
+            columns = _columns(rec.data[d].shape, moves)
+            if columns is not None:
+                out.append(IndexRead(j, node.op, d, columns, rule))
     return out
 
 
@@ -148,7 +200,7 @@ def check(job: Job) -> None:
     step = first_reads(job, data[names[0]].shape[0])
     seen = set()
     for r in reads:
-        key = (r.data, r.columns.tobytes(), r.bound, r.ignore)  # a backward reads what its forward read
+        key = (r.data, r.columns.tobytes(), r.rule)  # a backward reads what its forward read
         if key in seen:
             continue
         seen.add(key)
@@ -156,15 +208,13 @@ def check(job: Job) -> None:
         v = t.reshape(t.shape[0], -1).numpy()
         if len(r.columns) < v.shape[1]:
             v = v[:, r.columns]
-        bad = (v < 0) | (v >= r.bound)
-        if r.ignore is not None:
-            bad &= v != r.ignore
-        bad &= (step >= 0)[:, None]
+        bad = ~r.rule.holds(v) & (step >= 0)[:, None]
         if bad.any():
             row = int(bad.any(1).argmax())
             col = int(bad[row].argmax())
             where = f" (element {int(r.columns[col])} of the row)" if t[0].numel() > 1 else ""
+            value = int(v[row, col]) if r.rule.index else float(v[row, col])
             raise DataOutOfRange(
-                f"data tensor `{names[r.data]}` row {row}{where} holds {int(v[row, col])}, outside [0, {r.bound}) of "
+                f"data tensor `{names[r.data]}` row {row}{where} holds {value}, outside {r.rule.says()} of "
                 f"{r.op} (node {r.node} of the step){'' if r.ignore is None else f', and not its ignore_index {r.ignore}'}"
                 f"; step {int(step[row])} reads it and cannot be computed; fix the data file")

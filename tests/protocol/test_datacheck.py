@@ -1,5 +1,6 @@
-"""The pre-stake scan of a job's data for index faults (offchain/protocol/datacheck.py): a label
-outside [0, classes) or an embedding index outside [0, num_embeddings) in a row that only a
+"""The pre-stake scan of a job's data for faults (offchain/protocol/datacheck.py): a label
+outside [0, classes), an embedding index outside [0, num_embeddings), an index of x[i] or
+gather out of range, a binary cross entropy target outside [0, 1], in a row that only a
 later step reads (one meta step and a real step on batch 0 pass such a job) is named by row
 before anyone posts or stakes; a clean job and a label equal to ignore_index pass."""
 import pytest
@@ -68,3 +69,44 @@ def test_verde_post_refuses_to_post_the_job_naming_the_row(embedded, tmp_path):
     with pytest.raises(datacheck.DataOutOfRange, match=rf"row {row} holds 7"):
         v.post(job, Context(job), 10**18, 10**18, client=embedded.accounts[1])
     assert not v.registry.events.JobPosted().get_logs(from_block=v.from_block)
+
+
+class Picks(torch.nn.Module):
+    """Reads data as indices and probabilities three more ways: x[arange, i] (aten.index.Tensor,
+    negatives wrap), gather, and binary cross entropy's target."""
+
+    def __init__(self, how):
+        super().__init__()
+        self.fc, self.how = torch.nn.Linear(4, 5), how
+
+    def forward(self, x, i, p):
+        z = self.fc(x)
+        if self.how == "index":
+            return z[torch.arange(z.shape[0]), i].sum()
+        if self.how == "gather":
+            return torch.gather(z, 1, i[:, None]).sum()
+        return torch.nn.functional.binary_cross_entropy(torch.sigmoid(z[:, 0]), p)
+
+
+@pytest.mark.parametrize("how,bad,good,said", [
+    ("index", -6, -5, r"holds -6, outside \[-5, 5\) of aten.index.Tensor"),
+    ("gather", 5, 4, r"holds 5, outside \[0, 5\) of aten.gather.default"),
+    ("bce", 1.5, 1.0, r"holds 1.5, outside \[0, 1\] of aten.binary_cross_entropy.default")])
+def test_index_gather_and_bce_reads_are_scanned_too(tmp_path, how, bad, good, said):
+    """A value only step 2 reads: the index of x[arange, i] (in [-n, n): a negative one wraps),
+    gather's (in [0, n)) and a binary cross entropy target (in [0, 1], as torch checks it)."""
+    g = torch.Generator().manual_seed(5)
+    data = {"x": torch.randn(32, 4, generator=g), "i": torch.randint(0, 5, (32,), generator=g),
+            "p": torch.rand(32, generator=g)}
+    row = first_read_at(2)
+    for value, ok in ((good, True), (bad, False)):
+        d = {k: v.clone() for k, v in data.items()}
+        d["p" if how == "bce" else "i"][row] = value
+        torch.manual_seed(0)
+        job = load(write_program_job(tmp_path / f"{how}-{ok}", Picks(how), d, ["x", "i", "p"], steps=6, batch_size=4))
+        if ok:
+            datacheck.check(job)
+        else:
+            with pytest.raises(datacheck.DataOutOfRange, match=rf"`{'p' if how == 'bce' else 'i'}` row {row} {said}"
+                                                               r" .*step 2 reads it"):
+                datacheck.check(job)
