@@ -90,16 +90,16 @@ def measure(size: str, device: str, gas: bool) -> dict:
         sync()
         step_s, _ = _timed(lambda: (honest._run(st, 1), sync()))
         hashed = [0]
-        inner = trace_mod.commit
+        inner = trace_mod.commit_sealed
 
         def counting(t, chunk):
             hashed[0] += t.numel() * t.element_size()
             return inner(t, chunk)
-        trace_mod.commit = counting
+        trace_mod.commit_sealed = counting
         try:
             traced_s, _ = _timed(lambda: (honest._traced(st, 1), sync()))
         finally:
-            trace_mod.commit = inner
+            trace_mod.commit_sealed = inner
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         gpu_peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
         tensors = st.tensors()
@@ -140,7 +140,7 @@ def measure(size: str, device: str, gas: bool) -> dict:
                     Timed("cheater", InProcess(cheater), deadline_s=3600, final=cheater.final_claim()))
         if v.winner != "honest":
             raise SystemExit(f"{size}: the honest trainer did not win: {v}")
-        row = {"size": size, "config": config, "params": params, "state_bytes": nbytes,
+        row = {"size": size, "measured": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()), "config": config, "params": params, "state_bytes": nbytes,
                "step_s": step_s, "traced_step_s": traced_s, "traced_ratio": traced_s / step_s,
                "commit_s": commit_s, "commit_gbps": nbytes / commit_s / 1e9, "sha256_gbps": nbytes / sha_s / 1e9,
                "commit_threads": threads, "commit_one_core_gbps": nbytes / commit_1_s / 1e9,
@@ -257,6 +257,7 @@ def save(path: Path, key: str, row: dict) -> dict:
     data[key] = sorted(kept.values(), key=lambda r: r["params"])
     data["command"] = "python benchmarks/scale.py" + ("" if key == "cpu" else " --device cuda")
     data["steps"], data["fanout"], data["batch_size"] = STEPS, FANOUT, BATCH
+    data.pop("note", None)  # (a note on an earlier run's conditions: each row says when it was measured)
     path.write_text(json.dumps(data, indent=1))
     return data
 

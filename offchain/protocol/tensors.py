@@ -87,7 +87,7 @@ class Committed:
 
     @property
     def root(self) -> bytes:
-        return merkle.sha256(header(self.code, self.array.shape), merkle.seal(self.n, self._nodes[-32:]))
+        return resealed(self.code, self.array.shape, merkle.seal(self.n, self._nodes[-32:]))
 
     def element_proof(self, flat_index: int) -> "ElementProof":
         n = self.array.size
@@ -99,9 +99,23 @@ class Committed:
 
 
 def commit(x, chunk: int) -> bytes:
+    return commit_sealed(x, chunk)[0]
+
+
+def commit_sealed(x, chunk: int) -> tuple[bytes, bytes]:
+    """(commitment, its sealed chunk tree): the seal depends only on the row-major bytes, so a
+    tensor with the same bytes and another shape is committed by `resealed` without hashing
+    them again (a view, a reshape, a detach)."""
     if chunk < 1:
         raise TensorError(f"chunk size must be >= 1 element, got {chunk}")
-    return Committed(canonical(x), chunk).root
+    c = Committed(canonical(x), chunk)
+    sealed = merkle.seal(c.n, c._nodes[-32:])
+    return merkle.sha256(header(c.code, c.array.shape), sealed), sealed
+
+
+def resealed(code: int, shape: tuple, sealed: bytes) -> bytes:
+    """The commitment of a tensor of dtype `code` and `shape` whose bytes' sealed tree is `sealed`."""
+    return merkle.sha256(header(code, tuple(shape)), sealed)
 
 
 @dataclass(frozen=True)
