@@ -4,6 +4,7 @@ by the agents, the CLI and the tests."""
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 from web3.logs import DISCARD
@@ -191,7 +192,9 @@ class Verde:
         datacheck.check(job)
         check_settleable(ctx)
         committed = commitments(job, ctx)  # (before the clock is read: a large job's roots take time)
-        now = self.chain.now()
+        # the time the post's block will have: the latest block's can be minutes old on a quiet local
+        # chain (Anvil mines on demand), and deadlines from it had passed in part when the post was mined
+        now = max(self.chain.now(), int(time.time()))
         terms = (*committed, max_trainers, stake, now + join_s, now + commit_s, now + reveal_s, clock_s)
         self._check_floors(join_s, commit_s, reveal_s, clock_s)
         fn = self.registry.functions.postFor(terms, list(only)) if only else self.registry.functions.post(terms)

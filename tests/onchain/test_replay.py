@@ -89,3 +89,20 @@ def test_verde_post_refuses_it_saying_why_and_what_to_do(embedded, setup, tmp_pa
               chain=as_client)
     out = " ".join(capsys.readouterr().out.split())
     assert rc == 2 and f"revealed in job {first}" in out and "data.seed" in out and f"verde fetch {first}" in out, out
+
+
+def test_a_post_s_deadlines_count_from_the_time_it_is_sent_not_a_stale_block(embedded, setup, monkeypatch):
+    """A quiet local chain mines on demand, so its latest block can be minutes old when a large
+    job's roots are done; deadlines counted from that block had partly passed when the post was
+    mined (the 40M scale run's reveal came after revealBy). They count from the later of the
+    latest block and the clock."""
+    from offchain.chain import verde
+    job, ctx, _, _ = setup
+    v = Verde.deploy(embedded)
+    clock = v.chain.now()  # (the time a block mined now has; earlier tests may have moved it past the wall clock)
+    monkeypatch.setattr(v.chain, "now", lambda: clock - 900)  # the latest block, 15 min old
+    monkeypatch.setattr(verde, "time", SimpleNamespace(time=lambda: clock))
+    jid = v.post(job, ctx, PAY, STAKE, client=embedded.accounts[1])
+    monkeypatch.undo()
+    join_by, commit_by, reveal_by = v.status(jid)[4][-4:-1]
+    assert (join_by, commit_by, reveal_by) == (clock + 600, clock + 1200, clock + 1800)
