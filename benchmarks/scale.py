@@ -1,7 +1,7 @@
 """How the trainer's protocol work grows with the model (issue #40): the job's Llama-style model
 at several sizes, each measured in a fresh process (its peak memory is its own):
 
-  python benchmarks/scale.py [--sizes 1m 4m 16m 40m 125m] [--device cpu|cuda] [--no-gas]
+  python benchmarks/scale.py [--sizes 1m 4m 16m 40m 125m] [--device cpu|cuda] [--no-gas] [--plot]
 
 Per size: a plain step and a traced step (every intermediate tensor committed), the state
 commitment on every core and on one core against hashlib SHA-256 (one core) over the same bytes in the same run, a checkpoint written and
@@ -215,6 +215,7 @@ def main():
     ap.add_argument("--no-gas", action="store_true", help="skip the on-chain dispute (Anvil)")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a child: one size, JSON on stdout
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--plot", action="store_true", help="no measuring: refit and redraw from the JSON")
     args = ap.parse_args()
     if args.one:
         print(json.dumps(measure(args.one, args.device, not args.no_gas)))
@@ -226,7 +227,8 @@ def main():
     sizes = args.sizes or (CPU_SIZES if args.device == "cpu" else GPU_SIZES)
     key = "cpu" if args.device == "cpu" else "gpu"
     path = args.out.with_suffix(".json")
-    for size in tqdm(sizes, desc="sizes"):
+    data = json.loads(path.read_text()) if args.plot else None
+    for size in ([] if args.plot else tqdm(sizes, desc="sizes")):
         cmd = [sys.executable, __file__, "--one", size, "--device", args.device] + (["--no-gas"] if args.no_gas else [])
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
