@@ -143,7 +143,7 @@ def test_hugging_face_layerdrop_exports_as_one_graph_with_each_skip_as_data(make
 
 
 @pytest.fixture(scope="module")
-def layerdrop_job(tmp_path_factory):
+def layerdrop_job(tmp_path_factory):  # (its tests are in a group of their own: another worker can train it)
     d = tmp_path_factory.mktemp("layerdrop")
     g = torch.Generator().manual_seed(2)
     job_file = write_program_job(d / "job", _opt(), {"ids": torch.randint(0, 32, (16, 6), generator=g)}, ["ids"],
@@ -151,6 +151,7 @@ def layerdrop_job(tmp_path_factory):
     return (*trained(job_file, d), d)
 
 
+@pytest.mark.xdist_group("layerdrop_job")
 def test_hugging_face_opt_with_layerdrop_trains_as_a_job_and_a_flipped_skip_loses_at_level_5(layerdrop_job):
     job, ctx, honest, d = layerdrop_job
     assert ctx.kernel_graph.unsettled == []
