@@ -66,7 +66,6 @@ def measure(size: str, device: str, gas: bool) -> dict:
     from offchain.dispute.context import Context
     from offchain.dispute.party import InProcess, Party
     from offchain.dispute.referee import dispute
-    from offchain.protocol import trace as trace_mod
     from offchain.protocol.corpus import token_rows
     from offchain.protocol.dataset import write_job
     from offchain.protocol.jobfile import load
@@ -89,17 +88,7 @@ def measure(size: str, device: str, gas: bool) -> dict:
         honest._run(st, 0)  # warm-up (allocations, kernel builds)
         sync()
         step_s, _ = _timed(lambda: (honest._run(st, 1), sync()))
-        hashed = [0]
-        inner = trace_mod.commit_sealed
-
-        def counting(t, chunk):
-            hashed[0] += t.numel() * t.element_size()
-            return inner(t, chunk)
-        trace_mod.commit_sealed = counting
-        try:
-            traced_s, _ = _timed(lambda: (honest._traced(st, 1), sync()))
-        finally:
-            trace_mod.commit_sealed = inner
+        traced_s, (rec, _) = _timed(lambda: (honest._traced(st, 1), sync()))
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         gpu_peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
         tensors = st.tensors()
@@ -145,7 +134,7 @@ def measure(size: str, device: str, gas: bool) -> dict:
                "commit_s": commit_s, "commit_gbps": nbytes / commit_s / 1e9, "sha256_gbps": nbytes / sha_s / 1e9,
                "commit_threads": threads, "commit_one_core_gbps": nbytes / commit_1_s / 1e9,
                "commit_vs_sha256": sha_s / commit_1_s, "checkpoint_write_s": write_s, "checkpoint_read_s": read_s,
-               "peak_mem_bytes": peak, "gpu_peak_mem_bytes": gpu_peak, "trace_bytes": hashed[0],
+               "peak_mem_bytes": peak, "gpu_peak_mem_bytes": gpu_peak, "trace_bytes": rec.hashed,
                "answer_s": {LEVELS[k]: s for k, s in sorted(seconds.items())},
                "answer_total_s": sum(seconds.values()), "level": v.level,
                "referee_bytes": v.bytes_received, "referee_s": v.seconds, "gas": None, "max_tx_gas": None}

@@ -13,7 +13,7 @@ key they are refused with the one message (NeedsRandomKey); a job's program carr
     uniform_(a, b) = u * (b - a) + a; normal_(m, s) = z * s + m (torch's own formulas)
     multinomial:   the inverse CDF, cumsum's order: how many of (probs @ triu(ones))_k are <= u * sum;
                    k > 1 samples without replacement: the k largest log(u_i) / p_i (Efraimidis-Spirakis)
-    randperm(n):   a stable argsort of hi * 2^24 + lo, two randint(0, 2^24) draws
+    randperm(n):   a stable argsort of hi * 2^24 + lo, (hi, lo) one randint(0, 2^24) draw [2, n]
 
 These are a spec, not torch's bits (torch's generators differ between CPU and CUDA anyway)."""
 from __future__ import annotations
@@ -142,11 +142,11 @@ def _without_replacement(rows: torch.Tensor, samples: int, what: str) -> torch.T
 
 
 def randperm(n: int, device=None, what: str = "torch.randperm") -> torch.Tensor:
-    """A uniform permutation of 0..n-1: a stable argsort of 48-bit keys, two 24-bit draws each
-    (hi * 2^24 + lo: ties, left in index order, have probability about n^2 / 2^49)."""
+    """A uniform permutation of 0..n-1: a stable argsort of 48-bit keys hi * 2^24 + lo, from one
+    randint(0, 2^24) draw [2, n] (ties, left in index order, have probability about n^2 / 2^49)."""
     if n < 0 or n > 1 << BITS:
         raise UnsupportedOpError(f"{what}({n}): RepOps draws permutations of 0 to 2^24 elements")
-    hi, lo = randint(0, 1 << BITS, (n,), device, what), randint(0, 1 << BITS, (n,), device, what)
+    hi, lo = randint(0, 1 << BITS, (2, n), device, what)
     return torch.argsort(hi * (1 << BITS) + lo, stable=True)
 
 

@@ -62,9 +62,6 @@ class _LayerDropGate:
                        "are not a job's, and export would bake one draw into every step. Set that layerdrop to 0, "
                        "or draw with torch.rand (RepOps draws it under the job's key)")
 
-    def __float__(self):
-        return self.p
-
     def keep_or_skip(self, layer, args, kwargs, out):
         if not self.draws:  # (eval mode: no draw, no skip)
             return out

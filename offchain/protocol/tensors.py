@@ -86,8 +86,12 @@ class Committed:
         return DTYPES[self.array.dtype]
 
     @property
+    def seal(self) -> "Seal":
+        return Seal(self.code, merkle.seal(self.n, self._nodes[-32:]))
+
+    @property
     def root(self) -> bytes:
-        return resealed(self.code, self.array.shape, merkle.seal(self.n, self._nodes[-32:]))
+        return self.seal.commitment(self.array.shape)
 
     def element_proof(self, flat_index: int) -> "ElementProof":
         n = self.array.size
@@ -102,20 +106,25 @@ def commit(x, chunk: int) -> bytes:
     return commit_sealed(x, chunk)[0]
 
 
-def commit_sealed(x, chunk: int) -> tuple[bytes, bytes]:
-    """(commitment, its sealed chunk tree): the seal depends only on the row-major bytes, so a
-    tensor with the same bytes and another shape is committed by `resealed` without hashing
-    them again (a view, a reshape, a detach)."""
+@dataclass(frozen=True)
+class Seal:
+    """A commitment without its shape: the dtype and the sealed chunk tree, which depends only
+    on the row-major bytes. A tensor with the same bytes and another shape (a view, a reshape,
+    a detach) is committed from it without hashing its bytes again."""
+    code: int
+    chunks: bytes
+
+    def commitment(self, shape) -> bytes:
+        return merkle.sha256(header(self.code, tuple(shape)), self.chunks)
+
+
+def commit_sealed(x, chunk: int) -> tuple[bytes, Seal]:
+    """(commitment, its Seal)."""
     if chunk < 1:
         raise TensorError(f"chunk size must be >= 1 element, got {chunk}")
     c = Committed(canonical(x), chunk)
-    sealed = merkle.seal(c.n, c._nodes[-32:])
-    return merkle.sha256(header(c.code, c.array.shape), sealed), sealed
-
-
-def resealed(code: int, shape: tuple, sealed: bytes) -> bytes:
-    """The commitment of a tensor of dtype `code` and `shape` whose bytes' sealed tree is `sealed`."""
-    return merkle.sha256(header(code, tuple(shape)), sealed)
+    seal = c.seal
+    return seal.commitment(c.array.shape), seal
 
 
 @dataclass(frozen=True)

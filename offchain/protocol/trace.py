@@ -16,7 +16,7 @@ import torch
 
 from . import merkle
 from .encoding import string, u8, u16, u32, value
-from .tensors import DTYPES, commit_sealed, resealed
+from .tensors import commit_sealed
 
 NODE_OUT, STATE, DATA = 0, 1, 2
 STRUCTURE, NODE, FAULT_NODE = b"\x05", b"\x04", b"\x0d"
@@ -102,20 +102,13 @@ class _Where:
 
 
 # ops whose output holds its one input's values in the same row-major order (same dtype and
-# count): its commitment is the input's sealed chunk tree under the output's shape, no hashing
-# (about a fifth of a Llama step's traced bytes). Same roots: the commitment is a format.
+# count): its commitment is its input's Seal under the output's shape, no hashing. Same roots:
+# the commitment is a format (docs/PROTOCOL.md §3).
 SAME_BYTES = frozenset(f"aten.{op}" for op in (
     "view.default", "_unsafe_view.default", "reshape.default", "detach.default", "alias.default", "clone.default",
     "squeeze.default", "squeeze.dim", "squeeze.dims", "unsqueeze.default", "flatten.using_ints", "unflatten.int",
     "lift_fresh_copy.default"))
 RESEAL = True  # (tests turn it off to compare every node with its output hashed)
-_CODE: dict = {}
-
-
-def _code(dtype: torch.dtype) -> int | None:
-    if dtype not in _CODE:
-        _CODE[dtype] = DTYPES.get(torch.empty(0, dtype=dtype).numpy().dtype) if dtype != torch.bfloat16 else None
-    return _CODE[dtype]
 
 
 @dataclass
@@ -129,11 +122,12 @@ class StepRecorder:
     nodes: list = field(default_factory=list)
     outputs: list = field(default_factory=list)  # per node: its output tensors (kept only if keep)
     keep: bool = False
+    hashed: int = 0  # bytes hashed so far (a resealed output costs none)
 
     def __post_init__(self):
         self._where: dict[int, _Where] = {}
         self._writes: dict[int, int] = {}
-        self._sealed: dict[bytes, bytes] = {}  # commitment -> its sealed chunk tree (SAME_BYTES)
+        self._seals: dict = {}  # commitment -> its tensors.Seal (SAME_BYTES)
         for i, t in enumerate(self.state):
             self._bind(t, Ref(STATE, i))
         for i, t in enumerate(self.data):
@@ -182,18 +176,19 @@ class StepRecorder:
     def _commit(self, t) -> bytes:
         if not self.values or t.device.type == "meta":
             return EMPTY
-        root, self._sealed[root] = commit_sealed(t, self.chunk)
+        self.hashed += t.numel() * t.element_size()
+        root, self._seals[root] = commit_sealed(t, self.chunk)
         return root
 
     def _out_commit(self, op: str, ins: list, in_commits: tuple, o: torch.Tensor) -> bytes:
-        """An output's commitment: resealed from its input's when the op only moves the bytes
-        (SAME_BYTES), else hashed."""
-        if RESEAL and op in SAME_BYTES and len(ins) == 1 and in_commits and in_commits[0] in self._sealed \
-                and ins[0].dtype == o.dtype and ins[0].numel() == o.numel() and _code(o.dtype) is not None:
-            root = resealed(_code(o.dtype), tuple(o.shape), self._sealed[in_commits[0]])
-            self._sealed[root] = self._sealed[in_commits[0]]
-            return root
-        return self._commit(o)
+        """An output's commitment: its input's Seal under its shape when the op only moves the
+        bytes (SAME_BYTES), else hashed."""
+        seal = self._seals.get(in_commits[0]) if RESEAL and op in SAME_BYTES and len(ins) == 1 and in_commits else None
+        if seal is None or ins[0].dtype != o.dtype or ins[0].numel() != o.numel():
+            return self._commit(o)
+        root = seal.commitment(o.shape)
+        self._seals[root] = seal
+        return root
 
     # -- the hooks ------------------------------------------------------------------------------
     def before(self, func, args, kwargs):
@@ -236,8 +231,7 @@ class StepRecorder:
             if s is not None:
                 self._writes[s] = self._writes.get(s, 0) + 1
         ins = _tensors(args) + _tensors(kwargs)
-        out_commits = tuple(EMPTY if o is None else self._out_commit(op, ins, in_commits, o) for o in produced) \
-            if self.values else tuple(EMPTY for _ in produced)
+        out_commits = tuple(EMPTY if o is None else self._out_commit(op, ins, in_commits, o) for o in produced)
         node = Node(op, attrs, refs, in_commits, out_commits if self.values else ())
         for slot, o in enumerate(produced):
             if o is not None:

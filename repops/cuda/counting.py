@@ -118,7 +118,7 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
     """Count what runs on the emulator `rt` inside; yields the Counts. device: treat torch
     tensors as device tensors (the CUDA path); stub: do not run kernels; sites: note where
     each sync, upload and copy comes from (Counts.sites; costs time)."""
-    from .. import aten, integer
+    from .. import aten
     from ..reference import prims as P
     from .ops import Ops
     c = Counts(record_sites=sites)

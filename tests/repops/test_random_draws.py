@@ -120,12 +120,12 @@ def test_multinomial_s_value_refusals_are_fault_claims():
                 torch.multinomial(bad, 2)
 
 
-def test_randperm_is_a_stable_argsort_of_two_24_bit_draws():
+def test_randperm_is_a_stable_argsort_of_one_draw_of_two_24_bit_keys():
     with repops.deterministic(), dropout_key(6, 3):
         p = torch.randperm(1000)
         q = torch.randperm(5, dtype=torch.int32)
         e = torch.randperm(0)
-    hi, lo = ((reference_uniform(1000, 6, 3, s).double() * 2 ** 24).long() for s in (0, 1))
+    hi, lo = (reference_uniform(2000, 6, 3, 0).double() * 2 ** 24).long().reshape(2, 1000)  # one draw [2, n]
     assert p.dtype == torch.int64 and torch.equal(p, torch.argsort(hi * 2 ** 24 + lo, stable=True))
     assert sorted(p.tolist()) == list(range(1000)) and not torch.equal(p, torch.arange(1000))
     assert q.dtype == torch.int32 and sorted(q.tolist()) == list(range(5)) and e.shape == (0,)
