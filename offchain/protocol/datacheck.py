@@ -121,10 +121,6 @@ class IndexRead:
     rule: Rule
 
     @property
-    def bound(self):
-        return self.rule.high
-
-    @property
     def ignore(self):
         return self.rule.ignore
 
