@@ -881,6 +881,12 @@ EXACT = {
     aten.transpose_copy.int, aten.unsafe_split.Tensor, aten.unsafe_split_with_sizes.default, aten.chunk.default,
     aten._assert_tensor_metadata.default, aten.sym_constrain_range_for_size.default,
 }
+# Aliases: the same tensor under another name, no node in a trace (the recorder binds the
+# alias to its source, `trace.alias`). Autograd issues detach depending on reference counts
+# (AccumulateGrad steals a gradient with detach only when nothing else holds it; a seed made
+# while the loss is held elsewhere is detached first): a trace that recorded them would
+# depend on who else in the process (a debugger, a profiler, a kept traceback) holds a tensor.
+ALIASES = {aten.detach.default}
 # Creation without values: RepOps gives them +0 (zeros), so that no node's output is whatever
 # the allocator left (autograd makes a gradient with a parameter's strides by new_empty_strided
 # then copy_; two honest trainers would commit different garbage).

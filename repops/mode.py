@@ -381,6 +381,11 @@ class RepOpsMode(TorchDispatchMode):
         exact = func in A.EXACT or (func.namespace == "aten" and _integral(func, args, kwargs))
         if impl is not None and not exact and device != "meta":
             _check_float32(func, args, kwargs)
+        if func in A.ALIASES:  # never a node: the trace binds the alias to its source (aten.ALIASES)
+            out = func(*args, **kwargs)
+            if self.trace is not None and hasattr(self.trace, "alias"):
+                self.trace.alias(args[0], out)
+            return out
         traced = self.trace is not None and func.namespace != "profiler" and (
             impl is not None or exact)  # profiler marks compute nothing; composites decompose
         if traced and hasattr(self.trace, "before"):

@@ -37,7 +37,7 @@ def test_behaviour_help_lists_every_behaviour_on_one_line_each():
     assert rc == 0, out
     lines = [x for x in out.splitlines() if x.startswith("  ")]
     assert sorted(x.split()[0].split(":")[0] for x in lines) == sorted(adversaries.BEHAVIOURS)
-    assert any(x.split()[0] == "corrupt-value:step=1,node=10,element=0,ulps=1" for x in lines), out
+    assert any(x.split()[0] == "corrupt-value:step=1,node=9,element=0,ulps=1" for x in lines), out
 
 
 @pytest.mark.parametrize("spec,said", [

@@ -133,9 +133,9 @@ class Run:
 
 
 H = A.Honest
-COLLUDERS = {"different": [A.Colluder(step=3, node=10), A.Colluder(step=3, node=20), A.Colluder(step=4, node=10)],
-             "same": [A.Colluder(step=3, node=10)] * 3,
-             "mixed": [A.Colluder(step=3, node=10), A.Colluder(step=3, node=10), A.Colluder(step=4, node=10)]}
+COLLUDERS = {"different": [A.Colluder(step=3, node=9), A.Colluder(step=3, node=17), A.Colluder(step=4, node=9)],
+             "same": [A.Colluder(step=3, node=9)] * 3,
+             "mixed": [A.Colluder(step=3, node=9), A.Colluder(step=3, node=9), A.Colluder(step=4, node=9)]}
 
 
 @pytest.mark.parametrize("k", [3, 4])
@@ -157,9 +157,9 @@ def test_colluders_cannot_stall_a_job_in_any_join_order(world, tmp_path, k, clai
         assert sum(got.values()) == PAY + k * STAKE, "a colluder got something back"
 
 
-SUITE = [A.Lazy(start=3), A.PoisonedData(step=3), A.CorruptValue(step=3, node=10), A.Colluder(step=3, node=20),
-         A.NeverCommits(step=3, node=10), A.NeverReveals(step=4, node=10), A.Sacrifice(), A.Garbler(step=2, node=10),
-         A.Silent(answers=1), A.ReChunked(step=2, node=10), A.Withholder()]
+SUITE = [A.Lazy(start=3), A.PoisonedData(step=3), A.CorruptValue(step=3, node=9), A.Colluder(step=3, node=17),
+         A.NeverCommits(step=3, node=9), A.NeverReveals(step=4, node=9), A.Sacrifice(), A.Garbler(step=2, node=9),
+         A.Silent(answers=1), A.ReChunked(step=2, node=9), A.Withholder()]
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -208,7 +208,7 @@ def test_an_agent_whose_ticks_raise_keeps_going_and_wins_its_match(world, tmp_pa
     import types
 
     from offchain.agent import trainer_agent
-    run = Run(world, tmp_path, [H(), A.CorruptValue(step=3, node=10)], random.Random(11))
+    run = Run(world, tmp_path, [H(), A.CorruptValue(step=3, node=9)], random.Random(11))
     honest, cheater = run.agents
     real, ticks, raised, failing = honest.tick, itertools.count(), [], [False]
 
@@ -260,7 +260,7 @@ def test_an_agent_training_on_two_processes_wins_its_dispute_and_is_paid(world, 
     job1, _, chain, d = world
     job = load(write_job(tmp_path / "job", "mlp", {"d_in": 16, "d_hidden": 32, "n_classes": 10}, mlp_data(),
                          steps=job1.spec.steps, batch_size=8, fanout=job1.spec.fanout, chunk=64, micro_batches=2))
-    run = Run((job, Context(job), chain, tmp_path), tmp_path, [H(), A.CorruptValue(step=3, node=11, ulps=1 << 12)],
+    run = Run((job, Context(job), chain, tmp_path), tmp_path, [H(), A.CorruptValue(step=3, node=10, ulps=1 << 12)],
               random.Random(5), world_sizes=[2, 1])
     run.play()
     got = run.check()
@@ -273,7 +273,7 @@ def test_a_garbler_s_malformed_moves_are_refused_or_rule_against_it(world, tmp_p
     """Random calldata for every move of both games, in every phase it reaches: the honest
     agent still wins its match and is paid everything (each garbled move was refused or
     ruled against the Garbler), and the Garbler did send them all, more than once."""
-    run = Run(world, tmp_path, [H(), A.Garbler(step=2, node=10)], random.Random(7))
+    run = Run(world, tmp_path, [H(), A.Garbler(step=2, node=9)], random.Random(7))
     run.play()
     got = run.check()
     assert got[run.agents[0].me.address] == PAY + 2 * STAKE
@@ -338,7 +338,7 @@ def test_seats_are_the_same_whoever_opens_and_a_both_silent_match_is_a_draw(worl
     v = Verde.deploy(chain)
     a, b = sorted((chain.accounts[2], chain.accounts[3]), key=lambda x: int(x.address, 16))
     trainers = [(acct, Trainer(job, _trained(world, beh), "t", behaviour=beh))
-                for acct, beh in ((a, A.Colluder(step=3, node=10)), (b, A.Colluder(step=3, node=20)))]
+                for acct, beh in ((a, A.Colluder(step=3, node=9)), (b, A.Colluder(step=3, node=17)))]
     jid, _ = v.deliver(job, ctx, trainers, PAY, STAKE, chain.accounts[1])
     m = v.open_match(jid, b.address, a.address)  # the higher address asks for seat 0
     assert chain.call(v.game.functions.parties(m)) == [a.address, b.address]
@@ -375,7 +375,7 @@ def test_verde_status_shows_deadlines_seats_matches_and_what_is_owed(world, tmp_
     reason, what is owed; the same as JSON."""
     import json
     from offchain.cli.job_view import render, view
-    run = Run(world, tmp_path, [H(), A.Colluder(step=3, node=10)], random.Random(3))
+    run = Run(world, tmp_path, [H(), A.Colluder(step=3, node=9)], random.Random(3))
     d = view(run.v, run.jid)
     assert d["status"] == "open" and d["phase"] == "joining" and d["deadlines"]["commit"]["in_s"] > 0
     assert "in 19m" in "\n".join(render(d)) or "in 20m" in "\n".join(render(d))  # commit by, 1200 s from posting

@@ -109,7 +109,7 @@ def test_honest_agent_killed_during_training_and_mid_dispute_still_wins(tmp_path
         honest_acct, bad_acct = chain.accounts[2], chain.accounts[3]
         with _Agents(node, dep, job_file, tmp_path) as agents:
             honest, _ = agents.start(honest_acct, "honest")
-            agents.start(bad_acct, "cheater", "corrupt-value:step=3,node=10")
+            agents.start(bad_acct, "cheater", "corrupt-value:step=3,node=9")
             ckpts = tmp_path / "honest" / "trainer"
             _until(lambda: any(ckpts.glob("ckpt-*")) if ckpts.exists() else False, "the first checkpoint", poll=0.01)
             honest.send_signal(signal.SIGSTOP)  # frozen where it is, then killed there
@@ -194,7 +194,7 @@ def test_agents_reconnect_after_the_node_restarts(tmp_path, artifacts):
         honest_acct, bad_acct = chain.accounts[2], chain.accounts[3]
         with _Agents(node, dep, job_file, tmp_path) as agents:
             honest, honest_log = agents.start(honest_acct, "honest", "honest", "--log-format", "json")
-            bad, bad_log = agents.start(bad_acct, "cheater", "corrupt-value:step=3,node=10")
+            bad, bad_log = agents.start(bad_acct, "cheater", "corrupt-value:step=3,node=9")
             m = _deadlines(chain, v, (honest_acct, bad_acct))
             before = chain.w3.eth.get_balance(honest_acct.address)  # its stake is in
             node.stop(keep_port=True)

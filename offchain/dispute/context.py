@@ -52,7 +52,7 @@ def kernel_graph_of(job: Job) -> KernelGraph:
     from .oprun import MAT, OpRun
     with tempfile.TemporaryDirectory(prefix="verde-kernels-") as d:
         t = Trainer(job, d, "referee")
-        tr = t.step_trace(0)
+        tr = t.step_trace(0, keep=True)  # every node's inputs are read below
         if t.fault_step == 0:  # the kernels of a node are committed from step 0: it must compute
             from ..protocol.job import JobError
             f = t.faulted()

@@ -105,7 +105,7 @@ class _Where:
 # count): its commitment is its input's Seal under the output's shape, no hashing. Same roots:
 # the commitment is a format (docs/PROTOCOL.md §3).
 SAME_BYTES = frozenset(f"aten.{op}" for op in (
-    "view.default", "_unsafe_view.default", "reshape.default", "detach.default", "alias.default", "clone.default",
+    "view.default", "_unsafe_view.default", "reshape.default", "alias.default", "clone.default",
     "squeeze.default", "squeeze.dim", "squeeze.dims", "unsqueeze.default", "flatten.using_ints", "unflatten.int",
     "lift_fresh_copy.default"))
 RESEAL = True  # (tests turn it off to compare every node with its output hashed)
@@ -121,7 +121,7 @@ class StepRecorder:
     values: bool = True
     nodes: list = field(default_factory=list)
     outputs: list = field(default_factory=list)  # per node: its output tensors (kept only if keep)
-    keep: bool = False
+    keep: bool | frozenset = False  # True: every node's outputs; a set of node indices: theirs (None elsewhere)
     hashed: int = 0  # bytes hashed so far (a resealed output costs none)
 
     def __post_init__(self):
@@ -238,7 +238,15 @@ class StepRecorder:
                 self._bind(o, Ref(NODE_OUT, index, slot), out_commits[slot] if self.values else None)
         self.nodes.append(node)
         if self.keep:
-            self.outputs.append([None if o is None else o.detach().clone() for o in produced])
+            kept = self.keep is True or index in self.keep
+            self.outputs.append([None if o is None or not kept else o.detach().clone() for o in produced])
+
+    def alias(self, source: torch.Tensor, alias: torch.Tensor) -> None:
+        """An alias op (repops.aten.ALIASES: detach) is no node: the alias is its source, same
+        ref, same commitment. Autograd issues them by reference counts, which the trace must
+        not see."""
+        ref = self._lookup(source, "an alias")
+        self._bind(alias, ref, self._where[id(source)].commitment)
 
     def where(self, t: torch.Tensor) -> Ref:
         """Where a tensor's current value comes from (e.g. each state tensor after the step)."""

@@ -184,7 +184,7 @@ class CorruptValue(Honest):
     agrees (the last primitive kernel produced it): a wrong primitive result, caught by
     executing that one primitive (level 5)."""
     step: int = 1
-    node: int = 10
+    node: int = 9
     element: int = 0
     ulps: int = 1
     name = "corrupt-value"
@@ -619,7 +619,7 @@ BEHAVIOURS = {cls.name: cls for cls in (Honest, Lazy, StopsEarly, PoisonedData, 
 
 
 def from_spec(spec: str) -> Honest:
-    """'corrupt-value:step=2,node=10' -> CorruptValue(step=2, node=10) (CLI and agents).
+    """'corrupt-value:step=2,node=9' -> CorruptValue(step=2, node=9) (CLI and agents).
     Values are ints, or hex bytes written 0x..."""
     name, _, params = spec.partition(":")
     if name not in BEHAVIOURS:

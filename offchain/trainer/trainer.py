@@ -35,16 +35,18 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 @dataclass
 class StepTrace:
-    """Everything level 2 and below ask about one step, from one traced re-execution (of a
-    step that faults: its nodes up to the fault node, and no state after it)."""
+    """Everything level 2 asks about one step, from one traced re-execution (of a step that
+    faults: its nodes up to the fault node, and no state after it): commitments, not tensors.
+    Levels 3-5 read one node's inputs, re-run for them (Trainer.node_input) unless the trace
+    kept every output (keep=True: the referee's Context reads every node's)."""
     step: int
     nodes: list
-    outputs: list             # per node, its output tensors (values)
     tree: merkle.Tree         # over node leaves
     state_after: list | None  # state tensor commitments at the end
     state_refs: list | None   # where each end-of-step state tensor was produced (trace.Ref)
     data: list                # the batch tensors
-    state_tensors: list       # the state tensors at the start (values)
+    outputs: list | None = None        # per node, its output tensors (keep=True only)
+    state_tensors: list | None = None  # the state tensors at the start (keep=True only)
 
 
 class Trainer:
@@ -74,6 +76,7 @@ class Trainer:
         self.losses: dict[int, float] = {}
         self._trace_cache: StepTrace | None = None
         self._ops: dict = {}
+        self._inputs: dict = {}  # node j -> its inputs, re-run for levels 3-5 (one node at a time)
 
     # -- running steps ------------------------------------------------------------------------------
     @property
@@ -122,7 +125,7 @@ class Trainer:
             if touched is not None and recorder is not None:
                 recorder.touched(touched)  # what it reads next is what it commits
         if recorder is not None:
-            hook.before = recorder.before
+            hook.before, hook.alias = recorder.before, recorder.alias
         try:  # (outside the block: on a GPU a fault is raised when the block ends, repops.faults.deferred)
             with repops.deterministic(self.backend, trace=hook), self.behaviour.faults():
                 loss = step.run(st, b, self.job.spec.m, lambda loss: self.behaviour.loss(s, loss))
@@ -315,25 +318,31 @@ class Trainer:
         return self.opened[p]
 
     # -- level 2 ------------------------------------------------------------------------------------
-    def step_trace(self, s: int) -> StepTrace:
-        if self._trace_cache is not None and self._trace_cache.step == s:
-            return self._trace_cache
+    def step_trace(self, s: int, keep: bool = False) -> StepTrace:
+        """Step s re-run and traced. keep: also every node's outputs and the state before it
+        (a copy of every tensor the step makes: the Context's one-off reading of every node);
+        a dispute's answers keep none (levels 3-5 re-run for the one node they ask about)."""
+        tr = self._trace_cache
+        if tr is not None and tr.step == s and (tr.outputs is not None or not keep):
+            return tr
+        self._trace_cache, self._ops, self._inputs = None, {}, {}  # (the previous step's, freed first)
         st = self._state_at(s)
-        start = [t.detach().clone() for t in st.tensors()]
-        rec = StepRecorder(st.tensors(), list(self._batch(s)), chunk=self.chunk, keep=True)
+        start = [t.detach().clone() for t in st.tensors()] if keep else None
+        rec = StepRecorder(st.tensors(), list(self._batch(s)), chunk=self.chunk, keep=keep)
         self.reexecuted += 1
+        outputs = rec.outputs if keep else None
         try:
             self.losses[s] = self._run(st, s, rec)
         except repops.Fault as e:
             if self.fault_step != s:
                 self._found_fault(s, e)
             f = self._faulted = FaultedStep.of(s, rec, self.chunk, self._graph_nodes, e, self.behaviour)
-            tr = StepTrace(s, f.nodes, f.outputs, f.tree, None, None, list(rec.data), start)
+            tr = StepTrace(s, f.nodes, f.tree, None, None, list(rec.data), outputs, start)
         else:
-            tr = StepTrace(s, rec.nodes, rec.outputs, merkle.Tree(tuple(n.leaf() for n in rec.nodes)),
-                           self._leaves(st, s + 1, rec), [rec.where(t) for t in st.tensors()], list(rec.data), start)
+            tr = StepTrace(s, rec.nodes, merkle.Tree(tuple(n.leaf() for n in rec.nodes)), self._leaves(st, s + 1, rec),
+                           [rec.where(t) for t in st.tensors()], list(rec.data), outputs, start)
         self._trace_cache = tr
-        self._ops = {}
+        self._ops, self._inputs = {}, {}
         return tr
 
     def trace_node(self, s: int, height: int, index: int) -> bytes:
@@ -359,13 +368,33 @@ class Trainer:
         from ..protocol.trace import DATA, NODE_OUT, STATE
         tr = self.step_trace(s)
         ref = tr.nodes[j].refs[i]
-        if ref.kind == NODE_OUT:
-            return tr.outputs[ref.index][ref.slot]
-        if ref.kind == STATE:
-            return tr.state_tensors[ref.index]
         if ref.kind == DATA:
             return tr.data[ref.index]
-        raise ValueError(f"unknown reference kind {ref.kind}")
+        if ref.kind not in (NODE_OUT, STATE):
+            raise ValueError(f"unknown reference kind {ref.kind}")
+        if tr.outputs is None:
+            return self._node_inputs(tr, j)[i]
+        return tr.outputs[ref.index][ref.slot] if ref.kind == NODE_OUT else tr.state_tensors[ref.index]
+
+    def _node_inputs(self, tr: StepTrace, j: int) -> list:
+        """Node j's inputs from one more run of step tr.step that keeps only them: a dispute's
+        memory is one node's inputs, not every tensor of the step (its answer costs a step)."""
+        from ..protocol.trace import NODE_OUT, STATE
+        if j not in self._inputs:
+            s, refs = tr.step, tr.nodes[j].refs
+            st = self._state_at(s)
+            state = st.tensors()
+            start = {r.index: state[r.index].detach().clone() for r in refs if r.kind == STATE}
+            rec = StepRecorder(state, list(tr.data), chunk=self.chunk, values=False,
+                               keep=frozenset(r.index for r in refs if r.kind == NODE_OUT))
+            self.reexecuted += 1
+            try:
+                self._run(st, s, rec)
+            except repops.Fault:  # a step that faults: the nodes before its fault node ran
+                pass
+            self._inputs = {j: [rec.outputs[r.index][r.slot] if r.kind == NODE_OUT else
+                                start[r.index] if r.kind == STATE else tr.data[r.index] for r in refs]}
+        return self._inputs[j]
 
     # -- levels 3-5: the disputed operator, decomposed ---------------------------------------------
     def _op(self, s: int, j: int) -> "OperatorAnswers":

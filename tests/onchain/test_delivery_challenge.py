@@ -23,7 +23,7 @@ SHARE = STAKE + PAY // 2
 def other(setup):
     """A trainer with another result (a wrong value at step 3)."""
     job, _, _, d = setup
-    t = Trainer(job, d / "delivery-other", "other", behaviour=A.CorruptValue(step=3, node=10))
+    t = Trainer(job, d / "delivery-other", "other", behaviour=A.CorruptValue(step=3, node=9))
     t.train()
     return t
 

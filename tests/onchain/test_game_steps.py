@@ -36,7 +36,7 @@ LEVEL2 = [A.StopsEarly(steps_done=2), A.InconsistentOpening(), A.Silent(answers=
 # decided in OperatorGame: a wrong primitive (level 5), a wrong operand (level 4), a kernel the
 # job's decomposition does not have (level 3), the index moves gather/onehot, a party that
 # goes silent there, and the adversaries whose lie only the off-chain protocol can hear
-LEVEL3_5 = [A.CorruptValue(step=3, node=10), A.KernelCheat(step=2), A.KernelCheat(step=2, after_commit=True),
+LEVEL3_5 = [A.CorruptValue(step=3, node=9), A.KernelCheat(step=2), A.KernelCheat(step=2, after_commit=True),
             A.NativeKernel(step=2), A.KernelCheat(step=1, op="aten.nll_loss_backward.default"),
             # the loss reaches the result only through the last step's trace (kernel 7: the gather,
             # after the index rule's kernels, docs/NUMERICS.md §14)
@@ -44,9 +44,9 @@ LEVEL3_5 = [A.CorruptValue(step=3, node=10), A.KernelCheat(step=2), A.KernelChea
             A.KernelCheat(step=5, op="aten.nll_loss_forward.default", kernel=7, ulps=64, after_commit=True),
             A.Silent(answers=40), A.LyingDecomposition(step=2), A.BadMerkleProof(step=2), A.InPlaceResultLiar(step=2),
             # a wrong value inside a fused operator: layer norm, the AdamW step (its last write)
-            A.CorruptValue(step=3, node=3, element=9), A.CorruptValue(step=3, node=52),
+            A.CorruptValue(step=3, node=3, element=9), A.CorruptValue(step=3, node=40),
             # its levels 3-5 tensors under another chunk size (issue #18): postChunk refuses them
-            A.ReChunked(step=2, node=10)]
+            A.ReChunked(step=2, node=9)]
 # where each is decided on chain (LyingDecomposition and BadMerkleProof lie in answers the
 # chain never asks for: their wrong value is caught by the one step)
 SEAT_ORDER = {0, 3, 6, 7, len(LEVEL2) + 2}  # one per kind of decision (level 4 for 3-5: both judges)
@@ -141,7 +141,7 @@ def test_levels_3_to_5_take_moves_only_from_the_parties_and_time_out_the_silent_
     from offchain.chain.verde import PHASE_OPERATOR
     job, ctx, honest, d = setup
     v = Verde.deploy(chain)
-    bad = Trainer(job, d / f"op-silent-{chain.backend}", "cheater", behaviour=A.CorruptValue(step=3, node=10))
+    bad = Trainer(job, d / f"op-silent-{chain.backend}", "cheater", behaviour=A.CorruptValue(step=3, node=9))
     bad.train()
     seats = [(chain.accounts[2], honest), (chain.accounts[3], bad)]
     jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, chain.accounts[1])
@@ -228,7 +228,7 @@ def test_a_descent_move_goes_three_levels_down_and_the_second_passes_the_firsts_
     that does not hash up to the first's node is refused and changes nothing)."""
     from offchain.dispute.party import InProcess
     job, ctx, honest, d = setup
-    v, m, seats, bad = _against(chain, setup, A.CorruptValue(step=3, node=10), "descent")
+    v, m, seats, bad = _against(chain, setup, A.CorruptValue(step=3, node=9), "descent")
     assert v.play(m, seats, ctx, until=(PHASE_DESCENT,)) == PHASE_DESCENT
     h, i = v._descent(m)
     assert h >= 2, "a tree deep enough to go down more than one level"
@@ -287,7 +287,7 @@ def test_the_second_chunk_poster_must_pass_the_firsts_chunk_back(chain, setup):
     from offchain.chain.verde import OP_CHUNK
     from offchain.dispute.party import InProcess
     job, ctx, honest, _ = setup
-    v, m, seats, bad = _at_operator_phase(chain, setup, A.CorruptValue(step=3, node=10, element=41), "chunk", OP_CHUNK)
+    v, m, seats, bad = _at_operator_phase(chain, setup, A.CorruptValue(step=3, node=9, element=41), "chunk", OP_CHUNK)
     st = v.operator_state(m)
     assert v.move(m, honest, seats[0][0], ctx)
     which = ("operand", st["operand"]) if st["operand"] >= 0 else ("output",)
@@ -316,7 +316,7 @@ def test_the_second_kernel_poster_must_pass_the_firsts_kernel_back_and_level_5_i
     from offchain.dispute.oprun import decode_kernel
     from offchain.dispute.party import InProcess
     job, ctx, honest, _ = setup
-    v, m, seats, bad = _at_operator_phase(chain, setup, A.CorruptValue(step=3, node=10), "kernel", OP_KERNEL)
+    v, m, seats, bad = _at_operator_phase(chain, setup, A.CorruptValue(step=3, node=9), "kernel", OP_KERNEL)
     st, s = v.operator_state(m), v.match_state(m)["lo"]
     assert v.move(m, honest, seats[0][0], ctx)
     hp, bp = InProcess(honest), InProcess(bad)
@@ -356,7 +356,7 @@ def test_the_second_node_poster_must_pass_the_firsts_node_back(chain, setup):
     from offchain.chain.verde import PHASE_NODE
     from offchain.dispute.party import InProcess
     job, ctx, honest, d = setup
-    v, m, seats, bad = _against(chain, setup, A.CorruptValue(step=3, node=10), "node")
+    v, m, seats, bad = _against(chain, setup, A.CorruptValue(step=3, node=9), "node")
     assert v.play(m, seats, ctx, until=(PHASE_NODE,)) == PHASE_NODE
     assert v.move(m, honest, seats[0][0], ctx)
     s, (_, j) = v.match_state(m)["lo"], v._descent(m)

@@ -81,7 +81,7 @@ class Mangled:
 
 @pytest.fixture(scope="module")
 def cheat(job, tmp_path_factory):
-    t = Trainer(job, tmp_path_factory.mktemp("mangled"), "cheater", behaviour=A.CorruptValue(step=2, node=10))
+    t = Trainer(job, tmp_path_factory.mktemp("mangled"), "cheater", behaviour=A.CorruptValue(step=2, node=9))
     t.train()
     return t
 

@@ -1,4 +1,4 @@
-"""A traced step commits a view's, reshape's or detach's output by resealing its input's chunk
+"""A traced step commits a view's or reshape's output by resealing its input's chunk
 tree under the new shape (offchain/protocol/trace.py SAME_BYTES), not by hashing the bytes
 again. The commitment is a format: every node of a traced step must be the node it was with
 every output hashed, and the shortcut must really skip the hashing."""
