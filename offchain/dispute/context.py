@@ -41,10 +41,14 @@ class KernelGraph:
         return t.n, t.root, self.tree.proof(j)
 
 
-def kernel_graph_of(job: Job) -> KernelGraph:
+def kernel_graph_of(job: Job, reuse: bool = True) -> KernelGraph:
     """The decomposition of every node of step 0, run on the job's own initial state and
     first batch: its structure depends on shapes, never on values (tested), so it is every
-    step's. Costs one traced step and one decomposed re-run of each node."""
+    step's. Costs one traced step and one decomposed re-run of each distinct node: nodes with
+    the same op, attributes and input layouts (every layer's twin, every parameter's AdamW of
+    one shape) decompose alike, so reuse runs one of them (reuse=False runs every node: the
+    test that they agree). A client posting a job pays this once; at 40 M parameters it was
+    minutes of the numpy reference."""
     import tempfile
 
     from ..protocol.trace import decode_structure
@@ -58,18 +62,24 @@ def kernel_graph_of(job: Job) -> KernelGraph:
             f = t.faulted()
             raise JobError(f"the job's first step cannot be computed: node {f.node} ({f.nodes[-1].op}) faults (rule "
                            f"{f.rule}, docs/NUMERICS.md §14); fix the data (or program) it reads")
-        structures, unsettled = [], []
+        structures, unsettled, seen = [], [], {}
         for j, node in enumerate(tr.nodes):
             ins = [t.node_input(0, j, i) for i in range(len(node.refs))]
-            op = decode_structure(node.structure())[0]
-            try:
-                ks = OpRun(node.structure(), ins, job.spec.chunk).kernels(commit_all=False)
-            except OverflowError:  # an operand names a source past the format's u16 (a fold over > 65,535 elements)
+            op, attrs, refs = decode_structure(node.structure())
+            key = (op, attrs, tuple(refs.index(r) for r in refs),  # which inputs are the same tensor
+                   tuple((str(x.dtype), tuple(x.shape), tuple(x.stride()), x.storage_offset()) for x in ins))
+            if not reuse or key not in seen:
+                try:
+                    ks = OpRun(node.structure(), ins, job.spec.chunk).kernels(commit_all=False)
+                    seen[key] = ([k.structure() for k in ks], any(d[0] == MAT for k in ks for d in k.descriptors))
+                except OverflowError:  # an operand names a source past the format's u16 (a fold over > 65,535 elements)
+                    seen[key] = None
+            if seen[key] is None:
                 structures.append([])
                 unsettled.append((j, f"{op}: more than 65,535 kernels"))
                 continue
-            structures.append([k.structure() for k in ks])
-            if any(d[0] == MAT for k in ks for d in k.descriptors):
+            structures.append(seen[key][0])
+            if seen[key][1]:
                 unsettled.append((j, op))
     return KernelGraph(structures, unsettled)
 

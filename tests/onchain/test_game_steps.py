@@ -157,7 +157,7 @@ def test_levels_3_to_5_take_moves_only_from_the_parties_and_time_out_the_silent_
             chain.transact(fn, sender=who)
         assert e.value.error == err
     assert v.move(m, honest, seats[0][0], ctx)  # the honest posts its kernel top
-    count, root, proof = ctx.kernel_graph.node_leaf(10)
+    count, root, proof = ctx.kernel_graph.node_leaf(9)
     with pytest.raises(TransactionReverted) as e:  # and cannot post a second one this round
         chain.transact(ops.postKernelTop(m, bytes(32), count, root, proof), sender=seats[0][0])
     assert e.value.error == "AlreadyMoved"
