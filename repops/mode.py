@@ -375,17 +375,17 @@ class RepOpsMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in A.ALIASES:  # never a node: the trace binds the alias to its source (aten.ALIASES)
+            out = func(*args, **kwargs)
+            if self.trace is not None and hasattr(self.trace, "alias"):
+                self.trace.alias(args[0], out)
+            return out
         impl = A.REGISTRY.get(func)
         device = _device(func, args)
         # integer ops on meta too: the graph of a step (shapes only) must have the trace's nodes
         exact = func in A.EXACT or (func.namespace == "aten" and _integral(func, args, kwargs))
         if impl is not None and not exact and device != "meta":
             _check_float32(func, args, kwargs)
-        if func in A.ALIASES:  # never a node: the trace binds the alias to its source (aten.ALIASES)
-            out = func(*args, **kwargs)
-            if self.trace is not None and hasattr(self.trace, "alias"):
-                self.trace.alias(args[0], out)
-            return out
         traced = self.trace is not None and func.namespace != "profiler" and (
             impl is not None or exact)  # profiler marks compute nothing; composites decompose
         if traced and hasattr(self.trace, "before"):

@@ -109,8 +109,8 @@ def commit(x, chunk: int) -> bytes:
 @dataclass(frozen=True)
 class Seal:
     """A commitment without its shape: the dtype and the sealed chunk tree, which depends only
-    on the row-major bytes. A tensor with the same bytes and another shape (a view, a reshape,
-    a detach) is committed from it without hashing its bytes again."""
+    on the row-major bytes. A tensor with the same bytes and another shape (a view, a reshape)
+    is committed from it without hashing its bytes again."""
     code: int
     chunks: bytes
 

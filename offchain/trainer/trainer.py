@@ -342,7 +342,6 @@ class Trainer:
             tr = StepTrace(s, rec.nodes, merkle.Tree(tuple(n.leaf() for n in rec.nodes)), self._leaves(st, s + 1, rec),
                            [rec.where(t) for t in st.tensors()], list(rec.data), outputs, start)
         self._trace_cache = tr
-        self._ops, self._inputs = {}, {}
         return tr
 
     def trace_node(self, s: int, height: int, index: int) -> bytes:
@@ -387,11 +386,12 @@ class Trainer:
             start = {r.index: state[r.index].detach().clone() for r in refs if r.kind == STATE}
             rec = StepRecorder(state, list(tr.data), chunk=self.chunk, values=False,
                                keep=frozenset(r.index for r in refs if r.kind == NODE_OUT))
-            self.reexecuted += 1
-            try:
-                self._run(st, s, rec)
-            except repops.Fault:  # a step that faults: the nodes before its fault node ran
-                pass
+            if rec.keep:  # (a node that reads only state and data needs the state before the step, not a run)
+                self.reexecuted += 1
+                try:
+                    self._run(st, s, rec)
+                except repops.Fault:  # a step that faults: the nodes before its fault node ran
+                    pass
             self._inputs = {j: [rec.outputs[r.index][r.slot] if r.kind == NODE_OUT else
                                 start[r.index] if r.kind == STATE else tr.data[r.index] for r in refs]}
         return self._inputs[j]
