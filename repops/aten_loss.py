@@ -81,10 +81,14 @@ def nll_forward(a, target, weight, reduction, ignore_index, op):
     wr = _weights(weight, t, classes, op)
     loss = P.neg(picked if wr is None else P.mul(picked, wr))
     if wr is None:
-        kept = (t != ignored).sum()
+        kept = t != ignored
         # a host constant on the CPU (what a decomposition names); on a device the count stays
-        # there (exact below 2^24 rows either way): no device->host read, no upload
-        total = np.asarray(F32(int(kept))) if P.xp_of(t) is np else kept.astype(F32)
+        # there: no device->host read, no upload; summed as float32 (every partial sum an integer
+        # <= 2^24: exact, no cast kernel), beyond 2^24 rows as an integer rounded once (RNE)
+        if P.xp_of(t) is np:
+            total = np.asarray(F32(int(kept.sum())))
+        else:
+            total = kept.sum(dtype=F32) if kept.size <= 1 << 24 else kept.sum().astype(F32)
     else:
         total = sum_dims(wr, None)
     if reduction == _NONE:

@@ -18,6 +18,7 @@ instead of at its op (the ops after it ran on, each gather reading its fill)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import contextvars
 
 import numpy as np
@@ -78,10 +79,11 @@ def settle() -> None:
     if on_gpu:
         from .cuda.device import torch_stream
     with torch_stream() if on_gpu else contextlib.nullcontext():  # (the stream the checks ran on)
-        hits = xp.stack([f.reshape(-1).any() for f, *_ in checks]).tolist()  # the one read
-    for hit, check in zip(hits, checks):
-        if hit:
-            _check(*check, defer=False)
+        hit = functools.reduce(xp.logical_or, [f.any() for f, *_ in checks])  # (no stacking copy)
+        if not bool(hit):  # the one read
+            return
+    for check in checks:  # a fault: each check read again, in order (the first one raises)
+        _check(*check, defer=False)
 
 
 def _first(flags) -> int | None:

@@ -12,22 +12,24 @@ NVRTC_OPTIONS = ("--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=
 F, I, Q, U = "float", "int", "long long", "unsigned"
 CF, MF, CI, MI, CB, MB = "const float *", "float *", "const int *", "int *", "const unsigned char *", "unsigned char *"
 CU, MU, CQ, MQ = "const unsigned *", "unsigned *", "const long long *", "long long *"
+# an elementwise operand's 4 element strides, and the output's n and inner dims (common.cuh RP_STRIDES)
+S4, DIMS = (Q,) * 4, (Q,) * 4
 
 KERNELS = {
-    "prim_map_f32": ("primitives.cu", (I, CF, Q, CF, Q, CF, Q, MF, Q)),
-    "prim_compare_f32": ("primitives.cu", (I, CF, Q, CF, Q, MB, Q)),
-    "prim_select_f32": ("primitives.cu", (CB, Q, CF, Q, CF, Q, MF, Q)),
-    "prim_ldexp_f32": ("primitives.cu", (CF, Q, CI, Q, MF, Q)),
-    "prim_from_int32_f32": ("primitives.cu", (CI, Q, MF, Q)),
-    "prim_to_int32_f32": ("primitives.cu", (I, CF, Q, MI, Q)),
+    "prim_map_f32": ("primitives.cu", (I, CF, *S4, CF, *S4, CF, *S4, MF, *DIMS)),
+    "prim_compare_f32": ("primitives.cu", (I, CF, *S4, CF, *S4, MB, *DIMS)),
+    "prim_select_f32": ("primitives.cu", (CB, *S4, CF, *S4, CF, *S4, MF, *DIMS)),
+    "prim_ldexp_f32": ("primitives.cu", (CF, *S4, CI, *S4, MF, *DIMS)),
+    "prim_from_int32_f32": ("primitives.cu", (CI, *S4, MF, *DIMS)),
+    "prim_to_int32_f32": ("primitives.cu", (I, CF, *S4, MI, *DIMS)),
     "fold_f32": ("fold.cu", (I, CF, MF, Q, Q, CF, I)),
-    "matmul_f32": ("matmul.cu", (CF, CF, MF, I, I, I)),
+    "matmul_f32": ("matmul.cu", (CF, CF, MF, I, I, I, *(Q,) * 9)),  # A, B strides; the batch's 2 dims
     "gather_u32": ("indexing.cu", (CU, CQ, CU, MU, Q, Q, Q, Q)),
     "onehot_u32": ("indexing.cu", (CQ, CU, Q, CU, Q, MU, Q, Q)),
     "embedding_poison_f32": ("indexing.cu", (CQ, CF, MQ, Q, Q, Q, I)),
     "embedding_backward_f32": ("indexing.cu", (CQ, CF, CQ, MF, Q, Q, Q, Q)),
     "philox_keep_u8": ("random.cu", (CI, U, U, U, MB, Q)),
-    "rows_f32": ("nn.cu", (I, CF, CF, I, CB, CF, MF, Q, Q, Q)),
+    "rows_f32": ("nn.cu", (I, CF, CF, I, CB, CF, MF, Q, Q, Q, *(Q,) * 6)),  # ..., the mask's strides
     "norm_f32": ("nn.cu", (I, CF, CF, I, CF, I, CF, CF, MF, MF, MF, MF, Q, Q)),
     "colsum_f32": ("nn.cu", (CF, CF, I, MF, I, MF, Q, Q, I)),
     "adamw_scalars": ("optim.cu", (MF, MF, CF, MF)),

@@ -24,6 +24,40 @@ _MAP = {name: code for name, (code, _) in MAP_OPS.items() if name not in _CMP an
 _WORD = {1: np.uint8, 4: np.uint32, 8: np.uint64}  # same-size unsigned type: copies move bits only
 
 
+RANK = 4  # dims an elementwise kernel walks its operands' strides in (kernels/common.cuh rp_coords)
+
+
+def _elements(a) -> tuple:
+    """An array's strides in elements."""
+    return tuple(s // a.itemsize for s in a.strides)
+
+
+def _collapse(shape, strides, rank):
+    """(dims, each operand's strides) with `rank` dims, outer first, padded with inner size-1 dims:
+    size-1 dims dropped, and a dim merged into the next inner one where every operand steps
+    through both as one (the output, contiguous, always does). None if more than `rank` remain."""
+    n, dense = 1, []
+    for d in reversed(shape):  # the common case first: every operand contiguous at shape, or one value
+        dense.append(n)
+        n *= d
+    dense = tuple(dense[::-1])
+    if all(st == dense or not any(st) for st in strides):
+        return (n,) + (1,) * (rank - 1), [((1 if any(st) else 0),) + (0,) * (rank - 1) for st in strides]
+    dims = []  # [size, strides] inner first
+    for i in reversed(range(len(shape))):
+        if shape[i] == 1:
+            continue
+        st = [s[i] for s in strides]
+        if dims and all(o == t * dims[-1][0] for o, t in zip(st, dims[-1][1])):
+            dims[-1][0] *= shape[i]
+        else:
+            dims.append([shape[i], st])
+    if len(dims) > rank:
+        return None
+    dims = dims[::-1] + [[1, [0] * len(strides)]] * (rank - len(dims))  # (one dim: the kernels' no-division path)
+    return tuple(d for d, _ in dims), [tuple(st[k] for _, st in dims) for k in range(len(strides))]
+
+
 _CONSTANTS = 4096  # device constants kept per runtime (by value); beyond, the cache starts over
 
 
@@ -72,18 +106,26 @@ class Ops:
         return np.broadcast_shapes(*(np.shape(v) for v in vs))
 
     def _operand(self, v, shape, dtype=F32):
-        """(contiguous device array, stride): one value (a broadcast constant, or size 1) goes
-        by stride 0; others are materialised at the output shape (an exact copy)."""
+        """(device array, its element strides at the output's `shape`): a view is read where
+        it is, through its strides (0 along a broadcast dim), never copied first; host data
+        moves once, at its own shape (a broadcast constant: its one element)."""
         if isinstance(v, np.ndarray) and not self.rt.is_device(v) and v.size and not any(v.strides):
             v = v.reshape(-1)[:1]  # a broadcast constant: its one element, still host bytes
         if np.size(v) == 1:
-            return (self.dev(v.reshape(1), dtype) if self.rt.is_device(v) else self.constant(np.reshape(v, (1,)), dtype)), 0
-        if not self.rt.is_device(v) and tuple(np.shape(v)) != tuple(shape):
-            v = np.broadcast_to(np.asarray(v, dtype), shape)  # broadcast on the host, move once
+            d = self.dev(v.reshape(1), dtype) if self.rt.is_device(v) else self.constant(np.reshape(v, (1,)), dtype)
+            return d, (0,) * len(shape)
         d = self.dev(v, dtype)
-        if tuple(d.shape) != tuple(shape) or not d.flags.c_contiguous:
-            d = self.copy(d, shape)
-        return d, 1
+        if tuple(d.shape) != tuple(shape):
+            d = self.xp.broadcast_to(d, shape)
+        return d, _elements(d)
+
+    def _dense(self, v, shape, dtype=F32):
+        """For kernels that index an operand flat: (its one value, stride 0), or (a contiguous
+        array at `shape`, stride 1), an exact copy where it is a view."""
+        d, st = self._operand(v, shape, dtype)
+        if not any(st):
+            return d[tuple(slice(0, 1) for _ in d.shape)].reshape(1), 0  # (a view: no copy)
+        return (d if d.flags.c_contiguous else self.copy(d)), 1
 
     def _grid(self, n):
         """Grid-stride kernels: any geometry gives the same bits (one output per thread)."""
@@ -114,21 +156,30 @@ class Ops:
         return max(1, min(COLUMNS, n // SMS))
 
     def _run(self, kernel, shape, out_dtype, pre, operands):
-        """Launch an elementwise kernel: pre (leading ints), operands as (array, stride)
-        pairs, then out and n."""
+        """Launch an elementwise kernel: pre (leading ints), operands as (array, strides)
+        pairs (_operand), then out, n and the inner dims of the collapsed layout."""
         out = self.xp.empty(shape, out_dtype)
         n = int(np.prod(shape)) if shape else 1
         if n:
+            layout = _collapse(shape, [st for _, st in operands], RANK)
+            if layout is None:  # more dims than the kernels walk: contiguous copies (exact) merge them all
+                copied = {}
+                for a, st in operands:
+                    if any(st) and id(a) not in copied:
+                        copied[id(a)] = (self.copy(a), _elements(out))
+                operands = [copied.get(id(a), (a, st)) for a, st in operands]
+                layout = _collapse(shape, [st for _, st in operands], RANK)
+            dims, strides = layout
             args = list(pre)
-            for a, s in operands:
-                args += [a, s]
-            self.rt.launch(kernel, *self._grid(n), *args, out, n)
+            for (a, _), st in zip(operands, strides):
+                args += [a, *st]
+            self.rt.launch(kernel, *self._grid(n), *args, out, n, *dims[1:])
         return out
 
     def fill(self, shape, value):
         """A new binary32 array of `shape` with every element `value`: the copy primitive over
         a stride-0 operand (a device fill would lose -0.0)."""
-        v = self._operand(np.asarray(value, F32), (1,))
+        v = self._operand(np.asarray(value, F32), tuple(shape))
         return self._run("prim_map_f32", tuple(shape), F32, [_MAP["copy"]], [v, v, v])
 
     def contiguous(self, v, dtype=F32):
@@ -186,7 +237,7 @@ class Ops:
         r, n, d = np.shape(data)
         m = np.shape(index)[1]
         data = self.contiguous(data)
-        index, si = self._operand(index, (r, m), np.int64)
+        index, si = self._dense(index, (r, m), np.int64)
         if si == 0 and r * m > 1:  # one index for every row (a broadcast): the kernel reads index[rm]
             index = self.xp.ascontiguousarray(self.xp.broadcast_to(index.reshape(1, 1), (r, m)))
         fill = self._operand(fill, (1,))[0]
@@ -198,9 +249,9 @@ class Ops:
 
     def onehot(self, index, value, fill):
         rows, n = np.shape(index)[0], np.shape(fill)[0]
-        index = self._operand(index, (rows,), np.int64)[0]
-        value, sv = self._operand(value, (rows,))
-        fill, sf = self._operand(fill, (n,))
+        index = self._dense(index, (rows,), np.int64)[0]
+        value, sv = self._dense(value, (rows,))
+        fill, sf = self._dense(fill, (n,))
         out = self.xp.empty((rows, n), F32)
         if out.size:
             self.rt.launch("onehot_u32", *self._grid(out.size), index, value.view(np.uint32), sv,
@@ -252,14 +303,23 @@ class Ops:
         outer = int(np.prod(x.shape[:dim])) if x.ndim else 1
         inner = int(np.prod(x.shape[dim + 1:])) if x.ndim else 1
         out = self.xp.empty(x.shape, F32)
-        if mask is not None:
+        mstrides = (1, 1, 0, 0, 0, 0)
+        if mask is not None:  # attention rows (the last axis): the mask read through its strides
+            if inner != 1:
+                raise ValueError("rows_f32 reads a mask along the last axis only")
             m = self.dev(mask, np.bool_) if self.rt.is_device(mask) else np.asarray(mask, np.bool_)
-            m = self.copy(self.dev(m, np.bool_), x.shape).view(np.uint8)
+            m = self.xp.broadcast_to(self.dev(m, np.bool_), x.shape).view(np.uint8)
+            layout = _collapse(x.shape[:-1], [_elements(m)[:-1]], 3)
+            if layout is None:
+                m = self.copy(m)
+                layout = _collapse(x.shape[:-1], [_elements(m)[:-1]], 3)
+            (_, mo1, mo2), (ms,) = layout
+            mstrides = (mo1, mo2, *ms, _elements(m)[-1] if m.ndim else 0)
         else:
             m = self.xp.empty((1,), np.uint8)
         if out.size:
             self.rt.launch("rows_f32", *self._row_grid(outer * inner, n), ROWS[op], x, x if y is None else y,
-                           int(mask is not None), m, self.constant([scale]), out, outer, n, inner)
+                           int(mask is not None), m, self.constant([scale]), out, outer, n, inner, *mstrides)
         return out
 
     def softmax(self, x, dim):
@@ -373,19 +433,25 @@ class Ops:
         return self.xp.expand_dims(out, axis) if keepdims else out
 
     def matmul(self, a, b):
+        """Operands read through their strides (a transposed weight, a head-split view, a
+        broadcast batch); the batch collapsed to two dims, else copied contiguous (exact)."""
         a, b = self.dev(a), self.dev(b)
         batch, M, K, N = matmul_shape(a.shape, b.shape)
-        a = self.copy(a, batch + (M, K))
-        b = self.copy(b, batch + (K, N))
-        nb = int(np.prod(batch)) if batch else 1
         if K == 0:
             return self.fill(batch + (M, N), 0.0)  # the empty sum from acc = +0
         out = self.xp.empty(batch + (M, N), F32)
         if out.size == 0:
             return out
+        a, b = self.xp.broadcast_to(a, batch + (M, K)), self.xp.broadcast_to(b, batch + (K, N))
+        layout = _collapse(batch, [_elements(a)[:-2], _elements(b)[:-2]], 2)
+        if layout is None:
+            a, b = self.copy(a), self.copy(b)
+            layout = _collapse(batch, [_elements(a)[:-2], _elements(b)[:-2]], 2)
+        (nb0, nb1), (sab, sbb) = layout
+        sa, sb = _elements(a)[-2:], _elements(b)[-2:]
         bm, bn, threads = matmul_geometry(self.rt.tuning)
-        grid = (-(-N // bn), -(-M // bm), nb)
-        self.rt.launch("matmul_f32", grid, (threads, 1, 1), a, b, out, M, N, K)
+        grid = (-(-N // bn), -(-M // bm), nb0 * nb1)
+        self.rt.launch("matmul_f32", grid, (threads, 1, 1), a, b, out, M, N, K, *sa, *sb, nb1, *sab, *sbb)
         return out
 
     def table(self) -> dict:

@@ -69,8 +69,9 @@ class _ValueGlue(Ops):
             v = np.asarray(v.flat[0], v.dtype)
         v = self.xp.asarray(v, dtype=dtype)
         if v.size == 1:
-            return self.xp.ascontiguousarray(v.reshape(1)), 0
-        return self.xp.ascontiguousarray(self.xp.broadcast_to(v, shape)), 1
+            return self.xp.ascontiguousarray(v.reshape(1)), (0,) * len(shape)
+        v = self.xp.ascontiguousarray(self.xp.broadcast_to(v, shape))
+        return v, tuple(s // v.itemsize for s in v.strides)
 
 
 def test_glue_that_moves_values_by_value_is_refused():

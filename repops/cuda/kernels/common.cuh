@@ -24,6 +24,24 @@ __device__ __forceinline__ int repops_to_int32(float r) {
     return (int)r;
 }
 
+// Operands read through their strides: the output (contiguous, n elements) as up to 4 dims
+// [n / (d1 d2 d3), d1, d2, d3] (repops/cuda/ops.py collapses any shape to them), an operand as
+// its 4 element strides there (0 along a broadcast dim). Its element for output i:
+#define RP_STRIDES(p) long long p##0, long long p##1, long long p##2, long long p##3
+#define RP_AT(p, c) ((c).i0 * p##0 + (c).i1 * p##1 + (c).i2 * p##2 + (c).i3 * p##3)
+struct RpCoords { long long i0, i1, i2, i3; };
+__device__ __forceinline__ RpCoords rp_coords(long long i, long long d1, long long d2, long long d3) {
+    RpCoords c;
+    if (d1 == 1 && d2 == 1 && d3 == 1) {  // one dim (contiguous or broadcast operands): no division
+        c.i0 = i; c.i1 = c.i2 = c.i3 = 0;
+        return c;
+    }
+    c.i3 = i % d3; i /= d3;
+    c.i2 = i % d2; i /= d2;
+    c.i1 = i % d1; c.i0 = i / d1;
+    return c;
+}
+
 // Grid-stride loop over n independent outputs.
 #define REPOPS_FOR_EACH(i, n) \
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \

@@ -8,8 +8,11 @@
 //     float4: a warp's reads are broadcasts, free of bank conflicts;
 //   - the last slice stops at K (no padded k: fma(0, inf, acc) would be NaN and +0 * b
 //     would turn an acc of -0 into +0); padded rows/columns are computed and never stored.
-// blockIdx.z indexes the batch (A, B, C contiguous, [batch, rows, cols]). The tile shape is
-// tuning (repops/cuda/kernels.py TUNING, passed as -D): any shape gives the same bits.
+// A and B are read where they are, through their element strides (a transposed weight, a
+// head-split view, a broadcast batch: never copied first); blockIdx.z indexes the batch, as
+// two dims of strides (repops/cuda/ops.py collapses the batch to them); C is contiguous,
+// [batch, rows, cols]. The tile shape is tuning (repops/cuda/kernels.py TUNING, passed as -D):
+// any shape gives the same bits.
 #include "common.cuh"
 
 #ifndef MATMUL_BM
@@ -43,35 +46,43 @@
 #error "matmul tuning: a warp is 32 lanes of 8 x 8 outputs, and every thread loads whole float4s"
 #endif
 
-// 4 consecutive elements of row `r` of a rows x cols row-major matrix from column c: a float4
-// load when all are inside and aligned, else element by element (0 outside; never read).
-__device__ __forceinline__ float4 repops_load4(const float *__restrict__ X, long long r, int c, int rows, int cols,
-                                                 bool vec) {
+// 4 consecutive elements of a rows x cols matrix with element strides (rs, cs), from (r, c)
+// along its columns (along_c) or its rows: a float4 load when `vec` (unit stride that way,
+// 16-byte aligned) and all 4 are inside, else element by element (0 outside; never read).
+__device__ __forceinline__ float4 repops_load4(const float *__restrict__ X, long long r, long long c, long long rows,
+                                                 long long cols, long long rs, long long cs, bool along_c, bool vec) {
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (r >= rows) return v;
-    const float *p = X + r * cols + c;
-    if (vec && c + 3 < cols) return *reinterpret_cast<const float4 *>(p);
-    if (c < cols) v.x = p[0];
-    if (c + 1 < cols) v.y = p[1];
-    if (c + 2 < cols) v.z = p[2];
-    if (c + 3 < cols) v.w = p[3];
+    if (r >= rows || c >= cols) return v;
+    const float *p = X + r * rs + c * cs;
+    const long long left = along_c ? cols - c : rows - r, step = along_c ? cs : rs;
+    if (vec && left > 3) return *reinterpret_cast<const float4 *>(p);
+    v.x = p[0];
+    if (left > 1) v.y = p[step];
+    if (left > 2) v.z = p[2 * step];
+    if (left > 3) v.w = p[3 * step];
     return v;
 }
 
 extern "C" __global__ void __launch_bounds__(MM_THREADS, 2)
-matmul_f32(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, int M, int N, int K) {
+matmul_f32(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, int M, int N, int K,
+           long long sam, long long sak, long long sbk, long long sbn, long long nb1, long long sa0, long long sa1,
+           long long sb0, long long sb1) {
     __shared__ __align__(16) float As[2][BK][BM + APAD];
     __shared__ __align__(16) float Bs[2][BK][BN];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int wm = (warp / (BN / WN)) * WM, wn = (warp % (BN / WN)) * WN;  // the warp's sub-tile
     const int lm = (lane / LN) * 4, ln = (lane % LN) * 4;                  // the lane's first row/col in it
     const long long row0 = (long long)blockIdx.y * BM, col0 = (long long)blockIdx.x * BN;
-    A += (long long)blockIdx.z * M * K;
-    B += (long long)blockIdx.z * K * N;
+    const long long z0 = blockIdx.z / nb1, z1 = blockIdx.z % nb1;  // the batch, as 2 dims of strides
+    A += z0 * sa0 + z1 * sa1;
+    B += z0 * sb0 + z1 * sb1;
     C += (long long)blockIdx.z * M * N;
-    // float4 accesses need 16-byte aligned rows: K (A) or N (B, C) a multiple of 4, aligned bases
-    const bool veca = K % 4 == 0 && ((unsigned long long)A & 15) == 0;
-    const bool vecb = N % 4 == 0 && ((unsigned long long)B & 15) == 0;
+    // A is read 4 along k per load, or 4 along m where its columns are contiguous (a transposed
+    // view); B 4 along n, or 4 along k where its columns are contiguous (a transposed weight):
+    // float4 loads where that stride is 1, the other a multiple of 4 and the base aligned
+    const bool ta = sam == 1 && sak != 1, tb = sbk == 1 && sbn != 1;
+    const bool veca = (ta ? sak % 4 == 0 : sak == 1 && sam % 4 == 0) && ((unsigned long long)A & 15) == 0;
+    const bool vecb = (tb ? sbn % 4 == 0 : sbn == 1 && sbk % 4 == 0) && ((unsigned long long)B & 15) == 0;
     const bool vecc = N % 4 == 0 && ((unsigned long long)C & 15) == 0;
 
     float acc[8][8];
@@ -81,28 +92,42 @@ matmul_f32(const float *__restrict__ A, const float *__restrict__ B, float *__re
         for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
 
     float4 ra[A_LOADS], rb[B_LOADS];
-    // A slice: BM rows x BK k, a float4 along k per load (4 lanes read 64 contiguous bytes);
-    // B slice: BK rows x BN columns, a float4 along n per load (a warp reads 512 bytes)
+    // A slice: BM rows x BK k; along k, 4 lanes read 64 contiguous bytes; along m (ta), a warp
+    // reads 512. B slice: BK rows x BN columns; along n a warp reads 512 bytes, along k (tb) 4
+    // lanes read 64. Thread t's float4 is the same whichever way: stored back by the same rule.
+#define A_AT(t, m, k) const int m = ta ? ((t) % (BM / 4)) * 4 : (t) / (BK / 4), k = ta ? (t) / (BM / 4) : ((t) % (BK / 4)) * 4
+#define B_AT(t, k, n) const int k = tb ? ((t) % (BK / 4)) * 4 : (t) / (BN / 4), n = tb ? (t) / (BK / 4) : ((t) % (BN / 4)) * 4
 #define LOAD_SLICE(k0)                                                                                  \
     _Pragma("unroll") for (int l = 0; l < A_LOADS; l++) {                                               \
-        int t = tid + l * MM_THREADS;                                                                   \
-        ra[l] = repops_load4(A, row0 + t / (BK / 4), (k0) + (t % (BK / 4)) * 4, M, K, veca);            \
+        A_AT(tid + l * MM_THREADS, m, k);                                                               \
+        ra[l] = repops_load4(A, row0 + m, (k0) + k, M, K, sam, sak, !ta, veca);                         \
     }                                                                                                   \
     _Pragma("unroll") for (int l = 0; l < B_LOADS; l++) {                                               \
-        int t = tid + l * MM_THREADS;                                                                   \
-        rb[l] = repops_load4(B, (k0) + t / (BN / 4), (int)col0 + (t % (BN / 4)) * 4, K, N, vecb);       \
+        B_AT(tid + l * MM_THREADS, k, n);                                                               \
+        rb[l] = repops_load4(B, (k0) + k, col0 + n, K, N, sbk, sbn, !tb, vecb);                         \
     }
 #define STORE_SLICE(buf)                                                                                \
     _Pragma("unroll") for (int l = 0; l < A_LOADS; l++) {                                               \
-        int t = tid + l * MM_THREADS, m = t / (BK / 4), k = (t % (BK / 4)) * 4;                         \
-        As[buf][k][m] = ra[l].x;                                                                        \
-        As[buf][k + 1][m] = ra[l].y;                                                                    \
-        As[buf][k + 2][m] = ra[l].z;                                                                    \
-        As[buf][k + 3][m] = ra[l].w;                                                                    \
+        A_AT(tid + l * MM_THREADS, m, k);                                                               \
+        if (ta) {                                                                                       \
+            *reinterpret_cast<float4 *>(&As[buf][k][m]) = ra[l];                                        \
+        } else {                                                                                        \
+            As[buf][k][m] = ra[l].x;                                                                    \
+            As[buf][k + 1][m] = ra[l].y;                                                                \
+            As[buf][k + 2][m] = ra[l].z;                                                                \
+            As[buf][k + 3][m] = ra[l].w;                                                                \
+        }                                                                                               \
     }                                                                                                   \
     _Pragma("unroll") for (int l = 0; l < B_LOADS; l++) {                                               \
-        int t = tid + l * MM_THREADS;                                                                   \
-        *reinterpret_cast<float4 *>(&Bs[buf][t / (BN / 4)][(t % (BN / 4)) * 4]) = rb[l];                \
+        B_AT(tid + l * MM_THREADS, k, n);                                                               \
+        if (tb) {                                                                                       \
+            Bs[buf][k][n] = rb[l].x;                                                                    \
+            Bs[buf][k + 1][n] = rb[l].y;                                                                \
+            Bs[buf][k + 2][n] = rb[l].z;                                                                \
+            Bs[buf][k + 3][n] = rb[l].w;                                                                \
+        } else {                                                                                        \
+            *reinterpret_cast<float4 *>(&Bs[buf][k][n]) = rb[l];                                        \
+        }                                                                                               \
     }
 
     const int slices = (K + BK - 1) / BK;
@@ -140,6 +165,8 @@ matmul_f32(const float *__restrict__ A, const float *__restrict__ B, float *__re
     }
 #undef LOAD_SLICE
 #undef STORE_SLICE
+#undef A_AT
+#undef B_AT
 
 #pragma unroll
     for (int i = 0; i < 8; i++) {

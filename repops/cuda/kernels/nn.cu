@@ -7,11 +7,17 @@
 #include "block.cuh"
 
 #define ROW(r) ((r) / inner * n * inner + (r) % inner)
+#define MASK_AT(r, j) ((r) / (mo1 * mo2) * ms0 + (r) / mo2 % mo1 * ms1 + (r) % mo2 * ms2 + (j) * ms)
 
 // op: 0 softmax(x); 1 log_softmax(x); 2 softmax_backward(g = x, y); 3 log_softmax_backward(g = x, y);
 // 4 attention rows: softmax(mask ? -inf : x scale); 5 attention rows back: (mask ? +0 : softmax_backward(x, y)) scale.
+// The mask (ops 4, 5: rows along the last axis, inner = 1) is read through its strides: row r
+// as 3 dims [outer / (mo1 mo2), mo1, mo2] of strides (ms0, ms1, ms2), ms along the row (a
+// [T, T] or [B, 1, T, T] mask broadcast over batch and heads is never copied).
 extern "C" __global__ void rows_f32(int op, const float *x, const float *y, int has_mask, const unsigned char *mask,
-                                    const float *scale_p, float *out, long long outer, long long n, long long inner) {
+                                    const float *scale_p, float *out, long long outer, long long n, long long inner,
+                                    long long mo1, long long mo2, long long ms0, long long ms1, long long ms2,
+                                    long long ms) {
     __shared__ float stage[REPOPS_STAGE];
     const float scale = scale_p[0];
     REPOPS_FOR_EACH_ROW(r, outer * inner) {
@@ -20,7 +26,7 @@ extern "C" __global__ void rows_f32(int op, const float *x, const float *y, int 
         if (op == 0 || op == 1 || op == 4) {
             auto s = [&](long long j) {
                 float v = x[b + j * inner];
-                return op == 4 ? ((has_mask && mask[b + j * inner]) ? -RP_INF : v * scale) : v;
+                return op == 4 ? ((has_mask && mask[MASK_AT(r, j)]) ? -RP_INF : v * scale) : v;
             };
             const float m = rp_block_max(n, s);
             rp_block_sums<1>(n, [&](long long j, float *v) {
@@ -39,7 +45,7 @@ extern "C" __global__ void rows_f32(int op, const float *x, const float *y, int 
             rp_block_sums<1>(n, [&](long long j, float *v) { v[0] = x[b + j * inner] * y[b + j * inner]; }, acc, stage);
             for (long long j = threadIdx.x; j < n; j += blockDim.x) {
                 float d = y[b + j * inner] * (x[b + j * inner] - acc[0]);
-                if (op == 5) d = ((has_mask && mask[b + j * inner]) ? 0.0f : d) * scale;
+                if (op == 5) d = ((has_mask && mask[MASK_AT(r, j)]) ? 0.0f : d) * scale;
                 out[b + j * inner] = rp_canon(d);
             }
         } else {
