@@ -57,17 +57,25 @@ def dtype_error(op, dtype, args) -> DTypeError:
 
 
 def arr(t: torch.Tensor):
-    """The tensor's data as an array of its device: numpy (shared memory) or CuPy (DLPack,
-    zero-copy)."""
+    """The tensor's data as an array of its device: numpy or CuPy, a view of its memory."""
     if t.device.type == "cuda":
-        import cupy
-        return cupy.from_dlpack(t.detach())
+        from .cuda.device import as_array
+        return as_array(t)
     return t.detach().numpy()
 
 
+def tensor(a) -> torch.Tensor:
+    """An array as a torch tensor on the same memory, its dtype kept (integer and bool results)."""
+    if P.xp_of(a) is np:
+        return torch.from_numpy(np.asarray(a))
+    from .cuda.device import as_tensor
+    return as_tensor(a)
+
+
 def tt(a) -> torch.Tensor:
+    """A float result as a torch tensor (float32: a cast where a kernel gave integers or bools)."""
     if P.xp_of(a) is not np:
-        return torch.from_dlpack(a.astype(F32, copy=False))
+        return tensor(a.astype(F32, copy=False))
     a = np.asarray(a, dtype=F32)  # (np.ascontiguousarray would turn 0-d into 1-d)
     return torch.from_numpy(a if a.flags.c_contiguous and a.flags.writeable else a.copy())
 
@@ -187,7 +195,7 @@ def _compare(prim, swap=False, negate=False):
         f = _INT_CMP[prim] if ints else prim  # integers compare exactly as integers
         r = f(y, x) if swap else f(x, y)
         r = ~r if negate else r
-        return torch.from_numpy(np.asarray(r)) if P.xp_of(r) is np else torch.from_dlpack(r)
+        return tensor(r)
     return cmp
 
 

@@ -3,15 +3,13 @@ the compositions of repops/reference/embedding_bag.py (docs/NUMERICS.md §8, "Tr
 convolution and losses with classes"), with torch's rules on the offsets as the index fault."""
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from . import faults
-from .aten import _indices, arr, np_, register, tt
+from .aten import _indices, arr, np_, register, tensor, tt
 from .errors import UnsupportedOpError
 from .reference import embedding_bag as EB
 from .reference import integers as I
-from .reference import prims as P
 from .torch_checks import checked
 
 aten = torch.ops.aten
@@ -84,8 +82,7 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
         _finite(op, w, psw)
     out, arg = EB.embedding_bag(w, i, bag, bags, mode, psw, lambda a: _finite(op, a))
     size = EB.bag_size(bag, bags)
-    ints = lambda a: torch.from_numpy(a) if P.xp_of(a) is np else torch.from_dlpack(a)  # noqa: E731
-    return tt(out), ints(offset2bag), ints(size), ints(EB.K["copy.i64"](size) if arg is None else arg)
+    return tt(out), tensor(offset2bag), tensor(size), tensor(EB.K["copy.i64"](size) if arg is None else arg)
 
 
 @register(aten._embedding_bag_dense_backward.default)

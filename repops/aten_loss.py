@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .aten import _indices, np_, register, tt
+from .aten import _indices, arr, np_, register, tt
 from .errors import UnsupportedOpError
 from .reference import integers as I
 from .reference import linear_ce as LCE
@@ -81,14 +81,15 @@ def nll_forward(a, target, weight, reduction, ignore_index, op):
     wr = _weights(weight, t, classes, op)
     loss = P.neg(picked if wr is None else P.mul(picked, wr))
     if wr is None:
-        kept = t != ignored
         # a host constant on the CPU (what a decomposition names); on a device the count stays
-        # there: no device->host read, no upload; summed as float32 (every partial sum an integer
-        # <= 2^24: exact, no cast kernel), beyond 2^24 rows as an integer rounded once (RNE)
+        # there, counted by torch in torch's memory (no device->host read, no upload, no DLPack):
+        # summed as float32 (every partial sum an integer <= 2^24: exact), beyond as an integer
+        # rounded once (RNE), the host constant's value either way
         if P.xp_of(t) is np:
-            total = np.asarray(F32(int(kept.sum())))
+            total = np.asarray(F32(int((t != ignored).sum())))
         else:
-            total = kept.sum(dtype=F32) if kept.size <= 1 << 24 else kept.sum().astype(F32)
+            kept = target.reshape(-1) != ignore_index  # (the rows t keeps: ignored ones are ignore_index there)
+            total = arr(kept.sum(dtype=torch.float32) if kept.numel() <= 1 << 24 else kept.sum().to(torch.float32))
     else:
         total = sum_dims(wr, None)
     if reduction == _NONE:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .aten import _indices, _inplace, _result, _scalar_as_vector, np_, register, tt
+from .aten import _indices, _inplace, _result, _scalar_as_vector, np_, register, tensor, tt
 from .reference import ordering as O
 from .reference import prims as P
 from .reference.fold import fold_dims
@@ -20,7 +20,7 @@ def _ints(a) -> torch.Tensor:
     """An integer kernel output (int64, int32; or a view of one) as a result: a strided view by
     its dtype's copy kernel."""
     if P.xp_of(a) is not np:
-        return torch.from_dlpack(a.copy() if not a.flags.c_contiguous else a)
+        return tensor(a.copy() if not a.flags.c_contiguous else a)
     a = np.asarray(a)  # (ascontiguousarray would make a 0-d array 1-d)
     return torch.from_numpy(a if a.flags.c_contiguous and a.flags.writeable
                             else O.K["copy." + O.I.dtype_name(a)](a))
@@ -204,7 +204,7 @@ register(aten.scatter_.value)(lambda a, dim, index, value: _inplace(a, _scatter(
 
 # -- classification of values (bool results; max()/min()'s backward asks isnan) -----------------------------
 def _bools(a) -> torch.Tensor:
-    return torch.from_numpy(np.asarray(a)) if P.xp_of(a) is np else torch.from_dlpack(a)
+    return tensor(a)
 
 
 register(aten.isnan.default)(lambda a: _bools(O.is_nan(np_(a, "isnan"))))

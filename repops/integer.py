@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from . import faults
-from .aten import arr, registrar, take_along
+from .aten import arr, registrar, take_along, tensor
 from .reference import integers as I
 from .reference import ordering as O
 from .reference import prims as P
@@ -256,7 +256,7 @@ def cumsum_array(a, axis: int, dtype=torch.int64):
     backends run integer ops natively: the same bits). A composite's offsets, source indices."""
     if P.xp_of(a) is np:
         return cumsum(torch.from_numpy(np.asarray(a)), axis, dtype).numpy()
-    return arr(torch.from_dlpack(a).cumsum(axis, dtype=dtype))
+    return arr(tensor(a).cumsum(axis, dtype=dtype))
 
 
 def _extreme(a, dim, keepdim, op):

@@ -5,7 +5,7 @@ GPU (few blocks, each thread walking a long serial loop). No GPU is needed: the 
 GPU's (repops/cuda/ops.py, repops/aten.py), only the runtime is emulated.
 
 `counting(rt, device=True)` runs the enclosed code as if its torch tensors were CUDA
-tensors: a tensor's array is device memory (a DeviceArray view, as cupy.from_dlpack gives),
+tensors: a tensor's array is device memory (a DeviceArray view, as device.as_array gives),
 so the glue takes its device paths (repops.reference.prims.xp_of says "device"), and every
 value read on the host (an array's, or a tensor's: item, tolist, cpu, bool, int, float) is
 counted where it is read. `stub=True` counts launches without running them (the op
@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from . import emulator as E
+from .device import _NUMPY, _TORCH
 from .kernels import ROW_THREADS, SMS, THREADS
 
 SERIAL = 64  # a per-thread loop at least this long in a launch of fewer than SMS blocks is narrow
@@ -113,6 +114,14 @@ def _device_array(t: torch.Tensor):
     return t.detach().numpy().view(E.DeviceArray)
 
 
+def _torch_owner(a):
+    """The torch tensor whose memory an emulated device array views (Emulator.empty, an
+    input's as_array), or None (memory of the array module's own: CuPy's pool on a GPU)."""
+    while a is not None and not isinstance(a, torch.Tensor):
+        a = getattr(a, "base", None)
+    return a
+
+
 @contextlib.contextmanager
 def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
     """Count what runs on the emulator `rt` inside; yields the Counts. device: treat torch
@@ -123,7 +132,7 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
     from .ops import Ops
     c = Counts(record_sites=sites)
     launch, grids, xp_of = rt.launch, (Ops._grid, Ops._row_grid, Ops._group_grid, Ops._table_rows), P.xp_of
-    arr, tt, data, from_dlpack = aten.arr, aten.tt, aten._data, torch.from_dlpack
+    arr, tt, tensor, data, from_dlpack = aten.arr, aten.tt, aten.tensor, aten._data, torch.from_dlpack
     work = []
 
     def counted_grid(self, n):  # the GPU's blocks of each geometry
@@ -152,16 +161,23 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
         if not stub:
             launch(name, g, block, *args)
 
-    def device_arr(t):
+    def device_arr(t):  # repops.cuda.device.as_array: a view of the tensor's memory
         if t.device.type != "cpu":
             return arr(t)
-        c.seen("dlpack")  # cupy.from_dlpack
+        if t.dtype not in _NUMPY:
+            c.seen("dlpack")  # (as_array's fallback: a dtype CuPy has no name for)
         return _device_array(t)
+
+    def device_tensor(a):  # repops.cuda.device.as_tensor: a view where torch owns the memory, else DLPack
+        if not isinstance(a, E.DeviceArray):
+            return tensor(a)
+        if _torch_owner(a) is None or a.dtype not in _TORCH:
+            c.seen("dlpack")
+        return torch.from_numpy(np.asarray(a))
 
     def device_tt(a):
         if isinstance(a, E.DeviceArray):
-            c.seen("dlpack")  # torch.from_dlpack
-            return torch.from_numpy(np.asarray(a.astype(np.float32, copy=False)))
+            return device_tensor(a.astype(np.float32, copy=False))
         c.seen("upload", np.asarray(a).nbytes)  # a host result: it must be moved to the device
         c.seen("sync")  # (.to(device) from pageable memory waits)
         return tt(a)
@@ -212,7 +228,7 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
     reads = {}
     swapped = []  # (module, name, native): every module that imported the glue's converters by name
     if device:
-        for native, fake in ((arr, device_arr), (tt, device_tt), (xp_of, device_xp_of),
+        for native, fake in ((arr, device_arr), (tt, device_tt), (tensor, device_tensor), (xp_of, device_xp_of),
                              (data, lambda a: a.__array_interface__["data"][0])):
             for mod in [m for n, m in sys.modules.items() if n == "repops" or n.startswith("repops.")]:
                 for name, v in list(vars(mod).items()):

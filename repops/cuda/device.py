@@ -1,13 +1,15 @@
 """The GPU runtime: the kernel sources compiled by our own NVRTC path (repops.cuda.compile:
 exactly the numerics contract's options, nothing appended) to a cubin for this device,
-loaded by path, launched on CuPy arrays (torch CUDA tensors reach them zero-copy through
-DLPack, repops.aten). CuPy is used for memory, copies and launches only, never to compile
-or compute. Same interface as the emulator (xp, upload, is_device, download, launch)."""
+loaded by path, launched on CuPy arrays over torch's memory (as_array, as_tensor: views both
+ways, no DLPack; outputs from torch's caching allocator, Device.empty). CuPy is the launcher
+(and the few copies and index checks left), never a compiler or a second allocator of outputs.
+Same interface as the emulator (xp, empty, upload, is_device, download, launch)."""
 from __future__ import annotations
 
 import functools
 
 import numpy as np
+import torch
 
 from ..errors import BackendError
 from ..reference.prims import moved
@@ -61,6 +63,11 @@ class Device:
         self._fns = {name: self._modules[src].get_function(name) for name, (src, _) in KERNELS.items()}
         self.max_blocks = 32 * dev.attributes["MultiProcessorCount"]  # fills the GPU; grid-stride beyond
 
+    def empty(self, shape, dtype):
+        """Memory for a kernel's output from torch's caching allocator, on torch's current
+        stream (no CuPy pool: a CUDA graph capture sees every allocation)."""
+        return as_array(torch.empty(tuple(shape), dtype=torch_dtype(dtype), device=torch.cuda.current_device()))
+
     def upload(self, host):
         """Host bytes into device memory (prims.moved: never cupy.asarray of a value)."""
         return moved(self.xp, host)
@@ -77,6 +84,50 @@ class Device:
         self._fns[name](tuple(grid), tuple(block), conv)
 
 
+# dtypes CuPy and torch both name (RepOps computes in float32; integers and bools move with it):
+# torch's -> numpy's, and back (by numpy dtype or scalar type: no name lookups per op)
+_NUMPY = {t: np.dtype(n) for t, n in ((torch.float32, "float32"), (torch.float64, "float64"), (torch.int64, "int64"),
+                                      (torch.int32, "int32"), (torch.int16, "int16"), (torch.int8, "int8"),
+                                      (torch.uint8, "uint8"), (torch.bool, "bool"))}
+_TORCH = {**{n: t for t, n in _NUMPY.items()}, **{n.type: t for t, n in _NUMPY.items()}}
+
+
+def as_array(t):
+    """A CUDA tensor's memory as a CuPy array: a view that holds the tensor (UnownedMemory),
+    no copy and no DLPack exchange (whose capsule and stream handshake cost more host time
+    than many ops)."""
+    import cupy
+    t = t.detach()
+    dtype = _NUMPY.get(t.dtype)
+    if dtype is None:
+        return cupy.from_dlpack(t)  # (a dtype CuPy has no name for: RepOps refuses it later, clearly)
+    item = t.element_size()
+    span = (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * item if t.numel() else 0
+    mem = cupy.cuda.UnownedMemory(t.data_ptr(), span, t, t.device.index)
+    return cupy.ndarray(tuple(t.shape), dtype, cupy.cuda.MemoryPointer(mem, 0), tuple(s * item for s in t.stride()))
+
+
+def as_tensor(a):
+    """A CuPy array as a torch tensor on the same memory: where torch allocated it (every
+    kernel output, Device.empty; every input, as_array), a view of the storage; else DLPack."""
+    owner, dtype = getattr(a.data.mem, "_owner", None), _TORCH.get(a.dtype)
+    if not isinstance(owner, torch.Tensor) or dtype is None or any(s < 0 for s in a.strides):
+        return torch.from_dlpack(a)
+    item, storage = a.itemsize, owner.untyped_storage()
+    offset = a.data.ptr - storage.data_ptr()
+    if offset % item or any(s % item for s in a.strides):
+        return torch.from_dlpack(a)
+    # a new tensor on the storage, never the owner itself: an op's result must not be its input
+    # object (an input returned unchanged would get the op's grad_fn), nor a view (no _base)
+    return torch.empty(0, dtype=dtype, device=owner.device).set_(storage, offset // item, a.shape,
+                                                                 [s // item for s in a.strides])
+
+
+def torch_dtype(dtype):
+    """torch's dtype for a numpy dtype (or scalar type) CuPy and torch share."""
+    return _TORCH.get(dtype) or _TORCH[np.dtype(dtype)]
+
+
 _STREAMS: dict = {}
 
 
@@ -87,7 +138,6 @@ def torch_stream():
     import contextlib
 
     import cupy
-    import torch
     ptr = torch.cuda.current_stream().cuda_stream
     if cupy.cuda.get_current_stream().ptr == ptr:
         return contextlib.nullcontext()

@@ -206,7 +206,7 @@ def _library(flags: list[str]) -> Path:
 
 
 class Emulator:
-    """A runtime with the device runtime's interface (xp, upload, is_device, download,
+    """A runtime with the device runtime's interface (xp, empty, upload, is_device, download,
     launch, max_blocks) on the CPU."""
     xp = CupyLike()
     # the grid-stride kernels give the same bits for any grid and block size: small ones
@@ -223,6 +223,14 @@ class Emulator:
             fn = getattr(self.lib, "emu_" + name)
             fn.argtypes = [ctypes.c_void_p] + [_CTYPES.get(t, ctypes.c_void_p) for t in params]
             fn.restype = None
+
+    def empty(self, shape, dtype) -> DeviceArray:
+        """A kernel output's memory from torch's allocator, as the GPU's (Device.empty): the
+        result goes back to torch as a view of its own tensor (repops/cuda/counting.py)."""
+        import torch
+
+        from .device import torch_dtype  # (no CuPy: the mapping only)
+        return torch.empty(tuple(shape), dtype=torch_dtype(dtype)).numpy().view(DeviceArray)
 
     def upload(self, host) -> DeviceArray:
         """Host bytes into device memory (a memcpy: no value is looked at)."""

@@ -158,7 +158,7 @@ class Ops:
     def _run(self, kernel, shape, out_dtype, pre, operands):
         """Launch an elementwise kernel: pre (leading ints), operands as (array, strides)
         pairs (_operand), then out, n and the inner dims of the collapsed layout."""
-        out = self.xp.empty(shape, out_dtype)
+        out = self.rt.empty(shape, out_dtype)
         n = int(np.prod(shape)) if shape else 1
         if n:
             layout = _collapse(shape, [st for _, st in operands], RANK)
@@ -241,7 +241,7 @@ class Ops:
         if si == 0 and r * m > 1:  # one index for every row (a broadcast): the kernel reads index[rm]
             index = self.xp.ascontiguousarray(self.xp.broadcast_to(index.reshape(1, 1), (r, m)))
         fill = self._operand(fill, (1,))[0]
-        out = self.xp.empty((r, m, d), F32)
+        out = self.rt.empty((r, m, d), F32)
         if out.size:
             self.rt.launch("gather_u32", *self._grid(out.size), data.view(np.uint32), index, fill.view(np.uint32),
                            out.view(np.uint32), r, n, m, d)
@@ -252,7 +252,7 @@ class Ops:
         index = self._dense(index, (rows,), np.int64)[0]
         value, sv = self._dense(value, (rows,))
         fill, sf = self._dense(fill, (n,))
-        out = self.xp.empty((rows, n), F32)
+        out = self.rt.empty((rows, n), F32)
         if out.size:
             self.rt.launch("onehot_u32", *self._grid(out.size), index, value.view(np.uint32), sv,
                            fill.view(np.uint32), sf, out.view(np.uint32), rows, n)
@@ -269,7 +269,7 @@ class Ops:
         if words is None or np.size(step) != 1:
             return self.rt.upload(P.philox.reference(self.rt.download(step) if self.rt.is_device(step) else step,
                                                      *host))
-        out = self.xp.empty(np.broadcast_shapes(np.shape(step), *(np.shape(a) for a in host)), np.bool_)
+        out = self.rt.empty(np.broadcast_shapes(np.shape(step), *(np.shape(a) for a in host)), np.bool_)
         if out.size:
             step = self._operand(step, (1,), np.int32)[0]
             self.rt.launch("philox_keep_u8", *self._grid(out.size), step, *words, out.view(np.uint8), out.size)
@@ -282,13 +282,13 @@ class Ops:
         g = self.contiguous(g)
         P_, D = index.size, g.shape[1]
         if num_weights == 0 or D == 0:
-            return self.xp.empty((num_weights, D), F32)
+            return self.rt.empty((num_weights, D), F32)
         if P_ == 0:
             return self.fill((num_weights, D), 0.0)  # +0
-        poison = self.xp.empty((D,), np.int64)
+        poison = self.rt.empty((D,), np.int64)
         cols = self._columns(D)
         self.rt.launch("embedding_poison_f32", *self._group_grid(D, cols), index, g, poison, P_, D, num_weights, cols)
-        out = self.xp.empty((num_weights, D), F32)
+        out = self.rt.empty((num_weights, D), F32)
         per = self._table_rows(num_weights)
         self.rt.launch("embedding_backward_f32", *self._group_grid(num_weights, per), index, g, poison, out, P_, D,
                        num_weights, per)
@@ -302,7 +302,7 @@ class Ops:
         n = x.shape[dim] if x.ndim else 1
         outer = int(np.prod(x.shape[:dim])) if x.ndim else 1
         inner = int(np.prod(x.shape[dim + 1:])) if x.ndim else 1
-        out = self.xp.empty(x.shape, F32)
+        out = self.rt.empty(x.shape, F32)
         mstrides = (1, 1, 0, 0, 0, 0)
         if mask is not None:  # attention rows (the last axis): the mask read through its strides
             if inner != 1:
@@ -316,7 +316,7 @@ class Ops:
             (_, mo1, mo2), (ms,) = layout
             mstrides = (mo1, mo2, *ms, _elements(m)[-1] if m.ndim else 0)
         else:
-            m = self.xp.empty((1,), np.uint8)
+            m = self.rt.empty((1,), np.uint8)
         if out.size:
             self.rt.launch("rows_f32", *self._row_grid(outer * inner, n), ROWS[op], x, x if y is None else y,
                            int(mask is not None), m, self.constant([scale]), out, outer, n, inner, *mstrides)
@@ -336,15 +336,15 @@ class Ops:
 
     def _norm(self, op, a, x, w, b, eps, s0, s1, n, want_dw=False, want_db=False):
         rows = a.size // n if n else 0
-        out = self.xp.empty(a.shape, F32)
-        wterm = self.xp.empty(a.shape if op.endswith("backward") else (1,), F32)  # the kernel writes it
-        dummy = self.xp.empty((1,), F32)
+        out = self.rt.empty(a.shape, F32)
+        wterm = self.rt.empty(a.shape if op.endswith("backward") else (1,), F32)  # the kernel writes it
+        dummy = self.rt.empty((1,), F32)
         if a.size:
             self.rt.launch("norm_f32", *self._row_grid(rows, n), NORMS[op], a, a if x is None else x,
                            int(w is not None), dummy if w is None else w, int(b is not None), dummy if b is None else b,
                            self.constant([eps]), s0, dummy if s1 is None else s1, out, wterm, rows, n)
-        dw = self.xp.empty((n,), F32) if want_dw else None
-        db = self.xp.empty((n,), F32) if want_db else None
+        dw = self.rt.empty((n,), F32) if want_dw else None
+        db = self.rt.empty((n,), F32) if want_db else None
         if (want_dw or want_db) and n:
             if rows:
                 cols = self._columns(n)
@@ -362,7 +362,7 @@ class Ops:
         tail = x.shape[x.ndim - nd:]
         n = int(np.prod(tail))
         stat = x.shape[:x.ndim - nd] + (1,) * nd
-        mean, rstd = self.xp.empty(stat, F32), self.xp.empty(stat, F32)
+        mean, rstd = self.rt.empty(stat, F32), self.rt.empty(stat, F32)
         y, _, _ = self._norm("layer_norm", x, None, self._tail(w, tail), self._tail(b, tail), eps, mean, rstd, n)
         return y, mean, rstd
 
@@ -376,7 +376,7 @@ class Ops:
 
     def rms_norm(self, x, w, eps):
         x = self.contiguous(x)
-        r = self.xp.empty(x.shape[:-1] + (1,), F32)
+        r = self.rt.empty(x.shape[:-1] + (1,), F32)
         y, _, _ = self._norm("rms_norm", x, None, self._tail(w, x.shape[-1:]), None, eps, r, None, x.shape[-1])
         return y, r
 
@@ -407,7 +407,7 @@ class Ops:
         p, m, v, b1t, b2t = (self.contiguous(t) for t in (p, m, v, b1t, b2t))
         g = self.contiguous(g)
         c = self.constant([1.0 - lr * weight_decay, 1.0 - beta1, beta2, 1.0 - beta2, beta1, lr, eps])
-        scal = self.xp.empty((2,), F32)
+        scal = self.rt.empty((2,), F32)
         self.rt.launch("adamw_scalars", (1, 1, 1), (1, 1, 1), b1t, b2t, c, scal)
         if p.size:
             self.rt.launch("adamw_f32", *self._grid(p.size), p, g, m, v, c, scal, p.size)
@@ -425,7 +425,7 @@ class Ops:
         if n == 0:
             out = self.fill(moved.shape[1:], init)
         else:
-            out = self.xp.empty(moved.shape[1:], F32)
+            out = self.rt.empty(moved.shape[1:], F32)
             if out.size:
                 cols = self._columns(out.size)
                 self.rt.launch("fold_f32", *self._group_grid(out.size, cols), code, moved, out, n, out.size,
@@ -439,7 +439,7 @@ class Ops:
         batch, M, K, N = matmul_shape(a.shape, b.shape)
         if K == 0:
             return self.fill(batch + (M, N), 0.0)  # the empty sum from acc = +0
-        out = self.xp.empty(batch + (M, N), F32)
+        out = self.rt.empty(batch + (M, N), F32)
         if out.size == 0:
             return out
         a, b = self.xp.broadcast_to(a, batch + (M, K)), self.xp.broadcast_to(b, batch + (K, N))
