@@ -44,11 +44,12 @@ class KernelGraph:
 def kernel_graph_of(job: Job, reuse: bool = True) -> KernelGraph:
     """The decomposition of every node of step 0, run on the job's own initial state and
     first batch: its structure depends on shapes, never on values (tested), so it is every
-    step's. Costs one traced step and one decomposed re-run of each distinct node: nodes with
-    the same op, attributes and input layouts (every layer's twin, every parameter's AdamW of
-    one shape) decompose alike, so reuse runs one of them (reuse=False runs every node: the
-    test that they agree). A client posting a job pays this once; at 40 M parameters it was
-    minutes of the numpy reference."""
+    step's. Nodes with the same op, attributes and input layouts (every layer's twin, every
+    parameter's AdamW of one shape) decompose alike, so reuse runs one of them (reuse=False
+    runs every node: the test that they agree). Costs one traced step that keeps no tensor,
+    one run that keeps the distinct nodes' inputs (not every tensor of the step: at 125 M
+    parameters that was 12-16 GB), and their decompositions: what a client posting a job,
+    and every trainer before it stakes, pays once."""
     import tempfile
 
     from ..protocol.trace import decode_structure
@@ -56,31 +57,36 @@ def kernel_graph_of(job: Job, reuse: bool = True) -> KernelGraph:
     from .oprun import MAT, OpRun
     with tempfile.TemporaryDirectory(prefix="verde-kernels-") as d:
         t = Trainer(job, d, "referee")
-        tr = t.step_trace(0, keep=True)  # every node's inputs are read below
+        tr = t.step_trace(0)
         if t.fault_step == 0:  # the kernels of a node are committed from step 0: it must compute
             from ..protocol.job import JobError
             f = t.faulted()
             raise JobError(f"the job's first step cannot be computed: node {f.node} ({f.nodes[-1].op}) faults (rule "
                            f"{f.rule}, docs/NUMERICS.md §14); fix the data (or program) it reads")
-        structures, unsettled, seen = [], [], {}
-        for j, node in enumerate(tr.nodes):
-            ins = [t.node_input(0, j, i) for i in range(len(node.refs))]
-            op, attrs, refs = decode_structure(node.structure())
-            key = (op, attrs, tuple(refs.index(r) for r in refs),  # which inputs are the same tensor
-                   tuple((str(x.dtype), tuple(x.shape), tuple(x.stride()), x.storage_offset()) for x in ins))
-            if not reuse or key not in seen:
-                try:
-                    ks = OpRun(node.structure(), ins, job.spec.chunk).kernels(commit_all=False)
-                    seen[key] = ([k.structure() for k in ks], any(d[0] == MAT for k in ks for d in k.descriptors))
-                except OverflowError:  # an operand names a source past the format's u16 (a fold over > 65,535 elements)
-                    seen[key] = None
-            if seen[key] is None:
-                structures.append([])
-                unsettled.append((j, f"{op}: more than 65,535 kernels"))
-                continue
-            structures.append(seen[key][0])
-            if seen[key][1]:
-                unsettled.append((j, op))
+        decoded = [decode_structure(node.structure()) for node in tr.nodes]
+        keys = [(op, attrs, tuple(refs.index(r) for r in refs), layouts)  # (which inputs are the same tensor)
+                for (op, attrs, refs), layouts in zip(decoded, tr.layouts)] if reuse else list(range(len(tr.nodes)))
+        first: dict = {}
+        for j, key in enumerate(keys):
+            first.setdefault(key, j)
+        inputs = t.node_inputs(0, sorted(set(first.values())))
+        kernels = {}
+        for j in sorted(inputs):
+            try:
+                ks = OpRun(tr.nodes[j].structure(), inputs.pop(j), job.spec.chunk).kernels(commit_all=False)
+                kernels[j] = ([k.structure() for k in ks], any(d[0] == MAT for k in ks for d in k.descriptors))
+            except OverflowError:  # an operand names a source past the format's u16 (a fold over > 65,535 elements)
+                kernels[j] = None
+    structures, unsettled = [], []
+    for j, key in enumerate(keys):
+        got, op = kernels[first[key]], decoded[j][0]
+        if got is None:
+            structures.append([])
+            unsettled.append((j, f"{op}: more than 65,535 kernels"))
+            continue
+        structures.append(got[0])
+        if got[1]:
+            unsettled.append((j, op))
     return KernelGraph(structures, unsettled)
 
 

@@ -262,9 +262,9 @@ class _Sources:
 
     def __init__(self):
         self.arrays = []
-        self._by_root: dict[int, list[int]] = {}  # id(root array) -> the sources over its memory
-        self._borrowed: list[tuple[int, int, int]] = []  # (start, end, root id) of sources over borrowed memory
-        self._aliased: set[int] = set()  # roots whose memory a source of another root also covers
+        self._by_root: dict = {}  # root key (_key) -> the sources over its memory
+        self._borrowed: list[tuple] = []  # (start, end, root key) of sources over borrowed memory
+        self._aliased: set = set()  # roots whose memory a source of another root also covers
 
     @staticmethod
     def _root(a):
@@ -272,19 +272,27 @@ class _Sources:
             a = a.base
         return a
 
+    @classmethod
+    def _key(cls, a):
+        """Which memory a source is over: its root array where that owns it, else (memory
+        borrowed from a torch tensor, whose every .numpy() is a new array object) the memory's
+        extent, so the op's own reads of an input find the input without a scan of every source."""
+        r = cls._root(a)
+        return id(r) if r.flags.owndata else (r.__array_interface__["data"][0], r.nbytes)
+
     def add(self, a: np.ndarray):
         """Two sources of different roots overlap only if one of them borrows its memory (a
         tensor's; an in-place op's written tensor): numpy's own allocations are disjoint while
         alive. So a borrowing source is checked against all, any other against the borrowers."""
         self.arrays.append(a)
-        root = id(self._root(a))
+        root = self._key(a)
         self._by_root.setdefault(root, []).append(len(self.arrays) - 1)
         if not a.size:
             return
         start = a.__array_interface__["data"][0]
         span = (start, start + a.nbytes, root)
         borrowing = not self._root(a).flags.owndata
-        others = ((o.__array_interface__["data"][0], o.__array_interface__["data"][0] + o.nbytes, id(self._root(o)))
+        others = ((o.__array_interface__["data"][0], o.__array_interface__["data"][0] + o.nbytes, self._key(o))
                   for o in self.arrays[:-1] if o.size) if borrowing else self._borrowed
         for s0, e0, r0 in others:
             if r0 != root and s0 < span[1] and start < e0:
@@ -320,10 +328,14 @@ class _Sources:
         for d, s in zip(a.shape, a.strides):
             (lo, hi) = (lo, hi + (d - 1) * s) if s >= 0 else (lo + (d - 1) * s, hi)
         hi += a.itemsize
-        root = id(self._root(a))
+        root = self._key(a)
         same = self._by_root.get(root)
-        if same is not None and len(same) == 1 and root not in self._aliased:
-            return self._within(same[0], a, lo, hi)  # the one source over this memory (the usual case)
+        if same is not None and root not in self._aliased:  # no other root's memory overlaps this one:
+            for i in reversed(same):  # the latest source that holds it is one of this root's (a fold's
+                found = self._within(i, a, lo, hi)  # thousands of kernels: not a scan of every source each)
+                if found is not None:
+                    return found
+            return None
         for i in range(len(self.arrays) - 1, -1, -1):  # the latest source that holds it
             found = self._within(i, a, lo, hi)
             if found is not None:

@@ -123,6 +123,7 @@ class StepRecorder:
     outputs: list = field(default_factory=list)  # per node: its output tensors (kept only if keep)
     keep: bool | frozenset = False  # True: every node's outputs; a set of node indices: theirs (None elsewhere)
     hashed: int = 0  # bytes hashed so far (a resealed output costs none)
+    layouts: list = field(default_factory=list)  # per node: its inputs' (dtype, shape, stride, offset), as read
 
     def __post_init__(self):
         self._where: dict[int, _Where] = {}
@@ -198,6 +199,7 @@ class StepRecorder:
         refs = tuple(self._lookup(t, op) for t in ins)
         self._pending = (func, refs, tuple(self.commitment(t) for t in ins) if self.values else ())
         self._call = (args, kwargs)
+        self._layouts = tuple((str(t.dtype), tuple(t.shape), tuple(t.stride()), t.storage_offset()) for t in ins)
 
     @staticmethod
     def _attrs(args, kwargs) -> bytes:
@@ -237,6 +239,7 @@ class StepRecorder:
             if o is not None:
                 self._bind(o, Ref(NODE_OUT, index, slot), out_commits[slot] if self.values else None)
         self.nodes.append(node)
+        self.layouts.append(self._layouts)
         if self.keep:
             kept = self.keep is True or index in self.keep
             self.outputs.append([None if o is None or not kept else o.detach().clone() for o in produced])

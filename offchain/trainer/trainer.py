@@ -47,6 +47,7 @@ class StepTrace:
     data: list                # the batch tensors
     outputs: list | None = None        # per node, its output tensors (keep=True only)
     state_tensors: list | None = None  # the state tensors at the start (keep=True only)
+    layouts: list | None = None        # per node, its inputs' layouts (StepRecorder.layouts)
 
 
 class Trainer:
@@ -340,7 +341,7 @@ class Trainer:
             tr = StepTrace(s, f.nodes, f.tree, None, None, list(rec.data), outputs, start)
         else:
             tr = StepTrace(s, rec.nodes, merkle.Tree(tuple(n.leaf() for n in rec.nodes)), self._leaves(st, s + 1, rec),
-                           [rec.where(t) for t in st.tensors()], list(rec.data), outputs, start)
+                           [rec.where(t) for t in st.tensors()], list(rec.data), outputs, start, rec.layouts)
         self._trace_cache = tr
         return tr
 
@@ -372,29 +373,33 @@ class Trainer:
         if ref.kind not in (NODE_OUT, STATE):
             raise ValueError(f"unknown reference kind {ref.kind}")
         if tr.outputs is None:
-            return self._node_inputs(tr, j)[i]
+            return self.node_inputs(s, [j])[j][i]
         return tr.outputs[ref.index][ref.slot] if ref.kind == NODE_OUT else tr.state_tensors[ref.index]
 
-    def _node_inputs(self, tr: StepTrace, j: int) -> list:
-        """Node j's inputs from one more run of step tr.step that keeps only them: a dispute's
-        memory is one node's inputs, not every tensor of the step (its answer costs a step)."""
+    def node_inputs(self, s: int, nodes) -> dict:
+        """{j: the inputs of node j} for the nodes of step s asked, from one more run of the step
+        that keeps only them (no run when they read only state and data): a dispute's memory is
+        one node's inputs, the referee's kernel graph one set per distinct node, never every
+        tensor of the step. The last request is kept (a dispute asks about its node again)."""
         from ..protocol.trace import NODE_OUT, STATE
-        if j not in self._inputs:
-            s, refs = tr.step, tr.nodes[j].refs
+        tr, nodes = self.step_trace(s), list(nodes)
+        if any(j not in self._inputs for j in nodes):
+            self._inputs = {}  # (the previous request's tensors, freed first)
+            refs = [r for j in nodes for r in tr.nodes[j].refs]
             st = self._state_at(s)
             state = st.tensors()
             start = {r.index: state[r.index].detach().clone() for r in refs if r.kind == STATE}
             rec = StepRecorder(state, list(tr.data), chunk=self.chunk, values=False,
                                keep=frozenset(r.index for r in refs if r.kind == NODE_OUT))
-            if rec.keep:  # (a node that reads only state and data needs the state before the step, not a run)
+            if rec.keep:  # (nodes that read only state and data need the state before the step, not a run)
                 self.reexecuted += 1
                 try:
                     self._run(st, s, rec)
                 except repops.Fault:  # a step that faults: the nodes before its fault node ran
                     pass
-            self._inputs = {j: [rec.outputs[r.index][r.slot] if r.kind == NODE_OUT else
-                                start[r.index] if r.kind == STATE else tr.data[r.index] for r in refs]}
-        return self._inputs[j]
+            self._inputs = {j: [rec.outputs[r.index][r.slot] if r.kind == NODE_OUT else start[r.index]
+                                if r.kind == STATE else tr.data[r.index] for r in tr.nodes[j].refs] for j in nodes}
+        return {j: self._inputs[j] for j in nodes}
 
     # -- levels 3-5: the disputed operator, decomposed ---------------------------------------------
     def _op(self, s: int, j: int) -> "OperatorAnswers":
