@@ -25,6 +25,7 @@ values' commitments out:
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -257,6 +258,10 @@ RESULT_RULES = {
 INPLACE_RULES = {"aten.copy_.default": _copy_into, "aten.fill_.Scalar": _filled, "aten.zero_.default": _filled}
 
 
+_DEAD = np.empty(0, np.uint8)  # a source given back (_Sources.sweep): it holds no element any more
+_SWEEP_ADDS, _SWEEP_BYTES = 64, 1 << 28  # sweep after this many sources (or the live count), or bytes
+
+
 class _Sources:
     """Arrays an operand may be a view of: the op's inputs, then every kernel output."""
 
@@ -265,6 +270,8 @@ class _Sources:
         self._by_root: dict = {}  # root key (_key) -> the sources over its memory
         self._borrowed: list[tuple] = []  # (start, end, root key) of sources over borrowed memory
         self._aliased: set = set()  # roots whose memory a source of another root also covers
+        self._owning: list[int] = []  # live sources that own their memory: the only ones ever given back
+        self._adds, self._bytes, self._live = 0, 0, 0  # since the last sweep; the sources it left
 
     @staticmethod
     def _root(a):
@@ -299,6 +306,26 @@ class _Sources:
                 self._aliased.update((r0, root))
         if borrowing:
             self._borrowed.append(span)
+        if a.flags.owndata:
+            self._owning.append(len(self.arrays) - 1)
+        self._adds, self._bytes = self._adds + 1, self._bytes + a.nbytes
+        if self._adds >= max(_SWEEP_ADDS, self._live) or self._bytes >= _SWEEP_BYTES:  # (amortised: linear)
+            self.sweep()
+
+    def sweep(self):
+        """Give back the memory of the sources nothing else holds. No array, view or variable
+        reaches such a source, so no later operand can lie in its memory, and the search (the
+        latest source that holds an operand) names what it would name with it kept: the same
+        descriptors (tested), deterministically (a reference count, never an address). Without
+        it a matmul keeps all K of its [M, N] accumulators: 200 GB at a 125 M model's output layer."""
+        self._adds = self._bytes = 0
+        live = []
+        for i in self._owning:
+            if sys.getrefcount(self.arrays[i]) <= 2:  # (the list's reference, and the call's)
+                self.arrays[i] = _DEAD
+            else:
+                live.append(i)
+        self._owning, self._live = live, len(live)
 
     def describe(self, a) -> bytes:
         """By layout only, never by values: a view of a source, else a constant if it is one
@@ -321,13 +348,18 @@ class _Sources:
         src, offset = found
         return view(src, offset, a.shape, [s // a.itemsize for s in a.strides])
 
-    def _find(self, a):
-        if a.size == 0:
-            return None
+    @staticmethod
+    def span(a) -> tuple[int, int]:
+        """[lo, hi): the bytes a non-empty array's elements lie in."""
         lo = hi = a.__array_interface__["data"][0]
         for d, s in zip(a.shape, a.strides):
             (lo, hi) = (lo, hi + (d - 1) * s) if s >= 0 else (lo + (d - 1) * s, hi)
-        hi += a.itemsize
+        return lo, hi + a.itemsize
+
+    def _find(self, a):
+        if a.size == 0:
+            return None
+        lo, hi = self.span(a)
         root = self._key(a)
         same = self._by_root.get(root)
         if same is not None and root not in self._aliased:  # no other root's memory overlaps this one:

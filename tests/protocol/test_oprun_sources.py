@@ -16,10 +16,7 @@ def _full_scan(self, a):
     """The reference: the latest of every source that holds a's memory."""
     if a.size == 0:
         return None
-    lo = hi = a.__array_interface__["data"][0]
-    for d, s in zip(a.shape, a.strides):
-        (lo, hi) = (lo, hi + (d - 1) * s) if s >= 0 else (lo + (d - 1) * s, hi)
-    hi += a.itemsize
+    lo, hi = self.span(a)
     for i in range(len(self.arrays) - 1, -1, -1):
         found = self._within(i, a, lo, hi)
         if found is not None:
@@ -77,3 +74,44 @@ def test_a_fold_looks_at_a_few_sources_per_operand_not_every_earlier_one(monkeyp
     kernels = O.OpRun(node.structure(), inputs, 64).kernels(commit_all=False)
     assert len(kernels) > n
     assert looked[0] <= 4 * len(kernels), f"{looked[0]} sources looked at for {len(kernels)} kernels"
+
+
+def _more_cases():
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(4, 6, generator=g)
+    return {**_cases(),
+            "softmax backward": (lambda a, b: torch.ops.aten._softmax_backward_data(a, b, -1, torch.float32),
+                                 [torch.randn(4, 6, generator=g), torch.softmax(x, -1)]),
+            "layer norm": (lambda a, w, b: torch.nn.functional.layer_norm(a, (6,), w, b),
+                           [x, torch.randn(6, generator=g), torch.randn(6, generator=g)]),
+            "a concatenation": (lambda a, b: torch.cat([a, b, a], 1), [x, torch.randn(4, 3, generator=g)]),
+            "a sum over a middle dim": (lambda a: a.sum(1), [torch.randn(3, 40, 5, generator=g)])}
+
+
+@pytest.mark.parametrize("case", sorted(_more_cases()))
+def test_giving_back_unreachable_sources_changes_no_descriptor(case, monkeypatch):
+    """Swept after every kernel vs never swept: the same kernel structures."""
+    fn, inputs = _more_cases()[case]
+    node, ins = _node(fn, *inputs)
+    monkeypatch.setattr(O, "_SWEEP_BYTES", 0)  # after every source
+    swept = [k.structure() for k in O.OpRun(node.structure(), ins, 64).kernels(commit_all=False)]
+    monkeypatch.setattr(O._Sources, "sweep", lambda self: None)
+    monkeypatch.setattr(O, "_SWEEP_BYTES", 1 << 60)
+    kept = [k.structure() for k in O.OpRun(node.structure(), ins, 64).kernels(commit_all=False)]
+    assert swept == kept
+
+
+def test_a_matmul_keeps_a_bounded_number_of_its_accumulators(monkeypatch):
+    """K = 1,024 accumulators of [16, 16]: the sources alive stay near the sweep interval's
+    worth, not K of them (a 125 M model's output layer would hold 200 GB)."""
+    g = torch.Generator().manual_seed(2)
+    node, ins = _node(lambda a, b: a @ b, torch.randn(16, 1024, generator=g), torch.randn(1024, 16, generator=g))
+    most, add = [0], O._Sources.add
+
+    def counted(self, a):
+        add(self, a)
+        most[0] = max(most[0], sum(x.nbytes for x in self.arrays if x.flags.owndata))
+    monkeypatch.setattr(O._Sources, "add", counted)
+    kernels = O.OpRun(node.structure(), ins, 64).kernels(commit_all=False)
+    acc = 16 * 16 * 4
+    assert len(kernels) > 1024 and most[0] <= 3 * O._SWEEP_ADDS * acc, f"{most[0] // acc} accumulators alive"
