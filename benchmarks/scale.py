@@ -2,6 +2,7 @@
 at several sizes, each measured in a fresh process (its peak memory is its own):
 
   python benchmarks/scale.py [--sizes 1m 4m 16m 40m 125m] [--device cpu|cuda] [--no-gas] [--plot]
+  python benchmarks/scale.py --profile 40m   (where one traced step spends its time)
 
 Per size: a plain step and a traced step (every intermediate tensor committed), the state
 commitment on every core and on one core against hashlib SHA-256 (one core) over the same bytes in the same run, a checkpoint written and
@@ -59,6 +60,16 @@ def _timed(f):
     return time.perf_counter() - t, out
 
 
+def _job(size: str, tmp: Path):
+    """The job of one size: the model family at SIZES[size], its token corpus, in tmp."""
+    from offchain.protocol.corpus import token_rows
+    from offchain.protocol.dataset import write_job
+    from offchain.protocol.jobfile import load
+    config = SIZES[size]
+    return load(write_job(tmp / "job", "llama", config, {"tokens": token_rows(config["max_seq"])}, steps=STEPS,
+                          batch_size=BATCH, fanout=FANOUT))
+
+
 def measure(size: str, device: str, gas: bool) -> dict:
     """One size, in this process (run through `--one`)."""
     import torch
@@ -66,9 +77,6 @@ def measure(size: str, device: str, gas: bool) -> dict:
     from offchain.dispute.context import Context
     from offchain.dispute.party import InProcess, Party
     from offchain.dispute.referee import dispute
-    from offchain.protocol.corpus import token_rows
-    from offchain.protocol.dataset import write_job
-    from offchain.protocol.jobfile import load
     from offchain.protocol import chunktree
     from offchain.protocol.tensors import commit
     from offchain.protocol.trace import decode_structure
@@ -76,11 +84,9 @@ def measure(size: str, device: str, gas: bool) -> dict:
     from offchain.trainer import adversaries as A
     from offchain.trainer.store import CheckpointStore
 
-    config = SIZES[size]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        job = load(write_job(tmp / "job", "llama", config, {"tokens": token_rows(config["max_seq"])}, steps=STEPS,
-                             batch_size=BATCH, fanout=FANOUT))
+        job = _job(size, tmp)
         honest = Trainer(job, tmp / "h", "honest", device=device)
         st = honest._fresh_state()
         params = sum(p.numel() for p in st.model.parameters())
@@ -129,7 +135,7 @@ def measure(size: str, device: str, gas: bool) -> dict:
                     Timed("cheater", InProcess(cheater), deadline_s=3600, final=cheater.final_claim()))
         if v.winner != "honest":
             raise SystemExit(f"{size}: the honest trainer did not win: {v}")
-        row = {"size": size, "measured": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()), "config": config, "params": params, "state_bytes": nbytes,
+        row = {"size": size, "measured": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()), "config": SIZES[size], "params": params, "state_bytes": nbytes,
                "step_s": step_s, "traced_step_s": traced_s, "traced_ratio": traced_s / step_s,
                "commit_s": commit_s, "commit_gbps": nbytes / commit_s / 1e9, "sha256_gbps": nbytes / sha_s / 1e9,
                "commit_threads": threads, "commit_one_core_gbps": nbytes / commit_1_s / 1e9,
@@ -205,7 +211,11 @@ def main():
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a child: one size, JSON on stdout
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--plot", action="store_true", help="no measuring: refit and redraw from the JSON")
+    ap.add_argument("--profile", default=None, choices=sorted(SIZES),
+                    help="no measuring: where one traced step of this size spends its time (cProfile)")
     args = ap.parse_args()
+    if args.profile:
+        return profile(args.profile, args.device)
     if args.one:
         print(json.dumps(measure(args.one, args.device, not args.no_gas)))
         return
@@ -238,6 +248,24 @@ def main():
     path.write_text(json.dumps(data, indent=1))
     con.print("fitted exponents (cost ~ params^e): " + ", ".join(f"{k} {e:.2f}" for k, e in data["exponents"].items()))
     con.print(f"wrote {path} and .png")
+
+
+def profile(size: str, device: str, top: int = 12) -> None:
+    """One traced step (the second: caches warm) under cProfile, its top functions by own time:
+    what a traced step pays besides the step (chunk hashing, copies of strided outputs, ...)."""
+    import cProfile
+    import pstats
+
+    from offchain.trainer import Trainer
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Trainer(_job(size, Path(tmp)), Path(tmp) / "t", "t", device=device)
+        t.step_trace(0)
+        t._trace_cache = None  # (traced again, not answered from the cache)
+        pr = cProfile.Profile()
+        start = time.perf_counter()
+        pr.runcall(t.step_trace, 0)
+        print(f"traced step of {size}: {time.perf_counter() - start:.2f} s")
+        pstats.Stats(pr).sort_stats("tottime").print_stats(top)
 
 
 def save(path: Path, key: str, row: dict) -> dict:

@@ -81,15 +81,11 @@ def nll_forward(a, target, weight, reduction, ignore_index, op):
     wr = _weights(weight, t, classes, op)
     loss = P.neg(picked if wr is None else P.mul(picked, wr))
     if wr is None:
-        # a host constant on the CPU (what a decomposition names); on a device the count stays
-        # there, counted by torch in torch's memory (no device->host read, no upload, no DLPack):
-        # summed as float32 (every partial sum an integer <= 2^24: exact), beyond as an integer
-        # rounded once (RNE), the host constant's value either way
-        if P.xp_of(t) is np:
-            total = np.asarray(F32(int((t != ignored).sum())))
-        else:
-            kept = target.reshape(-1) != ignore_index  # (the rows t keeps: ignored ones are ignore_index there)
-            total = arr(kept.sum(dtype=torch.float32) if kept.numel() <= 1 << 24 else kept.sum().to(torch.float32))
+        # the rows t keeps (its ignored rows are ignore_index in the target), counted exactly and
+        # rounded once: a host constant on the CPU (what a decomposition names); on a device the
+        # count stays there, in torch's memory (no device->host read, no upload, no DLPack)
+        kept = (target.reshape(-1) != ignore_index).sum()
+        total = np.asarray(F32(int(kept))) if P.xp_of(t) is np else arr(kept.to(torch.float32))
     else:
         total = sum_dims(wr, None)
     if reduction == _NONE:

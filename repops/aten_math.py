@@ -10,8 +10,7 @@ from __future__ import annotations
 import torch
 
 from . import faults
-from .aten import _inplace, np_, register, tt
-from .aten_sort import _bools
+from .aten import _inplace, np_, register, tensor, tt
 from .errors import UnsupportedOpError
 from .reference import activations as A
 from .reference import prims as P
@@ -67,13 +66,13 @@ def signbit(a):
     x = np_(a, "signbit")
     faults.not_nan(x, "signbit", "and torch's answer is that NaN's sign bit, which RepOps' canonical NaNs do not "
                                  "carry; replace NaNs first (torch.nan_to_num)")
-    return _bools(R.signbit(x))
+    return tensor(R.signbit(x))
 
 
 @register(aten.frexp.Tensor)
 def frexp(a):
     mantissa, exponent = R.frexp(np_(a, "frexp"))
-    return tt(mantissa), _bools(exponent)
+    return tt(mantissa), tensor(exponent)
 
 
 @register(aten._efficientzerotensor.default)

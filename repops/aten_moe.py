@@ -18,8 +18,7 @@ import torch
 
 from . import aten_nn  # noqa: F401  (the float cumsum this module extends is registered first)
 from . import faults, integer
-from .aten import REGISTRY, _result, arr, np_, register, tt
-from .aten_math import _bools  # (an integer kernel output as a tensor of its device)
+from .aten import REGISTRY, _result, arr, np_, register, tensor, tt
 from .aten_misc import bin_sums, countable, data_range  # (histc counts as histogram does)
 from .errors import UnsupportedOpError
 from .reference import linalg as RL
@@ -154,7 +153,7 @@ def cumsum(a, dim, dtype=None):
             raise UnsupportedOpError(f"cumsum of a float tensor with dtype={dtype}: RepOps defines the cast inside "
                                      "cumsum for int32; write x.long().cumsum(dim) (an exact cast, then an integer "
                                      "cumsum)")
-        return _bools(integer.cumsum_array(P.to_int32_trunc(np_(a, "cumsum")), dim, torch.int32))
+        return tensor(integer.cumsum_array(P.to_int32_trunc(np_(a, "cumsum")), dim, torch.int32))
     return _float_cumsum(a, dim, dtype)
 
 

@@ -203,10 +203,6 @@ register(aten.scatter_.value)(lambda a, dim, index, value: _inplace(a, _scatter(
 
 
 # -- classification of values (bool results; max()/min()'s backward asks isnan) -----------------------------
-def _bools(a) -> torch.Tensor:
-    return tensor(a)
-
-
-register(aten.isnan.default)(lambda a: _bools(O.is_nan(np_(a, "isnan"))))
-register(aten.isinf.default)(lambda a: _bools(P.eq(P.abs_(np_(a, "isinf")), np.float32(np.inf))))
-register(aten.isfinite.default)(lambda a: _bools(P.eq(P.sub(np_(a, "isfinite"), np_(a, "isfinite")), np.float32(0))))
+register(aten.isnan.default)(lambda a: tensor(O.is_nan(np_(a, "isnan"))))
+register(aten.isinf.default)(lambda a: tensor(P.eq(P.abs_(np_(a, "isinf")), np.float32(np.inf))))
+register(aten.isfinite.default)(lambda a: tensor(P.eq(P.sub(np_(a, "isfinite"), np_(a, "isfinite")), np.float32(0))))

@@ -71,9 +71,9 @@ def kernel_graph_of(job: Job, reuse: bool = True) -> KernelGraph:
             first.setdefault(key, j)
         inputs = t.node_inputs(0, sorted(set(first.values())))
         kernels = {}
-        for j in sorted(inputs):
+        for j, ins in inputs.items():
             try:
-                ks = OpRun(tr.nodes[j].structure(), inputs.pop(j), job.spec.chunk).kernels(commit_all=False)
+                ks = OpRun(tr.nodes[j].structure(), ins, job.spec.chunk).kernels(commit_all=False)
                 kernels[j] = ([k.structure() for k in ks], any(d[0] == MAT for k in ks for d in k.descriptors))
             except OverflowError:  # an operand names a source past the format's u16 (a fold over > 65,535 elements)
                 kernels[j] = None

@@ -280,11 +280,12 @@ class _Sources:
         return a
 
     @classmethod
-    def _key(cls, a):
-        """Which memory a source is over: its root array where that owns it, else (memory
-        borrowed from a torch tensor, whose every .numpy() is a new array object) the memory's
-        extent, so the op's own reads of an input find the input without a scan of every source."""
-        r = cls._root(a)
+    def _key(cls, a, r=None):
+        """Which memory a source is over (r: a's root, if known): its root array where that owns
+        it, else (memory borrowed from a torch tensor, whose every .numpy() is a new array
+        object) the memory's extent, so the op's own reads of an input find the input without
+        a scan of every source."""
+        r = cls._root(a) if r is None else r
         return id(r) if r.flags.owndata else (r.__array_interface__["data"][0], r.nbytes)
 
     def add(self, a: np.ndarray):
@@ -292,13 +293,14 @@ class _Sources:
         tensor's; an in-place op's written tensor): numpy's own allocations are disjoint while
         alive. So a borrowing source is checked against all, any other against the borrowers."""
         self.arrays.append(a)
-        root = self._key(a)
+        r = self._root(a)
+        root = self._key(a, r)
         self._by_root.setdefault(root, []).append(len(self.arrays) - 1)
         if not a.size:
             return
         start = a.__array_interface__["data"][0]
         span = (start, start + a.nbytes, root)
-        borrowing = not self._root(a).flags.owndata
+        borrowing = not r.flags.owndata
         others = ((o.__array_interface__["data"][0], o.__array_interface__["data"][0] + o.nbytes, self._key(o))
                   for o in self.arrays[:-1] if o.size) if borrowing else self._borrowed
         for s0, e0, r0 in others:
@@ -368,7 +370,11 @@ class _Sources:
                 if found is not None:
                     return found
             return None
-        for i in range(len(self.arrays) - 1, -1, -1):  # the latest source that holds it
+        return self.scan(a, lo, hi)
+
+    def scan(self, a, lo, hi):
+        """The latest of every source that holds a's bytes [lo, hi) (the search's definition)."""
+        for i in range(len(self.arrays) - 1, -1, -1):
             found = self._within(i, a, lo, hi)
             if found is not None:
                 return found

@@ -22,8 +22,10 @@ import types
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from ..errors import BackendError
+from .device import torch_dtype  # (the dtype mapping only: no CuPy)
 from .kernels import KERNELS, SHARED, SOURCES, TUNING, defines, headers, sources
 
 EMU = Path(__file__).parent / "emu"
@@ -227,9 +229,6 @@ class Emulator:
     def empty(self, shape, dtype) -> DeviceArray:
         """A kernel output's memory from torch's allocator, as the GPU's (Device.empty): the
         result goes back to torch as a view of its own tensor (repops/cuda/counting.py)."""
-        import torch
-
-        from .device import torch_dtype  # (no CuPy: the mapping only)
         return torch.empty(tuple(shape), dtype=torch_dtype(dtype)).numpy().view(DeviceArray)
 
     def upload(self, host) -> DeviceArray:

@@ -307,8 +307,7 @@ class Ops:
         if mask is not None:  # attention rows (the last axis): the mask read through its strides
             if inner != 1:
                 raise ValueError("rows_f32 reads a mask along the last axis only")
-            m = self.dev(mask, np.bool_) if self.rt.is_device(mask) else np.asarray(mask, np.bool_)
-            m = self.xp.broadcast_to(self.dev(m, np.bool_), x.shape).view(np.uint8)
+            m = self.xp.broadcast_to(self.dev(mask, np.bool_), x.shape).view(np.uint8)
             layout = _collapse(x.shape[:-1], [_elements(m)[:-1]], 3)
             if layout is None:
                 m = self.copy(m)

@@ -1,8 +1,8 @@
 """Level 3's descriptors name, for each kernel operand, the latest source whose memory holds it
 (offchain/dispute/oprun.py _Sources). The search looks only at the sources over the same
 memory, keyed by the memory a tensor lends (every .numpy() of a tensor is a new array object):
-a fold over a 32,000-class row (a 125 M model's log_softmax backward) scanned every earlier
-source for every kernel, quadratic, 12 minutes for one node of a job being posted. The keyed
+a fold over a long row (the 125 M job's 24,576-class log_softmax backward) scanned every
+earlier source for every kernel, quadratic (python benchmarks/level3_sources.py). The keyed
 search must name exactly the sources the full scan names, and look at few of them."""
 import pytest
 import torch
@@ -14,14 +14,7 @@ from offchain.protocol.trace import STATE, StepRecorder
 
 def _full_scan(self, a):
     """The reference: the latest of every source that holds a's memory."""
-    if a.size == 0:
-        return None
-    lo, hi = self.span(a)
-    for i in range(len(self.arrays) - 1, -1, -1):
-        found = self._within(i, a, lo, hi)
-        if found is not None:
-            return found
-    return None
+    return None if a.size == 0 else self.scan(a, *self.span(a))
 
 
 def _node(fn, *inputs):
