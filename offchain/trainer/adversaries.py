@@ -100,10 +100,17 @@ def _first(beh, step: int, index: int, match: bool) -> bool:
     return index == getattr(beh, "_node", None)
 
 
-def _raw(t: torch.Tensor) -> np.ndarray:
-    """The tensor's memory as numpy: a cheater's writes there bypass autograd's version
-    counter (an honest-looking in-place op would make backward refuse a saved tensor)."""
-    return t.detach().numpy()
+def _raw(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's memory, on its device, under a version counter of its own (`.data`, not
+    `.detach()`): a cheater's writes there bypass autograd's (an honest-looking in-place op
+    would make backward refuse a saved tensor)."""
+    return t.data
+
+
+def _host_copies(args) -> list:
+    """Fresh CPU copies of the tensors among args: the reference decomposition's operands
+    (it runs on the host, whatever device trained)."""
+    return [a.detach().cpu().clone() if isinstance(a, torch.Tensor) else a for a in args]
 
 
 def _nudge(x: np.float32, ulps: int) -> np.float32:
@@ -117,7 +124,10 @@ def _flip(t: torch.Tensor, element: int = 0, ulps: int = 1):
     """Change one float32 element by `ulps` ulps (an integer one by `ulps`), in place."""
     a = _raw(t)
     idx = tuple(int(i) for i in np.unravel_index(element, t.shape))
-    a[idx] = _nudge(a[idx], ulps) if t.is_floating_point() else a[idx] + ulps
+    if t.is_floating_point():  # (the nudge in the tensor's own dtype, on the host: one element)
+        a[idx] = float(_nudge(a[idx].cpu().numpy()[()], ulps))
+    else:
+        a[idx] += ulps
 
 
 @dataclasses.dataclass
@@ -259,7 +269,7 @@ class KernelCheat(Honest):
         from repops.reference.prims import observe
         count = []
         with observe(lambda name, a, o: count.append(name)), repops.deterministic("reference"):
-            func(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
+            func(*_host_copies(args), **kwargs)
         hook = self._hook(len(count) + 1)
         counter = [0]
 
@@ -267,10 +277,10 @@ class KernelCheat(Honest):
             hook(counter[0], o)
             counter[0] += 1
         with observe(on_kernel), repops.deterministic("reference"):
-            res = func(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
+            res = func(*_host_copies(args), **kwargs)
         tensors = (lambda r: [r] if isinstance(r, torch.Tensor) else [t for t in r if isinstance(t, torch.Tensor)])  # noqa: E731
         for mine, theirs in zip(tensors(out), tensors(res)):  # every output (dropout's mask too)
-            _raw(mine)[...] = theirs.detach().numpy()
+            _raw(mine).copy_(theirs.detach())
 
     def kernel_tamper(self, step, node, n_kernels):
         return self._hook(n_kernels) if (step, node) == (self.step, getattr(self, "_node", None)) and not self.after_commit else None
@@ -292,7 +302,7 @@ class NativeKernel(Honest):
         if _first(self, step, index, str(func) in NATIVE_TARGETS and isinstance(out, torch.Tensor)):
             with torch.no_grad():
                 native = func(*args, **kwargs)  # inside the hook the RepOps mode is off: native
-            _raw(out)[...] = native.detach().numpy()
+            _raw(out).copy_(native.detach())
 
 
 @dataclasses.dataclass
@@ -308,7 +318,7 @@ class TamperedInput(Honest):
     def after_record(self, step, index, func, args, kwargs, out):
         if _first(self, step, index, str(func) == self.op and isinstance(out, torch.Tensor)):
             a = _raw(out)
-            a[tuple(int(i) for i in np.unravel_index(self.element % out.numel(), out.shape))] += np.float32(1.0)
+            a[tuple(int(i) for i in np.unravel_index(self.element % out.numel(), out.shape))] += 1.0
             return out
 
 

@@ -489,6 +489,6 @@ class OperatorAnswers:
                 arr = self.kept(k).out_array
             else:
                 src, m = which[1], len(self.inputs)
-                arr = self.inputs[src].numpy() if src < m else self.kept(src - m).out_array
+                arr = self.run.inputs[src] if src < m else self.kept(src - m).out_array  # (the run's host copies)
             self._tensors[key] = Committed(canonical(arr), self.chunk)
         return self._tensors[key]

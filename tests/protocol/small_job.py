@@ -6,8 +6,21 @@ import torch
 
 from offchain.protocol.dataset import write_job, write_program_job
 from offchain.protocol.schedule import batch_rows
+from offchain.trainer import adversaries as A
 
 STEPS, FANOUT = 6, 3
+
+# one of every dishonest behaviour on the MLP job, each with the level its dispute must end at
+# (the CPU's disputes in test_dispute.py, the GPU's in tests/cuda/test_dispute_gpu.py)
+ADVERSARIES = [
+    A.Lazy(start=3), A.StopsEarly(steps_done=2), A.PoisonedData(step=3), A.WrongHyperParameter(),
+    A.CorruptValue(step=2, node=9), A.NativeKernel(step=2), A.TamperedInput(step=2), A.ExtraOp(step=STEPS - 1),
+    A.InconsistentOpening(), A.BadMerkleProof(step=2, node=9),
+    A.ForgedCheckpoint(step=2), A.Silent(answers=3), A.CorruptValue(step=STEPS - 1, node=40),
+    A.KernelCheat(step=2, element=5), A.KernelCheat(step=3, element=5, from_end=2, after_commit=True),
+    A.LyingDecomposition(step=2, node=9), A.InPlaceResultLiar(step=2),
+    A.ReChunked(step=2, node=9),  # issue #18: the same values under another chunk size
+]
 
 
 def mlp_data(n=64, d=16, classes=10, seed=0):

@@ -12,18 +12,8 @@ from offchain.dispute.referee import check_seal, dispute, tournament
 from offchain.protocol.claims import seal
 from offchain.trainer import Trainer
 
-from small_job import STEPS
+from small_job import ADVERSARIES, STEPS
 
-LAST = STEPS - 1
-ADVERSARIES = [
-    A.Lazy(start=3), A.StopsEarly(steps_done=2), A.PoisonedData(step=3), A.WrongHyperParameter(),
-    A.CorruptValue(step=2, node=9), A.NativeKernel(step=2), A.TamperedInput(step=2), A.ExtraOp(step=LAST),
-    A.InconsistentOpening(), A.BadMerkleProof(step=2, node=9),
-    A.ForgedCheckpoint(step=2), A.Silent(answers=3), A.CorruptValue(step=LAST, node=40),
-    A.KernelCheat(step=2, element=5), A.KernelCheat(step=3, element=5, from_end=2, after_commit=True),
-    A.LyingDecomposition(step=2, node=9), A.InPlaceResultLiar(step=2),
-    A.ReChunked(step=2, node=9),  # issue #18: the same values under another chunk size
-]
 
 
 def party(t, final=None):

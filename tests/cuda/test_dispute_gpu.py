@@ -1,0 +1,72 @@
+"""Disputes between trainers that train on the GPU: the honest one wins against every
+adversary, in both seats, at the adversary's level. Levels 3-5 answer from a node's inputs
+(device tensors) and every cheater tampers with device memory: paths the CPU disputes never
+take (a cheater's numpy write to a CUDA tensor failed at the 350m scale run)."""
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernel_samples import backend_table  # (tests/repops: see conftest.py)
+from offchain.dispute.context import Context
+from offchain.dispute.party import InProcess, Party
+from offchain.dispute.referee import dispute
+from offchain.protocol.jobfile import load
+from offchain.trainer import Trainer
+from offchain.trainer import adversaries as A
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))
+from small_job import ADVERSARIES, write_small_job  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory):
+    backend_table("cuda")  # skips without a device
+    d = tmp_path_factory.mktemp("gpu-dispute")
+    job = load(write_small_job(d / "job"))
+    honest = Trainer(job, d / "honest", "honest", device="cuda")
+    honest.train()
+    return job, Context(job), honest
+
+
+def _play(ctx, a, b, finals=None):
+    """(finals: the claims posted before the game; a stops-early cheater's answers re-execute)"""
+    finals = finals or {t.name: t.final_claim() for t in (a, b)}
+    return dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=finals[t.name]) for t in (a, b)))
+
+
+@pytest.mark.parametrize("behaviour", ADVERSARIES, ids=lambda b: f"{b.name}-{b.level}")
+def test_the_honest_gpu_trainer_wins_against_every_adversary_in_both_seats(mlp, tmp_path, behaviour):
+    job, ctx, honest = mlp
+    bad = Trainer(job, tmp_path / "cheater", "cheater", device="cuda", behaviour=dataclasses.replace(behaviour))
+    bad.train()
+    finals = {t.name: t.final_claim() for t in (honest, bad)}
+    assert finals["honest"] != finals["cheater"], "the adversary must change the result to be disputed"
+    for first, second in ((honest, bad), (bad, honest)):
+        v = _play(ctx, first, second, finals)
+        assert v.winner == "honest" and v.losers == ["cheater"], str(v)
+        assert v.level == behaviour.level if behaviour.name != "silent" else "no answer" in v.reason, str(v)
+
+
+def test_a_gpu_cheater_on_attention_loses_to_a_cpu_trainer(tmp_path):
+    """The scale benchmark's dispute, small: one attention element 64 ulps off on the GPU,
+    played against the CPU's honest run (the same bits) down to one soft-float primitive."""
+    backend_table("cuda")
+    from offchain.protocol.corpus import token_rows
+    from offchain.protocol.dataset import write_job
+    from offchain.protocol.trace import decode_structure
+    cfg = {"vocab": 256, "d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "max_seq": 16}
+    job = load(write_job(tmp_path / "job", "llama", cfg, {"tokens": token_rows(16, rows=32)}, steps=2,
+                         batch_size=4, fanout=2, chunk=128))
+    ctx = Context(job)
+    node = [decode_structure(s)[0] for s in ctx.graph.structures].index("repops.attention.default")
+    honest = Trainer(job, tmp_path / "h", "honest")
+    honest.train()
+    bad = Trainer(job, tmp_path / "b", "cheater", device="cuda",
+                  behaviour=A.CorruptValue(step=1, node=node, element=3, ulps=64))
+    bad.train()
+    v = _play(ctx, bad, honest)
+    assert v.winner == "honest" and v.level == 5 and v.node == node, str(v)
