@@ -13,7 +13,8 @@ per level, the referee's bytes received and seconds) and, unless --no-gas, the s
 Anvil (the gas of every game transaction: it must stay flat in the model size). The JSON keeps
 `cpu` and `gpu` rows side by side (a run of some sizes replaces only those rows); the PNG is
 log-log cost vs parameters, one line per measure, with the fitted exponent of each in its legend.
-Writes benchmarks/results/scale.{json,png}.
+Writes benchmarks/results/scale.{json,png}. Each size prints its phases as they end (stderr, with
+the figures so far as `partial: {json}`): a run a GPU lease cuts short still says where its time went.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import json
 import math
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -84,17 +86,30 @@ def measure(size: str, device: str, gas: bool) -> dict:
     from offchain.trainer import adversaries as A
     from offchain.trainer.store import CheckpointStore
 
+    start, partial = time.perf_counter(), {"size": size}
+
+    def phase(what: str, **figures):
+        """One line per phase on stderr, and the figures so far: a run cut short (a lease's
+        limit, a full disk) still says where its time went."""
+        partial.update(figures)
+        print(f"[scale {size} {device} +{time.perf_counter() - start:.1f}s] {what}", file=sys.stderr, flush=True)
+        print("partial: " + json.dumps(partial), file=sys.stderr, flush=True)
+
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         job = _job(size, tmp)
         honest = Trainer(job, tmp / "h", "honest", device=device)
         st = honest._fresh_state()
         params = sum(p.numel() for p in st.model.parameters())
+        phase("initial state", params=params)
         sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
         honest._run(st, 0)  # warm-up (allocations, kernel builds)
         sync()
+        phase("warm-up step")
         step_s, _ = _timed(lambda: (honest._run(st, 1), sync()))
+        phase("plain step", step_s=step_s)
         traced_s, (rec, _) = _timed(lambda: (honest._traced(st, 1), sync()))
+        phase("traced step", traced_step_s=traced_s, trace_bytes=rec.hashed)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         gpu_peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
         tensors = st.tensors()
@@ -108,9 +123,12 @@ def measure(size: str, device: str, gas: bool) -> dict:
             os.environ.pop("VERDE_COMMIT_THREADS")
         host = [t.detach().cpu().contiguous().numpy() for t in tensors]
         sha_s, _ = _timed(lambda: [hashlib.sha256(a).digest() for a in host])
+        phase("state commitment", commit_s=commit_s, commit_1_s=commit_1_s, sha_s=sha_s)
         store = CheckpointStore(tmp / "ckpt")
         write_s, _ = _timed(lambda: store.save(1, st.state_dict()))
         read_s, _ = _timed(lambda: store.load(1))
+        shutil.rmtree(store.dir)  # (16 bytes a parameter: at 1.1b, disk the trainers' checkpoints need)
+        phase("checkpoint written and read", checkpoint_write_s=write_s, checkpoint_read_s=read_s)
         del st, host
 
         # the dispute: a cheater corrupts one element of the last step's first attention output
@@ -119,7 +137,9 @@ def measure(size: str, device: str, gas: bool) -> dict:
         cheater = Trainer(job, tmp / "b", "cheater", device=device,
                           behaviour=A.CorruptValue(step=STEPS - 1, node=node, element=3, ulps=64))
         honest.train()
+        phase("honest run (its checkpoints and claims)")
         cheater.train()
+        phase("cheater's run")
         seconds: dict[int, float] = {}
 
         class Timed(Party):
@@ -133,6 +153,7 @@ def measure(size: str, device: str, gas: bool) -> dict:
 
         v = dispute(ctx, Timed("honest", InProcess(honest), deadline_s=3600, final=honest.final_claim()),
                     Timed("cheater", InProcess(cheater), deadline_s=3600, final=cheater.final_claim()))
+        phase(f"dispute played to level {v.level}", answer_s={LEVELS[k]: t for k, t in sorted(seconds.items())})
         if v.winner != "honest":
             raise SystemExit(f"{size}: the honest trainer did not win: {v}")
         row = {"size": size, "measured": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()), "config": SIZES[size], "params": params, "state_bytes": nbytes,
@@ -229,10 +250,10 @@ def main():
     data = json.loads(path.read_text()) if args.plot else None
     for size in ([] if args.plot else tqdm(sizes, desc="sizes")):
         cmd = [sys.executable, __file__, "--one", size, "--device", args.device] + (["--no-gas"] if args.no_gas else [])
-        p = subprocess.run(cmd, capture_output=True, text=True)
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)  # (its phases on stderr, as they end)
         if p.returncode != 0:
-            raise SystemExit(f"size {size} failed (exit {p.returncode}; the sizes before it are in {path}):\n"
-                             f"{p.stderr[-4000:]}")
+            raise SystemExit(f"size {size} failed (exit {p.returncode}): its phases and figures so far are above; "
+                             f"the sizes before it are in {path}")
         data = save(path, key, json.loads(p.stdout.strip().splitlines()[-1]))  # (after each size: a long run keeps them)
     t = Table("params", "step s", "traced s", "ratio", "commit GB/s", "vs sha256", "ckpt w/r s", "peak MB",
               "trace MB", *[f"{n} s" for n in LEVELS.values()], "referee B", "gas", title=f"scale ({args.device})")
