@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -157,7 +158,27 @@ def _hf_llama_step(native):
     return rep_step
 
 
-def bench_steps(models=("mlp", "llama", "llama-d1024", "llama-1b")):
+def host_profile(step, reps=5, top=25) -> list[dict]:
+    """Where a RepOps step's host time goes on the GPU machine (cProfile, per step, the
+    functions of most own time): the step is host-bound, and the emulator's stubbed step
+    misses what only the device path does (CuPy's launches, torch's allocator, streams)."""
+    import cProfile
+    import pstats
+    def steps():
+        for _ in range(reps):
+            step()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()  # (the step's one sync is inside it; this waits for the last)
+    pr = cProfile.Profile()
+    pr.runcall(steps)
+    rows = sorted(pstats.Stats(pr).stats.items(), key=lambda kv: -kv[1][2])[:top]
+    here = str(ROOT) + os.sep
+    return [{"function": f"{f.replace(here, '')}:{line}({name})", "calls": nc // reps,
+             "own_ms": round(tt / reps * 1e3, 3), "cumulative_ms": round(ct / reps * 1e3, 3)}
+            for (f, line, name), (_, nc, tt, ct, _) in rows]
+
+
+def bench_steps(models=("mlp", "llama", "llama-d1024", "llama-1b"), profiled=("mlp", "llama")):
     from repops_cpu import _step_fn  # the same models, data and optimizer as the CPU benchmark
     rows = []
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -178,6 +199,7 @@ def bench_steps(models=("mlp", "llama", "llama-d1024", "llama-1b")):
             with _Launches() as count:
                 step()
                 torch.cuda.synchronize()
+            profile = host_profile(step) if name in profiled else None
         except (RuntimeError, ImportError) as e:  # out of memory on a smaller card, no transformers
             rows.append({"model": name, "error": f"{type(e).__name__}: {str(e)[:200]}"})
             continue
@@ -186,7 +208,8 @@ def bench_steps(models=("mlp", "llama", "llama-d1024", "llama-1b")):
             torch.cuda.empty_cache()
         rows.append({"model": name, "native_s": times[True], "repops_s": times[False],
                      "slowdown": times[False] / times[True], "launches": count.n,
-                     "peak_gb": round(torch.cuda.max_memory_allocated() / 2**30, 1)})
+                     "peak_gb": round(torch.cuda.max_memory_allocated() / 2**30, 1)}
+                    | ({"host_profile": profile} if profile else {}))
     return rows
 
 

@@ -242,3 +242,27 @@ def test_the_counter_sees_every_kind_of_host_read(rt):
         a = (t * 2.0).sum()
         a.item(), float(a), bool(a), t.tolist(), t.cpu()
     assert c.syncs == 5 and c.launches >= 2
+
+
+def _busy(x):
+    return (x @ x).sum()
+
+
+def test_the_gpu_host_profile_counts_calls_per_step_and_sorts_by_own_time():
+    """benchmarks/repops_cuda.py's host_profile (recorded per model by the GPU benchmark):
+    calls and times per step, paths relative to the repository."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from repops_cuda import host_profile
+    x = torch.randn(32, 32)
+
+    def step():
+        for _ in range(3):
+            _busy(x)
+    rows = host_profile(step, reps=4, top=100)
+    mine = [r for r in rows if r["function"].endswith("(_busy)")]
+    assert len(mine) == 1 and mine[0]["calls"] == 3, rows
+    assert mine[0]["function"].startswith("tests/cuda/test_launch_glue.py:")
+    own = [r["own_ms"] for r in rows]
+    assert own == sorted(own, reverse=True) and mine[0]["cumulative_ms"] >= mine[0]["own_ms"] >= 0
