@@ -14,6 +14,13 @@ but costs 17 compressions (its leaf's tag and padding) + 2 (its share of the inn
 chain at a time would reach at most 16/19 = 0.84x of SHA-256 over the same bytes; the SHA-NI
 path hashes two chunks at once (two chains fill sha256rnds2), which one long hashlib call cannot.
 Writes benchmarks/results/commitments.json.
+
+  python benchmarks/commitments.py --device cuda [--sizes-mb 1024]
+
+On a GPU machine: a CUDA tensor committed where it lives (repops/cuda/kernels/sha256.cu: the
+host reads the 32-byte top) against the host path (a download, then the C tree on every core),
+the same root asserted. Bar (issue #40): >= 20 GB/s for a 1 GB tensor. Writes
+benchmarks/results/commitments_gpu.json.
 """
 from __future__ import annotations
 
@@ -73,14 +80,58 @@ def measure(mb: int, threads: list, chunk: int, reps: int, python_path: bool) ->
     return row
 
 
+def measure_gpu(mb: int, chunk: int, reps: int) -> dict:
+    import torch
+    if not torch.cuda.is_available():
+        sys.exit("--device cuda needs a CUDA GPU (torch.cuda.is_available() is False here)")
+    x = torch.randn(mb * 2 ** 20 // 4, device="cuda")
+    gb = x.numel() * 4 / 1e9
+    if chunktree.device_runtime() is None:
+        sys.exit("the GPU's chunk tree is unavailable (see the warning above): nothing to measure")
+    roots = {}
+
+    def timed(on_device: bool):
+        os.environ["VERDE_COMMIT_ON_DEVICE"] = "1" if on_device else "0"
+        try:
+            torch.cuda.synchronize()
+            wall, _ = best_time(lambda: roots.__setitem__(on_device, commit(x, chunk)), reps)
+        finally:
+            os.environ.pop("VERDE_COMMIT_ON_DEVICE")
+        return gb / wall
+    device, host = timed(True), timed(False)
+    return {"mb": mb, "bytes": x.numel() * 4, "chunk_elements": chunk, "device_gbps": device, "host_gbps": host,
+            "device_vs_host": device / host, "same_root": roots[True] == roots[False],
+            "gpu": torch.cuda.get_device_name()}
+
+
+def main_gpu(args) -> None:
+    rows = [measure_gpu(mb, args.chunk, args.reps) for mb in args.sizes_mb]
+    table = Table(title=f"CUDA tensor commitment (float32, chunk {args.chunk} elements, best of {args.reps})")
+    for c in ("MB", "on the GPU GB/s", "download + host GB/s", "ratio", "same root"):
+        table.add_column(c, justify="right")
+    for r in rows:
+        table.add_row(str(r["mb"]), f"{r['device_gbps']:.1f}", f"{r['host_gbps']:.2f}", f"{r['device_vs_host']:.1f}",
+                      str(r["same_root"]))
+    Console().print(table)
+    out = Path(args.out).with_name("commitments_gpu.json")
+    out.write_text(json.dumps({"cpus": len(os.sched_getaffinity(0)), "rows": rows}, indent=1))
+    print(f"wrote {out}")
+    if not all(r["same_root"] for r in rows):
+        sys.exit("the GPU's root differs from the host's")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes-mb", type=int, nargs="+", default=[64, 512])
+    ap.add_argument("--sizes-mb", type=int, nargs="+", default=None, help="default: 64 512 (cpu), 1024 (cuda)")
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--chunk", type=int, default=256, help="elements a chunk (the job default: 256)")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "commitments.json"))
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = ap.parse_args()
+    args.sizes_mb = args.sizes_mb or ([1024] if args.device == "cuda" else [64, 512])
+    if args.device == "cuda":
+        return main_gpu(args)
     if chunktree.lib() is None:
         sys.exit("the C chunk tree is unavailable (see the warning above): nothing to measure")
     rows = [measure(mb, args.threads, args.chunk, args.reps, python_path=i == 0) for i, mb in enumerate(args.sizes_mb)]

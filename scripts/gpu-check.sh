@@ -10,7 +10,8 @@
 #    signed-zero data, 20 AdamW steps of both models with the CPU's hash, subnormal
 #    activations, a device built with -ftz=true refused, the model zoo's ops and bits and
 #    every dropout path as on the CPU, a micro-batched job's root, the example jobs' claims);
-# 3. benchmarks/repops_cuda.py, which records the test counts in repops_cuda.json.
+# 3. benchmarks/repops_cuda.py, which records the test counts in repops_cuda.json (and where a
+#    step's host time goes: host_profile); 4. benchmarks/commitments.py --device cuda.
 # Exits non-zero if any test failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,5 +45,10 @@ tail -60 "$log"
 if [ -n "${OUT:-}" ] && [ -f "$tmp/gpu.xml" ]; then cp "$tmp/gpu.xml" "$OUT"/; fi
 timeout "${GPU_CHECK_BENCH_S:-0}" python benchmarks/repops_cuda.py --sizes 1024 2048 4096 8192 \
     --gpu-tests "$tmp/gpu.xml" "$@" || rc=1
-if [ -n "${OUT:-}" ]; then cp benchmarks/results/repops_cuda.json benchmarks/results/repops_cuda.png "$OUT"/; fi
+# 4. a CUDA tensor's commitment on the GPU (sha256.cu) vs download + host, the same root (issue #40)
+timeout 180 python benchmarks/commitments.py --device cuda --sizes-mb 1024 --reps 3 || rc=1
+if [ -n "${OUT:-}" ]; then
+    cp benchmarks/results/repops_cuda.json benchmarks/results/repops_cuda.png "$OUT"/
+    cp benchmarks/results/commitments_gpu.json "$OUT"/ 2>/dev/null
+fi
 exit "$rc"

@@ -103,3 +103,72 @@ def nodes(array: np.ndarray, csize: int, nthreads: int | None = None, min_bytes:
     out = ctypes.create_string_buffer(32 * L.verde_tree_nodes(array.nbytes, csize))
     L.verde_chunk_tree(array.ctypes.data, array.nbytes, csize, out, nthreads or threads(), max(1, min_bytes))
     return out.raw
+
+
+def nodes_on_device(rt, data, csize: int, top_only: bool = False) -> bytes:
+    """nodes() of a device array's bytes, hashed where they live (repops/cuda/kernels/sha256.cu
+    on rt: the GPU's runtime, or the CPU emulator in CI): the host downloads the tree's
+    32-byte nodes (top_only: the top one), never the tensor. data: a C-contiguous uint8
+    device array."""
+    if csize < 1:
+        raise ValueError(f"chunk of {csize} bytes: a chunk holds at least one byte")
+    nbytes = int(data.size)
+    n = -(-nbytes // csize)
+    padded = 1 << merkle.depth(n) if n else 1
+    out = rt.empty((32 * (2 * padded - 1),), np.uint8)  # every level, leaves first (nodes()'s layout)
+
+    def grid(items):
+        t = rt.elementwise_threads
+        return (max(1, min(-(-items // t), rt.max_blocks)), 1, 1), (t, 1, 1)
+    rt.launch("sha256_leaves", *grid(padded), data, nbytes, csize, padded, out[:32 * padded])
+    at, width = 0, padded
+    while width > 1:
+        level, nxt = out[32 * at:32 * (at + width)], out[32 * (at + width):32 * (at + width + width // 2)]
+        rt.launch("sha256_inner", *grid(width // 2), level, width // 2, nxt)
+        at, width = at + width, width // 2
+    return rt.download(out[-32:] if top_only else out).tobytes()
+
+
+# message lengths (chunk + its prefix byte) on both sides of SHA-256's padding boundaries, a
+# last chunk shorter than the others, a level that needs ZERO padding: what a device's tree
+# must match the host's on before it commits anything
+SELF_CHECK = ((0, 4), (1, 1), (54, 54), (55, 55), (56, 56), (63, 63), (64, 64), (119, 119), (120, 120),
+              (1000, 7), (4097, 1024), (3 * 4096 + 12, 256))
+_DEVICE = {}
+# a CUDA tensor this big or more is hashed on its GPU (a tree is a launch a level and a sync;
+# below, its download and the host's tree cost less): VERDE_COMMIT_DEVICE_MIN_BYTES overrides
+DEVICE_MIN_BYTES = int(os.environ.get("VERDE_COMMIT_DEVICE_MIN_BYTES", 1 << 18))
+
+
+def device_runtime():
+    """The GPU's runtime for hashing CUDA tensors where they live, once its chunk trees matched
+    the host's on SELF_CHECK (else None, with one warning: tensors are then hashed on the host,
+    the same roots, after a download). VERDE_COMMIT_ON_DEVICE=0 turns it off."""
+    if os.environ.get("VERDE_COMMIT_ON_DEVICE", "1") == "0":
+        return None
+    if "rt" not in _DEVICE:
+        _DEVICE["rt"] = None
+        try:
+            from repops.cuda.device import device
+            rt = device()
+            mismatch = self_check(rt)
+        except Exception as e:  # noqa: BLE001 - no CuPy, no device, a build error: hash on the host
+            warnings.warn(f"chunk trees on the GPU unavailable ({type(e).__name__}: {e}); CUDA tensors are "
+                          "committed on the host", RuntimeWarning, stacklevel=2)
+            return None
+        if mismatch:
+            warnings.warn(f"the GPU's chunk tree differs from the host's for {mismatch} (bytes, chunk); CUDA "
+                          "tensors are committed on the host", RuntimeWarning, stacklevel=2)
+            return None
+        _DEVICE["rt"] = rt
+    return _DEVICE["rt"]
+
+
+def self_check(rt) -> tuple | None:
+    """The first SELF_CHECK case whose tree rt hashes differently from nodes() (None: all agree)."""
+    rng = np.random.default_rng(2024)
+    for nbytes, csize in SELF_CHECK:
+        host = rng.integers(0, 256, nbytes, dtype=np.uint8)
+        if nodes_on_device(rt, rt.upload(host), csize) != nodes(host, csize):
+            return nbytes, csize
+    return None

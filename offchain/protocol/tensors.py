@@ -119,12 +119,41 @@ class Seal:
 
 
 def commit_sealed(x, chunk: int) -> tuple[bytes, Seal]:
-    """(commitment, its Seal)."""
+    """(commitment, its Seal). A CUDA tensor of DEVICE_MIN_BYTES or more is hashed on its GPU
+    (chunktree.nodes_on_device) once the device's tree has matched the host's on the
+    self-check's vectors; anything else on the host (a small tensor's launches and sync cost
+    more than its download)."""
     if chunk < 1:
         raise TensorError(f"chunk size must be >= 1 element, got {chunk}")
+    if getattr(x, "is_cuda", False) and x.numel() * x.element_size() >= chunktree.DEVICE_MIN_BYTES and (
+            rt := chunktree.device_runtime()) is not None:
+        return _commit_on_device(rt, x, chunk)
     c = Committed(canonical(x), chunk)
     seal = c.seal
     return seal.commitment(c.array.shape), seal
+
+
+def _commit_on_device(rt, t, chunk: int) -> tuple[bytes, Seal]:
+    """commit_sealed of a CUDA tensor: its canonical bytes (row-major: a contiguous copy where it
+    is a view) hashed where they live; the host reads the 32-byte top, never the tensor."""
+    import torch
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    from repops.cuda.device import _NUMPY, as_array, torch_stream
+    dt = _NUMPY.get(t.dtype)
+    if dt not in DTYPES:
+        raise TensorError(f"no tensor commitment for dtype {t.dtype}: Verde commits float32, int64, int32, uint8 and bool")
+    with _disable_current_modes(), torch_stream():  # (torch's own copy and views: never a traced op)
+        raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
+        return seal_on_device(rt, as_array(raw), DTYPES[dt], t.shape, chunk)
+
+
+def seal_on_device(rt, data, code: int, shape, chunk: int) -> tuple[bytes, Seal]:
+    """commit_sealed of a tensor of dtype `code` and `shape` whose canonical bytes are `data`
+    (a uint8 device array of rt)."""
+    top = chunktree.nodes_on_device(rt, data, chunk * CODES[code].itemsize, top_only=True)
+    seal = Seal(code, merkle.seal(chunk_count(shape, chunk), top))
+    return seal.commitment(tuple(shape)), seal
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,8 @@ KERNELS = {
     "colsum_f32": ("nn.cu", (CF, CF, I, MF, I, MF, Q, Q, I)),
     "adamw_scalars": ("optim.cu", (MF, MF, CF, MF)),
     "adamw_f32": ("optim.cu", (MF, CF, MF, MF, CF, CF, Q)),
+    "sha256_leaves": ("sha256.cu", (CB, Q, Q, Q, MB)),  # commitments where a tensor lives (offchain chunk trees)
+    "sha256_inner": ("sha256.cu", (CB, Q, MB)),
 }
 
 # Launch geometry. THREADS: elementwise kernels on the GPU. ROW_THREADS: the most threads of a

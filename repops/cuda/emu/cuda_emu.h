@@ -35,6 +35,7 @@ inline dim3 blockDim, gridDim;
 #define __forceinline__ inline
 #define __restrict__ __restrict
 #define __shared__ static
+#define __constant__
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 
