@@ -70,3 +70,31 @@ def test_a_gpu_cheater_on_attention_loses_to_a_cpu_trainer(tmp_path):
     bad.train()
     v = _play(ctx, bad, honest)
     assert v.winner == "honest" and v.level == 5 and v.node == node, str(v)
+
+
+# program jobs (a client's own model): a mask flipped in the Philox kernel of dropout, and one
+# row's token count off by one in an integer kernel; (writer, op, KernelCheat's arguments, level)
+PROGRAM_CHEATS = {
+    "dropout-mask": ("write_dropout_job", "repops.dropout.default", dict(step=2, kernel=1, element=5), 5),
+    "integer-count": ("write_integer_job", "aten.sum.dim_IntList", dict(step=2, from_end=2, element=1), 5),
+}
+
+
+@pytest.mark.parametrize("case", list(PROGRAM_CHEATS))
+def test_the_honest_gpu_trainer_of_a_program_job_wins(tmp_path, case):
+    import small_job
+    backend_table("cuda")
+    writer, op, cheat, level = PROGRAM_CHEATS[case]
+    job = load(getattr(small_job, writer)(tmp_path / "job"))
+    ctx = Context(job)
+    from offchain.protocol.trace import decode_structure
+    assert op in {decode_structure(s)[0] for s in ctx.graph.structures}, "the job must run the op cheated on"
+    honest = Trainer(job, tmp_path / "h", "honest", device="cuda")
+    honest.train()
+    bad = Trainer(job, tmp_path / "b", "cheater", device="cuda", behaviour=A.KernelCheat(op=op, **cheat))
+    bad.train()
+    finals = {t.name: t.final_claim() for t in (honest, bad)}
+    assert finals["honest"] != finals["cheater"]
+    for first, second in ((honest, bad), (bad, honest)):
+        v = _play(ctx, first, second, finals)
+        assert v.winner == "honest" and v.losers == ["cheater"] and v.level == level, str(v)
