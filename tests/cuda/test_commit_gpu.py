@@ -43,3 +43,22 @@ def test_a_cuda_tensor_committed_on_the_gpu_has_its_host_root(on_device, name, c
 def test_a_256_mb_tensor(on_device):
     t = torch.randn(64 * 2**20, device="cuda")
     assert commit_sealed(t, 256) == commit_sealed(t.cpu(), 256)
+
+
+def test_a_gpu_trainer_committing_every_tensor_on_the_gpu_posts_the_cpu_trainer_claims(on_device, tmp_path):
+    """Every state tensor and activation of every traced step hashed where it lives (the
+    threshold lowered to 0 bytes: the tiny job's tensors are all under the default's), and
+    each claim is the CPU trainer's."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))
+    from small_job import write_small_job
+
+    from offchain.protocol.jobfile import load
+    from offchain.trainer import Trainer
+    job = load(write_small_job(tmp_path / "job"))
+    cpu = Trainer(job, tmp_path / "cpu", "cpu")
+    gpu = Trainer(job, tmp_path / "gpu", "gpu", device="cuda")
+    assert gpu.train() == cpu.train()
+    assert gpu.claims == cpu.claims
+    assert len(on_device) > 100, len(on_device)
