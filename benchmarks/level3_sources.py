@@ -5,7 +5,11 @@ it was for a tensor's borrowed memory (every source kept, and scanned for each o
 when nothing reaches them or all kept. Each kernel structure is the same either way
 (tests/protocol/test_oprun_sources.py); only time and memory differ.
 
-  python benchmarks/level3_sources.py [--widths 1000 2000 4000 8000] [--scan-upto 4000]
+  python benchmarks/level3_sources.py [--widths 1000 2000 4000 8000] [--scan-upto 4000] [--answers 128 256 512]
+
+and what a level-3 answer for a matmul costs with its fma steps computed by numpy's binary64
+emulation (the reference) and by the CPU backend's compiled kernels, each step's accumulator
+hashed once (the same kernels: leaves asserted equal).
 
 Prints a table; writes benchmarks/results/level3_sources.{json,png}."""
 from __future__ import annotations
@@ -72,11 +76,35 @@ def matmul_kept_bytes(k: int, sweep: bool) -> int:
     return most[0]
 
 
+def matmul_answer_s(n: int) -> dict:
+    """Seconds to decompose and commit (a level-3 answer) an [n, n] @ [n, 2n] matmul, its n fma
+    steps computed by the numpy reference (binary64 emulation) and by the CPU backend's compiled
+    map kernels (offchain/dispute/oprun.py _map_kernels); the kernels' leaves must be equal."""
+    import os
+
+    from offchain.dispute import oprun as O
+    g = torch.Generator().manual_seed(n)
+    node, ins = _node(lambda a, b: a @ b, torch.randn(n, n, generator=g), torch.randn(n, 2 * n, generator=g))
+    out, leaves = {"n": n}, {}
+    for key, flag in (("reference_s", "0"), ("compiled_s", "1")):
+        os.environ["VERDE_LEVEL3_KERNELS"] = flag
+        try:
+            t = time.perf_counter()
+            leaves[key] = [k.leaf() for k in O.OpRun(node.structure(), ins, 256).kernels()]
+            out[key] = round(time.perf_counter() - t, 3)
+        finally:
+            os.environ.pop("VERDE_LEVEL3_KERNELS")
+    if leaves["reference_s"] != leaves["compiled_s"]:
+        raise SystemExit(f"n = {n}: the compiled map kernels changed a level-3 kernel")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--widths", nargs="*", type=int, default=[1000, 2000, 4000, 8000])
     ap.add_argument("--scan-upto", type=int, default=4000, help="widths the full scan is timed at (it is quadratic)")
     ap.add_argument("--depths", nargs="*", type=int, default=[256, 1024, 4096])
+    ap.add_argument("--answers", nargs="*", type=int, default=[128, 256, 512], help="matmul sizes n of the answer timing")
     args = ap.parse_args()
     from rich.console import Console
     from rich.table import Table
@@ -89,6 +117,7 @@ def main():
                      "before_s": None if scanned is None else round(scanned, 3)})
     depth = [{"k": k, "swept_bytes": matmul_kept_bytes(k, True), "kept_bytes": matmul_kept_bytes(k, False)}
              for k in tqdm(args.depths, desc="matmul depths")]
+    answers = [matmul_answer_s(n) for n in tqdm(args.answers, desc="matmul answers")]
     t = Table(title="level 3: decomposing a wide node")
     for c in ("width", "kernels", "keyed s", "before: scan of all, s"):
         t.add_column(c, justify="right")
@@ -100,14 +129,21 @@ def main():
         m.add_column(c, justify="right")
     for r in depth:
         m.add_row(f"{r['k']:,}", f"{r['swept_bytes']:,}", f"{r['kept_bytes']:,}")
-    Console().print(t, m)
+    c = Table(title="level 3: answering for an \\[n, n] @ \\[n, 2n] matmul (n fma kernels, each committed)")
+    for col in ("n", "numpy reference s", "compiled kernels, accumulator hashed once, s", "speed-up"):
+        c.add_column(col, justify="right")
+    for r in answers:
+        c.add_row(f"{r['n']:,}", f"{r['reference_s']:.2f}", f"{r['compiled_s']:.2f}",
+                  f"{r['reference_s'] / r['compiled_s']:.1f}x")
+    Console().print(t, m, c)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.with_suffix(".json").write_text(json.dumps({"command": "python benchmarks/level3_sources.py",
-                                                    "fold": rows, "matmul": depth}, indent=1) + "\n")
+                                                    "fold": rows, "matmul": depth, "matmul_answer": answers},
+                                                   indent=1) + "\n")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4))
     a.loglog([r["width"] for r in rows], [r["keyed_s"] for r in rows], "o-", label="keyed search")
     sc = [r for r in rows if r["before_s"] is not None]
     a.loglog([r["width"] for r in sc], [r["before_s"] for r in sc], "s-", label="before: every source kept and scanned")
@@ -121,6 +157,13 @@ def main():
     b.set_ylabel("bytes of sources alive")
     b.set_title("matmul [64, k] @ [k, 64]")
     b.legend()
+    c.loglog([r["n"] for r in answers], [r["reference_s"] for r in answers], "s-", label="numpy reference prims")
+    c.loglog([r["n"] for r in answers], [r["compiled_s"] for r in answers], "o-",
+             label="compiled map kernels, accumulator hashed once")
+    c.set_xlabel("n")
+    c.set_ylabel("seconds")
+    c.set_title("level-3 answer: [n, n] @ [n, 2n]")
+    c.legend()
     fig.tight_layout()
     fig.savefig(OUT.with_suffix(".png"), dpi=110)
     print(f"wrote {OUT.with_suffix('.json')} and .png")

@@ -46,6 +46,27 @@ RESULT = "result"
 FAULT_KERNEL = "fault.bool"  # repops.faults: where a step can fault
 
 
+def _map_kernels() -> dict:
+    """The CPU backend's map primitives (each one primitive, the reference's bits: tests/repops
+    compare them) to compute the observed steps; none where its C library cannot be built (the
+    reference's numpy computes them: the same bits, slower). VERDE_LEVEL3_KERNELS=0: none, and
+    each accumulator hashed again (the reference run tests/protocol/test_level3_kernels.py
+    compares with)."""
+    import os
+    if os.environ.get("VERDE_LEVEL3_KERNELS", "1") == "0":
+        return {}
+    if "table" not in _MAP_KERNELS:
+        try:
+            from repops.cpu.elementwise import table
+            _MAP_KERNELS["table"] = table()
+        except Exception:  # noqa: BLE001 - no compiler: the reference's numpy
+            _MAP_KERNELS["table"] = {}
+    return _MAP_KERNELS["table"]
+
+
+_MAP_KERNELS: dict = {}
+
+
 def fault_output(element: int) -> bytes:
     """The output commitment of the faulting kernel in a fault claim's decomposition: the
     kernel faults at `element` (docs/PROTOCOL.md §7). Never a tensor commitment (tag 0x03)."""
@@ -412,6 +433,11 @@ class OpRun:
         for t in inputs:
             src.add(t.numpy())
         out: list[Kernel] = []
+        # the previous kernel's output and its commitment: a matmul's or a fold's next step reads
+        # it as its accumulator (the same array object, unchanged: the reference never writes an
+        # array in place), hashed once; not when a cheater changes outputs after committing them
+        last = [None, merkle.ZERO]
+        reuse = commit_all and tamper_after is None and bool(_map_kernels())
 
         def seen(name, args, result):
             k = len(out)
@@ -420,8 +446,10 @@ class OpRun:
             arrays = [np.asarray(a) for a in args]
             desc = [src.describe(a) for a in arrays]
             res = np.asarray(result)
-            kern = Kernel(name, desc, [commit(a, self.chunk) for a in arrays] if commit_all else [],
-                          commit(res, self.chunk) if commit_all else merkle.ZERO)
+            operands = [last[1] if a is last[0] else commit(a, self.chunk) for a in arrays] if commit_all else []
+            kern = Kernel(name, desc, operands, commit(res, self.chunk) if commit_all else merkle.ZERO)
+            if reuse:
+                last[:] = res, kern.output
             if keep == k:
                 kern.arrays = [np.array(a, copy=True) for a in arrays]
                 kern.out_array = np.array(res, copy=True)
@@ -433,7 +461,7 @@ class OpRun:
         from repops.reference.prims import observe
         args, kwargs = decode(self.attrs, inputs)
         found = []  # the first fault: (kernel, element, rule)
-        with observe(seen), repops.deterministic("reference"), faults.noted(
+        with observe(seen, _map_kernels()), repops.deterministic("reference"), faults.noted(
                 lambda rule, e: found or found.append((len(out) - 1, e, rule))):
             result = self.func(*args, **kwargs)
         self.fault = found[0] if found else None

@@ -19,6 +19,9 @@ _TAPE: contextvars.ContextVar = contextvars.ContextVar("repops_tape", default=No
 # Backend overrides: primitive (or operator) name -> a compiled kernel with identical bits.
 # Empty for the reference; repops.backends fills it (tests compare the two bit for bit).
 _IMPLS: contextvars.ContextVar = contextvars.ContextVar("repops_impls", default={})
+# While observing: map primitive name -> a compiled kernel of that one primitive with the
+# reference's bits (repops.cpu's), which computes it; the observed sequence is unchanged.
+_KERNELS: contextvars.ContextVar = contextvars.ContextVar("repops_prim_kernels", default={})
 
 
 @contextlib.contextmanager
@@ -31,14 +34,18 @@ def implementations(table: dict):
 
 
 @contextlib.contextmanager
-def observe(callback):
+def observe(callback, kernels: dict | None = None):
     """Call callback(name, operands, output) for every primitive kernel the reference
     executes, in order (the arrays themselves: views stay views). Backends are off inside:
-    what is observed is the spec's sequence. Folds and matmul show one kernel per step."""
-    token, impls = _TAPE.set(callback), _IMPLS.set({})
+    what is observed is the spec's sequence. Folds and matmul show one kernel per step.
+    kernels: map primitive name -> a compiled kernel with the reference's bits that computes
+    each such step (the same sequence and bits; a dispute's level 3 re-runs a matmul's k fma
+    steps, which numpy emulates in binary64 at ~17 ns an element)."""
+    token, impls, ks = _TAPE.set(callback), _IMPLS.set({}), _KERNELS.set(kernels or {})
     try:
         yield
     finally:
+        _KERNELS.reset(ks)
         _IMPLS.reset(impls)
         _TAPE.reset(token)
 
@@ -111,6 +118,9 @@ def _map(f, name):
     @overridable(name)
     def prim(*args):
         xs = tuple(np.asarray(a, dtype=F32) for a in args)
+        kernel = _KERNELS.get().get(name)
+        if kernel is not None:
+            return record(name, xs, kernel(*xs))
         with np.errstate(all="ignore"):
             return record(name, xs, canon(f(*xs)))
     prim.__name__ = name
