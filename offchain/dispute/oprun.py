@@ -58,7 +58,9 @@ def _map_kernels() -> dict:
     if "table" not in _MAP_KERNELS:
         try:
             from repops.cpu.elementwise import table
-            _MAP_KERNELS["table"] = table()
+            from repops.reference.prims import MAP_PRIMITIVES
+            # (primitives only: the table's fused operators would hide their steps from observe)
+            _MAP_KERNELS["table"] = {n: k for n, k in table().items() if n in MAP_PRIMITIVES}
         except Exception:  # noqa: BLE001 - no compiler: the reference's numpy
             _MAP_KERNELS["table"] = {}
     return _MAP_KERNELS["table"]

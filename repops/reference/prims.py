@@ -114,7 +114,12 @@ def overridable(name):
     return deco
 
 
+MAP_PRIMITIVES: set = set()  # the names _map defines: one IEEE operation an element each
+
+
 def _map(f, name):
+    MAP_PRIMITIVES.add(name)
+
     @overridable(name)
     def prim(*args):
         xs = tuple(np.asarray(a, dtype=F32) for a in args)
