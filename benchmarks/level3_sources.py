@@ -143,27 +143,21 @@ def main():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4))
-    a.loglog([r["width"] for r in rows], [r["keyed_s"] for r in rows], "o-", label="keyed search")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     sc = [r for r in rows if r["before_s"] is not None]
-    a.loglog([r["width"] for r in sc], [r["before_s"] for r in sc], "s-", label="before: every source kept and scanned")
-    a.set_xlabel("row width n (kernels)")
-    a.set_ylabel("seconds")
-    a.set_title("log_softmax backward, 4 x n")
-    a.legend()
-    b.loglog([r["k"] for r in depth], [r["swept_bytes"] for r in depth], "o-", label="unreachable given back")
-    b.loglog([r["k"] for r in depth], [r["kept_bytes"] for r in depth], "s-", label="every source kept")
-    b.set_xlabel("k (kernels)")
-    b.set_ylabel("bytes of sources alive")
-    b.set_title("matmul [64, k] @ [k, 64]")
-    b.legend()
-    c.loglog([r["n"] for r in answers], [r["reference_s"] for r in answers], "s-", label="numpy reference prims")
-    c.loglog([r["n"] for r in answers], [r["compiled_s"] for r in answers], "o-",
-             label="compiled map kernels, accumulator hashed once")
-    c.set_xlabel("n")
-    c.set_ylabel("seconds")
-    c.set_title("level-3 answer: [n, n] @ [n, 2n]")
-    c.legend()
+    panels = [  # (title, x label, y label, [(label, rows, x key, y key)])
+        ("log_softmax backward, 4 x n", "row width n (kernels)", "seconds",
+         [("keyed search", rows, "width", "keyed_s"), ("before: every source kept and scanned", sc, "width", "before_s")]),
+        ("matmul [64, k] @ [k, 64]", "k (kernels)", "bytes of sources alive",
+         [("unreachable given back", depth, "k", "swept_bytes"), ("every source kept", depth, "k", "kept_bytes")]),
+        ("level-3 answer: [n, n] @ [n, 2n]", "n", "seconds",
+         [("numpy reference prims", answers, "n", "reference_s"),
+          ("compiled map kernels, accumulator hashed once", answers, "n", "compiled_s")])]
+    for ax, (title, xlabel, ylabel, lines) in zip(axes, panels):
+        for (label, rs, x, y), marker in zip(lines, ("o-", "s-")):
+            ax.loglog([r[x] for r in rs], [r[y] for r in rs], marker, label=label)
+        ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+        ax.legend()
     fig.tight_layout()
     fig.savefig(OUT.with_suffix(".png"), dpi=110)
     print(f"wrote {OUT.with_suffix('.json')} and .png")

@@ -25,6 +25,7 @@ values' commitments out:
 """
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass, field
 
@@ -53,20 +54,19 @@ def _map_kernels() -> dict:
     each accumulator hashed again (the reference run tests/protocol/test_level3_kernels.py
     compares with)."""
     import os
-    if os.environ.get("VERDE_LEVEL3_KERNELS", "1") == "0":
+    return {} if os.environ.get("VERDE_LEVEL3_KERNELS", "1") == "0" else _compiled_maps()
+
+
+@functools.cache
+def _compiled_maps() -> dict:
+    from repops.reference.prims import MAP_PRIMITIVES
+    try:
+        from repops.cpu.elementwise import table
+        compiled = table()
+    except Exception:  # noqa: BLE001 - no compiler: the reference's numpy
         return {}
-    if "table" not in _MAP_KERNELS:
-        try:
-            from repops.cpu.elementwise import table
-            from repops.reference.prims import MAP_PRIMITIVES
-            # (primitives only: the table's fused operators would hide their steps from observe)
-            _MAP_KERNELS["table"] = {n: k for n, k in table().items() if n in MAP_PRIMITIVES}
-        except Exception:  # noqa: BLE001 - no compiler: the reference's numpy
-            _MAP_KERNELS["table"] = {}
-    return _MAP_KERNELS["table"]
-
-
-_MAP_KERNELS: dict = {}
+    # (primitives only: the table's fused operators would hide their steps from observe)
+    return {n: k for n, k in compiled.items() if n in MAP_PRIMITIVES}
 
 
 def fault_output(element: int) -> bytes:
@@ -439,7 +439,8 @@ class OpRun:
         # it as its accumulator (the same array object, unchanged: the reference never writes an
         # array in place), hashed once; not when a cheater changes outputs after committing them
         last = [None, merkle.ZERO]
-        reuse = commit_all and tamper_after is None and bool(_map_kernels())
+        maps = _map_kernels()
+        reuse = commit_all and tamper_after is None and bool(maps)
 
         def seen(name, args, result):
             k = len(out)
@@ -463,7 +464,7 @@ class OpRun:
         from repops.reference.prims import observe
         args, kwargs = decode(self.attrs, inputs)
         found = []  # the first fault: (kernel, element, rule)
-        with observe(seen, _map_kernels()), repops.deterministic("reference"), faults.noted(
+        with observe(seen, maps), repops.deterministic("reference"), faults.noted(
                 lambda rule, e: found or found.append((len(out) - 1, e, rule))):
             result = self.func(*args, **kwargs)
         self.fault = found[0] if found else None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import warnings
 from pathlib import Path
@@ -115,11 +116,9 @@ def nodes_on_device(rt, data, csize: int, top_only: bool = False) -> bytes:
     nbytes = int(data.size)
     n = -(-nbytes // csize)
     padded = 1 << merkle.depth(n) if n else 1
+    from repops.cuda.ops import Ops
+    grid = Ops(rt)._grid  # (grid-stride kernels: any geometry, the same bytes)
     out = rt.empty((32 * (2 * padded - 1),), np.uint8)  # every level, leaves first (nodes()'s layout)
-
-    def grid(items):
-        t = rt.elementwise_threads
-        return (max(1, min(-(-items // t), rt.max_blocks)), 1, 1), (t, 1, 1)
     rt.launch("sha256_leaves", *grid(padded), data, nbytes, csize, padded, out[:32 * padded])
     at, width = 0, padded
     while width > 1:
@@ -134,7 +133,6 @@ def nodes_on_device(rt, data, csize: int, top_only: bool = False) -> bytes:
 # must match the host's on before it commits anything
 SELF_CHECK = ((0, 4), (1, 1), (54, 54), (55, 55), (56, 56), (63, 63), (64, 64), (119, 119), (120, 120),
               (1000, 7), (4097, 1024), (3 * 4096 + 12, 256))
-_DEVICE = {}
 # a CUDA tensor this big or more is hashed on its GPU (a tree is a launch a level and a sync;
 # below, its download and the host's tree cost less): VERDE_COMMIT_DEVICE_MIN_BYTES overrides
 DEVICE_MIN_BYTES = int(os.environ.get("VERDE_COMMIT_DEVICE_MIN_BYTES", 1 << 18))
@@ -144,24 +142,25 @@ def device_runtime():
     """The GPU's runtime for hashing CUDA tensors where they live, once its chunk trees matched
     the host's on SELF_CHECK (else None, with one warning: tensors are then hashed on the host,
     the same roots, after a download). VERDE_COMMIT_ON_DEVICE=0 turns it off."""
-    if os.environ.get("VERDE_COMMIT_ON_DEVICE", "1") == "0":
+    return None if os.environ.get("VERDE_COMMIT_ON_DEVICE", "1") == "0" else _checked_device()
+
+
+@functools.cache
+def _checked_device():
+    """(decided once a process)"""
+    try:
+        from repops.cuda.device import device
+        rt = device()
+        mismatch = self_check(rt)
+    except Exception as e:  # noqa: BLE001 - no CuPy, no device, a build error: hash on the host
+        warnings.warn(f"chunk trees on the GPU unavailable ({type(e).__name__}: {e}); CUDA tensors are "
+                      "committed on the host", RuntimeWarning, stacklevel=3)
         return None
-    if "rt" not in _DEVICE:
-        _DEVICE["rt"] = None
-        try:
-            from repops.cuda.device import device
-            rt = device()
-            mismatch = self_check(rt)
-        except Exception as e:  # noqa: BLE001 - no CuPy, no device, a build error: hash on the host
-            warnings.warn(f"chunk trees on the GPU unavailable ({type(e).__name__}: {e}); CUDA tensors are "
-                          "committed on the host", RuntimeWarning, stacklevel=2)
-            return None
-        if mismatch:
-            warnings.warn(f"the GPU's chunk tree differs from the host's for {mismatch} (bytes, chunk); CUDA "
-                          "tensors are committed on the host", RuntimeWarning, stacklevel=2)
-            return None
-        _DEVICE["rt"] = rt
-    return _DEVICE["rt"]
+    if mismatch:
+        warnings.warn(f"the GPU's chunk tree differs from the host's for {mismatch} (bytes, chunk); CUDA "
+                      "tensors are committed on the host", RuntimeWarning, stacklevel=3)
+        return None
+    return rt
 
 
 def self_check(rt) -> tuple | None:

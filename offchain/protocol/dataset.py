@@ -5,6 +5,7 @@ data.keys names for a program, each with n rows), the batches of the schedule (a
 job's: the rows in order), and the state a checkpoint holds (docs/PROTOCOL.md §5)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
 
@@ -77,9 +78,7 @@ def build_model(job: Job, device="cpu", params_from_init: bool = False):
             raise JobError(f"model.program file {spec.model.program.file!r}: {e.strerror}") from None
         return program.load(data, state, device)
     from repops.models import build
-    if not params_from_init:
-        return build(spec.model.name, **spec.model.config).to(device)
-    with _ParametersFromInit():
+    with _ParametersFromInit() if params_from_init else contextlib.nullcontext():
         return build(spec.model.name, **spec.model.config).to(device)
 
 

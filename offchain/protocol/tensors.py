@@ -21,6 +21,10 @@ class TensorError(ValueError):
     pass
 
 
+def _no_commitment(dtype) -> TensorError:
+    return TensorError(f"no tensor commitment for dtype {dtype}: Verde commits float32, int64, int32, uint8 and bool")
+
+
 def canonical(x) -> np.ndarray:
     """A contiguous little-endian array of a committed dtype (torch tensors included)."""
     if hasattr(x, "detach"):
@@ -32,7 +36,7 @@ def canonical(x) -> np.ndarray:
     a = a if a.flags.c_contiguous else a.copy()  # (ascontiguousarray would make 0-d 1-d)
     dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
     if dt not in DTYPES:
-        raise TensorError(f"no tensor commitment for dtype {a.dtype}: Verde commits float32, int64, int32, uint8 and bool")
+        raise _no_commitment(a.dtype)
     return a.astype(dt, copy=False)
 
 
@@ -142,7 +146,7 @@ def _commit_on_device(rt, t, chunk: int) -> tuple[bytes, Seal]:
     from repops.cuda.device import _NUMPY, as_array, torch_stream
     dt = _NUMPY.get(t.dtype)
     if dt not in DTYPES:
-        raise TensorError(f"no tensor commitment for dtype {t.dtype}: Verde commits float32, int64, int32, uint8 and bool")
+        raise _no_commitment(t.dtype)
     with _disable_current_modes(), torch_stream():  # (torch's own copy and views: never a traced op)
         raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
         return seal_on_device(rt, as_array(raw), DTYPES[dt], t.shape, chunk)

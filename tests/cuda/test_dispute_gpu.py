@@ -10,13 +10,12 @@ import pytest
 
 from kernel_samples import backend_table  # (tests/repops: see conftest.py)
 from offchain.dispute.context import Context
-from offchain.dispute.party import InProcess, Party
-from offchain.dispute.referee import dispute
 from offchain.protocol.jobfile import load
 from offchain.trainer import Trainer
 from offchain.trainer import adversaries as A
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))
+from playing import honest_wins_off_chain, off_chain  # noqa: E402
 from small_job import ADVERSARIES, write_small_job  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -32,22 +31,12 @@ def mlp(tmp_path_factory):
     return job, Context(job), honest
 
 
-def _play(ctx, a, b, finals=None):
-    """(finals: the claims posted before the game; a stops-early cheater's answers re-execute)"""
-    finals = finals or {t.name: t.final_claim() for t in (a, b)}
-    return dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=finals[t.name]) for t in (a, b)))
-
-
 @pytest.mark.parametrize("behaviour", ADVERSARIES, ids=lambda b: f"{b.name}-{b.level}")
 def test_the_honest_gpu_trainer_wins_against_every_adversary_in_both_seats(mlp, tmp_path, behaviour):
     job, ctx, honest = mlp
     bad = Trainer(job, tmp_path / "cheater", "cheater", device="cuda", behaviour=dataclasses.replace(behaviour))
     bad.train()
-    finals = {t.name: t.final_claim() for t in (honest, bad)}
-    assert finals["honest"] != finals["cheater"], "the adversary must change the result to be disputed"
-    for first, second in ((honest, bad), (bad, honest)):
-        v = _play(ctx, first, second, finals)
-        assert v.winner == "honest" and v.losers == ["cheater"], str(v)
+    for v in honest_wins_off_chain(ctx, honest, bad):
         assert v.level == behaviour.level if behaviour.name != "silent" else "no answer" in v.reason, str(v)
 
 
@@ -68,7 +57,7 @@ def test_a_gpu_cheater_on_attention_loses_to_a_cpu_trainer(tmp_path):
     bad = Trainer(job, tmp_path / "b", "cheater", device="cuda",
                   behaviour=A.CorruptValue(step=1, node=node, element=3, ulps=64))
     bad.train()
-    v = _play(ctx, bad, honest)
+    v = off_chain(ctx, bad, honest)
     assert v.winner == "honest" and v.level == 5 and v.node == node, str(v)
 
 
@@ -93,8 +82,5 @@ def test_the_honest_gpu_trainer_of_a_program_job_wins(tmp_path, case):
     honest.train()
     bad = Trainer(job, tmp_path / "b", "cheater", device="cuda", behaviour=A.KernelCheat(op=op, **cheat))
     bad.train()
-    finals = {t.name: t.final_claim() for t in (honest, bad)}
-    assert finals["honest"] != finals["cheater"]
-    for first, second in ((honest, bad), (bad, honest)):
-        v = _play(ctx, first, second, finals)
-        assert v.winner == "honest" and v.losers == ["cheater"] and v.level == level, str(v)
+    for v in honest_wins_off_chain(ctx, honest, bad):
+        assert v.level == level, str(v)

@@ -15,17 +15,23 @@ def trained(job_file, d):
     return job, Context(job), honest
 
 
-def off_chain(ctx, first, second):
-    """The off-chain referee's verdict on trainers `first` (seat 0) and `second`."""
-    return dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=t.final_claim()) for t in (first, second)))
+def off_chain(ctx, first, second, finals: dict | None = None):
+    """The off-chain referee's verdict on trainers `first` (seat 0) and `second`. finals: the
+    claims they posted, by name (default: their final claims now)."""
+    finals = finals or {t.name: t.final_claim() for t in (first, second)}
+    return dispute(ctx, *(Party(t.name, InProcess(t), deadline_s=120, final=finals[t.name]) for t in (first, second)))
 
 
 def honest_wins_off_chain(ctx, honest, bad) -> list:
     """The off-chain referee's verdicts with the cheater in seat 1, then in seat 0: each must
-    make the honest trainer the winner and the cheater the only loser. -> both verdicts."""
+    make the honest trainer the winner and the cheater the only loser. The final claims are
+    the ones posted before both games (a stops-early cheater's answers re-execute, and its
+    final claim is then another). -> both verdicts."""
+    finals = {t.name: t.final_claim() for t in (honest, bad)}
+    assert finals[honest.name] != finals[bad.name], "the cheater must change the result to be disputed"
     verdicts = []
     for first, second in ((honest, bad), (bad, honest)):
-        v = off_chain(ctx, first, second)
+        v = off_chain(ctx, first, second, finals)
         assert v.winner == honest.name and v.losers == [bad.name], str(v)
         verdicts.append(v)
     return verdicts

@@ -68,7 +68,7 @@ def test_the_self_check_refuses_a_device_whose_tree_differs(rt, kernel, first):
 
 
 def test_without_a_usable_gpu_cuda_tensors_are_committed_on_the_host(monkeypatch):
-    monkeypatch.setattr(chunktree, "_DEVICE", {})
+    chunktree._checked_device.cache_clear()
     monkeypatch.setenv("VERDE_COMMIT_ON_DEVICE", "0")
     assert chunktree.device_runtime() is None
     monkeypatch.delenv("VERDE_COMMIT_ON_DEVICE")

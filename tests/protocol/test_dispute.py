@@ -12,6 +12,7 @@ from offchain.dispute.referee import check_seal, dispute, tournament
 from offchain.protocol.claims import seal
 from offchain.trainer import Trainer
 
+from playing import honest_wins_off_chain
 from small_job import ADVERSARIES, STEPS
 
 
@@ -29,11 +30,7 @@ def cheater(job, tmp_path, behaviour, name="cheater"):
 @pytest.mark.parametrize("behaviour", ADVERSARIES, ids=lambda b: f"{b.name}-{b.level}")
 def test_honest_wins_against_every_adversary_in_both_seats(job, ctx, honest, tmp_path, behaviour):
     bad = cheater(job, tmp_path, behaviour)
-    finals = {t.name: t.final_claim() for t in (honest, bad)}
-    assert finals["honest"] != finals["cheater"], "the adversary must change the result to be disputed"
-    for first, second in ((honest, bad), (bad, honest)):
-        v = dispute(ctx, party(first, finals[first.name]), party(second, finals[second.name]))
-        assert v.winner == "honest" and v.losers == ["cheater"], str(v)
+    for v in honest_wins_off_chain(ctx, honest, bad):
         if behaviour.name != "silent":
             assert v.level == behaviour.level, str(v)
         else:

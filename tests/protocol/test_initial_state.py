@@ -2,6 +2,7 @@
 job's init file (offchain/protocol/dataset.py _ParametersFromInit: half of a 125 M fresh state's
 second, paid for every state a trainer re-derives): the state is bit for bit the one built with
 the fills, whatever torch's RNG holds, and nothing but a Parameter's fill is skipped."""
+import contextlib
 import threading
 
 import pytest
@@ -9,9 +10,9 @@ import torch
 
 from offchain.protocol import dataset
 from offchain.protocol.corpus import token_rows
-from offchain.protocol.dataset import _ParametersFromInit, initial_state, state_of, write_job
+from offchain.protocol.dataset import _ParametersFromInit, initial_state, write_job
 from offchain.protocol.jobfile import load
-from small_job import mlp_data, write_dropout_job, write_small_job
+from small_job import write_dropout_job, write_small_job
 
 
 def _llama(d):
@@ -19,15 +20,11 @@ def _llama(d):
     return write_job(d, "llama", cfg, {"tokens": token_rows(16, rows=8)}, steps=2, batch_size=2)
 
 
-def _with_fills(job):
-    """initial_state as it was: the model built with torch's fills, then every parameter copied."""
-    model = dataset.build_model(job)
-    if job.spec.model.name != "program":
-        init = dataset._load(job, job.spec.init, "init")
-        with torch.no_grad():
-            for n, p in model.named_parameters():
-                p.copy_(init[n])
-    return state_of(job, model)
+def _with_fills(job, monkeypatch):
+    """initial_state with torch's fills run (the mode that skips them made a no-op)."""
+    with monkeypatch.context() as m:
+        m.setattr(dataset, "_ParametersFromInit", contextlib.nullcontext)
+        return initial_state(job)
 
 
 def _bits(st):
@@ -35,10 +32,10 @@ def _bits(st):
 
 
 @pytest.mark.parametrize("write", [write_small_job, _llama, write_dropout_job], ids=["mlp", "llama", "program"])
-def test_a_fresh_state_is_the_one_built_with_torch_fills_whatever_the_rng_holds(tmp_path, write):
+def test_a_fresh_state_is_the_one_built_with_torch_fills_whatever_the_rng_holds(tmp_path, monkeypatch, write):
     job = load(write(tmp_path / "job"))
     torch.manual_seed(1)
-    want = _bits(_with_fills(job))
+    want = _bits(_with_fills(job, monkeypatch))
     for seed in (1, 2):
         torch.manual_seed(seed)
         got = _bits(initial_state(job))

@@ -44,10 +44,9 @@ def _run(monkeypatch, flag, fn, ins):
 def test_level3_with_compiled_map_kernels_is_the_references_run(monkeypatch, case):
     fn, ins = CASES[case]
     calls = []
-    from repops.cpu.elementwise import table as compiled
-    table = compiled()  # (the C library is built here: the fast path must be taken)
-    monkeypatch.setattr(O, "_MAP_KERNELS", {"table": {n: (lambda *a, _k=k: calls.append(1) or _k(*a))
-                                                       for n, k in table.items()}})
+    assert "fma" in O._compiled_maps()  # (the C library is built here: the fast path must be taken)
+    counted = {n: (lambda *a, _k=k: calls.append(1) or _k(*a)) for n, k in O._compiled_maps().items()}
+    monkeypatch.setattr(O, "_compiled_maps", lambda: counted)
     fast, fast_kept, fast_fault = _run(monkeypatch, "1", fn, ins)
     assert calls, "no map primitive was computed by a compiled kernel"
     ref, ref_kept, ref_fault = _run(monkeypatch, "0", fn, ins)
