@@ -868,6 +868,22 @@ def adamw_(param, grad, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay):
     return None
 
 
+@register(repops_ops.adamw_foreach_.default)
+def adamw_foreach_(params, grads, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay):
+    """Untraced only (a trace records adamw_ per parameter: PER_TENSOR)."""
+    lists = (params, grads, m, v, b1t, b2t)
+    new = RO.adamw_foreach(*([np_(t, "adamw_") for t in ts] for ts in lists), lr, beta1, beta2, eps, weight_decay)
+    for state, values in zip(zip(params, m, v, b1t, b2t), new):
+        for t, a in zip(state, values):
+            _inplace(t, a)
+    return None
+
+
+# Group ops a trace records as their single-tensor op on each i-th element (the protocol's
+# graph has one node per parameter); repops/mode.py runs them so whenever a trace is on.
+PER_TENSOR = {repops_ops.adamw_foreach_.default: repops_ops.adamw_.default}
+
+
 # -- exact ops: data movement, views, creation, reads ---------------------------------------------------------------
 EXACT = {
     aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.t.default, aten.transpose.int,

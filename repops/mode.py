@@ -297,9 +297,10 @@ def _decompositions() -> dict:
 
 def _per_tensor(func, args, kwargs):
     """torch._foreach_<op>(lists, ...) as <op> on each i-th element (what the single-tensor
-    loop calls): a list argument as long as the first is zipped, anything else is shared."""
-    name = func._schema.name[len("aten::_foreach_"):]
-    single = _FOREACH_AS.get(name) or getattr(torch.ops.aten, name)
+    loop calls), and RepOps' group ops as theirs (aten.PER_TENSOR): a list argument as long as
+    the first is zipped, anything else is shared."""
+    name = func._schema.name.split("::")[1].removeprefix("_foreach_")
+    single = A.PER_TENSOR.get(func) or _FOREACH_AS.get(name) or getattr(torch.ops.aten, name)
     n = len(args[0])
     zipped = lambda a: isinstance(a, (list, tuple)) and len(a) == n  # noqa: E731
     outs = [single(*[x[i] if zipped(x) else x for x in args], **{k: (v[i] if zipped(v) else v) for k, v in kwargs.items()})
@@ -380,6 +381,9 @@ class RepOpsMode(TorchDispatchMode):
             if self.trace is not None and hasattr(self.trace, "alias"):
                 self.trace.alias(args[0], out)
             return out
+        if func in A.PER_TENSOR and self.trace is not None:
+            with self:  # traced: the single-tensor op per element, the protocol's nodes
+                return _per_tensor(func, args, kwargs)
         impl = A.REGISTRY.get(func)
         device = _device(func, args)
         # integer ops on meta too: the graph of a step (shapes only) must have the trace's nodes

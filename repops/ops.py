@@ -246,6 +246,30 @@ def adamw_(param, grad, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay) -> 
     torch.ops.repops.adamw_(param, grad, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay)
 
 
+# One group's AdamW step: adamw_ on each parameter in order. A trace records exactly those
+# adamw_ nodes (repops/mode.py: a trace's graph is per parameter, as the protocol's nodes are);
+# untraced, a backend runs the group in a few launches (the CUDA backend: 2 per 32 parameters
+# instead of 2 per parameter), with adamw_'s bits.
+@torch.library.custom_op("repops::adamw_foreach_", mutates_args=("params", "m", "v", "b1t", "b2t"))
+def _adamw_foreach_(params: list[Tensor], grads: list[Tensor], m: list[Tensor], v: list[Tensor], b1t: list[Tensor],
+                    b2t: list[Tensor], lr: float, beta1: float, beta2: float, eps: float, weight_decay: float) -> None:
+    for a in zip(params, grads, m, v, b1t, b2t, strict=True):
+        torch.ops.repops.adamw_(*a, lr, beta1, beta2, eps, weight_decay)
+
+
+@_adamw_foreach_.register_fake
+def _(params, grads, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay):
+    return None
+
+
+def adamw_foreach_(params, grads, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay) -> None:
+    """adamw_ on each parameter of a group (lists of equal length), in place."""
+    if not len(params) == len(grads) == len(m) == len(v) == len(b1t) == len(b2t):
+        raise ValueError(f"adamw_foreach_: lists of {len(params)} parameters, {len(grads)} gradients, {len(m)} m, "
+                         f"{len(v)} v, {len(b1t)} b1t, {len(b2t)} b2t: one of each per parameter")
+    torch.ops.repops.adamw_foreach_(params, grads, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay)
+
+
 # -- dropout ---------------------------------------------------------------------------------------
 # torch draws dropout masks from a generator whose bits differ between CPU and CUDA and whose
 # state is not part of the graph. RepOps' dropout is one op whose mask is a pure function of

@@ -24,7 +24,7 @@ import math
 
 import torch
 
-from .ops import adamw_
+from .ops import adamw_, adamw_foreach_
 
 
 class Schedule:
@@ -92,10 +92,12 @@ class _Fixed(torch.optim.Optimizer):
         for group in self.param_groups:
             self._clip(group)
             lr = self.schedule.lr(group["lr"], self.steps) if self.schedule else group["lr"]
-            for p in group["params"]:
-                if p.grad is not None:
-                    self._update(p, p.grad, self.state[p], dict(group, lr=lr))
+            self._update_group([p for p in group["params"] if p.grad is not None], dict(group, lr=lr))
         return loss
+
+    def _update_group(self, params, group):
+        for p in params:
+            self._update(p, p.grad, self.state[p], group)
 
 
 class AdamW(_Fixed):
@@ -114,6 +116,21 @@ class AdamW(_Fixed):
 
     def _update(self, p, g, st, group):
         _adamw(p, g, st, group, group["weight_decay"])
+
+    def _update_group(self, params, group):
+        """With a constant lr, the group's step is one op (adamw_foreach_: a trace still sees
+        adamw_ per parameter; untraced, a GPU runs it in a few launches)."""
+        if isinstance(group["lr"], torch.Tensor) or self._decay_in_gradient(group):
+            return super()._update_group(params, group)
+        st = [self.state[p] for p in params]
+        (b1, b2) = group["betas"]  # (Adam here: no decay at all)
+        adamw_foreach_(params, [p.grad for p in params], *([s[k] for s in st] for k in self.STATE), group["lr"],
+                       b1, b2, group["eps"], group["weight_decay"])
+
+    def _decay_in_gradient(self, group) -> bool:
+        """Adam's L2 decay adds to each gradient before its step (a node between steps in
+        the graph, kept in that order)."""
+        return False
 
 
 def _adamw(p, g, st, group, wd):
@@ -144,6 +161,9 @@ class Adam(AdamW):
         if group["weight_decay"]:
             g = g.add(p, alpha=group["weight_decay"])
         _adamw(p, g, st, group, 0.0)
+
+    def _decay_in_gradient(self, group) -> bool:
+        return bool(group["weight_decay"])
 
 
 class SGD(_Fixed):

@@ -55,6 +55,13 @@ class Honest:
         """May change `out` after it was recorded; returns the tensor it changed, if any."""
         return None
 
+    @property
+    def sees_ops(self) -> bool:
+        """Whether it looks at each op of a step (before_record, after_record): if not, an
+        untraced step runs without a hook, and a group op (the optimizer's) stays one op."""
+        cls = type(self)
+        return cls.before_record is not Honest.before_record or cls.after_record is not Honest.after_record
+
     def final_claim(self, trainer, claim):
         return claim
 

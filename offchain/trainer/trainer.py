@@ -128,7 +128,8 @@ class Trainer:
         if recorder is not None:
             hook.before, hook.alias = recorder.before, recorder.alias
         try:  # (outside the block: on a GPU a fault is raised when the block ends, repops.faults.deferred)
-            with repops.deterministic(self.backend, trace=hook), self.behaviour.faults():
+            with repops.deterministic(self.backend, trace=hook if recorder is not None or self.behaviour.sees_ops else None), \
+                    self.behaviour.faults():
                 loss = step.run(st, b, self.job.spec.m, lambda loss: self.behaviour.loss(s, loss))
         except repops.Fault as e:
             e.step = s  # (which step of a re-execution faulted)

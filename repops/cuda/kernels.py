@@ -14,6 +14,7 @@ CF, MF, CI, MI, CB, MB = "const float *", "float *", "const int *", "int *", "co
 CU, MU, CQ, MQ = "const unsigned *", "unsigned *", "const long long *", "long long *"
 # an elementwise operand's 4 element strides, and the output's n and inner dims (common.cuh RP_STRIDES)
 S4, DIMS = (Q,) * 4, (Q,) * 4
+ADAMW_SLOTS = 32  # parameters per multi-tensor AdamW launch (kernels/optim.cu RP_ADAMW_SLOTS)
 
 KERNELS = {
     "prim_map_f32": ("primitives.cu", (I, CF, *S4, CF, *S4, CF, *S4, MF, *DIMS)),
@@ -34,6 +35,9 @@ KERNELS = {
     "colsum_f32": ("nn.cu", (CF, CF, I, MF, I, MF, Q, Q, I)),
     "adamw_scalars": ("optim.cu", (MF, MF, CF, MF)),
     "adamw_f32": ("optim.cu", (MF, CF, MF, MF, CF, CF, Q)),
+    # one group's parameters, ADAMW_SLOTS a launch: (b1t, b2t) and (p, g, m, v, n) per slot
+    "adamw_foreach_scalars": ("optim.cu", (CF, MF, I, *(MF, MF) * ADAMW_SLOTS)),
+    "adamw_foreach_f32": ("optim.cu", (CF, CF, *(MF, CF, MF, MF, Q) * ADAMW_SLOTS)),
     "sha256_leaves": ("sha256.cu", (CB, Q, Q, Q, MB)),  # commitments where a tensor lives (offchain chunk trees)
     "sha256_inner": ("sha256.cu", (CB, Q, MB)),
 }

@@ -16,7 +16,7 @@ from ..errors import DTypeError
 from ..kernels import MAP_OPS, NORMS, ROWS
 from ..reference import prims as P
 from ..reference.linalg import matmul_shape
-from .kernels import COLUMNS, SMS, matmul_geometry
+from .kernels import ADAMW_SLOTS, COLUMNS, SMS, matmul_geometry
 
 F32 = np.float32
 _CMP = {"eq", "lt", "le"}
@@ -412,6 +412,23 @@ class Ops:
             self.rt.launch("adamw_f32", *self._grid(p.size), p, g, m, v, c, scal, p.size)
         return p, m, v, b1t, b2t
 
+    def adamw_foreach(self, ps, gs, ms, vs, b1ts, b2ts, lr, beta1, beta2, eps, weight_decay):
+        """A group's parameters in two launches per ADAMW_SLOTS of them (their pointers are
+        kernel arguments), each parameter's bits adamw's; returned as adamw's, per parameter."""
+        ps, ms, vs, b1ts, b2ts, gs = ([self.contiguous(t) for t in ts] for ts in (ps, ms, vs, b1ts, b2ts, gs))
+        c = self.constant([1.0 - lr * weight_decay, 1.0 - beta1, beta2, 1.0 - beta2, beta1, lr, eps])
+        for lo in range(0, len(ps), ADAMW_SLOTS):
+            group = range(lo, min(len(ps), lo + ADAMW_SLOTS))
+            unused = ADAMW_SLOTS - len(group)  # padded with the first's pointers: never touched
+            scal = self.rt.empty((2 * len(group),), F32)
+            self.rt.launch("adamw_foreach_scalars", (1, 1, 1), (1, 1, 1), c, scal, len(group),
+                           *(t for i in group for t in (b1ts[i], b2ts[i])), *(b1ts[lo], b2ts[lo]) * unused)
+            (blocks, _, _), block = self._grid(max(ps[i].size for i in group))
+            self.rt.launch("adamw_foreach_f32", (blocks, len(group), 1), block, c, scal,
+                           *(t for i in group for t in (ps[i], gs[i], ms[i], vs[i], ps[i].size)),
+                           *(ps[lo], gs[lo], ms[lo], vs[lo], 0) * unused)
+        return tuple(zip(ps, ms, vs, b1ts, b2ts))
+
     def fold(self, prim, x, axis: int, init: float, keepdims: bool = False):
         from ..reference.fold import fold as ref_fold
         code = {P.add: 0, P.max_: 1}.get(prim)
@@ -459,5 +476,5 @@ class Ops:
         t.update({name: getattr(self, name) for name in (
             "matmul", "fold", "gather", "onehot", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
             "layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward", "attention", "attention_backward",
-            "adamw", "embedding_backward", "philox")})
+            "adamw", "adamw_foreach", "embedding_backward", "philox")})
         return t

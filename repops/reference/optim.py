@@ -26,3 +26,11 @@ def adamw(p, g, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay):
     denom = P.add(P.div(P.sqrt(v), P.sqrt(P.sub(c(1.0), b2t))), c(eps))
     p = P.sub(p, P.mul(P.div(m, denom), step))
     return p, m, v, b1t, b2t
+
+
+@P.overridable("adamw_foreach")
+def adamw_foreach(ps, gs, ms, vs, b1ts, b2ts, lr, beta1, beta2, eps, weight_decay):
+    """adamw of each parameter of one group (lists, one entry a parameter) -> a tuple of
+    adamw's results, one per parameter. Each parameter's step is its own: a backend may run
+    the group in fewer launches, never with other bits (repops.ops.adamw_foreach_)."""
+    return tuple(adamw(*a, lr, beta1, beta2, eps, weight_decay) for a in zip(ps, gs, ms, vs, b1ts, b2ts))

@@ -55,9 +55,12 @@ def operand(rng, n, kind="normal"):
 def test_every_kernel_in_the_sources_is_in_the_table_and_emulated():
     found = {}
     for src in sources():
+        text = src.read_text()
+        slots = int(m.group(1)) if (m := re.search(r"#define RP_ADAMW_SLOTS (\d+)", text)) else 0
         for name, params in re.findall(r'extern "C" __global__ void(?:\s+__launch_bounds__\([^)]*\))?\s+(\w+)\(((?:[^()]|\([^()]*\))*)\)',
-                                       src.read_text()):
-            found[name] = (src.name, params.count(",") + 1 + 3 * params.count("RP_STRIDES("))  # 4 strides each
+                                       text):
+            found[name] = (src.name, params.count(",") + 1 + 3 * params.count("RP_STRIDES(")  # 4 strides each
+                           + slots * (2 * params.count("RP_ADAMW_SCALAR_SLOTS") + 5 * params.count("RP_ADAMW_ELEMENT_SLOTS")))
     assert found == {k: (src, len(params)) for k, (src, params) in KERNELS.items()}
     for src in sources():  # what the emulator does not provide must not ship
         text = src.read_text()

@@ -143,6 +143,17 @@ def _adamw(rng, v):
             for n, b1t, b2t, lr, wd in ((10, 1.0, 1.0, 3e-3, 0.01), (1000, 0.9, 0.999, 1e-3, 0.0), (70000, 0.5, 0.9, 0.1, 0.1))]
 
 
+def _adamw_foreach(rng, v):
+    """A group: sizes around the launch's thread count, an empty parameter, per-parameter b1t/b2t
+    and moments; more parameters than one launch's ADAMW_SLOTS (several launches a step)."""
+    def group(sizes, lr, wd):
+        ps = [(v(n), v(n), v(n), np.abs(v(n)), np.asarray(rng.choice([1.0, 0.9, 0.5]), F32),
+               np.asarray(rng.choice([1.0, 0.999, 0.25]), F32)) for n in sizes]
+        return (*([p[k] for p in ps] for k in range(6)), lr, 0.9, 0.999, 1e-8, wd)
+    return [group([10, 0, 300, 1], 3e-3, 0.01), group([int(n) for n in rng.integers(1, 70, 45)], 0.1, 0.0),
+            group([70000, 3], 1e-3, 0.1), group([], 1e-3, 0.1)]
+
+
 def _matmul(rng, v):
     return [(v(37, 29), v(29, 53)), (v(3, 2, 19, 11), v(2, 11, 23)), (v(7, 0), v(0, 5)), (v(8, 16), v(16, 8)),
             (v(40, 50)[::-1, 3:20], v(50, 40)[5:22, ::-2])]
@@ -204,7 +215,13 @@ SAMPLES = {"embedding_backward": _embedding_backward,
     "softmax": _rows, "log_softmax": _rows, "softmax_backward": _rows2, "log_softmax_backward": _rows2,
     "layer_norm": _layer_norm, "layer_norm_backward": _layer_norm_backward, "rms_norm": _rms_norm,
     "rms_norm_backward": _rms_norm_backward, "attention": _attention, "attention_backward": _attention_backward,
-    "adamw": _adamw, "matmul": _matmul, "fold": _fold, "gather": _gather, "onehot": _onehot, "philox": _philox,
+    "adamw": _adamw, "adamw_foreach": _adamw_foreach, "matmul": _matmul, "fold": _fold, "gather": _gather, "onehot": _onehot, "philox": _philox,
     "integer": _integer,
 }
-MUTATES = {"adamw": (0, 2, 3, 4, 5)}  # argument positions a kernel may write in place: pass copies
+# argument positions a kernel may write in place (arrays, or lists of them): pass copies
+MUTATES = {"adamw": (0, 2, 3, 4, 5), "adamw_foreach": (0, 2, 3, 4, 5)}
+
+
+def fresh(a):
+    """A copy of a mutated argument: an array, or a list of arrays."""
+    return [np.array(x, copy=True) for x in a] if isinstance(a, list) else np.array(a, copy=True)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import repops
-from repops.ops import adamw_, attention, rms_norm
+from repops.ops import adamw_, adamw_foreach_, attention, rms_norm
 
 
 def bits(t):
@@ -75,6 +75,47 @@ def test_adamw_step_equals_the_composition(backend):
             _adamw_plain(a[0], a[1], a[2], a[3], a[4], a[5], 3e-3, 0.9, 0.999, 1e-8, 0.01)
             adamw_(b[0], b[1], b[2], b[3], b[4], b[5], 3e-3, 0.9, 0.999, 1e-8, 0.01)
     assert all(torch.equal(bits(x), bits(y)) for x, y in zip(a, b))
+
+
+def _group(n=37):
+    """A group of more parameters than one multi-tensor launch takes, sizes 0 to 700."""
+    g = torch.Generator().manual_seed(3)
+    sizes = [0, 1, 700] + torch.randint(1, 90, (n - 3,), generator=g).tolist()
+    return [[torch.randn(k, generator=g) for k in sizes], [torch.randn(k, generator=g) for k in sizes],
+            [torch.randn(k, generator=g) for k in sizes], [torch.rand(k, generator=g) for k in sizes],
+            [torch.full((), 0.9 ** (i % 4)) for i in range(n)], [torch.full((), 0.999 ** (i % 3)) for i in range(n)]]
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference", "cuda-emu"])
+def test_adamw_group_step_is_each_parameters_step(backend):
+    """adamw_foreach_ untraced (the CUDA backend: its multi-tensor kernels) = adamw_ on each."""
+    a = _group()
+    b = [[t.clone() for t in ts] for ts in a]
+    with repops.deterministic(backend):
+        for _ in range(2):
+            adamw_foreach_(*a, 3e-3, 0.9, 0.999, 1e-8, 0.01)
+            for ts in zip(*b):
+                adamw_(*ts, 3e-3, 0.9, 0.999, 1e-8, 0.01)
+    for x, y in zip(a, b):
+        assert all(torch.equal(bits(p), bits(q)) for p, q in zip(x, y))
+
+
+def test_a_trace_sees_the_group_step_as_each_parameters_adamw():
+    """The protocol's graph has one node per parameter: a trace records adamw_ per parameter,
+    in order, on its own tensors, never the group op."""
+    a = _group(5)
+    seen = []
+    with repops.deterministic("cpu", trace=lambda func, args, kwargs, out: seen.append((str(func), args[0]))):
+        adamw_foreach_(*a, 3e-3, 0.9, 0.999, 1e-8, 0.01)
+    assert [f for f, _ in seen] == ["repops.adamw_.default"] * 5
+    assert all(t is p for (_, t), p in zip(seen, a[0]))
+
+
+def test_a_group_step_with_lists_of_other_lengths_is_refused():
+    a = _group(3)
+    a[3] = a[3][:2]
+    with pytest.raises(ValueError, match="3 parameters, 3 gradients, 3 m, 2 v"):
+        adamw_foreach_(*a, 3e-3, 0.9, 0.999, 1e-8, 0.01)
 
 
 def test_the_ops_run_natively_and_close_to_the_composition():

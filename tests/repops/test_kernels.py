@@ -8,7 +8,7 @@ import repops.aten  # noqa: F401  (imports every reference module, so OVERRIDABL
 import repops.integer  # noqa: F401  (its override point, "integer")
 from repops.reference import prims as P
 
-from kernel_samples import MUTATES, SAMPLES, backend_table as _table, flavours
+from kernel_samples import MUTATES, SAMPLES, backend_table as _table, flavours, fresh
 
 BACKENDS = ["cpu", "cuda-emu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
@@ -51,8 +51,8 @@ def test_kernel_equals_reference(backend, name, flavour):
     rng = np.random.default_rng(abs(hash((name, flavour))) % 2**32)
     cases = SAMPLES[name](rng, flavours(rng)[flavour])
     for i, args in enumerate(cases):
-        ref_args = tuple(np.array(a, copy=True) if j in MUTATES.get(name, ()) else a for j, a in enumerate(args))
-        kern_args = tuple(np.array(a, copy=True) if j in MUTATES.get(name, ()) else a for j, a in enumerate(args))
+        ref_args = tuple(fresh(a) if j in MUTATES.get(name, ()) else a for j, a in enumerate(args))
+        kern_args = tuple(fresh(a) if j in MUTATES.get(name, ()) else a for j, a in enumerate(args))
         with np.errstate(all="ignore"), P.implementations({}):
             want = P.OVERRIDABLE[name].reference(*ref_args)
         got = table[name](*kern_args)
