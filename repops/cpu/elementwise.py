@@ -4,6 +4,7 @@ Each returns exactly what the reference function of the same name returns."""
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
 
@@ -32,7 +33,7 @@ def _strides(arrs, shape, nin):
     """(ndim, shape, strides) in elements with broadcast axes at stride 0, axes merged where
     every operand walks them as one. Fast path: each operand contiguous at the output shape,
     or a single value (the common case: one axis)."""
-    size = int(np.prod(shape)) if shape else 1
+    size = math.prod(shape) if shape else 1
     if all(a.size == 1 or (a.shape == shape and a.flags.c_contiguous) for a in arrs):
         return 1, [size], [1 if a.size != 1 else 0 for a in arrs]
     strides = [[s // a.itemsize for s in np.broadcast_to(a, shape).strides] for a in arrs]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
 
@@ -24,7 +25,7 @@ def fold(prim, x, axis: int, init: float, keepdims: bool = False) -> np.ndarray:
     axis = axis % x.ndim
     moved = np.ascontiguousarray(np.moveaxis(x, axis, -1))
     n = moved.shape[-1]
-    rows = moved.size // n if n else int(np.prod(moved.shape[:-1]))
+    rows = moved.size // n if n else math.prod(moved.shape[:-1])
     out = np.empty(moved.shape[:-1], np.float32)
     if n == 0:
         out.fill(init)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
 
@@ -45,7 +46,7 @@ def matmul(a, b, threads: int | None = None) -> np.ndarray:
     batch, M, K, N = matmul_shape(a.shape, b.shape)
     a = np.broadcast_to(a, batch + (M, K))
     b = np.broadcast_to(b, batch + (K, N))
-    n = int(np.prod(batch)) if batch else 1
+    n = math.prod(batch) if batch else 1
     sa, sb = _batch_stride(a, n), _batch_stride(b, n)
     if sa is None or a.strides[-1] % 4 or a.strides[-2] % 4:
         a, sa = np.ascontiguousarray(a), M * K

@@ -2,6 +2,8 @@
 equal to the repops.reference function of the same name bit for bit."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..kernels import NORMS, ROWS
@@ -41,8 +43,8 @@ def _rows(op, x, y, dim, mask=None, scale=1.0):
     dim = dim % x.ndim if x.ndim else 0
     shape = x.shape
     n = shape[dim] if x.ndim else 1
-    outer = int(np.prod(shape[:dim])) if x.ndim else 1
-    inner = int(np.prod(shape[dim + 1:])) if x.ndim else 1
+    outer = math.prod(shape[:dim]) if x.ndim else 1
+    inner = math.prod(shape[dim + 1:]) if x.ndim else 1
     out = np.empty(shape, F32)
     m = None if mask is None else np.ascontiguousarray(np.broadcast_to(np.asarray(mask, np.bool_), shape)).view(np.uint8)
     if out.size:
@@ -80,7 +82,7 @@ def _norm(op, a, x, w, b, eps, s0, s1, want_dw, want_db, n):
 
 def layer_norm(x, w, b, eps, nd):
     x = _c(x)
-    n = int(np.prod(x.shape[x.ndim - nd:]))
+    n = math.prod(x.shape[x.ndim - nd:])
     stat = x.shape[:x.ndim - nd] + (1,) * nd
     mean, rstd = np.empty(stat, F32), np.empty(stat, F32)
     w = None if w is None else _c(np.broadcast_to(w, x.shape[x.ndim - nd:]))
@@ -92,7 +94,7 @@ def layer_norm(x, w, b, eps, nd):
 def layer_norm_backward(go, x, mean, rstd, w, nd, want_dw, want_db):
     go, x = _c(go), _c(x)
     tail = x.shape[x.ndim - nd:]
-    n = int(np.prod(tail))
+    n = math.prod(tail)
     w = None if w is None else _c(np.broadcast_to(w, tail))
     dx, dw, db = _norm(LAYER_NORM_BWD, go, x, w, None, 0.0, _c(mean), _c(rstd), want_dw, want_db, n)
     return dx, None if dw is None else dw.reshape(tail), None if db is None else db.reshape(tail)

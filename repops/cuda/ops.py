@@ -10,6 +10,8 @@ array module reproduces those traps (repops/cuda/emulator.py), so CI would see a
 slipping through them."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import DTypeError
@@ -159,7 +161,7 @@ class Ops:
         """Launch an elementwise kernel: pre (leading ints), operands as (array, strides)
         pairs (_operand), then out, n and the inner dims of the collapsed layout."""
         out = self.rt.empty(shape, out_dtype)
-        n = int(np.prod(shape)) if shape else 1
+        n = math.prod(shape) if shape else 1
         if n:
             layout = _collapse(shape, [st for _, st in operands], RANK)
             if layout is None:  # more dims than the kernels walk: contiguous copies (exact) merge them all
@@ -300,8 +302,8 @@ class Ops:
         y = None if y is None else self.contiguous(y)
         dim = dim % x.ndim if x.ndim else 0
         n = x.shape[dim] if x.ndim else 1
-        outer = int(np.prod(x.shape[:dim])) if x.ndim else 1
-        inner = int(np.prod(x.shape[dim + 1:])) if x.ndim else 1
+        outer = math.prod(x.shape[:dim]) if x.ndim else 1
+        inner = math.prod(x.shape[dim + 1:]) if x.ndim else 1
         out = self.rt.empty(x.shape, F32)
         mstrides = (1, 1, 0, 0, 0, 0)
         if mask is not None:  # attention rows (the last axis): the mask read through its strides
@@ -359,7 +361,7 @@ class Ops:
     def layer_norm(self, x, w, b, eps, nd):
         x = self.contiguous(x)
         tail = x.shape[x.ndim - nd:]
-        n = int(np.prod(tail))
+        n = math.prod(tail)
         stat = x.shape[:x.ndim - nd] + (1,) * nd
         mean, rstd = self.rt.empty(stat, F32), self.rt.empty(stat, F32)
         y, _, _ = self._norm("layer_norm", x, None, self._tail(w, tail), self._tail(b, tail), eps, mean, rstd, n)
@@ -368,7 +370,7 @@ class Ops:
     def layer_norm_backward(self, go, x, mean, rstd, w, nd, want_dw, want_db):
         go, x = self.contiguous(go), self.contiguous(x)
         tail = x.shape[x.ndim - nd:]
-        n = int(np.prod(tail))
+        n = math.prod(tail)
         dx, dw, db = self._norm("layer_norm_backward", go, x, self._tail(w, tail), None, 0.0, self.contiguous(mean),
                                 self.contiguous(rstd), n, want_dw, want_db)
         return dx, None if dw is None else dw.reshape(tail), None if db is None else db.reshape(tail)

@@ -204,7 +204,10 @@ int repops_matmul_f32(const float *A, const float *B, float *C, int M, int N, in
 int repops_matmul_batched_strided_f32(const float *A, long sab, long sar, long sac, const float *B, long sbb, long sbr,
                                       long sbc, float *C, int batch, int M, int N, int K, int nthreads) {
     int failed = 0;
-#pragma omp parallel for num_threads(nthreads) schedule(static) reduction(| : failed)
+    /* one thread below the single product's threshold: a fork/join costs more than such a batch
+     * (tiny attention products: 40 us on one thread, 0.5 ms on two of a busy 2-core machine) */
+    int nt = (long)batch * M * N * K < (1L << 18) ? 1 : nthreads;
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : failed)
     for (int b = 0; b < batch; b++)
         failed |= repops_matmul_strided_f32(A + (long)b * sab, sar, sac, B + (long)b * sbb, sbr, sbc,
                                             C + (long)b * M * N, M, N, K, 1) != 0;
