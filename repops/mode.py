@@ -33,14 +33,25 @@ def _describe(args) -> str:
     return ", ".join(parts)
 
 
+_CPU = frozenset({"cpu"})
+
+
 def _device(func, args) -> str:
     """The one device an op runs on; CPU 0-dim tensors (wrapped scalars) go with any."""
-    if all(not isinstance(a, (list, tuple)) and (not isinstance(a, torch.Tensor) or a.device.type == "cpu")
-           for a in args):
-        return "cpu"  # the common case, decided without building sets
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    tensors += [t for a in args if isinstance(a, (list, tuple)) for t in a if isinstance(t, torch.Tensor)]
-    devices = {t.device.type for t in tensors if not (t.device.type == "cpu" and t.dim() == 0)}
+    devices = set()
+    for a in args:  # (one pass, no lists built: every op of a step comes here, views included)
+        if isinstance(a, torch.Tensor):
+            d = a.device.type
+            if d != "cpu" or a.dim():
+                devices.add(d)
+        elif isinstance(a, (list, tuple)):
+            for t in a:
+                if isinstance(t, torch.Tensor):
+                    d = t.device.type
+                    if d != "cpu" or t.dim():
+                        devices.add(d)
+    if devices <= _CPU:
+        return "cpu"  # the common case
     if len(devices - {"meta"}) > 1:
         raise DeviceError(f"{func}: inputs on several devices ({_describe(args)}); move them to one "
                           "device first (RepOps never copies between devices behind your back)")
@@ -366,6 +377,20 @@ def _row_major(func, out):
     return type(out)(fresh(t) for t in out) if isinstance(out, (tuple, list)) else fresh(out)
 
 
+_ALIAS, _PER_TENSOR, _EXACT, _EMPTY = 1, 2, 4, 8
+
+
+@functools.cache
+def _kinds() -> dict:
+    """op -> its flags in aten's fixed tables (ALIASES, PER_TENSOR, EXACT, EMPTY: complete once
+    every op family is imported, as it is when this module is)."""
+    kinds: dict = {}
+    for flag, ops in ((_ALIAS, A.ALIASES), (_PER_TENSOR, A.PER_TENSOR), (_EXACT, A.EXACT), (_EMPTY, A.EMPTY)):
+        for op in ops:
+            kinds[op] = kinds.get(op, 0) | flag
+    return kinds
+
+
 class RepOpsMode(TorchDispatchMode):
     def __init__(self, trace=None, cuda_table=None):
         super().__init__()
@@ -376,27 +401,29 @@ class RepOpsMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in A.ALIASES:  # never a node: the trace binds the alias to its source (aten.ALIASES)
+        kind = _kinds().get(func, 0)  # (one lookup: an OpOverload hashes in Python)
+        if kind & _ALIAS:  # never a node: the trace binds the alias to its source (aten.ALIASES)
             out = func(*args, **kwargs)
             if self.trace is not None and hasattr(self.trace, "alias"):
                 self.trace.alias(args[0], out)
             return out
-        if func in A.PER_TENSOR and self.trace is not None:
+        if kind & _PER_TENSOR and self.trace is not None:
             with self:  # traced: the single-tensor op per element, the protocol's nodes
                 return _per_tensor(func, args, kwargs)
         impl = A.REGISTRY.get(func)
         device = _device(func, args)
         # integer ops on meta too: the graph of a step (shapes only) must have the trace's nodes
-        exact = func in A.EXACT or (func.namespace == "aten" and _integral(func, args, kwargs))
+        listed = kind & _EXACT
+        exact = listed or (func.namespace == "aten" and _integral(func, args, kwargs))
         if impl is not None and not exact and device != "meta":
             _check_float32(func, args, kwargs)
         traced = self.trace is not None and func.namespace != "profiler" and (
             impl is not None or exact)  # profiler marks compute nothing; composites decompose
         if traced and hasattr(self.trace, "before"):
             self.trace.before(func, args, kwargs)  # inputs as they are BEFORE an in-place op runs
-        if exact and device == "cpu" and (func not in A.EXACT or I.applies(func, args, kwargs)):
+        if exact and device == "cpu" and (not listed or I.applies(func, args, kwargs)):
             out = I.run(func, args, kwargs)  # integers and booleans: exact (native, or the kernels of a dispute)
-        elif exact and func not in A.EXACT:
+        elif exact and not listed:
             out = I.native(func, args, kwargs)  # integers and booleans: exact, and torch's own semantics
         elif impl is not None and device == "meta":
             out = _row_major(func, func(*args, **kwargs))  # shapes only, no values: the graph of a step (Verde)
@@ -407,9 +434,9 @@ class RepOpsMode(TorchDispatchMode):
                 out = impl(*args, **kwargs)
         elif impl is not None:
             out = impl(*args, **kwargs)
-        elif func in A.EXACT or func.namespace == "profiler":
+        elif listed or func.namespace == "profiler":
             out = func(*args, **kwargs)
-            if func in A.EMPTY and device != "meta":
+            if kind & _EMPTY and device != "meta":
                 out.zero_()
         elif func.name().startswith("aten::_foreach_"):
             with self:  # one op per tensor, traced as the single-tensor loop would be

@@ -460,7 +460,10 @@ class Ops:
         out = self.rt.empty(batch + (M, N), F32)
         if out.size == 0:
             return out
-        a, b = self.xp.broadcast_to(a, batch + (M, K)), self.xp.broadcast_to(b, batch + (K, N))
+        if a.shape != batch + (M, K):
+            a = self.xp.broadcast_to(a, batch + (M, K))
+        if b.shape != batch + (K, N):
+            b = self.xp.broadcast_to(b, batch + (K, N))
         layout = _collapse(batch, [_elements(a)[:-2], _elements(b)[:-2]], 2)
         if layout is None:
             a, b = self.copy(a), self.copy(b)
