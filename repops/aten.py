@@ -410,6 +410,8 @@ def mm(a, b):
 def addmm(bias, a, b, beta=1, alpha=1):
     """(a @ b) + bias; other scales: (a @ b) alpha + bias beta, and beta = 0 ignores bias
     (torch: NaN there does not propagate)."""
+    if alpha == 1 and beta == 1:
+        return tt(RL.matmul_add(np_(a, "addmm"), np_(b, "addmm"), np_(bias, "addmm")))
     mm = RL.matmul(np_(a, "addmm"), np_(b, "addmm"))
     if alpha != 1:
         mm = P.mul(mm, np.float32(alpha))

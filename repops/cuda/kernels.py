@@ -24,7 +24,8 @@ KERNELS = {
     "prim_from_int32_f32": ("primitives.cu", (CI, *S4, MF, *DIMS)),
     "prim_to_int32_f32": ("primitives.cu", (I, CF, *S4, MI, *DIMS)),
     "fold_f32": ("fold.cu", (I, CF, MF, Q, Q, CF, I)),
-    "matmul_f32": ("matmul.cu", (CF, CF, MF, I, I, I, *(Q,) * 9)),  # A, B strides; the batch's 2 dims
+    # A, B strides; the batch's 2 dims; a bias (flag, its row, column and 2 batch strides)
+    "matmul_f32": ("matmul.cu", (CF, CF, MF, I, I, I, *(Q,) * 9, CF, I, *(Q,) * 4)),
     "gather_u32": ("indexing.cu", (CU, CQ, CU, MU, Q, Q, Q, Q)),
     "onehot_u32": ("indexing.cu", (CQ, CU, Q, CU, Q, MU, Q, Q)),
     "embedding_poison_f32": ("indexing.cu", (CQ, CF, MQ, Q, Q, Q, I)),

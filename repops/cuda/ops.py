@@ -450,13 +450,26 @@ class Ops:
                                self.constant([init]), cols)
         return self.xp.expand_dims(out, axis) if keepdims else out
 
-    def matmul(self, a, b):
+    def matmul_add(self, a, b, c):
+        """add(matmul(a, b), c) in one launch: c read through its strides in the product's
+        epilogue (a bias that broadcasts the product to a larger shape: two kernels)."""
+        a, b = self.dev(a), self.dev(b)
+        batch, M, _, N = matmul_shape(a.shape, b.shape)
+        shape, cs = batch + (M, N), tuple(getattr(c, "shape", ()))
+        try:
+            fits = len(cs) <= len(shape) and np.broadcast_shapes(cs, shape) == shape
+        except ValueError:  # (the add refuses it, as the spec's does)
+            fits = False
+        return self.matmul(a, b, bias=c) if fits else self.prim("add")(self.matmul(a, b), c)
+
+    def matmul(self, a, b, bias=None):
         """Operands read through their strides (a transposed weight, a head-split view, a
         broadcast batch); the batch collapsed to two dims, else copied contiguous (exact)."""
         a, b = self.dev(a), self.dev(b)
         batch, M, K, N = matmul_shape(a.shape, b.shape)
         if K == 0:
-            return self.fill(batch + (M, N), 0.0)  # the empty sum from acc = +0
+            out = self.fill(batch + (M, N), 0.0)  # the empty sum from acc = +0
+            return out if bias is None else self.prim("add")(out, bias)
         out = self.rt.empty(batch + (M, N), F32)
         if out.size == 0:
             return out
@@ -464,22 +477,28 @@ class Ops:
             a = self.xp.broadcast_to(a, batch + (M, K))
         if b.shape != batch + (K, N):
             b = self.xp.broadcast_to(b, batch + (K, N))
-        layout = _collapse(batch, [_elements(a)[:-2], _elements(b)[:-2]], 2)
+        # the bias through its strides at the output's shape (out itself, never read, without one)
+        d, sds = (out, (0,) * out.ndim) if bias is None else self._operand(bias, out.shape)
+        layout = _collapse(batch, [_elements(a)[:-2], _elements(b)[:-2], sds[:-2]], 2)
         if layout is None:
             a, b = self.copy(a), self.copy(b)
-            layout = _collapse(batch, [_elements(a)[:-2], _elements(b)[:-2]], 2)
-        (nb0, nb1), (sab, sbb) = layout
-        sa, sb = _elements(a)[-2:], _elements(b)[-2:]
+            if any(sds[:-2]):
+                d = self.copy(d, out.shape)
+                sds = _elements(d)
+            layout = _collapse(batch, [_elements(a)[:-2], _elements(b)[:-2], sds[:-2]], 2)
+        (nb0, nb1), (sab, sbb, sdb) = layout
+        sa, sb, sd = _elements(a)[-2:], _elements(b)[-2:], sds[-2:]
         bm, bn, threads = matmul_geometry(self.rt.tuning)
         grid = (-(-N // bn), -(-M // bm), nb0 * nb1)
-        self.rt.launch("matmul_f32", grid, (threads, 1, 1), a, b, out, M, N, K, *sa, *sb, nb1, *sab, *sbb)
+        self.rt.launch("matmul_f32", grid, (threads, 1, 1), a, b, out, M, N, K, *sa, *sb, nb1, *sab, *sbb,
+                       d, int(bias is not None), *sd, *sdb)
         return out
 
     def table(self) -> dict:
         """The backend table (repops.backends): every primitive, index move and fused kernel."""
         t = {name: self.prim(name) for name in list(MAP_OPS) + ["ldexp", "from_int32", "to_int32_trunc", "to_int32_rne"]}
         t.update({name: getattr(self, name) for name in (
-            "matmul", "fold", "gather", "onehot", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
+            "matmul", "matmul_add", "fold", "gather", "onehot", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
             "layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward", "attention", "attention_backward",
             "adamw", "adamw_foreach", "embedding_backward", "philox")})
         return t

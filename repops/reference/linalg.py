@@ -24,3 +24,11 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     for k in range(a.shape[-1]):
         acc = P.fma(a[..., :, k:k + 1], b[..., k:k + 1, :], acc)
     return acc
+
+
+@P.overridable("matmul_add")
+def matmul_add(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """add(matmul(a, b), c), c broadcast to the product's shape (addmm's bias): two kernels of
+    the spec, which a backend may run in one launch (the add in the product's epilogue: the
+    same two roundings)."""
+    return P.add(matmul(a, b), c)

@@ -159,6 +159,14 @@ def _matmul(rng, v):
             (v(40, 50)[::-1, 3:20], v(50, 40)[5:22, ::-2])]
 
 
+def _matmul_add(rng, v):
+    """addmm's bias: a row, a full matrix, one value, a column, a strided view, batched with
+    a broadcast batch; a bias broadcasting the product to a larger shape (two kernels); K = 0."""
+    return [(v(37, 29), v(29, 53), v(53)), (v(5, 7), v(7, 6), v(5, 6)), (v(9, 4), v(4, 130), v(1)),
+            (v(9, 4), v(4, 3), v(9, 1)), (v(40, 50)[::-1, 3:20], v(50, 40)[5:22, ::-2], v(3, 40)[1, ::2]),
+            (v(3, 2, 19, 11), v(2, 11, 23), v(2, 1, 23)), (v(3, 4), v(4, 5), v(2, 3, 5)), (v(7, 0), v(0, 5), v(5))]
+
+
 def _fold(rng, v):
     return [(prim, v(*s), ax, init) for prim, init in ((P.add, -0.0), (P.max_, -np.inf), (P.add, 0.0), (P.max_, 1e-45))
             for s, ax in (((7,), 0), ((5, 131), 1), ((131, 5), 0), ((3, 4, 0), 2), ((4, 33, 6), 1))]
@@ -215,7 +223,7 @@ SAMPLES = {"embedding_backward": _embedding_backward,
     "softmax": _rows, "log_softmax": _rows, "softmax_backward": _rows2, "log_softmax_backward": _rows2,
     "layer_norm": _layer_norm, "layer_norm_backward": _layer_norm_backward, "rms_norm": _rms_norm,
     "rms_norm_backward": _rms_norm_backward, "attention": _attention, "attention_backward": _attention_backward,
-    "adamw": _adamw, "adamw_foreach": _adamw_foreach, "matmul": _matmul, "fold": _fold, "gather": _gather, "onehot": _onehot, "philox": _philox,
+    "adamw": _adamw, "adamw_foreach": _adamw_foreach, "matmul": _matmul, "matmul_add": _matmul_add, "fold": _fold, "gather": _gather, "onehot": _onehot, "philox": _philox,
     "integer": _integer,
 }
 # argument positions a kernel may write in place (arrays, or lists of them): pass copies

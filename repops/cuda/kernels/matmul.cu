@@ -12,7 +12,9 @@
 // head-split view, a broadcast batch: never copied first); blockIdx.z indexes the batch, as
 // two dims of strides (repops/cuda/ops.py collapses the batch to them); C is contiguous,
 // [batch, rows, cols]. The tile shape is tuning (repops/cuda/kernels.py TUNING, passed as -D):
-// any shape gives the same bits.
+// any shape gives the same bits. With `bias` (matmul_add: addmm's bias, read through its
+// strides, 0 along a broadcast dim) each stored output is add(rounded product, bias): the
+// spec's separate add kernel, in the epilogue.
 #include "common.cuh"
 
 #ifndef MATMUL_BM
@@ -66,7 +68,8 @@ __device__ __forceinline__ float4 repops_load4(const float *__restrict__ X, long
 extern "C" __global__ void __launch_bounds__(MM_THREADS, 2)
 matmul_f32(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, int M, int N, int K,
            long long sam, long long sak, long long sbk, long long sbn, long long nb1, long long sa0, long long sa1,
-           long long sb0, long long sb1) {
+           long long sb0, long long sb1, const float *__restrict__ D, int bias, long long sdm, long long sdn,
+           long long sd0, long long sd1) {
     __shared__ __align__(16) float As[2][BK][BM + APAD];
     __shared__ __align__(16) float Bs[2][BK][BN];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -77,6 +80,7 @@ matmul_f32(const float *__restrict__ A, const float *__restrict__ B, float *__re
     A += z0 * sa0 + z1 * sa1;
     B += z0 * sb0 + z1 * sb1;
     C += (long long)blockIdx.z * M * N;
+    D += z0 * sd0 + z1 * sd1;
     // A is read 4 along k per load, or 4 along m where its columns are contiguous (a transposed
     // view); B 4 along n, or 4 along k where its columns are contiguous (a transposed weight):
     // float4 loads where that stride is 1, the other a multiple of 4 and the base aligned
@@ -178,6 +182,13 @@ matmul_f32(const float *__restrict__ A, const float *__restrict__ B, float *__re
             float *p = C + r * N + c;
             float4 v = make_float4(rp_canon(acc[i][4 * h]), rp_canon(acc[i][4 * h + 1]),
                                    rp_canon(acc[i][4 * h + 2]), rp_canon(acc[i][4 * h + 3]));
+            if (bias) {  // (columns past N: never stored, never read)
+                const float *d = D + r * sdm + c * sdn;
+                if (c < N) v.x = rp_canon(v.x + d[0]);
+                if (c + 1 < N) v.y = rp_canon(v.y + d[sdn]);
+                if (c + 2 < N) v.z = rp_canon(v.z + d[2 * sdn]);
+                if (c + 3 < N) v.w = rp_canon(v.w + d[3 * sdn]);
+            }
             if (vecc && c + 3 < N) {
                 *reinterpret_cast<float4 *>(p) = v;
             } else {
