@@ -38,7 +38,7 @@ PY
 # xdist when the machine has it: each worker holds its own CUDA context on the one GPU
 workers=$(python -c "import xdist" 2>/dev/null && echo "-n ${GPU_CHECK_WORKERS:-8}")
 log="${OUT:-$tmp}/gpu.log"
-timeout "${GPU_CHECK_TESTS_S:-0}" python -m pytest -q -m gpu tests/cuda tests/repops/test_kernels.py \
+timeout "${GPU_CHECK_TESTS_S:-0}" python -m pytest -q -m gpu tests/cuda tests/repops/test_kernels.py tests/repops/test_fused_ops.py \
     -p no:cacheprovider -o addopts="" $workers -rfE --durations=15 --junitxml="$tmp/gpu.xml" >"$log" 2>&1
 rc=$?
 tail -60 "$log"

@@ -86,18 +86,25 @@ def _group(n=37):
             [torch.full((), 0.9 ** (i % 4)) for i in range(n)], [torch.full((), 0.999 ** (i % 3)) for i in range(n)]]
 
 
-@pytest.mark.parametrize("backend", ["cpu", "reference", "cuda-emu"])
+@pytest.mark.parametrize("backend", ["cpu", "reference", "cuda-emu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_adamw_group_step_is_each_parameters_step(backend):
-    """adamw_foreach_ untraced (the CUDA backend: its multi-tensor kernels) = adamw_ on each."""
-    a = _group()
-    b = [[t.clone() for t in ts] for ts in a]
-    with repops.deterministic(backend):
-        for _ in range(2):
+    """adamw_foreach_ untraced (the CUDA backend: its multi-tensor kernels; on a GPU, on CUDA
+    tensors) = adamw_ on each parameter (on the GPU: the CPU's)."""
+    device = "cpu"
+    if backend == "cuda":
+        from kernel_samples import backend_table
+        backend_table("cuda")  # skips without a device
+        backend, device = "cpu", "cuda"  # (CUDA tensors run on the CUDA backend)
+    b = _group()
+    a = [[t.to(device) for t in ts] for ts in b]
+    for _ in range(2):
+        with repops.deterministic(backend):
             adamw_foreach_(*a, 3e-3, 0.9, 0.999, 1e-8, 0.01)
+        with repops.deterministic(backend if device == "cpu" else "cpu"):
             for ts in zip(*b):
                 adamw_(*ts, 3e-3, 0.9, 0.999, 1e-8, 0.01)
     for x, y in zip(a, b):
-        assert all(torch.equal(bits(p), bits(q)) for p, q in zip(x, y))
+        assert all(torch.equal(bits(p.cpu()), bits(q)) for p, q in zip(x, y))
 
 
 def test_a_trace_sees_the_group_step_as_each_parameters_adamw():
