@@ -120,7 +120,8 @@ class AdamW(_Fixed):
     def _update_group(self, params, group):
         """With a constant lr, the group's step is one op (adamw_foreach_: a trace still sees
         adamw_ per parameter; untraced, a GPU runs it in a few launches)."""
-        if isinstance(group["lr"], torch.Tensor) or self._decay_in_gradient(group):
+        if isinstance(group["lr"], torch.Tensor) or self._decay_in_gradient(group) or \
+                len({p.device for p in params}) > 1:  # (a model split across devices: one op has one device)
             return super()._update_group(params, group)
         st = [self.state[p] for p in params]
         (b1, b2) = group["betas"]  # (Adam here: no decay at all)

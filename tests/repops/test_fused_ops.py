@@ -118,6 +118,23 @@ def test_a_trace_sees_the_group_step_as_each_parameters_adamw():
     assert all(t is p for (_, t), p in zip(seen, a[0]))
 
 
+def test_a_model_on_two_devices_steps_each_parameter_where_it_lives():
+    """One group op runs on one device: parameters on two (meta stands in for a second) step
+    one by one, each with its own state, as before the group op."""
+    from repops.optim import AdamW
+    ps = [torch.nn.Parameter(torch.randn(4)), torch.nn.Parameter(torch.randn(3, device="meta"))]
+    opt = AdamW(ps, lr=1e-3)
+    for p in ps:
+        p.grad = torch.ones_like(p)
+    seen = []
+    with repops.deterministic("cpu", trace=lambda func, args, kwargs, out: seen.append(args[0].device.type)):
+        opt.step()
+    with repops.deterministic("cpu"):
+        opt.step()  # (untraced: no group op across the two devices either)
+    assert seen == ["cpu", "meta"]
+    assert opt.state[ps[0]]["b1t"].item() == pytest.approx(0.9 ** 2)
+
+
 def test_a_group_step_with_lists_of_other_lengths_is_refused():
     a = _group(3)
     a[3] = a[3][:2]
