@@ -80,7 +80,7 @@ def measure(size: str, device: str, gas: bool) -> dict:
     from offchain.dispute.party import InProcess, Party
     from offchain.dispute.referee import dispute
     from offchain.protocol import chunktree
-    from offchain.protocol.tensors import commit
+    from offchain.protocol.tensors import commit_many
     from offchain.protocol.trace import decode_structure
     from offchain.trainer import Trainer
     from offchain.trainer import adversaries as A
@@ -114,13 +114,13 @@ def measure(size: str, device: str, gas: bool) -> dict:
         gpu_peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
         tensors = st.tensors()
         nbytes = sum(t.numel() * t.element_size() for t in tensors)
-        commit_s, _ = _timed(lambda: [commit(t, job.spec.chunk) for t in tensors])  # (every core: a trainer's)
+        commit_s, _ = _timed(lambda: commit_many(tensors, job.spec.chunk))  # (every core: a trainer's)
         threads = chunktree.threads()
         # per core on the host, the bar's terms (hashlib's SHA-256 is one core; on a GPU machine
         # commit_s is the device's tree, this one the host's after a download)
         os.environ.update(VERDE_COMMIT_THREADS="1", VERDE_COMMIT_ON_DEVICE="0")
         try:
-            commit_1_s, _ = _timed(lambda: [commit(t, job.spec.chunk) for t in tensors])
+            commit_1_s, _ = _timed(lambda: commit_many(tensors, job.spec.chunk))
         finally:
             os.environ.pop("VERDE_COMMIT_THREADS")
             os.environ.pop("VERDE_COMMIT_ON_DEVICE")

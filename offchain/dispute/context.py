@@ -11,7 +11,7 @@ from ..protocol.claims import step_claim
 from ..protocol.dataset import batch_commitments, data_tree, dataset, initial_state, state_tree
 from ..protocol.job import Job
 from ..protocol.step import Graph, graph_of
-from ..protocol.tensors import commit
+from ..protocol.tensors import commit_many
 
 
 @dataclass
@@ -105,7 +105,7 @@ class Context:
 
     @functools.cached_property
     def initial_leaves(self) -> list[bytes]:
-        return [commit(t, self.job.spec.chunk) for t in initial_state(self.job).tensors()]
+        return commit_many(initial_state(self.job).tensors(), self.job.spec.chunk)
 
     @functools.cached_property
     def initial_claim(self) -> bytes:

@@ -64,6 +64,9 @@ def lib():
             L.verde_chunk_tree.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int,
                                            ctypes.c_uint64]
             L.verde_chunk_tree.restype = ctypes.c_int
+            L.verde_chunk_trees.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
+                                            ctypes.c_void_p, ctypes.c_int]
+            L.verde_chunk_trees.restype = ctypes.c_int
             L.verde_sha_impl.argtypes = [ctypes.c_int]
             L.verde_sha_impl.restype = ctypes.c_int
             _lib = L
@@ -104,6 +107,25 @@ def nodes(array: np.ndarray, csize: int, nthreads: int | None = None, min_bytes:
     out = ctypes.create_string_buffer(32 * L.verde_tree_nodes(array.nbytes, csize))
     L.verde_chunk_tree(array.ctypes.data, array.nbytes, csize, out, nthreads or threads(), max(1, min_bytes))
     return out.raw
+
+
+def nodes_many(arrays: list, csize: int, nthreads: int | None = None) -> list[bytes]:
+    """nodes() of each array, in one call: the arrays shared out among the threads (each tree
+    on one thread), for many small ones whose per-call cost and single thread dominate."""
+    L = lib()
+    if L is None or len(arrays) < 2:
+        return [nodes(a, csize, nthreads) for a in arrays]
+    if csize < 1:
+        raise ValueError(f"chunk of {csize} bytes: a chunk holds at least one byte")
+    if not all(a.flags.c_contiguous for a in arrays):
+        raise ValueError("chunk trees are over C-contiguous arrays (tensors.canonical makes one)")
+    outs = [ctypes.create_string_buffer(32 * L.verde_tree_nodes(a.nbytes, csize)) for a in arrays]
+    order = sorted(range(len(arrays)), key=lambda i: -arrays[i].nbytes)  # largest first: the threads end together
+    ptr = ctypes.c_void_p * len(arrays)
+    L.verde_chunk_trees(len(arrays), ptr(*(arrays[i].ctypes.data for i in order)),
+                        (ctypes.c_uint64 * len(arrays))(*(arrays[i].nbytes for i in order)), csize,
+                        ptr(*(ctypes.addressof(outs[i]) for i in order)), nthreads or threads())
+    return [o.raw for o in outs]
 
 
 def nodes_on_device(rt, data, csize: int, top_only: bool = False) -> bytes:

@@ -110,6 +110,31 @@ def commit(x, chunk: int) -> bytes:
     return commit_sealed(x, chunk)[0]
 
 
+def commit_many(xs, chunk: int) -> list[bytes]:
+    """commit() of each tensor. The host's small ones (below a MiB a core: one thread each)
+    are hashed in one call, shared out among the cores: a model's state is hundreds of them,
+    where one call per tensor paid ~12 us of Python each and ran on one core."""
+    if chunk < 1:
+        raise TensorError(f"chunk size must be >= 1 element, got {chunk}")
+    roots: list = [None] * len(xs)
+    small: dict = {}  # itemsize -> [(index, canonical array)]: one chunk size a call
+    big = chunktree.threads() << 20
+    for i, x in enumerate(xs):
+        if getattr(x, "is_cuda", False):
+            roots[i] = commit(x, chunk)  # (hashed where it lives, or downloaded: commit_sealed decides)
+            continue
+        a = canonical(x)
+        if a.nbytes >= big:
+            roots[i] = commit(a, chunk)  # (its own tree on every core)
+        else:
+            small.setdefault(a.itemsize, []).append((i, a))
+    for itemsize, group in small.items():
+        trees = chunktree.nodes_many([a for _, a in group], chunk * itemsize)
+        for (i, a), nodes in zip(group, trees):
+            roots[i] = Seal(DTYPES[a.dtype], merkle.seal(chunk_count(a.shape, chunk), nodes[-32:])).commitment(a.shape)
+    return roots
+
+
 @dataclass(frozen=True)
 class Seal:
     """A commitment without its shape: the dtype and the sealed chunk tree, which depends only

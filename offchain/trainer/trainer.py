@@ -22,7 +22,7 @@ from ..protocol import merkle, step
 from ..protocol.claims import step_claim
 from ..protocol.dataset import TrainingState, batch, dataset, initial_state, state_tree
 from ..protocol.job import Job
-from ..protocol.tensors import commit
+from ..protocol.tensors import commit_many
 from ..protocol.trace import StepRecorder
 from .fault import FaultedStep
 from .store import CheckpointStore
@@ -144,7 +144,8 @@ class Trainer:
     def _leaves(self, st: TrainingState, p: int, rec: StepRecorder | None = None) -> list[bytes]:
         """State commitments at point p; after a traced step, the recorder's (each tensor
         was hashed when its last op wrote it)."""
-        cs = [rec.commitment(t) if rec is not None else commit(t, self.chunk) for t in st.tensors()]
+        ts = st.tensors()
+        cs = [rec.commitment(t) for t in ts] if rec is not None else commit_many(ts, self.chunk)
         return self.behaviour.state_leaves(p, cs)
 
     def _claim_after(self, st: TrainingState, p: int, rec: StepRecorder) -> bytes:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from offchain.protocol import chunktree, merkle
-from offchain.protocol.tensors import DTYPES, Committed, canonical, commit, header
+from offchain.protocol.tensors import DTYPES, Committed, TensorError, canonical, commit, commit_many, header
 
 
 def reference_root(a: np.ndarray, chunk: int) -> bytes:
@@ -70,6 +70,32 @@ def test_large_trees_split_every_level_across_threads_identically(compression):
             assert chunktree.nodes(a, chunk * 4, t, min_bytes=1) == ref
 
 
+@pytest.mark.parametrize("threads", [1, 2, 5])
+def test_many_trees_in_one_call_are_each_trees_bytes(compression, threads, monkeypatch):
+    """commit_many (a model's state in one call, the tensors shared out among threads) = commit of
+    each: every dtype, empty and 0-d tensors, views, numpy arrays, and one past the one-call size."""
+    monkeypatch.setenv("VERDE_COMMIT_THREADS", str(threads))
+    rng = np.random.default_rng(11)
+    xs = [torch.from_numpy(canonical(random_array(rng, dtype, shape))) for dtype in sorted(DTYPES, key=str)
+          for shape in SHAPES]
+    xs += [torch.randn(40, 30).t(), torch.randn(9)[::2], random_array(rng, np.dtype("float32"), (5, 7)),
+           torch.randn((threads << 20) // 4 + 3)]  # (the last: its own tree on every thread)
+    rng.shuffle(xs)
+    for chunk in (1, 7, 256):
+        assert commit_many(xs, chunk) == [commit(x, chunk) for x in xs]
+    for x in xs[:8]:
+        a = canonical(x)
+        assert chunktree.nodes_many([a, a], 7 * a.itemsize, threads) == [chunktree.nodes(a, 7 * a.itemsize)] * 2
+    assert commit_many([], 4) == []
+
+
+def test_many_trees_without_the_c_path_are_the_same(monkeypatch):
+    xs = [torch.randn(100), torch.arange(7), torch.ones(3, dtype=torch.bool)]
+    fast = commit_many(xs, 8)
+    monkeypatch.setattr(chunktree, "lib", lambda: None)
+    assert commit_many(xs, 8) == fast == [reference_root(canonical(x), 8) for x in xs]
+
+
 def test_element_proofs_from_the_c_tree_verify():
     x = torch.randn(37, 11)
     c = Committed(canonical(x), 16)
@@ -91,5 +117,9 @@ def test_bad_arguments_are_refused():
         chunktree.nodes(np.zeros(4, np.float32), 0)
     with pytest.raises(ValueError, match="C-contiguous"):
         chunktree.nodes(np.zeros((4, 4), np.float32).T, 4)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        chunktree.nodes_many([np.zeros(3, np.float32), np.zeros((4, 4), np.float32).T], 4)
+    with pytest.raises(TensorError, match="chunk size"):
+        commit_many([torch.zeros(3)], 0)
     with pytest.raises(merkle.ProofError):
         merkle.Tree.from_nodes(3, bytes(32 * 3))

@@ -331,3 +331,38 @@ int verde_chunk_tree(const uint8_t *data, uint64_t nbytes, uint64_t csize, uint8
     if (job.T > 1) pthread_barrier_destroy(&bar);
     return 0;
 }
+
+/* Many trees at once (a model's state: hundreds of tensors, most far below a thread's share of
+ * one tree): the arrays claimed one at a time by up to `threads` threads, each tree hashed by
+ * one thread as verde_chunk_tree(..., 1, ...) writes it; which thread hashes which never
+ * changes a byte. Returns 0. */
+typedef struct {
+    const uint8_t *const *datas;
+    const uint64_t *nbytes;
+    uint8_t *const *outs;
+    int count;
+    uint64_t csize;
+    int next;  /* the next array to claim (atomic) */
+} many_t;
+
+static void *many_work(void *p) {
+    many_t *m = p;
+    for (int i; (i = __atomic_fetch_add(&m->next, 1, __ATOMIC_RELAXED)) < m->count;)
+        verde_chunk_tree(m->datas[i], m->nbytes[i], m->csize, m->outs[i], 1, 1);
+    return NULL;
+}
+
+int verde_chunk_trees(int count, const uint8_t *const *datas, const uint64_t *nbytes, uint64_t csize,
+                      uint8_t *const *outs, int threads) {
+    verde_sha_impl(-1);  /* chosen before any thread reads it */
+    many_t m = {datas, nbytes, outs, count, csize, 0};
+    int T = threads < 1 ? 1 : threads > 256 ? 256 : threads;
+    if (T > count) T = count > 1 ? count : 1;
+    pthread_t tids[256];
+    int started = 1;
+    for (int t = 1; t < T; t++, started++)
+        if (pthread_create(&tids[t], NULL, many_work, &m) != 0) break;  /* fewer threads, same bytes */
+    many_work(&m);
+    for (int t = 1; t < started; t++) pthread_join(tids[t], NULL);
+    return 0;
+}
