@@ -26,6 +26,7 @@ KERNELS = {
     "fold_f32": ("fold.cu", (I, CF, MF, Q, Q, CF, I)),
     # A, B strides; the batch's 2 dims; a bias (flag, its row, column and 2 batch strides)
     "matmul_f32": ("matmul.cu", (CF, CF, MF, I, I, I, *(Q,) * 9, CF, I, *(Q,) * 4)),
+    "matmul_small_f32": ("matmul.cu", (CF, CF, MF, I, I, I, *(Q,) * 9, CF, I, *(Q,) * 4)),  # SMALL_TILE's
     "gather_u32": ("indexing.cu", (CU, CQ, CU, MU, Q, Q, Q, Q)),
     "onehot_u32": ("indexing.cu", (CQ, CU, Q, CU, Q, MU, Q, Q)),
     "embedding_poison_f32": ("indexing.cu", (CQ, CF, MQ, Q, Q, Q, I)),
@@ -55,6 +56,11 @@ COLUMNS = 4
 SMS = 132  # an H100 SXM's streaming multiprocessors: a launch of fewer blocks leaves SMs idle
 TUNING = {"MATMUL_BM": 128, "MATMUL_BN": 128, "MATMUL_BK": 16, "MATMUL_WM": 64, "MATMUL_WN": 32,
           "REPOPS_STAGE": 1024}
+
+# matmul_small_f32's tile (kernels/matmul.cu MATMUL_SMALL_*, fixed): a product whose TUNING tiles
+# would be fewer blocks than SMS runs on it, 4x the blocks (the same bits: any tile does)
+SMALL_TILE = {"MATMUL_BM": 64, "MATMUL_BN": 64, "MATMUL_BK": 16, "MATMUL_WM": 32, "MATMUL_WN": 64}
+
 
 def defines(tuning: dict) -> tuple:
     return tuple(f"-D{k}={v}" for k, v in sorted(tuning.items()))

@@ -18,7 +18,7 @@ from ..errors import DTypeError
 from ..kernels import MAP_OPS, NORMS, ROWS
 from ..reference import prims as P
 from ..reference.linalg import matmul_shape
-from .kernels import ADAMW_SLOTS, COLUMNS, SMS, matmul_geometry
+from .kernels import ADAMW_SLOTS, COLUMNS, SMALL_TILE, SMS, matmul_geometry
 
 F32 = np.float32
 _CMP = {"eq", "lt", "le"}
@@ -68,6 +68,7 @@ class Ops:
         self.rt, self.xp = rt, rt.xp
         # device constants by value, kept by the runtime (an Ops is made per repops.deterministic() block)
         self._constants = rt.__dict__.setdefault("_repops_constants", {})
+        self.small_below = SMS  # a product of fewer tuned tiles runs on the small ones (tests pin either)
 
     # -- operands ----------------------------------------------------------------------------
     def dev(self, v, dtype=F32):
@@ -488,11 +489,22 @@ class Ops:
             layout = _collapse(batch, [_elements(a)[:-2], _elements(b)[:-2], sds[:-2]], 2)
         (nb0, nb1), (sab, sbb, sdb) = layout
         sa, sb, sd = _elements(a)[-2:], _elements(b)[-2:], sds[-2:]
-        bm, bn, threads = matmul_geometry(self.rt.tuning)
-        grid = (-(-N // bn), -(-M // bm), nb0 * nb1)
-        self.rt.launch("matmul_f32", grid, (threads, 1, 1), a, b, out, M, N, K, *sa, *sb, nb1, *sab, *sbb,
+        kernel, (grid, threads) = self._matmul_tiles(M, N, nb0 * nb1)
+        self.rt.launch(kernel, grid, (threads, 1, 1), a, b, out, M, N, K, *sa, *sb, nb1, *sab, *sbb,
                        d, int(bias is not None), *sd, *sdb)
         return out
+
+    def _matmul_tiles(self, M, N, batch):
+        """(kernel, (grid, threads)): the tuned tiles, or the small ones where the tuned would
+        leave SMs idle (a tile never changes the bits: only which block computes an output)."""
+        def tiles(tuning):
+            bm, bn, threads = matmul_geometry(tuning)
+            return (-(-N // bn), -(-M // bm), batch), threads
+        grid, threads = tiles(self.rt.tuning)
+        area = lambda t: t["MATMUL_BM"] * t["MATMUL_BN"]  # noqa: E731
+        if grid[0] * grid[1] * batch < self.small_below and area(SMALL_TILE) < area(self.rt.tuning):
+            return "matmul_small_f32", tiles(SMALL_TILE)
+        return "matmul_f32", (grid, threads)
 
     def table(self) -> dict:
         """The backend table (repops.backends): every primitive, index move and fused kernel."""

@@ -57,6 +57,9 @@ def test_every_kernel_in_the_sources_is_in_the_table_and_emulated():
     for src in sources():
         text = src.read_text()
         slots = int(m.group(1)) if (m := re.search(r"#define RP_ADAMW_SLOTS (\d+)", text)) else 0
+        for name, body in re.findall(r"#define (\w+)[ \t]+((?:[^\n]*\\\n)*[^\n]*)", text):  # object-like macros
+            if name.endswith("_ARGS"):  # (a parameter list two kernels share)
+                text = re.sub(rf"\({name}\)", "(" + body.replace("\\\n", " ") + ")", text)
         for name, params in re.findall(r'extern "C" __global__ void(?:\s+__launch_bounds__\([^)]*\))?\s+(\w+)\(((?:[^()]|\([^()]*\))*)\)',
                                        text):
             found[name] = (src.name, params.count(",") + 1 + 3 * params.count("RP_STRIDES(")  # 4 strides each
@@ -83,11 +86,38 @@ def test_matmul_tile_shape_never_changes_bits(tuning):
     """The tile shape is tuning: other shapes (other warps, slices, loads) give the same bits."""
     from repops.cuda.emulator import Emulator
     from repops.cuda.ops import Ops
-    t = Ops(Emulator(tuning=tuning)).table()
+    ops = Ops(Emulator(tuning=tuning))
+    ops.small_below = 0  # (the tuned kernel, whatever the shape)
+    t = ops.table()
     rng = np.random.default_rng(9)
     for m, k, n in ((37, 29, 53), (130, 12, 68), (5, 40, 257)):
         a, b = operand(rng, m * k).reshape(m, k), operand(rng, k * n).reshape(k, n)
         same(t["matmul"](a, b), RL.matmul.reference(a, b))
+
+
+@pytest.mark.parametrize("small_below", [0, 10 ** 9], ids=["tuned-tiles", "small-tiles"])
+@pytest.mark.parametrize("rt_name", ["cuda-emu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_both_matmul_kernels_give_the_spec_bits(rt_name, small_below):
+    """matmul_f32 (the tuned tiles) and matmul_small_f32 (what a product too small to fill the
+    GPU runs on), each pinned: edges, a batch, strided operands, a bias in the epilogue."""
+    from repops.cuda.ops import Ops
+    _table(rt_name)  # built and self-checked (skips without a GPU)
+    if rt_name == "cuda-emu":
+        from repops.cuda.emulator import emulator as runtime
+    else:
+        from repops.cuda.device import device as runtime
+    ops = Ops(runtime())
+    ops.small_below = small_below
+    rng = np.random.default_rng(13)
+    for m, k, n in ((1, 1, 1), (37, 29, 53), (130, 9, 140), (65, 16, 64), (3, 0, 5), (257, 33, 129)):
+        a, b = operand(rng, m * k).reshape(m, k), operand(rng, k * n).reshape(k, n)
+        same(ops.matmul(a, b), RL.matmul.reference(a, b))
+        c = operand(rng, n)
+        same(ops.matmul_add(a, b, c), RL.matmul_add.reference(a, b, c))
+    a, b = operand(rng, 3 * 2 * 19 * 11).reshape(3, 2, 19, 11), operand(rng, 2 * 11 * 23).reshape(2, 11, 23)
+    same(ops.matmul(a, b), RL.matmul.reference(a, b))
+    a, b = operand(rng, 50 * 40).reshape(50, 40)[::2, 3:], operand(rng, 40 * 30).reshape(40, 30)[3:, ::-1]
+    same(ops.matmul(a, b), RL.matmul.reference(a, b))
 
 
 def test_matmul_reads_misaligned_device_rows():

@@ -32,21 +32,21 @@
 #ifndef MATMUL_WN
 #define MATMUL_WN 32
 #endif
-#define BM MATMUL_BM
-#define BN MATMUL_BN
-#define BK MATMUL_BK
-#define WM MATMUL_WM
-#define WN MATMUL_WN
+// matmul_small_f32's tile (repops/cuda/kernels.py SMALL_TILE): for products whose tuned tiles
+// would leave SMs idle (n = 1024: 64 blocks of 128 x 128 on 132 SMs; 256 of 64 x 64)
+#define MATMUL_SMALL_BM 64
+#define MATMUL_SMALL_BN 64
+#define MATMUL_SMALL_BK 16
+#define MATMUL_SMALL_WM 32
+#define MATMUL_SMALL_WN 64
+// a tile's derived shape (BM ... WN: the template parameters of repops_matmul below)
 #define LM (WM / 8)                       // lanes along M in a warp (each 8 rows)
 #define LN (WN / 8)                       // lanes along N (each 8 columns)
 #define MM_THREADS ((BM / WM) * (BN / WN) * 32)
 #define APAD 4                            // As row padding: keeps float4 alignment, spreads stores
 #define A_LOADS (BM * BK / 4 / MM_THREADS)  // float4 loads of A per thread per slice
 #define B_LOADS (BK * BN / 4 / MM_THREADS)
-
-#if LM * LN != 32 || BM % WM || BN % WN || (BM * BK) % (4 * MM_THREADS) || (BK * BN) % (4 * MM_THREADS) || BK % 4
-#error "matmul tuning: a warp is 32 lanes of 8 x 8 outputs, and every thread loads whole float4s"
-#endif
+#define MM_THREADS_OF(bm, bn, wm, wn) (((bm) / (wm)) * ((bn) / (wn)) * 32)
 
 // 4 consecutive elements of a rows x cols matrix with element strides (rs, cs), from (r, c)
 // along its columns (along_c) or its rows: a float4 load when `vec` (unit stride that way,
@@ -65,11 +65,16 @@ __device__ __forceinline__ float4 repops_load4(const float *__restrict__ X, long
     return v;
 }
 
-extern "C" __global__ void __launch_bounds__(MM_THREADS, 2)
-matmul_f32(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, int M, int N, int K,
+// One tile shape's kernel body; the kernels below instantiate it.
+template <int BM, int BN, int BK, int WM, int WN>
+__device__ __forceinline__ void repops_matmul(
+           const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, int M, int N, int K,
            long long sam, long long sak, long long sbk, long long sbn, long long nb1, long long sa0, long long sa1,
            long long sb0, long long sb1, const float *__restrict__ D, int bias, long long sdm, long long sdn,
            long long sd0, long long sd1) {
+    static_assert(LM * LN == 32 && BM % WM == 0 && BN % WN == 0 && (BM * BK) % (4 * MM_THREADS) == 0 &&
+                  (BK * BN) % (4 * MM_THREADS) == 0 && BK % 4 == 0,
+                  "matmul tiling: a warp is 32 lanes of 8 x 8 outputs, and every thread loads whole float4s");
     __shared__ __align__(16) float As[2][BK][BM + APAD];
     __shared__ __align__(16) float Bs[2][BK][BN];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -199,4 +204,22 @@ matmul_f32(const float *__restrict__ A, const float *__restrict__ B, float *__re
             }
         }
     }
+}
+
+#define MATMUL_ARGS                                                                                           \
+    const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, int M, int N, int K,        \
+        long long sam, long long sak, long long sbk, long long sbn, long long nb1, long long sa0, long long sa1, \
+        long long sb0, long long sb1, const float *__restrict__ D, int bias, long long sdm, long long sdn,        \
+        long long sd0, long long sd1
+#define MATMUL_PASS A, B, C, M, N, K, sam, sak, sbk, sbn, nb1, sa0, sa1, sb0, sb1, D, bias, sdm, sdn, sd0, sd1
+
+#define MATMUL_THREADS MM_THREADS_OF(MATMUL_BM, MATMUL_BN, MATMUL_WM, MATMUL_WN)
+#define MATMUL_SMALL_THREADS MM_THREADS_OF(MATMUL_SMALL_BM, MATMUL_SMALL_BN, MATMUL_SMALL_WM, MATMUL_SMALL_WN)
+
+extern "C" __global__ void __launch_bounds__(MATMUL_THREADS, 2) matmul_f32(MATMUL_ARGS) {
+    repops_matmul<MATMUL_BM, MATMUL_BN, MATMUL_BK, MATMUL_WM, MATMUL_WN>(MATMUL_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(MATMUL_SMALL_THREADS, 8) matmul_small_f32(MATMUL_ARGS) {
+    repops_matmul<MATMUL_SMALL_BM, MATMUL_SMALL_BN, MATMUL_SMALL_BK, MATMUL_SMALL_WM, MATMUL_SMALL_WN>(MATMUL_PASS);
 }
