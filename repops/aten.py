@@ -873,11 +873,15 @@ def adamw_(param, grad, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay):
 @register(repops_ops.adamw_foreach_.default)
 def adamw_foreach_(params, grads, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay):
     """Untraced only (a trace records adamw_ per parameter: PER_TENSOR)."""
-    lists = (params, grads, m, v, b1t, b2t)
-    new = RO.adamw_foreach(*([np_(t, "adamw_") for t in ts] for ts in lists), lr, beta1, beta2, eps, weight_decay)
-    for state, values in zip(zip(params, m, v, b1t, b2t), new):
-        for t, a in zip(state, values):
-            _inplace(t, a)
+    arrays = [[np_(t, "adamw_") for t in ts] for ts in (params, grads, m, v, b1t, b2t)]
+    new = RO.adamw_foreach(*arrays, lr, beta1, beta2, eps, weight_decay)
+    written = zip(*(arrays[k] for k in (0, 2, 3, 4, 5)))
+    for state, mine, values in zip(zip(params, m, v, b1t, b2t), written, new):
+        for t, d, a in zip(state, mine, values):
+            if a is d:  # the kernel wrote the tensor's own memory (the CUDA backend's): no copy back
+                P.wrote(d, a)
+            else:
+                _inplace(t, a)
     return None
 
 
