@@ -93,14 +93,21 @@ def nodes_python(raw: bytes, csize: int) -> bytes:
     return b"".join(b"".join(level) for level in merkle._levels(leaves))
 
 
-def nodes(array: np.ndarray, csize: int, nthreads: int | None = None, min_bytes: int = 1 << 20) -> bytes:
+MIN_BYTES = 1 << 20  # a tree's bytes per thread at least (starting a thread costs ~0.05 ms)
+
+
+def _check(arrays, csize: int) -> None:
+    if csize < 1:
+        raise ValueError(f"chunk of {csize} bytes: a chunk holds at least one byte")
+    if not all(a.flags.c_contiguous for a in arrays):
+        raise ValueError("chunk trees are over C-contiguous arrays (tensors.canonical makes one)")
+
+
+def nodes(array: np.ndarray, csize: int, nthreads: int | None = None, min_bytes: int = MIN_BYTES) -> bytes:
     """Every node of the chunk tree of a C-contiguous array's bytes cut into csize-byte chunks:
     levels leaves first (padded with ZERO to a power of two), 32 bytes each (merkle.Tree.from_nodes
     reads them back). A thread for each min_bytes at most (tests lower it to split small trees)."""
-    if csize < 1:
-        raise ValueError(f"chunk of {csize} bytes: a chunk holds at least one byte")
-    if not array.flags.c_contiguous:
-        raise ValueError("chunk trees are over C-contiguous arrays (tensors.canonical makes one)")
+    _check((array,), csize)
     L = lib()
     if L is None:
         return nodes_python(array.tobytes(), csize)
@@ -112,13 +119,10 @@ def nodes(array: np.ndarray, csize: int, nthreads: int | None = None, min_bytes:
 def nodes_many(arrays: list, csize: int, nthreads: int | None = None) -> list[bytes]:
     """nodes() of each array, in one call: the arrays shared out among the threads (each tree
     on one thread), for many small ones whose per-call cost and single thread dominate."""
+    _check(arrays, csize)
     L = lib()
     if L is None or len(arrays) < 2:
         return [nodes(a, csize, nthreads) for a in arrays]
-    if csize < 1:
-        raise ValueError(f"chunk of {csize} bytes: a chunk holds at least one byte")
-    if not all(a.flags.c_contiguous for a in arrays):
-        raise ValueError("chunk trees are over C-contiguous arrays (tensors.canonical makes one)")
     outs = [ctypes.create_string_buffer(32 * L.verde_tree_nodes(a.nbytes, csize)) for a in arrays]
     order = sorted(range(len(arrays)), key=lambda i: -arrays[i].nbytes)  # largest first: the threads end together
     ptr = ctypes.c_void_p * len(arrays)

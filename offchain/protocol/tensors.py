@@ -3,7 +3,7 @@ tensor's canonical bytes (row-major, little-endian), sealed with dtype and shape
 element is provable with one chunk and log2(chunks) hashes."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -70,9 +70,11 @@ class Committed:
     proof or a node is asked for."""
     array: np.ndarray
     chunk: int  # elements per chunk
+    nodes: bytes | None = field(default=None, repr=False, compare=False)  # its tree's nodes, if already hashed (commit_many)
 
     def __post_init__(self):
-        object.__setattr__(self, "_nodes", chunktree.nodes(self.array, self.chunk * self.array.itemsize))
+        object.__setattr__(self, "_nodes", self.nodes if self.nodes is not None else
+                           chunktree.nodes(self.array, self.chunk * self.array.itemsize))
 
     @property
     def n(self) -> int:
@@ -106,6 +108,11 @@ class Committed:
                             tuple(self.tree.proof(c)))
 
 
+def _check_chunk(chunk: int) -> None:
+    if chunk < 1:
+        raise TensorError(f"chunk size must be >= 1 element, got {chunk}")
+
+
 def commit(x, chunk: int) -> bytes:
     return commit_sealed(x, chunk)[0]
 
@@ -114,11 +121,10 @@ def commit_many(xs, chunk: int) -> list[bytes]:
     """commit() of each tensor. The host's small ones (below a MiB a core: one thread each)
     are hashed in one call, shared out among the cores: a model's state is hundreds of them,
     where one call per tensor paid ~12 us of Python each and ran on one core."""
-    if chunk < 1:
-        raise TensorError(f"chunk size must be >= 1 element, got {chunk}")
+    _check_chunk(chunk)
     roots: list = [None] * len(xs)
     small: dict = {}  # itemsize -> [(index, canonical array)]: one chunk size a call
-    big = chunktree.threads() << 20
+    big = chunktree.threads() * chunktree.MIN_BYTES
     for i, x in enumerate(xs):
         if getattr(x, "is_cuda", False):
             roots[i] = commit(x, chunk)  # (hashed where it lives, or downloaded: commit_sealed decides)
@@ -131,7 +137,7 @@ def commit_many(xs, chunk: int) -> list[bytes]:
     for itemsize, group in small.items():
         trees = chunktree.nodes_many([a for _, a in group], chunk * itemsize)
         for (i, a), nodes in zip(group, trees):
-            roots[i] = Seal(DTYPES[a.dtype], merkle.seal(chunk_count(a.shape, chunk), nodes[-32:])).commitment(a.shape)
+            roots[i] = Committed(a, chunk, nodes).root
     return roots
 
 
@@ -152,8 +158,7 @@ def commit_sealed(x, chunk: int) -> tuple[bytes, Seal]:
     (chunktree.nodes_on_device) once the device's tree has matched the host's on the
     self-check's vectors; anything else on the host (a small tensor's launches and sync cost
     more than its download)."""
-    if chunk < 1:
-        raise TensorError(f"chunk size must be >= 1 element, got {chunk}")
+    _check_chunk(chunk)
     if getattr(x, "is_cuda", False) and x.numel() * x.element_size() >= chunktree.DEVICE_MIN_BYTES and (
             rt := chunktree.device_runtime()) is not None:
         return _commit_on_device(rt, x, chunk)

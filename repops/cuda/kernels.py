@@ -14,6 +14,9 @@ CF, MF, CI, MI, CB, MB = "const float *", "float *", "const int *", "int *", "co
 CU, MU, CQ, MQ = "const unsigned *", "unsigned *", "const long long *", "long long *"
 # an elementwise operand's 4 element strides, and the output's n and inner dims (common.cuh RP_STRIDES)
 S4, DIMS = (Q,) * 4, (Q,) * 4
+# matmul: A, B, C, M, N, K; A's and B's strides; the batch's 2 dims; a bias (flag, its row,
+# column and 2 batch strides)
+MATMUL = (CF, CF, MF, I, I, I, *(Q,) * 9, CF, I, *(Q,) * 4)
 ADAMW_SLOTS = 32  # parameters per multi-tensor AdamW launch (kernels/optim.cu RP_ADAMW_SLOTS)
 
 KERNELS = {
@@ -24,9 +27,8 @@ KERNELS = {
     "prim_from_int32_f32": ("primitives.cu", (CI, *S4, MF, *DIMS)),
     "prim_to_int32_f32": ("primitives.cu", (I, CF, *S4, MI, *DIMS)),
     "fold_f32": ("fold.cu", (I, CF, MF, Q, Q, CF, I)),
-    # A, B strides; the batch's 2 dims; a bias (flag, its row, column and 2 batch strides)
-    "matmul_f32": ("matmul.cu", (CF, CF, MF, I, I, I, *(Q,) * 9, CF, I, *(Q,) * 4)),
-    "matmul_small_f32": ("matmul.cu", (CF, CF, MF, I, I, I, *(Q,) * 9, CF, I, *(Q,) * 4)),  # SMALL_TILE's
+    "matmul_f32": ("matmul.cu", MATMUL),
+    "matmul_small_f32": ("matmul.cu", MATMUL),  # (TUNING's MATMUL_SMALL_* tile)
     "gather_u32": ("indexing.cu", (CU, CQ, CU, MU, Q, Q, Q, Q)),
     "onehot_u32": ("indexing.cu", (CQ, CU, Q, CU, Q, MU, Q, Q)),
     "embedding_poison_f32": ("indexing.cu", (CQ, CF, MQ, Q, Q, Q, I)),
@@ -54,22 +56,22 @@ THREADS = 256
 ROW_THREADS = 256
 COLUMNS = 4
 SMS = 132  # an H100 SXM's streaming multiprocessors: a launch of fewer blocks leaves SMs idle
+# MATMUL_SMALL_*: matmul_small_f32's tile, which a product runs on where the MATMUL_ tiles would be
+# fewer blocks than SMS (4x the blocks; the same bits: any tile gives them).
 TUNING = {"MATMUL_BM": 128, "MATMUL_BN": 128, "MATMUL_BK": 16, "MATMUL_WM": 64, "MATMUL_WN": 32,
-          "REPOPS_STAGE": 1024}
-
-# matmul_small_f32's tile (kernels/matmul.cu MATMUL_SMALL_*, fixed): a product whose TUNING tiles
-# would be fewer blocks than SMS runs on it, 4x the blocks (the same bits: any tile does)
-SMALL_TILE = {"MATMUL_BM": 64, "MATMUL_BN": 64, "MATMUL_BK": 16, "MATMUL_WM": 32, "MATMUL_WN": 64}
+          "MATMUL_SMALL_BM": 64, "MATMUL_SMALL_BN": 64, "MATMUL_SMALL_BK": 16, "MATMUL_SMALL_WM": 32,
+          "MATMUL_SMALL_WN": 64, "REPOPS_STAGE": 1024}
 
 
 def defines(tuning: dict) -> tuple:
     return tuple(f"-D{k}={v}" for k, v in sorted(tuning.items()))
 
 
-def matmul_geometry(tuning: dict) -> tuple[int, int, int]:
-    """(BM, BN, threads per block) of matmul.cu under `tuning`."""
-    bm, bn = tuning["MATMUL_BM"], tuning["MATMUL_BN"]
-    return bm, bn, (bm // tuning["MATMUL_WM"]) * (bn // tuning["MATMUL_WN"]) * 32
+def matmul_geometry(tuning: dict, tile: str = "MATMUL") -> tuple[int, int, int]:
+    """(BM, BN, threads per block) of matmul.cu's `tile` ("MATMUL": matmul_f32's, "MATMUL_SMALL":
+    matmul_small_f32's) under `tuning`."""
+    bm, bn = tuning[f"{tile}_BM"], tuning[f"{tile}_BN"]
+    return bm, bn, (bm // tuning[f"{tile}_WM"]) * (bn // tuning[f"{tile}_WN"]) * 32
 
 
 SHARED = Path(__file__).parents[1] / "kernels"   # per-element code shared with the CPU kernels

@@ -18,7 +18,7 @@ from ..errors import DTypeError
 from ..kernels import MAP_OPS, NORMS, ROWS
 from ..reference import prims as P
 from ..reference.linalg import matmul_shape
-from .kernels import ADAMW_SLOTS, COLUMNS, SMALL_TILE, SMS, matmul_geometry
+from .kernels import ADAMW_SLOTS, COLUMNS, SMS, matmul_geometry
 
 F32 = np.float32
 _CMP = {"eq", "lt", "le"}
@@ -456,9 +456,9 @@ class Ops:
         epilogue (a bias that broadcasts the product to a larger shape: two kernels)."""
         a, b = self.dev(a), self.dev(b)
         batch, M, _, N = matmul_shape(a.shape, b.shape)
-        shape, cs = batch + (M, N), tuple(getattr(c, "shape", ()))
+        shape = batch + (M, N)
         try:
-            fits = len(cs) <= len(shape) and np.broadcast_shapes(cs, shape) == shape
+            fits = np.broadcast_shapes(tuple(getattr(c, "shape", ())), shape) == shape
         except ValueError:  # (the add refuses it, as the spec's does)
             fits = False
         return self.matmul(a, b, bias=c) if fits else self.prim("add")(self.matmul(a, b), c)
@@ -497,14 +497,10 @@ class Ops:
     def _matmul_tiles(self, M, N, batch):
         """(kernel, (grid, threads)): the tuned tiles, or the small ones where the tuned would
         leave SMs idle (a tile never changes the bits: only which block computes an output)."""
-        def tiles(tuning):
-            bm, bn, threads = matmul_geometry(tuning)
-            return (-(-N // bn), -(-M // bm), batch), threads
-        grid, threads = tiles(self.rt.tuning)
-        area = lambda t: t["MATMUL_BM"] * t["MATMUL_BN"]  # noqa: E731
-        if grid[0] * grid[1] * batch < self.small_below and area(SMALL_TILE) < area(self.rt.tuning):
-            return "matmul_small_f32", tiles(SMALL_TILE)
-        return "matmul_f32", (grid, threads)
+        (bm, bn, threads), (sm, sn, small) = (matmul_geometry(self.rt.tuning, t) for t in ("MATMUL", "MATMUL_SMALL"))
+        if -(-N // bn) * -(-M // bm) * batch < self.small_below and sm * sn < bm * bn:
+            return "matmul_small_f32", ((-(-N // sn), -(-M // sm), batch), small)
+        return "matmul_f32", ((-(-N // bn), -(-M // bm), batch), threads)
 
     def table(self) -> dict:
         """The backend table (repops.backends): every primitive, index move and fused kernel."""

@@ -205,7 +205,7 @@ int repops_matmul_batched_strided_f32(const float *A, long sab, long sar, long s
                                       long sbc, float *C, int batch, int M, int N, int K, int nthreads) {
     int failed = 0;
     /* one thread below the single product's threshold: a fork/join costs more than such a batch
-     * (tiny attention products: 40 us on one thread, 0.5 ms on two of a busy 2-core machine) */
+     * computes (tiny attention products; worst on a busy machine, where a thread waits its turn) */
     int nt = (long)batch * M * N * K < (1L << 18) ? 1 : nthreads;
 #pragma omp parallel for num_threads(nt) schedule(static) reduction(| : failed)
     for (int b = 0; b < batch; b++)

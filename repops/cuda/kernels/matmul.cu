@@ -32,13 +32,23 @@
 #ifndef MATMUL_WN
 #define MATMUL_WN 32
 #endif
-// matmul_small_f32's tile (repops/cuda/kernels.py SMALL_TILE): for products whose tuned tiles
-// would leave SMs idle (n = 1024: 64 blocks of 128 x 128 on 132 SMs; 256 of 64 x 64)
+// matmul_small_f32's tile (repops/cuda/kernels.py TUNING's MATMUL_SMALL_*): for products whose
+// tuned tiles would leave SMs idle (n = 1024: 64 blocks of 128 x 128 on 132 SMs; 256 of 64 x 64)
+#ifndef MATMUL_SMALL_BM
 #define MATMUL_SMALL_BM 64
+#endif
+#ifndef MATMUL_SMALL_BN
 #define MATMUL_SMALL_BN 64
+#endif
+#ifndef MATMUL_SMALL_BK
 #define MATMUL_SMALL_BK 16
+#endif
+#ifndef MATMUL_SMALL_WM
 #define MATMUL_SMALL_WM 32
+#endif
+#ifndef MATMUL_SMALL_WN
 #define MATMUL_SMALL_WN 64
+#endif
 // a tile's derived shape (BM ... WN: the template parameters of repops_matmul below)
 #define LM (WM / 8)                       // lanes along M in a warp (each 8 rows)
 #define LN (WN / 8)                       // lanes along N (each 8 columns)
