@@ -23,7 +23,9 @@ with --counts, what the launch glue does per training step, counted on the CPU e
    (integer elementwise ops and reductions), DLPack conversions, host->device uploads and
    narrow launches (< 132 blocks at the GPU's geometry, a serial loop of 64+ per thread;
    folds to fewer outputs than SMs listed apart), and glue_ratio = host time of a RepOps step with the launches stubbed
-   / native torch's CPU step, both on a tiny model with the same layers (TINY). Writes
+   / native torch's CPU step, both on a tiny model with the same layers (TINY). Native torch
+   runs the models' plain compositions: outside RepOps, repops.ops' fused ops (rms_norm,
+   attention, rope) are their plain torch ops, never a custom op's dispatch. Writes
    benchmarks/results/repops_cuda_counts.json.
 Writes benchmarks/results/repops_cuda.{json,png}: device, gpu_tests {passed, failed} (from
 the pytest JUnit file scripts/gpu-check.sh passes), matmul [{n, repops_tflops,
@@ -302,7 +304,8 @@ def bench_counts(models, out: Path, con):
         "notes": "syncs: the one read of the deferred index checks when the repops.deterministic() block ends "
                  "(repops/faults.py settle); copies: CuPy copy kernels (contiguous copies, casts, fills), cupy_ops: "
                  "its other kernels (integer index checks); glue_ratio: best of 10 on a shared 2-core CPU, numpy "
-                 "standing in for CuPy's host calls (CuPy's cost more): a lower bound, noisy",
+                 "standing in for CuPy's host calls (CuPy's cost more): a lower bound, noisy; native: torch running "
+                 "the models' plain compositions (repops.ops' fused ops are plain torch outside RepOps)",
         "models": rows}, indent=1))
     con.print(f"wrote {out}")
 

@@ -827,6 +827,17 @@ def rms_norm_backward(grad, x, weight, r):
     return tt(dx), tt(dw)
 
 
+@register(repops_ops.rope.default)
+def rope(x, cos, sin):
+    return tt(N.rope(np_(x, "rope"), np_(cos, "rope"), np_(sin, "rope")))
+
+
+@register(repops_ops.rope_backward.default)
+def rope_backward(grad, cos, sin):
+    op = "rope_backward"
+    return tt(N.rope_backward(np_(grad, op), np_(cos, op), np_(sin, op)))
+
+
 @register(repops_ops.attention.default)
 def attention(q, k, v, mask, scale, bias=None):
     m = None if mask is None else arr(mask).astype(np.bool_, copy=False)

@@ -19,6 +19,7 @@ from . import (aten_distance, aten_embedding_bag, aten_index, aten_linalg, aten_
                aten_moe, aten_nn, aten_order, aten_pool, aten_reduce, aten_sort, aten_special)  # (op families: they register into A.REGISTRY)
 from . import integer as I
 from .errors import DeviceError, UnsupportedOpError
+from .ops import ACTIVE
 
 
 def _describe(args) -> str:
@@ -68,6 +69,8 @@ def _integral(func, args, kwargs) -> bool:
     wrap-around and errors), so it runs natively. A Python float operand is fine when the result
     stays integral (a pad or fill value: torch's cast); anything that makes a float (true
     division, exp, `+ 0.5`) is not this: RepOps converts and computes."""
+    if args and isinstance(args[0], torch.Tensor) and (args[0].is_floating_point() or args[0].is_complex()):
+        return False  # (the common case, decided before any list is built: every float op of a step asks)
     flat = [*args, *kwargs.values()]
     flat += [v for a in flat if isinstance(a, (list, tuple)) for v in a]
     tensors = [a for a in flat if isinstance(a, torch.Tensor)]
@@ -345,6 +348,17 @@ class RepOpsFunctions(TorchFunctionMode):
     def __init__(self):
         super().__init__()
         self.table = _functions()
+        self._active: list = []
+
+    def __enter__(self):
+        self._active.append(ACTIVE.set(True))
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            ACTIVE.reset(self._active.pop())
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -392,6 +406,7 @@ def _kinds() -> dict:
 
 
 class RepOpsMode(TorchDispatchMode):
+    fuses = True  # repops/ops.py's wrappers call their fused op under it
     def __init__(self, trace=None, cuda_table=None):
         super().__init__()
         # optional callback(func, args, kwargs, out) after each op, and trace.before(func, args,

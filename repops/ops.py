@@ -1,6 +1,6 @@
-"""RepOps' own operators, as torch.library custom ops: RMSNorm, attention and the AdamW step,
-each ONE op (one trace node, one fused kernel per backend) where plain PyTorch would run a
-dozen aten ops. Under repops.deterministic() each runs its definition in repops.aten (the
+"""RepOps' own operators, as torch.library custom ops: RMSNorm, attention, rotary embedding and
+the AdamW step, each ONE op (one trace node, one fused kernel per backend) where plain PyTorch
+would run a dozen aten ops. Under repops.deterministic() each runs its definition in repops.aten (the
 spec: repops/reference/nn.py, optim.py); outside it, plain torch computes the same math (not
 the same bits), so models using these ops stay ordinary PyTorch models.
 
@@ -8,14 +8,34 @@ Their specs are what autograd computed for the compositions they replace, step f
 (repops/reference/nn.py), so a model moved onto them trains to the same bits."""
 from __future__ import annotations
 
+import contextvars
 from typing import Optional
 
 import torch
 from torch import Tensor
+from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+# True while RepOps' function mode is entered in this context (repops.deterministic(), a job
+# program's export: repops/mode.py RepOpsFunctions sets it; torch pops that mode while one of
+# its handlers runs, so its stack cannot say).
+ACTIVE: contextvars.ContextVar = contextvars.ContextVar("repops_active", default=False)
+
+
+def _fused() -> bool:
+    """Under RepOps (ACTIVE, or its dispatch mode on the stack, which torch carries to
+    autograd's threads: a checkpoint's recomputation): the fused op, one node and one kernel.
+    Elsewhere the wrappers below run the composition as plain torch ops: the same math without
+    a custom op's dispatch, which costs more than the ops it fuses on a small model (native
+    torch, the baseline benchmarks/repops_cuda.py measures against)."""
+    return ACTIVE.get() or any(getattr(m, "fuses", False) for m in _get_current_dispatch_mode_stack())
 
 # -- RMSNorm ---------------------------------------------------------------------------------------
 @torch.library.custom_op("repops::rms_norm", mutates_args=())
 def _rms_norm(x: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    return _rms_plain(x, weight, eps)
+
+
+def _rms_plain(x, weight, eps):
     r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     return x * r * weight, r
 
@@ -59,14 +79,14 @@ _rms_norm.register_autograd(_rms_backward, setup_context=_rms_setup)
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
-    """x / sqrt(mean(x^2, last axis) + eps) * weight, as one op."""
+    """x / sqrt(mean(x^2, last axis) + eps) * weight, as one op under RepOps."""
+    if not _fused():
+        return _rms_plain(x, weight, eps)[0]
     return torch.ops.repops.rms_norm(x, weight, eps)[0]
 
 
 # -- attention -------------------------------------------------------------------------------------
-@torch.library.custom_op("repops::attention", mutates_args=())
-def _attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], scale: float,
-               bias: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+def _attention_plain(q, k, v, mask, scale, bias=None):
     s = (q @ k.transpose(-2, -1)) * scale
     if bias is not None:
         s = s + bias
@@ -74,6 +94,12 @@ def _attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], scale: f
         s = s.masked_fill(mask, float("-inf"))
     p = torch.softmax(s, -1)
     return p @ v, p
+
+
+@torch.library.custom_op("repops::attention", mutates_args=())
+def _attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], scale: float,
+               bias: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+    return _attention_plain(q, k, v, mask, scale, bias)
 
 
 @_attention.register_fake
@@ -125,7 +151,10 @@ _attention.register_autograd(_att_backward, setup_context=_att_setup)
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], scale: float,
               bias: Optional[Tensor] = None) -> Tensor:
     """softmax((q k^T) scale + bias, masked entries (mask True) -inf) v, as one op; q, k, v
-    [..., T, d], mask bool broadcastable to [..., T, S] or None, bias float or None."""
+    [..., T, d], mask bool broadcastable to [..., T, S] or None, bias float or None (one op
+    under RepOps)."""
+    if not _fused():
+        return _attention_plain(q, k, v, mask, scale, bias)[0]
     return torch.ops.repops.attention(q, k, v, mask, scale, bias)[0]
 
 
@@ -158,6 +187,65 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
             s = s.masked_fill(mask, float("-inf"))
         return dropout(torch.softmax(s, -1), dropout_p, what="scaled_dot_product_attention's dropout") @ value
     return attention(query, key, value, mask, scale, bias)
+
+
+# -- rotary position embedding --------------------------------------------------------------------
+def _rope_shapes(x: Tensor, cos: Tensor, sin: Tensor) -> None:
+    from .reference.nn import rope_pairs
+    rope_pairs(tuple(x.shape), tuple(cos.shape), tuple(sin.shape))
+
+
+def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """The composition rope replaces: (x0 cos - x1 sin, x0 sin + x1 cos) per pair."""
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+
+@torch.library.custom_op("repops::rope", mutates_args=())
+def _rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    _rope_shapes(x, cos, sin)
+    return _rotate(x, cos, sin)
+
+
+@_rope.register_fake
+def _(x, cos, sin):
+    _rope_shapes(x, cos, sin)
+    return x.new_empty(x.shape)
+
+
+@torch.library.custom_op("repops::rope_backward", mutates_args=())
+def _rope_backward(grad: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    _rope_shapes(grad, cos, sin)
+    return _rotate(grad, cos, -sin) + 0.0
+
+
+@_rope_backward.register_fake
+def _(grad, cos, sin):
+    _rope_shapes(grad, cos, sin)
+    return grad.new_empty(grad.shape)
+
+
+def _rope_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[1], inputs[2])
+
+
+def _rope_grad(ctx, grad):
+    cos, sin = ctx.saved_tensors
+    return torch.ops.repops.rope_backward(grad, cos, sin), None, None
+
+
+_rope.register_autograd(_rope_grad, setup_context=_rope_setup)
+
+
+def rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotary position embedding of interleaved pairs, as one op: pair (x[..., 2i], x[..., 2i+1])
+    becomes (x0 cos_i - x1 sin_i, x0 sin_i + x1 cos_i); cos, sin [..., n/2] broadcast to x's pairs.
+    One op under RepOps; tables that take a gradient (learned frequencies) run the
+    composition, whose autograd reaches them."""
+    if not _fused() or torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad):
+        _rope_shapes(x, cos, sin)
+        return _rotate(x, cos, sin)
+    return torch.ops.repops.rope(x, cos, sin)  # (its kernels check the shapes, with the same words)
 
 
 # -- max pooling -----------------------------------------------------------------------------------

@@ -104,6 +104,8 @@ def lib() -> ctypes.CDLL:
         L.repops_norm_f32.restype = i
         L.repops_adamw_f32.argtypes = [vp] * 7 + [lg, i]
         L.repops_adamw_f32.restype = None
+        L.repops_rope_f32.argtypes = [i, vp, vp, vp, lg, vp, lg, i]
+        L.repops_rope_f32.restype = None
         L.repops_embedding_backward_f32.argtypes = [vp, vp, vp, lg, lg, lg, i]
         L.repops_embedding_backward_f32.restype = i
         L.repops_philox_keep.argtypes = [ctypes.c_uint] * 4 + [vp, lg, i]

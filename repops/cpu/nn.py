@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ..kernels import NORMS, ROWS
+from ..reference.nn import rope_pairs
 from .build import default_threads, lib
 from .linalg import matmul
 
@@ -148,6 +149,32 @@ def adamw(p, g, m, v, b1t, b2t, lr, beta1, beta2, eps, weight_decay):
     return p, m, v, b1t, b2t
 
 
+def _rope(x, cos, sin, backward):
+    """kernels/nn.c repops_rope_f32 over x's pairs (x copied contiguous if strided). The tables
+    are read at the trailing axes they vary along (their leading size-1 axes dropped), copied
+    there once (table-sized): pair i reads element i % period."""
+    pairs = rope_pairs(np.shape(x), np.shape(cos), np.shape(sin))
+    x = _c(x)
+    out = np.empty(x.shape, F32)
+    n = math.prod(pairs)
+    if n:
+        varying = np.broadcast_shapes(np.shape(cos), np.shape(sin))
+        while varying and varying[0] == 1:
+            varying = varying[1:]
+        lead = len(pairs) - len(varying)
+        c, s = (np.require(np.broadcast_to(np.asarray(t, F32), pairs)[(0,) * lead], F32, "C") for t in (cos, sin))
+        lib().repops_rope_f32(int(backward), _ptr(x), _ptr(c), _ptr(s), max(1, c.size), _ptr(out), n, _threads())
+    return out
+
+
+def rope(x, cos, sin):
+    return _rope(x, cos, sin, False)
+
+
+def rope_backward(g, cos, sin):
+    return _rope(g, cos, sin, True)
+
+
 def embedding_backward(index, g, num_weights):
     index = np.ascontiguousarray(np.asarray(index, np.int64))
     g = _c(g)
@@ -160,4 +187,5 @@ def embedding_backward(index, g, num_weights):
 TABLE = {"embedding_backward": embedding_backward, "softmax": softmax, "log_softmax": log_softmax, "softmax_backward": softmax_backward,
          "log_softmax_backward": log_softmax_backward, "layer_norm": layer_norm,
          "layer_norm_backward": layer_norm_backward, "rms_norm": rms_norm, "rms_norm_backward": rms_norm_backward,
-         "attention": attention, "attention_backward": attention_backward, "adamw": adamw}
+         "rope": rope, "rope_backward": rope_backward, "attention": attention, "attention_backward": attention_backward,
+         "adamw": adamw}

@@ -26,6 +26,7 @@ KERNELS = {
     "prim_ldexp_f32": ("primitives.cu", (CF, *S4, CI, *S4, MF, *DIMS)),
     "prim_from_int32_f32": ("primitives.cu", (CI, *S4, MF, *DIMS)),
     "prim_to_int32_f32": ("primitives.cu", (I, CF, *S4, MI, *DIMS)),
+    "rope_f32": ("primitives.cu", (I, CF, *S4, Q, CF, *S4, CF, *S4, MF, *DIMS)),  # (x's pair strides, its lane)
     "fold_f32": ("fold.cu", (I, CF, MF, Q, Q, CF, I)),
     "matmul_f32": ("matmul.cu", MATMUL),
     "matmul_small_f32": ("matmul.cu", MATMUL),  # (TUNING's MATMUL_SMALL_* tile)

@@ -18,6 +18,7 @@ from ..errors import DTypeError
 from ..kernels import MAP_OPS, NORMS, ROWS
 from ..reference import prims as P
 from ..reference.linalg import matmul_shape
+from ..reference.nn import rope_pairs
 from .kernels import ADAMW_SLOTS, COLUMNS, SMS, matmul_geometry
 
 F32 = np.float32
@@ -58,6 +59,15 @@ def _collapse(shape, strides, rank):
         return None
     dims = dims[::-1] + [[1, [0] * len(strides)]] * (rank - len(dims))  # (one dim: the kernels' no-division path)
     return tuple(d for d, _ in dims), [tuple(st[k] for _, st in dims) for k in range(len(strides))]
+
+
+def _broadcast(shape, strides, to) -> tuple:
+    """An array's element strides read at the larger shape `to` (numpy's broadcasting: 0 along
+    a new or size-1 dim), without making a broadcast view (CuPy's costs a host call per operand)."""
+    lead = len(to) - len(shape)
+    if lead < 0 or any(d != t and d != 1 for d, t in zip(shape, to[lead:])):
+        raise ValueError(f"shape {tuple(shape)} does not broadcast to {to}")
+    return (0,) * lead + tuple(s if d == t else 0 for d, s, t in zip(shape, strides, to[lead:]))
 
 
 _CONSTANTS = 4096  # device constants kept per runtime (by value); beyond, the cache starts over
@@ -106,7 +116,10 @@ class Ops:
         return self.xp.ascontiguousarray(w).view(v.dtype)
 
     def _shape(self, *vs):
-        return np.broadcast_shapes(*(np.shape(v) for v in vs))
+        shapes = [np.shape(v) for v in vs]
+        if all(s == shapes[0] for s in shapes):
+            return shapes[0]  # (the common case: numpy's broadcast_shapes costs microseconds)
+        return np.broadcast_shapes(*shapes)
 
     def _operand(self, v, shape, dtype=F32):
         """(device array, its element strides at the output's `shape`): a view is read where
@@ -118,9 +131,7 @@ class Ops:
             d = self.dev(v.reshape(1), dtype) if self.rt.is_device(v) else self.constant(np.reshape(v, (1,)), dtype)
             return d, (0,) * len(shape)
         d = self.dev(v, dtype)
-        if tuple(d.shape) != tuple(shape):
-            d = self.xp.broadcast_to(d, shape)
-        return d, _elements(d)
+        return d, _broadcast(d.shape, _elements(d), tuple(shape))
 
     def _dense(self, v, shape, dtype=F32):
         """For kernels that index an operand flat: (its one value, stride 0), or (a contiguous
@@ -128,7 +139,7 @@ class Ops:
         d, st = self._operand(v, shape, dtype)
         if not any(st):
             return d[tuple(slice(0, 1) for _ in d.shape)].reshape(1), 0  # (a view: no copy)
-        return (d if d.flags.c_contiguous else self.copy(d)), 1
+        return (d if d.flags.c_contiguous and tuple(d.shape) == tuple(shape) else self.copy(d, shape)), 1
 
     def _grid(self, n):
         """Grid-stride kernels: any geometry gives the same bits (one output per thread)."""
@@ -169,7 +180,7 @@ class Ops:
                 copied = {}
                 for a, st in operands:
                     if any(st) and id(a) not in copied:
-                        copied[id(a)] = (self.copy(a), _elements(out))
+                        copied[id(a)] = (self.copy(a, shape), _elements(out))
                 operands = [copied.get(id(a), (a, st)) for a, st in operands]
                 layout = _collapse(shape, [st for _, st in operands], RANK)
             dims, strides = layout
@@ -388,6 +399,32 @@ class Ops:
                                self.contiguous(r), None, x.shape[-1], want_dw=True)
         return dx, dw
 
+    def _rope(self, x, cos, sin, backward):
+        """One launch over x's pairs: x read through its strides (pair i at its pair strides,
+        its second lane `lane` further), cos and sin through theirs; the output contiguous."""
+        x = self.dev(x)
+        pairs = rope_pairs(x.shape, np.shape(cos), np.shape(sin))
+        out = self.rt.empty(x.shape, F32)
+        n = math.prod(pairs)
+        if n:
+            tables = [self._operand(t, pairs) for t in (cos, sin)]
+            lane = _elements(x)[-1]
+            layout = _collapse(pairs, [_elements(x)[:-1] + (2 * lane,), *(st for _, st in tables)], RANK)
+            if layout is None:  # more dims than the kernel walks: contiguous copies (exact)
+                copied = [self.copy(t, pairs) for t, _ in tables]
+                x, lane, tables = self.copy(x), 1, [(t, _elements(t)) for t in copied]
+                layout = _collapse(pairs, [_elements(x)[:-1] + (2,), *(st for _, st in tables)], RANK)
+            dims, (sx, sc, ss) = layout
+            (c, _), (s, _) = tables
+            self.rt.launch("rope_f32", *self._grid(n), int(backward), x, *sx, lane, c, *sc, s, *ss, out, n, *dims[1:])
+        return out
+
+    def rope(self, x, cos, sin):
+        return self._rope(x, cos, sin, False)
+
+    def rope_backward(self, g, cos, sin):
+        return self._rope(g, cos, sin, True)
+
     def attention(self, q, k, v, mask, scale, bias=None):
         if bias is not None:  # the reference's kernels, each on this device
             from ..reference.nn import attention as ref
@@ -507,6 +544,6 @@ class Ops:
         t = {name: self.prim(name) for name in list(MAP_OPS) + ["ldexp", "from_int32", "to_int32_trunc", "to_int32_rne"]}
         t.update({name: getattr(self, name) for name in (
             "matmul", "matmul_add", "fold", "gather", "onehot", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
-            "layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward", "attention", "attention_backward",
-            "adamw", "adamw_foreach", "embedding_backward", "philox")})
+            "layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward", "rope", "rope_backward", "attention",
+            "attention_backward", "adamw", "adamw_foreach", "embedding_backward", "philox")})
         return t

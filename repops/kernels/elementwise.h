@@ -251,6 +251,16 @@ RP_FN void rp_adamw(float *p, float g, float *m, float *v, const float *c, float
     *v = rp_canon(vi);
 }
 
+/* One interleaved pair of the rotary embedding (repops/reference/nn.py rope, rope_backward):
+ * r0 = x0 c + x1 t0, r1 = x1 c + x0 t1, (t0, t1) = (-s, s) forward, (s, -s) backward, and then
+ * + z: +0 backward (the composition's slice_backward hands a -0 gradient on as +0), -0 forward
+ * (x + -0 is x for every x: no step). */
+RP_FN void rp_rope(int backward, float x0, float x1, float c, float s, float *r0, float *r1) {
+    const float t0 = backward ? s : -s, t1 = backward ? -s : s, z = backward ? 0.0f : -0.0f;
+    *r0 = rp_canon((x0 * c + x1 * t0) + z);
+    *r1 = rp_canon((x1 * c + x0 * t1) + z);
+}
+
 RP_FN float rp_tanh_backward(float g, float y) { return g * (1.0f - y * y); }
 RP_FN float rp_sigmoid_backward(float g, float y) { return g * (y * (1.0f - y)); }
 #endif

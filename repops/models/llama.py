@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..ops import attention, rms_norm
+from ..ops import attention, rms_norm, rope
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,8 @@ def rope_tables(cfg: LlamaConfig):
 
 
 def apply_rope(x, cos, sin):
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+    """Interleaved pairs rotated, as one op (same bits as the composition it replaces)."""
+    return rope(x, cos, sin)
 
 
 class Attention(nn.Module):

@@ -178,6 +178,52 @@ def rms_norm_backward(g, x, w, r):
     return P.add(dx1, dx2), dw
 
 
+def rope_pairs(x_shape, cos_shape, sin_shape) -> tuple:
+    """The shape of x's interleaved pairs [..., n/2] (x [..., n], n even), which cos and sin
+    broadcast to (never enlarging x: the result has x's shape); else a ValueError that says so.
+    Shapes as tuples: the torch wrapper checks with it too, before any dispatch."""
+    if not x_shape or x_shape[-1] % 2:
+        raise ValueError(f"rope: x must have an even last axis (its interleaved pairs); got shape {list(x_shape)}")
+    pairs = tuple(x_shape[:-1]) + (x_shape[-1] // 2,)
+    for name, s in (("cos", cos_shape), ("sin", sin_shape)):
+        if len(s) > len(pairs) or any(a != 1 and a != b for a, b in zip(reversed(s), reversed(pairs))):
+            raise ValueError(f"rope: {name} of shape {list(s)} does not broadcast to x's pairs {list(pairs)} "
+                             "(a table [T, n/2] for x [..., T, n])")
+    return pairs
+
+
+def _rotate(x, cos, sin, sign: int):
+    """Each pair (x0, x1) of x's last axis -> (x0 cos + x1 t0, x1 cos + x0 t1), where the lane
+    table t = (-sin, sin) for sign -1 (rope), (sin, -sin) for +1 (its backward): one add of two
+    products, the result a kernel output a referee follows to its sources. Operands: x's pairs
+    and their swap (views: the swap a negative stride), cos at both lanes (a broadcast view) and
+    t, one copy of neg(sin) and sin laid side by side (a CAT)."""
+    pairs = x.reshape(rope_pairs(x.shape, np.shape(cos), np.shape(sin)) + (2,))  # (splitting an axis: a view)
+    table = np.broadcast_shapes(np.shape(sin), np.shape(cos))
+    sin = np.broadcast_to(sin, table)
+    lanes = [P.neg(sin)[..., None], sin[..., None]]
+    t = P.place(table + (2,), len(table), [(0, 1, lanes[sign > 0]), (1, 1, lanes[sign < 0])])
+    c = np.broadcast_to(np.asarray(cos)[..., None], pairs.shape)
+    return P.add(P.mul(pairs, c), P.mul(pairs[..., ::-1], np.broadcast_to(t, pairs.shape)))
+
+
+@P.overridable("rope")
+def rope(x, cos, sin):
+    """Rotary embedding of interleaved pairs: (x0 cos - x1 sin, x0 sin + x1 cos), as autograd's
+    composition computes it (x0 cos + (-(x1 sin)) rounds as x0 cos - x1 sin: negation is exact).
+    x [..., n], cos and sin broadcast to [..., n/2]."""
+    return _rotate(x, cos, sin, -1).reshape(x.shape)
+
+
+@P.overridable("rope_backward")
+def rope_backward(g, cos, sin):
+    """dx = (g0 cos + g1 sin, g1 cos - g0 sin) per pair, then + (+0): autograd's composition
+    gives each lane's gradient to a slice_backward (the other lanes +0) and adds the two, so a
+    -0 gradient arrives as +0."""
+    r = _rotate(g, cos, sin, 1)
+    return P.add(r, P.const(0.0, r.shape)).reshape(g.shape)
+
+
 def _t(a):
     return np.swapaxes(a, -1, -2)
 

@@ -126,8 +126,8 @@ def _map(f, name):
         kernel = _KERNELS.get().get(name)
         if kernel is not None:
             return record(name, xs, kernel(*xs))
-        with np.errstate(all="ignore"):
-            return record(name, xs, canon(f(*xs)))
+        with np.errstate(all="ignore"):  # row-major, as every kernel's output (numpy follows a view's layout:
+            return record(name, xs, np.asarray(canon(f(*xs)), order="C"))  # a later operand is a view of it)
     prim.__name__ = name
     return prim
 

@@ -157,3 +157,21 @@ def test_a_mask_beyond_three_outer_dims_is_copied_with_the_same_bits(ops):
     same(host(ops, o), want_o)
     same(host(ops, p), want_p)
     assert n in (None, 1)
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_rope_reads_the_head_split_view_in_place_and_copies_what_no_four_dims_describe(ops, backward):
+    """q as the Llama model has it (a head-split view of the qkv product, [B, H, T, d]) with a
+    [T, d/2] table: one launch, no copy; a five-dim view no collapse merges: x and the tables
+    copied (3 copies), the same bits."""
+    rng = np.random.default_rng(31 + backward)
+    name = "rope_backward" if backward else "rope"
+    qkv = operand(rng, 2 * 9 * 3 * 4 * 8).reshape(2, 9, 3, 4, 8)
+    cos, sin = operand(rng, 9 * 4).reshape(9, 4), operand(rng, 9 * 4).reshape(9, 4)
+    odd = operand(rng, 3 * 2 * 3 * 2 * 8).reshape(3, 2, 3, 2, 8)
+    for view, tables, copies in ((lambda a: a[:, :, 1].transpose(0, 2, 1, 3), (cos, sin), 0),
+                                 (lambda a: a.transpose(1, 0, 3, 2, 4), (cos[:3], sin[:3]), 3)):
+        a = qkv if copies == 0 else odd
+        got, n = copies_of(ops, lambda: ops.table()[name](view(up(ops, a)), *(up(ops, t) for t in tables)))
+        same(host(ops, got), getattr(RN, name).reference(view(a), *tables))
+        assert n in (None, copies), f"{name}: {n} copies"

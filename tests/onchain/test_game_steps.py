@@ -201,16 +201,30 @@ def llama_setup(tmp_path_factory):
     return job, Context(job), honest, d
 
 
+def _value(op, element, ulps=1):
+    return lambda ops: A.CorruptValue(step=2, node=ops.index(op), element=element, ulps=ulps)
+
+
 @pytest.mark.anvil
-@pytest.mark.parametrize("op,element", [("repops.attention.default", 37), ("repops.rms_norm.default", 9),
-                                        ("repops.attention_backward.default", 200)])
-def test_a_wrong_value_inside_a_fused_llama_operator_ends_in_one_primitive_on_chain(anvil, llama_setup, op, element):
-    """The cheat sits inside one of RepOps' fused operators (attention, RMSNorm): levels 3-5
-    decompose it into kernels, elements and one Float32.sol primitive, which decides."""
+@pytest.mark.parametrize("make", [
+    _value("repops.attention.default", 37), _value("repops.rms_norm.default", 9),
+    _value("repops.attention_backward.default", 200), _value("repops.rope.default", 5 * 8 + 3),
+    _value("repops.rope_backward.default", 5 * 8 + 3, 1 << 16),
+    # rope's product of the swapped pairs (kernel 3): its operand a view of x with a negative stride
+    lambda ops: A.KernelCheat(step=2, op="repops.rope.default", kernel=3, element=5 * 8 + 3, ulps=1 << 16),
+    lambda ops: A.KernelCheat(step=2, op="repops.rope.default", kernel=3, element=5 * 8 + 3, ulps=1 << 16,
+                              after_commit=True),
+], ids=["attention", "rms-norm", "attention-backward", "rope", "rope-backward", "rope-swapped-product",
+        "rope-swapped-operand"])
+def test_a_wrong_value_inside_a_fused_llama_operator_ends_in_one_primitive_on_chain(anvil, llama_setup, make):
+    """The cheat sits inside one of RepOps' fused operators (attention, RMSNorm, RoPE): levels 3-5
+    decompose it into kernels, elements and one Float32.sol primitive (or a proven operand),
+    which decides."""
     from offchain.protocol.trace import decode_structure
     job, ctx, honest, d = llama_setup
-    node = [decode_structure(x)[0] for x in ctx.graph.structures].index(op)
-    bad = Trainer(job, d / f"bad-{op}", "cheater", behaviour=A.CorruptValue(step=2, node=node, element=element))
+    behaviour = make([decode_structure(x)[0] for x in ctx.graph.structures])
+    name = f"bad-{len(list(d.glob('bad-*')))}"
+    bad = Trainer(job, d / name, "cheater", behaviour=behaviour)
     assert bad.train() != honest.final_claim(), "the cheat must change the result"
     v = Verde.deploy(anvil)
     seats = [(anvil.accounts[2], honest), (anvil.accounts[3], bad)]
@@ -218,7 +232,7 @@ def test_a_wrong_value_inside_a_fused_llama_operator_ends_in_one_primitive_on_ch
     m = v.open_match(jid, seats[0][0].address, seats[1][0].address)
     v.play(m, seats, ctx, max_rounds=150)
     decided = v.decision(m)
-    assert decided["winner"] == seats[0][0].address and decided["level"] == 5, decided
+    assert decided["winner"] == seats[0][0].address and decided["level"] == behaviour.level, decided
     assert v.owed(seats[0][0].address) == PAY + 2 * STAKE and v.owed(seats[1][0].address) == 0
 
 

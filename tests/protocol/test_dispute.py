@@ -148,10 +148,21 @@ def llama(tmp_path_factory):
     lambda ops: A.CorruptValue(step=1, node=ops.index("repops.rms_norm.default"), element=2),
     lambda ops: A.CorruptValue(step=1, node=ops.index("repops.rms_norm_backward.default"), element=2),
     lambda ops: A.CorruptValue(step=1, node=ops.index("aten.silu.default"), element=2),
+    # (elements at position 5: a causal model's position-0 query attends to one key, so its
+    # value and gradient never reach the result; 2^16 ulps: one ulp of a gradient can round away)
+    lambda ops: A.CorruptValue(step=2, node=ops.index("repops.rope.default"), element=5 * 16 + 3),
+    lambda ops: A.CorruptValue(step=2, node=ops.index("repops.rope_backward.default"), element=5 * 16 + 3,
+                                ulps=1 << 16),
+    # rope's kernels: neg(sin), the lane table (a CAT), mul(pairs, cos), mul(swapped pairs: a
+    # negative stride, table), add: a wrong product of the swapped pairs, and a wrong operand read
+    lambda ops: A.KernelCheat(step=2, op="repops.rope.default", kernel=3, element=5 * 16 + 3, ulps=1 << 16),
+    lambda ops: A.KernelCheat(step=2, op="repops.rope_backward.default", kernel=3, element=5 * 16 + 3,
+                              ulps=1 << 16, after_commit=True),
     lambda ops: A.TamperedInput(step=2, op="aten.mm.default", element=100),
     lambda ops: A.ForgedCheckpoint(step=1, tensor=3),
 ], ids=["attention-value", "attention-backward-value", "rms-norm-value", "rms-norm-backward-value", "silu-value",
-        "tampered-mm", "forged-checkpoint"])
+        "rope-value", "rope-backward-value", "rope-swapped-product", "rope-backward-operand", "tampered-mm",
+        "forged-checkpoint"])
 def test_llama_job_disputes(llama, tmp_path, make):
     from offchain.protocol.trace import decode_structure
     job, ctx, hon = llama

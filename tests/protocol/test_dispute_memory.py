@@ -22,7 +22,8 @@ def test_node_inputs_from_a_re_run_are_the_full_traces_bit_for_bit(tmp_path):
     assert [n.leaf() for n in trace.nodes] == [n.leaf() for n in kept.nodes]
     reads = [j for j, n in enumerate(trace.nodes) if any(r.kind in (NODE_OUT, STATE) for r in n.refs)]
     adamw = next(j for j in reads if trace.nodes[j].op == "repops.adamw_.default")  # reads state, writes it in place
-    picked = sorted(set(reads[::max(1, len(reads) // 8)]) | {adamw})
+    state_only = next(j for j in reads if all(r.kind != NODE_OUT for r in trace.nodes[j].refs))  # reads no node output
+    picked = sorted(set(reads[::max(1, len(reads) // 8)]) | {adamw, state_only})
     runs = lean.reexecuted
     for j in picked:
         for i in range(len(trace.nodes[j].refs)):

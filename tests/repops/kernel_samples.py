@@ -123,6 +123,16 @@ def _rms_norm_backward(rng, v):
     return [(v(*x.shape), x, w, rms_norm.reference(x, w, eps)[1]) for x, w, eps in _rms_norm(rng, v)]
 
 
+def _rope(rng, v):
+    """Interleaved pairs: the model's head-split view (strided x, a [T, n/2] table), tables
+    broadcast per batch, an x whose rows are a transposed view, one pair, an empty batch, and
+    strides no 4 dims describe (the CUDA backend's contiguous copies)."""
+    heads = v(2, 7, 3, 8).transpose(0, 2, 1, 3)  # [2, 3, 7, 8], strided as q after transpose(1, 2)
+    return [(heads, v(7, 4), v(7, 4)), (v(5, 6), v(5, 3), v(1, 3)), (v(1, 3, 4, 10), v(3, 4, 5), v(4, 5)),
+            (v(12, 6).T, v(6), v(6, 6)),
+            (v(3, 2, 3, 2, 8).transpose(1, 0, 3, 2, 4), v(3, 4), v(3, 4)), (v(2), v(1), v(1)), (v(0, 4), v(2), v(2))]
+
+
 def _attention(rng, v):
     mask = np.triu(np.ones((7, 7), bool), 1)
     return [(v(2, 3, 7, 4), v(2, 3, 7, 4), v(2, 3, 7, 4), mask, 0.5), (v(1, 2, 7, 8), v(1, 2, 7, 8), v(1, 2, 7, 8), None, 0.125),
@@ -222,7 +232,7 @@ SAMPLES = {"embedding_backward": _embedding_backward,
     "gelu_tanh_backward": _binary, "tanh_backward": _binary, "sigmoid_backward": _binary,
     "softmax": _rows, "log_softmax": _rows, "softmax_backward": _rows2, "log_softmax_backward": _rows2,
     "layer_norm": _layer_norm, "layer_norm_backward": _layer_norm_backward, "rms_norm": _rms_norm,
-    "rms_norm_backward": _rms_norm_backward, "attention": _attention, "attention_backward": _attention_backward,
+    "rms_norm_backward": _rms_norm_backward, "rope": _rope, "rope_backward": _rope, "attention": _attention, "attention_backward": _attention_backward,
     "adamw": _adamw, "adamw_foreach": _adamw_foreach, "matmul": _matmul, "matmul_add": _matmul_add, "fold": _fold, "gather": _gather, "onehot": _onehot, "philox": _philox,
     "integer": _integer,
 }

@@ -1,10 +1,12 @@
 """RepOps' own operators (repops/ops.py) equal the compositions they replace bit for bit,
 forward and backward, and run natively too; the models that use them train reproducibly."""
+import contextlib
+
 import pytest
 import torch
 
 import repops
-from repops.ops import adamw_, adamw_foreach_, attention, rms_norm
+from repops.ops import _rotate, adamw_, adamw_foreach_, attention, rms_norm, rope
 
 
 def bits(t):
@@ -53,6 +55,90 @@ def test_attention_equals_the_composition(backend, masked):
     a = _run(_att_plain(mask), [q, k, v], backend)
     b = _run(lambda q, k, v: attention(q, k, v, mask, 8 ** -0.5), [q, k, v], backend)
     assert all(torch.equal(bits(p), bits(x)) for p, x in zip(a, b))
+
+
+def _rope_inputs(seed=4):
+    """x as the model's q (a head-split view, transposed) holding zeros of both signs, NaN,
+    infinities and a subnormal; tables with zeros of both signs; an output gradient with
+    zeros of both signs (the composition turns a -0 input gradient into +0)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, 7, 3, 8, generator=g)
+    flat = x.view(-1)
+    flat[::5], flat[1::11] = 0.0, -0.0
+    flat[3], flat[7], flat[9], flat[13] = float("nan"), float("inf"), float("-inf"), 1e-40
+    cos, sin = torch.randn(7, 4, generator=g), torch.randn(7, 4, generator=g)
+    sin[1, 1], cos[2, 2], sin[3, 0] = 0.0, -0.0, -0.0
+    gy = torch.randn(2, 3, 7, 8, generator=g)
+    gy.view(-1)[::3], gy.view(-1)[1::7] = -0.0, 0.0
+    return x, cos, sin, gy
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference", "cuda-emu"])
+def test_rope_equals_the_composition(backend):
+    x, cos, sin, gy = _rope_inputs()
+    got = []
+    for f in (_rotate, rope):
+        xx = x.clone().requires_grad_()
+        with repops.deterministic(backend):
+            y = f(xx.transpose(1, 2), cos, sin)
+            y.backward(gy)
+        got.append((y, xx.grad))
+    (y0, g0), (y1, g1) = got
+    assert torch.equal(bits(y0), bits(y1)) and torch.equal(bits(g0), bits(g1))
+
+
+def test_a_trace_sees_rope_as_one_node_each_way():
+    x, cos, sin, gy = _rope_inputs()
+    xx = x.clone().requires_grad_()
+    seen = []
+    with repops.deterministic("cpu", trace=lambda func, args, kwargs, out: seen.append(str(func))):
+        rope(xx.transpose(1, 2), cos, sin).backward(gy)
+    assert [f for f in seen if "rope" in f] == ["repops.rope.default", "repops.rope_backward.default"]
+    assert not any(f.startswith(("aten.mul", "aten.sub", "aten.add", "aten.stack")) for f in seen), seen
+
+
+def test_rope_tables_that_take_a_gradient_get_the_compositions_gradient():
+    """Learned frequencies: the composition runs (its autograd reaches the tables), never a
+    fused op that would give them no gradient."""
+    x, cos, sin, gy = _rope_inputs()
+    grads = []
+    for f in (_rotate, rope):
+        c, s = cos.clone().requires_grad_(), sin.clone().requires_grad_()
+        with repops.deterministic("cpu"):
+            f(x.transpose(1, 2), c, s).backward(gy)
+        grads.append((c.grad, s.grad))
+    assert all(t is not None for t in grads[1])
+    assert all(torch.equal(bits(a), bits(b)) for a, b in zip(*grads))
+
+
+@pytest.mark.parametrize("backend", [None, "cpu", "cuda-emu"])
+def test_rope_refuses_an_odd_last_axis_and_tables_that_do_not_fit(backend):
+    ctx = (lambda: repops.deterministic(backend)) if backend else contextlib.nullcontext
+    odd, table3, x, table4, sin = torch.randn(2, 5, 7), torch.randn(5, 3), torch.randn(2, 5, 8), torch.randn(4, 4), \
+        torch.randn(5, 4)
+    with ctx(), pytest.raises(ValueError, match="even last axis"):
+        rope(odd, table3, table3)
+    with ctx(), pytest.raises(ValueError, match=r"cos of shape \[4, 4\] does not broadcast to x's pairs \[2, 5, 4\]"):
+        rope(x, table4, sin)
+
+
+def test_outside_repops_the_ops_are_plain_torch_and_a_programs_export_keeps_them_fused():
+    """No custom op's dispatch outside RepOps (native torch's speed, the baseline RepOps is
+    measured against); a job program's export (RepOps' function mode) records the fused nodes."""
+    from repops.mode import RepOpsFunctions
+
+    class M(torch.nn.Module):
+        def forward(self, x, w, cos, sin, q):
+            return rope(rms_norm(x, w, 1e-5), cos, sin), attention(q, q, q, None, 0.5)
+    args = (torch.randn(3, 8), torch.randn(8), torch.randn(3, 4), torch.randn(3, 4), torch.randn(2, 3, 4))
+
+    def targets(ep):
+        return {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+    plain = targets(torch.export.export(M(), args, strict=False))
+    with RepOpsFunctions():
+        fused = targets(torch.export.export(M(), args, strict=False))
+    assert not [t for t in plain if t.startswith("repops.")], plain
+    assert {"repops.rms_norm.default", "repops.rope.default", "repops.attention.default"} <= fused, fused
 
 
 def _adamw_plain(p, g, m, v, b1t, b2t, lr, b1, b2, eps, wd):
@@ -153,3 +239,6 @@ def test_the_ops_run_natively_and_close_to_the_composition():
     torch.testing.assert_close(x.grad, x2.grad, rtol=1e-5, atol=1e-6)
     q, k, v = (torch.randn(2, 5, 4, generator=g, requires_grad=True) for _ in range(3))
     torch.testing.assert_close(attention(q, k, v, None, 0.5), _att_plain(None, 0.5)(q, k, v), rtol=1e-5, atol=1e-6)
+    x = torch.randn(2, 5, 8, generator=g)
+    cos, sin = torch.randn(5, 4, generator=g), torch.randn(5, 4, generator=g)
+    torch.testing.assert_close(rope(x, cos, sin), _rotate(x, cos, sin), rtol=0, atol=0)

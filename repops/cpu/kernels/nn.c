@@ -264,3 +264,26 @@ int repops_norm_f32(int op, const float *a, const float *x, const float *w, cons
     free(wterm);
     return failed ? -1 : 0;
 }
+
+/* Rotary embedding of interleaved pairs (elementwise.h rp_rope): x and out contiguous
+ * [n pairs][2]; pair i reads c[i % period] and s[i % period] (tables that repeat along x's
+ * leading axes). Pairs are independent: threads split them. */
+static void rope_run(int backward, const float *x, const float *c, const float *s, long period, float *out, long lo,
+                     long hi) {
+    long k = lo % period;
+    for (long i = lo; i < hi; i++) {
+        rp_rope(backward, x[2 * i], x[2 * i + 1], c[k], s[k], out + 2 * i, out + 2 * i + 1);
+        if (++k == period) k = 0;
+    }
+}
+
+void repops_rope_f32(int backward, const float *x, const float *c, const float *s, long period, float *out, long n,
+                     int nthreads) {
+    const long chunk = 1L << 14;
+#pragma omp parallel for num_threads(nthreads) schedule(static) if (n > 4 * chunk)
+    for (long lo = 0; lo < n; lo += chunk) {
+        unsigned o = repops_ieee_enter();
+        rope_run(backward, x, c, s, period, out, lo, lo + chunk < n ? lo + chunk : n);
+        _mm_setcsr(o);
+    }
+}

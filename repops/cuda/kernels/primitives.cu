@@ -89,3 +89,15 @@ extern "C" __global__ void prim_to_int32_f32(int op, const float *a, RP_STRIDES(
         out[i] = repops_to_int32(op == 19 ? truncf(x) : rintf(x));
     }
 }
+
+// Rotary embedding of interleaved pairs (elementwise.h rp_rope): pair i of x is x[at], x[at + lane]
+// (at through x's pair strides); cos and sin read through theirs; the output contiguous.
+extern "C" __global__ void rope_f32(int backward, const float *x, RP_STRIDES(sx), long long lane, const float *c,
+                                    RP_STRIDES(sc), const float *s, RP_STRIDES(ss), float *out, long long n,
+                                    long long d1, long long d2, long long d3) {
+    REPOPS_FOR_EACH(i, n) {
+        const RpCoords at = rp_coords(i, d1, d2, d3);
+        const long long xi = RP_AT(sx, at);
+        rp_rope(backward, x[xi], x[xi + lane], c[RP_AT(sc, at)], s[RP_AT(ss, at)], out + 2 * i, out + 2 * i + 1);
+    }
+}
