@@ -2,7 +2,7 @@
 at several sizes, each measured in a fresh process (its peak memory is its own):
 
   python benchmarks/scale.py [--sizes 1m 4m 16m 40m 125m] [--device cpu|cuda] [--no-gas] [--plot]
-  python benchmarks/scale.py --profile 40m   (where one traced step spends its time)
+  python benchmarks/scale.py --profile 40m   (where one traced step spends its time, and what it hashes)
 
 Per size: a plain step and a traced step (every intermediate tensor committed), the state
 commitment on every core and on one core against hashlib SHA-256 (one core) over the same bytes in the same run, a checkpoint written and
@@ -290,6 +290,10 @@ def profile(size: str, device: str, top: int = 12) -> None:
         pr.runcall(t.step_trace, 0)
         print(f"traced step of {size}: {time.perf_counter() - start:.2f} s")
         pstats.Stats(pr).sort_stats("tottime").print_stats(top)
+        rec = t._traced(t._fresh_state(), 0)
+        print(f"bytes it hashes, {rec.hashed / 2**20:,.0f} MiB, by producer:")
+        for by, n in sorted(rec.hashed_by.items(), key=lambda kv: -kv[1])[:top]:
+            print(f"  {n / rec.hashed:6.1%} {n / 2**20:10,.1f} MiB  {by}")
 
 
 def save(path: Path, key: str, row: dict) -> dict:

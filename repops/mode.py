@@ -407,6 +407,7 @@ def _kinds() -> dict:
 
 class RepOpsMode(TorchDispatchMode):
     fuses = True  # repops/ops.py's wrappers call their fused op under it
+
     def __init__(self, trace=None, cuda_table=None):
         super().__init__()
         # optional callback(func, args, kwargs, out) after each op, and trace.before(func, args,

@@ -1,8 +1,8 @@
 """RepOps' own operators, as torch.library custom ops: RMSNorm, attention, rotary embedding and
 the AdamW step, each ONE op (one trace node, one fused kernel per backend) where plain PyTorch
-would run a dozen aten ops. Under repops.deterministic() each runs its definition in repops.aten (the
-spec: repops/reference/nn.py, optim.py); outside it, plain torch computes the same math (not
-the same bits), so models using these ops stay ordinary PyTorch models.
+would run a dozen aten ops. Under repops.deterministic() each runs its definition in
+repops.aten (the spec: repops/reference/nn.py, optim.py); outside it, plain torch computes the
+same math (not the same bits), so models using these ops stay ordinary PyTorch models.
 
 Their specs are what autograd computed for the compositions they replace, step for step
 (repops/reference/nn.py), so a model moved onto them trains to the same bits."""
@@ -14,6 +14,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+from .errors import UnsupportedOpError
 
 # True while RepOps' function mode is entered in this context (repops.deterministic(), a job
 # program's export: repops/mode.py RepOpsFunctions sets it; torch pops that mode while one of
@@ -28,6 +30,7 @@ def _fused() -> bool:
     a custom op's dispatch, which costs more than the ops it fuses on a small model (native
     torch, the baseline benchmarks/repops_cuda.py measures against)."""
     return ACTIVE.get() or any(getattr(m, "fuses", False) for m in _get_current_dispatch_mode_stack())
+
 
 # -- RMSNorm ---------------------------------------------------------------------------------------
 @torch.library.custom_op("repops::rms_norm", mutates_args=())
@@ -230,6 +233,9 @@ def _rope_setup(ctx, inputs, output):
 
 
 def _rope_grad(ctx, grad):
+    if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:  # never a silent zero gradient
+        raise UnsupportedOpError("repops::rope gives its cos/sin tables no gradient: call repops.ops.rope(), "
+                                 "which runs the composition (its autograd reaches the tables) when they take one")
     cos, sin = ctx.saved_tensors
     return torch.ops.repops.rope_backward(grad, cos, sin), None, None
 

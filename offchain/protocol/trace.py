@@ -123,12 +123,16 @@ class StepRecorder:
     outputs: list = field(default_factory=list)  # per node: its output tensors (kept only if keep)
     keep: bool | frozenset = False  # True: every node's outputs; a set of node indices: theirs (None elsewhere)
     hashed: int = 0  # bytes hashed so far (a resealed output costs none)
+    hashed_by: dict = field(default_factory=dict)  # those bytes by producer: an op (its outputs), or the step's inputs
     layouts: list = field(default_factory=list)  # per node: its inputs' (dtype, shape, stride, offset), as read
 
     def __post_init__(self):
         self._where: dict[int, _Where] = {}
         self._writes: dict[int, int] = {}
         self._seals: dict = {}  # commitment -> its tensors.Seal (SAME_BYTES)
+        # (storage, offset, shape, dtype) of a contiguous tensor -> (that tensor, its storage's writes
+        # then, its commitment): another op's output over the same bytes, row-major, is that commitment
+        self._rowmajor: dict = {}
         for i, t in enumerate(self.state):
             self._bind(t, Ref(STATE, i))
         for i, t in enumerate(self.data):
@@ -160,6 +164,9 @@ class StepRecorder:
         w = self._where.get(id(t))
         if w is not None and w.tensor() is t:
             w.commitment = None
+        s = self._storage(t)
+        for key in [k for k in self._rowmajor if k[0] == s]:
+            del self._rowmajor[key]
 
     def _lookup(self, t: torch.Tensor, op: str) -> Ref:
         w = self._where.get(id(t))
@@ -174,19 +181,36 @@ class StepRecorder:
                              "writes through views")
         return w.ref
 
-    def _commit(self, t) -> bytes:
+    def _commit(self, t, by: str = "state and data") -> bytes:
         if not self.values or t.device.type == "meta":
             return EMPTY
-        self.hashed += t.numel() * t.element_size()
+        n = t.numel() * t.element_size()
+        self.hashed += n
+        self.hashed_by[by] = self.hashed_by.get(by, 0) + n
         root, self._seals[root] = commit_sealed(t, self.chunk)
+        key = self._rowmajor_key(t)
+        if key is not None:
+            self._rowmajor[key] = (weakref.ref(t), self._writes.get(key[0], 0), root)
         return root
+
+    def _rowmajor_key(self, t: torch.Tensor):
+        s = self._storage(t)
+        return None if s is None or not t.is_contiguous() else (s, t.storage_offset(), tuple(t.shape), t.dtype)
 
     def _out_commit(self, op: str, ins: list, in_commits: tuple, o: torch.Tensor) -> bytes:
         """An output's commitment: its input's Seal under its shape when the op only moves the
-        bytes (SAME_BYTES), else hashed."""
+        bytes (SAME_BYTES); the commitment of a tensor already hashed over the same bytes in the
+        same row-major layout (a transpose of a transposed weight: the weight), while that tensor
+        lives and its memory is unwritten; else hashed."""
         seal = self._seals.get(in_commits[0]) if RESEAL and op in SAME_BYTES and len(ins) == 1 and in_commits else None
         if seal is None or ins[0].dtype != o.dtype or ins[0].numel() != o.numel():
-            return self._commit(o)
+            key = self._rowmajor_key(o) if RESEAL and self.values else None
+            hit = self._rowmajor.get(key) if key is not None else None
+            src = hit[0]() if hit is not None else None
+            # (that tensor alive and still over this memory, so the memory was never reused; unwritten since)
+            if src is not None and self._storage(src) == key[0] and hit[1] == self._writes.get(key[0], 0):
+                return hit[2]
+            return self._commit(o, op)
         root = seal.commitment(o.shape)
         self._seals[root] = seal
         return root

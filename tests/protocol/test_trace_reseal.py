@@ -55,3 +55,27 @@ def test_a_traced_step_s_nodes_are_the_same_with_views_resealed(tmp_path, monkey
         assert fast == slow and root == slow_root, name
         assert any(op in T.SAME_BYTES for op in ops), name
         assert fast_bytes < slow_bytes, (name, fast_bytes, slow_bytes)
+
+
+def test_the_transpose_of_a_transposed_tensor_is_its_commitment_unhashed_until_written():
+    """t(t(W)) (what a linear layer's backward reads) holds W's bytes row-major: W's commitment,
+    nothing hashed; after an in-place write to W, W's new commitment. Every commitment is the
+    one of the bytes its tensor holds."""
+    import repops
+    w, x = torch.randn(6, 4), torch.randn(1, 4)
+    w0 = w.clone()
+    rec = T.StepRecorder([w], [x], chunk=8)
+    with repops.deterministic(trace=rec):
+        w.t().t().mul(x)
+        hashed = rec.hashed
+        w.mul_(2.0)
+        w.t().t().mul(x)
+    assert [n.op for n in rec.nodes] == ["aten.t.default", "aten.t.default", "aten.mul.Tensor", "aten.mul_.Tensor",
+                                         "aten.t.default", "aten.t.default", "aten.mul.Tensor"]
+    assert rec.nodes[1].outputs[0] == commit(w0, 8) != rec.nodes[5].outputs[0] == commit(w, 8)
+    assert rec.nodes[0].outputs[0] == commit(w0.t(), 8) and rec.nodes[4].outputs[0] == commit(w.t(), 8)
+    n = w.numel() * 4
+    assert hashed == n + n + x.numel() * 4 + n  # W (read), t(W), x, the product: t(t(W)) not hashed
+    assert rec.hashed - hashed == n + n + n  # W written, its t, the product: t(t(W)) not hashed
+    assert rec.hashed_by == {"state and data": n + x.numel() * 4, "aten.t.default": 2 * n, "aten.mul.Tensor": 2 * n,
+                             "aten.mul_.Tensor": n}

@@ -111,6 +111,15 @@ def test_rope_tables_that_take_a_gradient_get_the_compositions_gradient():
     assert all(torch.equal(bits(a), bits(b)) for a, b in zip(*grads))
 
 
+def test_the_rope_op_itself_refuses_to_drop_its_tables_gradient():
+    x, cos, sin, gy = _rope_inputs()
+    c = cos.clone().requires_grad_()
+    with repops.deterministic("cpu"):
+        y = torch.ops.repops.rope(x.transpose(1, 2), c, sin)
+        with pytest.raises(repops.UnsupportedOpError, match="no gradient: call repops.ops.rope"):
+            y.backward(gy)
+
+
 @pytest.mark.parametrize("backend", [None, "cpu", "cuda-emu"])
 def test_rope_refuses_an_odd_last_axis_and_tables_that_do_not_fit(backend):
     ctx = (lambda: repops.deterministic(backend)) if backend else contextlib.nullcontext
