@@ -203,7 +203,7 @@ def _rotate(x, cos, sin, sign: int):
     sin = np.broadcast_to(sin, table)
     lanes = [P.neg(sin)[..., None], sin[..., None]]
     t = P.place(table + (2,), len(table), [(0, 1, lanes[sign > 0]), (1, 1, lanes[sign < 0])])
-    c = np.broadcast_to(np.asarray(cos)[..., None], pairs.shape)
+    c = np.broadcast_to(cos[..., None], pairs.shape)
     return P.add(P.mul(pairs, c), P.mul(pairs[..., ::-1], np.broadcast_to(t, pairs.shape)))
 
 

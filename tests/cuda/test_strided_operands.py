@@ -175,3 +175,16 @@ def test_rope_reads_the_head_split_view_in_place_and_copies_what_no_four_dims_de
         got, n = copies_of(ops, lambda: ops.table()[name](view(up(ops, a)), *(up(ops, t) for t in tables)))
         same(host(ops, got), getattr(RN, name).reference(view(a), *tables))
         assert n in (None, copies), f"{name}: {n} copies"
+
+
+def test_rope_s_spec_runs_on_device_arrays_where_a_backend_lacks_the_fused_kernel(ops):
+    """The reference's kernels (neg, the lane table's copy, the products of the pairs and of
+    their negative-stride swap, the adds), each on the device: the fused kernel's bits."""
+    rng = np.random.default_rng(41)
+    x = operand(rng, 2 * 3 * 5 * 8).reshape(2, 3, 5, 8)
+    cos, sin = operand(rng, 5 * 4).reshape(5, 4), operand(rng, 5 * 4).reshape(5, 4)
+    table = {k: v for k, v in ops.table().items() if k not in ("rope", "rope_backward")}
+    for name in ("rope", "rope_backward"):
+        with P.implementations(table):
+            got = getattr(RN, name)(up(ops, x), up(ops, cos), up(ops, sin))
+        same(host(ops, got), host(ops, ops.table()[name](up(ops, x), up(ops, cos), up(ops, sin))))
