@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
 os.environ.setdefault("SOLCX_BINARY_PATH", str(ROOT / ".venv" / "solcx"))
 
 
@@ -36,6 +37,10 @@ def chain(request):
 
 
 def pytest_collection_modifyitems(config, items):
+    # The end-to-end tests at the top of tests/ (processes, chains, protocol windows: 15-160 s
+    # each) are collected last; started last, one worker runs them alone while the other idles.
+    # Scheduled first (a stable sort: the order within each part is unchanged), they overlap the rest.
+    items.sort(key=lambda item: item.path.parent != TESTS)
     if shutil.which("node") is None:
         skip = pytest.mark.skip(reason="Node.js not on PATH: contracts cannot be compiled (run scripts/bootstrap.sh)")
         for item in items:
