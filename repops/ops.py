@@ -16,6 +16,7 @@ from torch import Tensor
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 from .errors import UnsupportedOpError
+from .reference.nn import rope_pairs
 
 # True while RepOps' function mode is entered in this context (repops.deterministic(), a job
 # program's export: repops/mode.py RepOpsFunctions sets it; torch pops that mode while one of
@@ -194,7 +195,6 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
 
 # -- rotary position embedding --------------------------------------------------------------------
 def _rope_shapes(x: Tensor, cos: Tensor, sin: Tensor) -> None:
-    from .reference.nn import rope_pairs
     rope_pairs(tuple(x.shape), tuple(cos.shape), tuple(sin.shape))
 
 

@@ -52,11 +52,11 @@
 // a tile's derived shape (BM ... WN: the template parameters of repops_matmul below)
 #define LM (WM / 8)                       // lanes along M in a warp (each 8 rows)
 #define LN (WN / 8)                       // lanes along N (each 8 columns)
-#define MM_THREADS ((BM / WM) * (BN / WN) * 32)
+#define MM_THREADS_OF(bm, bn, wm, wn) (((bm) / (wm)) * ((bn) / (wn)) * 32)  // a warp per WM x WN of the tile
+#define MM_THREADS MM_THREADS_OF(BM, BN, WM, WN)
 #define APAD 4                            // As row padding: keeps float4 alignment, spreads stores
 #define A_LOADS (BM * BK / 4 / MM_THREADS)  // float4 loads of A per thread per slice
 #define B_LOADS (BK * BN / 4 / MM_THREADS)
-#define MM_THREADS_OF(bm, bn, wm, wn) (((bm) / (wm)) * ((bn) / (wn)) * 32)
 
 // 4 consecutive elements of a rows x cols matrix with element strides (rs, cs), from (r, c)
 // along its columns (along_c) or its rows: a float4 load when `vec` (unit stride that way,
