@@ -1,8 +1,13 @@
 """Disputes between trainers that train on the GPU: the honest one wins against every
 adversary, in both seats, at the adversary's level. Levels 3-5 answer from a node's inputs
 (device tensors) and every cheater tampers with device memory: paths the CPU disputes never
-take (a cheater's numpy write to a CUDA tensor failed at the 350m scale run)."""
+take (a cheater's numpy write to a CUDA tensor failed at the 350m scale run).
+
+The program jobs are built with the pinned torch: on the lent GPU machines (torch 2.11, whose
+torch.export cannot write our programs) scripts/gpu-wheels.sh builds them beforehand into
+VERDE_EXAMPLE_JOBS, as for tests/cuda/test_examples_gpu.py."""
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
@@ -74,7 +79,8 @@ def test_the_honest_gpu_trainer_of_a_program_job_wins(tmp_path, case):
     import small_job
     backend_table("cuda")
     writer, op, cheat, level = PROGRAM_CHEATS[case]
-    job = load(getattr(small_job, writer)(tmp_path / "job"))
+    built = os.environ.get("VERDE_EXAMPLE_JOBS")
+    job = load(Path(built) / writer / "job.yaml" if built else getattr(small_job, writer)(tmp_path / "job"))
     ctx = Context(job)
     from offchain.protocol.trace import decode_structure
     assert op in {decode_structure(s)[0] for s in ctx.graph.structures}, "the job must run the op cheated on"
@@ -84,3 +90,9 @@ def test_the_honest_gpu_trainer_of_a_program_job_wins(tmp_path, case):
     bad.train()
     for v in honest_wins_off_chain(ctx, honest, bad):
         assert v.level == level, str(v)
+
+
+if __name__ == "__main__":  # python tests/cuda/test_dispute_gpu.py DIR: build every program job into DIR/WRITER
+    import small_job
+    for w, *_ in PROGRAM_CHEATS.values():
+        print(getattr(small_job, w)(Path(sys.argv[1]) / w))
