@@ -132,6 +132,11 @@ def nodes_many(arrays: list, csize: int, nthreads: int | None = None) -> list[by
     return [o.raw for o in outs]
 
 
+# levels of the tree a launch hashes above the leaves (sha256.cu's sha256_subtrees: a block of
+# 2^(SUBTREE_LEVELS - 1) <= RP_SHA_SUBTREE threads): a 64 MB tensor's tree is 3 launches, not 17
+SUBTREE_LEVELS = 9
+
+
 def nodes_on_device(rt, data, csize: int, top_only: bool = False) -> bytes:
     """nodes() of a device array's bytes, hashed where they live (repops/cuda/kernels/sha256.cu
     on rt: the GPU's runtime, or the CPU emulator in CI): the host downloads the tree's
@@ -147,10 +152,11 @@ def nodes_on_device(rt, data, csize: int, top_only: bool = False) -> bytes:
     out = rt.empty((32 * (2 * padded - 1),), np.uint8)  # every level, leaves first (nodes()'s layout)
     rt.launch("sha256_leaves", *grid(padded), data, nbytes, csize, padded, out[:32 * padded])
     at, width = 0, padded
-    while width > 1:
-        level, nxt = out[32 * at:32 * (at + width)], out[32 * (at + width):32 * (at + width + width // 2)]
-        rt.launch("sha256_inner", *grid(width // 2), level, width // 2, nxt)
-        at, width = at + width, width // 2
+    while width > 1:  # SUBTREE_LEVELS levels a launch, a block a subtree
+        levels = min(SUBTREE_LEVELS, width.bit_length() - 1)
+        rt.launch("sha256_subtrees", (min(width >> levels, rt.max_blocks), 1, 1), (1 << (levels - 1), 1, 1),
+                  out[32 * at:], width, levels, out[32 * (at + width):])
+        at, width = at + 2 * width - (width >> (levels - 1)), width >> levels
     return rt.download(out[-32:] if top_only else out).tobytes()
 
 

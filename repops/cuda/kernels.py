@@ -44,7 +44,7 @@ KERNELS = {
     "adamw_foreach_scalars": ("optim.cu", (CF, MF, I, *(MF, MF) * ADAMW_SLOTS)),
     "adamw_foreach_f32": ("optim.cu", (CF, CF, *(MF, CF, MF, MF, Q) * ADAMW_SLOTS)),
     "sha256_leaves": ("sha256.cu", (CB, Q, Q, Q, MB)),  # commitments where a tensor lives (offchain chunk trees)
-    "sha256_inner": ("sha256.cu", (CB, Q, MB)),
+    "sha256_subtrees": ("sha256.cu", (CB, Q, I, MB)),
 }
 
 # Launch geometry. THREADS: elementwise kernels on the GPU. ROW_THREADS: the most threads of a

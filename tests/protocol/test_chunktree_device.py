@@ -22,7 +22,10 @@ def rt():
 # its two-block one; 1 chunk, a power of two, and counts that pad a level with ZERO
 CASES = [(0, 4), (1, 1), (4, 4), (54, 54), (55, 55), (56, 56), (62, 62), (63, 63), (64, 64), (118, 118),
          (119, 119), (120, 120), (127, 127), (128, 128), (200, 64), (1000, 7), (1024, 1024), (4097, 1024),
-         (3 * 4096 + 12, 256), (65536, 256)]
+         (3 * 4096 + 12, 256), (65536, 256),
+         # trees of more levels than a launch hashes (chunktree.SUBTREE_LEVELS): two launches above
+         # the leaves, 16 subtrees on the emulator's 2 blocks, a ZERO-padded level of 8192
+         (3 * 1024, 3), (8 * 5000 + 3, 8)]
 
 
 @pytest.mark.parametrize("nbytes, csize", CASES)
@@ -45,6 +48,31 @@ def test_a_tensor_sealed_on_the_device_has_the_host_commitment(rt, dtype, shape,
     assert root == want_root == reference_root(a, chunk) and seal == want_seal
 
 
+class Launches:
+    """rt, counting its launches by kernel."""
+
+    def __init__(self, rt):
+        self.rt, self.launched = rt, []
+
+    def __getattr__(self, name):
+        return getattr(self.rt, name)
+
+    def launch(self, name, grid, block, *args):
+        self.launched.append(name)
+        self.rt.launch(name, grid, block, *args)
+
+
+@pytest.mark.parametrize("chunks", [1, 2, 512, 513, 1 << 12])
+def test_a_tree_is_one_launch_for_its_leaves_and_one_per_subtree_levels_above(rt, chunks):
+    """A launch a level made a 64 MB tensor's tree 17 launches, each with its host glue, and a
+    traced step commits thousands of tensors."""
+    counted = Launches(rt)
+    data = rt.empty((chunks,), np.uint8)  # (bytes never read: one-byte chunks, values irrelevant to the count)
+    chunktree.nodes_on_device(counted, data, 1, top_only=True)
+    depth = (chunks - 1).bit_length()
+    assert counted.launched == ["sha256_leaves"] + ["sha256_subtrees"] * -(-depth // chunktree.SUBTREE_LEVELS)
+
+
 class Broken:
     """A device whose inner hashes differ in one bit (a miscompiled kernel): the self-check's case."""
 
@@ -61,7 +89,7 @@ class Broken:
 
 
 # the first case each kernel hashes: the leaves' (its ZERO leaf too), the inner nodes' (143 chunks)
-@pytest.mark.parametrize("kernel, first", [("sha256_leaves", (0, 4)), ("sha256_inner", (1000, 7))])
+@pytest.mark.parametrize("kernel, first", [("sha256_leaves", (0, 4)), ("sha256_subtrees", (1000, 7))])
 def test_the_self_check_refuses_a_device_whose_tree_differs(rt, kernel, first):
     assert chunktree.self_check(rt) is None
     assert chunktree.self_check(Broken(rt, kernel)) == first

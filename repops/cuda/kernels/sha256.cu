@@ -2,7 +2,7 @@
 // offchain/protocol/native/chunktree.c, the reference offchain/protocol/merkle.py): leaf i =
 // SHA-256(0x00 || chunk i), a level padded with ZERO (32 zero bytes) to a power of two, inner
 // node = SHA-256(0x01 || left || right). One thread per hash, integer arithmetic only: the
-// same bytes for any geometry. A tensor is committed where it lives; the host downloads the
+// same bytes for any geometry (a block hashes a subtree: any grid). A tensor is committed where it lives; the host downloads the
 // tree's nodes (32 bytes each), never the tensor.
 #include "common.cuh"
 
@@ -94,7 +94,37 @@ extern "C" __global__ void sha256_leaves(const unsigned char *data, long long nb
     }
 }
 
-// One level up: node i hashes the adjacent pair level[64 i, 64 i + 64).
-extern "C" __global__ void sha256_inner(const unsigned char *level, long long half, unsigned char *out) {
-    REPOPS_FOR_EACH(i, half) { rp_sha256_prefixed(level + 64 * i, 64, 0x01u, out + 32 * i); }
+// Up to `levels` levels of the tree in one launch (a launch a level cost a tree of a 64 MB
+// tensor 17 launches): group g of the current level, nodes level[g << levels, (g + 1) << levels),
+// is hashed up to its common ancestor by one block of 2^(levels - 1) threads, in shared memory.
+// Each level k = 1..levels it makes is written where nodes() keeps it: `out` is level 1 (right
+// after the current level of `width` nodes, a power of two >= 2^levels), level k starts
+// width - (width >> (k - 1)) nodes further.
+#define RP_SHA_SUBTREE 256  // threads of a block at most: levels <= 9
+extern "C" __global__ void sha256_subtrees(const unsigned char *level, long long width, int levels,
+                                           unsigned char *out) {
+    __shared__ unsigned char made[32 * RP_SHA_SUBTREE];
+    const int t = threadIdx.x;
+    for (long long g = blockIdx.x; g < (width >> levels); g += gridDim.x) {  // (uniform in the block)
+        long long w = width >> 1, at = 0;  // level k's width and its start in out
+        const long long first = (g << (levels - 1)) + t;
+        rp_sha256_prefixed(level + 64 * first, 64, 0x01u, made + 32 * t);
+        for (int j = 0; j < 32; j++) out[32 * first + j] = made[32 * t + j];
+        for (int k = 2; k <= levels; k++) {
+            at += w;
+            w >>= 1;
+            const int n = 1 << (levels - k);  // this level's nodes of the group
+            unsigned char pair[64];
+            __syncthreads();  // level k - 1 made
+            if (t < n)
+                for (int j = 0; j < 64; j++) pair[j] = made[64 * t + j];
+            __syncthreads();  // read before overwritten
+            if (t < n) {
+                rp_sha256_prefixed(pair, 64, 0x01u, made + 32 * t);
+                const long long node = at + (g << (levels - k)) + t;
+                for (int j = 0; j < 32; j++) out[32 * node + j] = made[32 * t + j];
+            }
+        }
+        __syncthreads();  // the group's readers of made[] are done before the next group's writes
+    }
 }
