@@ -14,7 +14,9 @@ On a device (CuPy arrays) reading a check's flags on the host waits for the devi
 per check. Inside `deferred()` (repops.deterministic() enters it unless a trace records
 each op's inputs) the flags stay on the device and are read together, once, when the block
 ends (settle): the same error for the first failing check, raised at the end of the block
-instead of at its op (the ops after it ran on, each gather reading its fill)."""
+instead of at its op (the ops after it ran on, each gather reading its fill). The index rule,
+the one a training step checks, is the CUDA backend's own kernel there (index_flags: a launch
+writing the first bad element into the block's slots, no CuPy kernel and no flag array)."""
 from __future__ import annotations
 
 import contextlib
@@ -74,20 +76,32 @@ def settle() -> None:
     if not pending:
         return
     checks, pending[:] = list(pending), []
-    xp = P.xp_of(checks[0][0])
-    on_gpu = getattr(xp, "__name__", "") == "cupy"
-    if on_gpu:
-        from .cuda.device import torch_stream
-    with torch_stream() if on_gpu else contextlib.nullcontext():  # (the stream the checks ran on)
-        hit = functools.reduce(xp.logical_or, [f.any() for f, *_ in checks])  # (no stacking copy)
-        if not bool(hit):  # the one read
-            return
+    # a backend's own checks (first(): their slots, a download a block) and flag arrays (reduced
+    # where they live, one read); the backends' checks first, whose read usually settles all
+    hit, arrays = False, []
+    for f, *_ in checks:
+        if not hasattr(f, "first"):
+            arrays.append(f)
+        elif not hit and f.first() is not None:
+            hit = True
+    if not hit and arrays:
+        xp = P.xp_of(arrays[0])
+        on_gpu = getattr(xp, "__name__", "") == "cupy"
+        if on_gpu:
+            from .cuda.device import torch_stream
+        with torch_stream() if on_gpu else contextlib.nullcontext():  # (the stream the checks ran on)
+            hit = bool(functools.reduce(xp.logical_or, [f.any() for f in arrays]))  # (no stacking copy)
+    if not hit:
+        return
     for check in checks:  # a fault: each check read again, in order (the first one raises)
         _check(*check, defer=False)
 
 
-def _first(flags) -> int | None:
-    """The first true element of a bool array (numpy or device), or None."""
+def first(flags) -> int | None:
+    """The first true element of a bool array (numpy or device), or None; a backend's own
+    check (index_flags on the CUDA backend: repops.cuda.ops.DeviceCheck) knows it."""
+    if hasattr(flags, "first"):
+        return flags.first()
     if not flags.size:
         return None
     if P.xp_of(flags) is np:
@@ -98,10 +112,10 @@ def _first(flags) -> int | None:
 
 def _check(flags, rule: str, exc, describe, defer: bool = True):
     note, pending = _NOTE.get(), _PENDING.get()
-    if defer and pending is not None and note is None and P.xp_of(flags) is not np:
+    if defer and pending is not None and note is None and (hasattr(flags, "first") or P.xp_of(flags) is not np):
         pending.append((flags, rule, exc, describe))  # read with the others when the block ends
         return
-    e = _first(flags)
+    e = first(flags)
     if e is None:
         return
     if note is not None:
@@ -123,16 +137,25 @@ def index_in_range(i, n: int, op: str, ignore: int | None = None, given=None, ke
         if ignore is not None:
             bad = K["and.bool"](bad, K["not.bool"](K["eq.i64"](i, I.const(ignore, "i64"))))
         flags = K["fault.bool"](bad)
-    else:  # the same comparisons, where the array lives
-        flags = (i < 0) | (i >= n)
-        if ignore is not None:
-            flags &= i != ignore
+    else:  # the same comparisons, where the array lives (or the backend's own check)
+        flags = index_flags(i, n, ignore)
 
     def describe(e):
         v = int((i if given is None else given).reshape(-1)[e])
         return (f"{op}: index {v} (element {e} of the index tensor) is outside [{0 if given is None else -n}, {n})" +
                 ("" if ignore is None else f" and is not ignore_index {ignore}"))
     _check(flags, "index", IndexFault, describe)
+
+
+@P.overridable("index_check")
+def index_flags(i, n: int, ignore: int | None):
+    """Rule `index`'s flags, where the int64 array i lives: true where an element is outside
+    [0, n) and is not `ignore`. A backend may return its own check instead, read by first()
+    (the CUDA backend's: one kernel, no flag array, read when the block settles)."""
+    flags = (i < 0) | (i >= n)
+    if ignore is not None:
+        flags &= i != ignore
+    return flags
 
 
 def wrap_negative(i, n: int):

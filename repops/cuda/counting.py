@@ -160,6 +160,8 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
                 c.sites.setdefault("narrow", Counter())[f"{name} (loop {LOOP[name](args)}, blocks {blocks})"] += 1
         if not stub:
             launch(name, g, block, *args)
+        elif name == "index_check_i64":  # the one output the glue reads (at settle): stubbed, no fault
+            args[-1].view(np.ndarray)[:] = 0
 
     def device_arr(t):  # repops.cuda.device.as_array: a view of the tensor's memory
         if t.device.type != "cpu":

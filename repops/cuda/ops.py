@@ -73,12 +73,47 @@ def _broadcast(shape, strides, to) -> tuple:
 _CONSTANTS = 4096  # device constants kept per runtime (by value); beyond, the cache starts over
 
 
+CHECK_BLOCKS = 128  # an index check's blocks at most (a slot each)
+
+
+class CheckSlots:
+    """Device slots (int64) the index checks of a block of ops write (kernels/indexing.cu
+    index_check_i64), read in one download when the block settles."""
+
+    def __init__(self, rt, size: int = 4096):
+        self.rt, self.array, self.used, self.host = rt, rt.empty((size,), np.int64), 0, None
+
+    def read(self) -> np.ndarray:
+        if self.host is None:  # (filled no further once read: the next check takes new slots)
+            if getattr(self.rt.xp, "__name__", "") == "cupy":
+                from .device import torch_stream
+                with torch_stream():  # (the stream the checks ran on)
+                    self.host = self.rt.download(self.array[:self.used])
+            else:
+                self.host = self.rt.download(self.array[:self.used])
+        return self.host
+
+
+class DeviceCheck:
+    """One index check's slots: first() is its first bad element (None: none), as
+    repops/faults.py reads a check's flags."""
+
+    def __init__(self, slots: CheckSlots, start: int, stop: int):
+        self.slots, self.start, self.stop = slots, start, stop
+
+    def first(self) -> int | None:
+        bad = self.slots.read()[self.start:self.stop]
+        bad = bad[bad > 0]
+        return int(bad.min()) - 1 if bad.size else None
+
+
 class Ops:
     def __init__(self, rt):
         self.rt, self.xp = rt, rt.xp
         # device constants by value, kept by the runtime (an Ops is made per repops.deterministic() block)
         self._constants = rt.__dict__.setdefault("_repops_constants", {})
         self.small_below = SMS  # a product of fewer tuned tiles runs on the small ones (tests pin either)
+        self._check_slots = None  # the index checks' slots being filled (index_check)
 
     # -- operands ----------------------------------------------------------------------------
     def dev(self, v, dtype=F32):
@@ -271,6 +306,27 @@ class Ops:
             self.rt.launch("onehot_u32", *self._grid(out.size), index, value.view(np.uint32), sv,
                            fill.view(np.uint32), sf, out.view(np.uint32), rows, n)
         return out
+
+    def index_check(self, i, bound: int, ignore: int | None):
+        """faults.index_flags as one launch into this block's check slots (kernels/indexing.cu
+        index_check_i64), read by first(): no CuPy kernels (their 3-5 elementwise ops and a
+        reduction a check, from CuPy's own pool, kept a step out of a CUDA graph), no read
+        until the block settles."""
+        ok = self.rt.is_device(i) and i.size and i.dtype == np.int64
+        walk = _collapse(i.shape, [_elements(i)], RANK) if ok else None
+        if walk is None:  # (host data, empty, another dtype, strides no 4 dims walk: the comparisons)
+            return P.OVERRIDABLE["index_check"].reference(i, bound, ignore)
+        (_, d1, d2, d3), (strides,) = walk
+        grid, block = self._grid(i.size)
+        blocks = min(grid[0], CHECK_BLOCKS)
+        slots = self._check_slots
+        if slots is None or slots.host is not None or slots.used + blocks > slots.array.size:
+            slots = self._check_slots = CheckSlots(self.rt)
+        start = slots.used
+        slots.used += blocks
+        self.rt.launch("index_check_i64", (blocks, 1, 1), block, i, *strides, i.size, d1, d2, d3, bound,
+                       0 if ignore is None else ignore, int(ignore is not None), slots.array[start:slots.used])
+        return DeviceCheck(slots, start, slots.used)
 
     # -- random bits ------------------------------------------------------------------------------
     def philox(self, step, seed, stream, threshold):
@@ -545,5 +601,5 @@ class Ops:
         t.update({name: getattr(self, name) for name in (
             "matmul", "matmul_add", "fold", "gather", "onehot", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
             "layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward", "rope", "rope_backward", "attention",
-            "attention_backward", "adamw", "adamw_foreach", "embedding_backward", "philox")})
+            "attention_backward", "adamw", "adamw_foreach", "embedding_backward", "philox", "index_check")})
         return t

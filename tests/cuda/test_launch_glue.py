@@ -6,6 +6,7 @@ of the array module's own (operands read through their strides) and no DLPack ex
 falls as the glue gets leaner (lower it when a change does: a regression then fails here). The
 device paths of the glue give the CPU's bits (real kernels), and a fault found on the device is
 the same fault."""
+import numpy as np
 import pytest
 import torch
 
@@ -23,8 +24,10 @@ from test_faults import CASES, _run  # noqa: E402
 # per step of build(name) at its defaults (synthetic_batches); before #37 the same steps had
 # 4 / 6 host syncs and uploaded 23 / 66 constants; before the multi-tensor AdamW, 47 / 186 launches,
 # 33 before addmm's bias moved into the product's epilogue, and 154 for llama before RoPE was one op
-CEILING = {"mlp": {"launches": 30, "copies": 0, "dlpack": 0},
-           "llama": {"launches": 106, "copies": 0, "dlpack": 0}}
+# (cupy_ops: CuPy's own kernels, from its own memory pool, would keep a step out of a CUDA graph;
+# the index checks are our kernel, index_check_i64, a launch each)
+CEILING = {"mlp": {"launches": 32, "copies": 0, "dlpack": 0, "cupy_ops": 0},
+           "llama": {"launches": 110, "copies": 0, "dlpack": 0, "cupy_ops": 0}}
 
 
 def _trainer(name, backend="cuda-emu"):
@@ -146,14 +149,44 @@ def test_every_fault_case_is_the_same_fault_on_the_device(rt, name):
             _run(fn, bad, "cuda-emu")
     kind = {"index": repops.IndexFault, "division": repops.DivisionFault, "domain": repops.errors.DomainFault}[rule]
     assert (type(info.value), info.value.rule, info.value.element) == (kind, rule, element)
-    assert all(s.endswith(("(settle)", "(_first)")) for s in c.sites["sync"])  # read when the block ended
+    assert all(s.endswith(("(settle)", "(first)")) for s in c.sites["sync"])  # read when the block ended
+
+
+VIEWS = {"contiguous": lambda a: a, "transposed": lambda a: a.T, "sliced": lambda a: a[1:, ::2],
+         "reversed": lambda a: a[::-1, 3:], "broadcast": lambda a: np.broadcast_to(a[2:3], (5, a.shape[1])),
+         "row": lambda a: a[8]}
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+@pytest.mark.parametrize("ignore", [None, -100])
+def test_the_device_index_check_finds_the_first_bad_element_the_comparisons_find(rt, view, ignore):
+    """kernels/indexing.cu index_check_i64 (faults.index_flags on the device) against the spec's
+    comparisons on the host: every layout a step hands it (a slice of the batch, a transpose,
+    a broadcast), enough elements for each thread to loop, bad elements anywhere or nowhere;
+    several checks share one block's slots, read in one download."""
+    from repops import faults
+    from repops.cuda.ops import DeviceCheck, Ops
+    ops, rng = Ops(rt), np.random.default_rng(7)
+    cases = []
+    for bad in (0, 1, 3, 40):
+        host = rng.integers(0, 10, (9, 31))
+        for _ in range(bad):  # outside [0, 10) (or ignore_index, which passes where given)
+            host[rng.integers(0, 9), rng.integers(0, 31)] = rng.choice([-1, 10, 2 ** 40, -100, -2 ** 63])
+        host[8, 30] = 10 if bad == 1 else host[8, 30]  # the last element: the latest a thread reaches
+        cases.append(host)
+    checks = [ops.index_check(VIEWS[view](rt.upload(h)), 10, ignore) for h in cases]
+    assert all(isinstance(c, DeviceCheck) for c in checks)  # the kernel, not the comparisons' fallback
+    assert len({id(c.slots) for c in checks}) == 1
+    for h, c in zip(cases, checks):
+        assert faults.first(c) == faults.first(faults.index_flags.reference(VIEWS[view](h), 10, ignore))
+    later = ops.index_check(rt.upload(cases[0]), 10, ignore)
+    assert later.slots is not checks[0].slots  # read slots are never written again
 
 
 def test_embedding_backward_past_a_fault_writes_nothing_outside_its_output(rt):
     """After a deferred (or noted) fault the step runs on with the index outside [0, V): the
     one-hot rule's value (a row of zeros: adds nothing; a non-finite entry poisons every row),
     never a write outside the output, on the CPU and the CUDA kernels alike."""
-    import numpy as np
     from repops.reference import nn as N
     rng = np.random.default_rng(3)
     g = rng.standard_normal((6, 5)).astype(np.float32)

@@ -222,7 +222,13 @@ def _embedding_backward(rng, v):
             (np.zeros(0, np.int64), v(0, 4), 3), (rng.integers(0, 300, 500), v(500, 70), 300)]
 
 
-SAMPLES = {"embedding_backward": _embedding_backward, 
+def _index_check(rng, v):
+    """faults.index_flags: host samples (a device array takes the CUDA kernel: test_launch_glue.py)."""
+    i = rng.integers(-3, 12, (5, 7))
+    return [(i, 10, None), (i, 10, -3), (i.T, 12, None), (np.zeros(0, np.int64), 4, None)]
+
+
+SAMPLES = {"embedding_backward": _embedding_backward, "index_check": _index_check,
     "add": _binary, "sub": _binary, "mul": _binary, "div": _binary, "min": _binary, "max": _binary, "fma": _ternary,
     "sqrt": _unary, "neg": _unary, "abs": _unary, "rint": _unary, "floor": _unary, "trunc": _unary, "copy": _unary,
     "eq": _compare, "lt": _compare, "le": _compare, "select": _select, "ldexp": _ldexp,
