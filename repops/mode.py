@@ -391,17 +391,21 @@ def _row_major(func, out):
     return type(out)(fresh(t) for t in out) if isinstance(out, (tuple, list)) else fresh(out)
 
 
-_ALIAS, _PER_TENSOR, _EXACT, _EMPTY = 1, 2, 4, 8
+_ALIAS, _PER_TENSOR, _EXACT, _EMPTY, _VIEW = 1, 2, 4, 8, 16
 
 
 @functools.cache
 def _kinds() -> dict:
     """op -> its flags in aten's fixed tables (ALIASES, PER_TENSOR, EXACT, EMPTY: complete once
-    every op family is imported, as it is when this module is)."""
+    every op family is imported, as it is when this module is), and _VIEW: an EXACT op whose
+    schema returns a view (it computes nothing: untraced, torch's own call and no more)."""
     kinds: dict = {}
     for flag, ops in ((_ALIAS, A.ALIASES), (_PER_TENSOR, A.PER_TENSOR), (_EXACT, A.EXACT), (_EMPTY, A.EMPTY)):
         for op in ops:
             kinds[op] = kinds.get(op, 0) | flag
+    for op in A.EXACT:
+        if op.is_view:
+            kinds[op] |= _VIEW
     return kinds
 
 
@@ -423,6 +427,8 @@ class RepOpsMode(TorchDispatchMode):
             if self.trace is not None and hasattr(self.trace, "alias"):
                 self.trace.alias(args[0], out)
             return out
+        if kind & _VIEW and self.trace is None:  # (two thirds of a step's dispatches: t, view, transpose, ...)
+            return func(*args, **kwargs)  # what the EXACT branch below calls, without its bookkeeping
         if kind & _PER_TENSOR and self.trace is not None:
             with self:  # traced: the single-tensor op per element, the protocol's nodes
                 return _per_tensor(func, args, kwargs)
