@@ -28,8 +28,10 @@ with --counts, what the launch glue does per training step, counted on the CPU e
    attention, rope) are their plain torch ops, never a custom op's dispatch. Writes
    benchmarks/results/repops_cuda_counts.json.
 Writes benchmarks/results/repops_cuda.{json,png}: device, gpu_tests {passed, failed} (from
-the pytest JUnit file scripts/gpu-check.sh passes), matmul [{n, repops_tflops,
-cublas_tflops, ratio}], bmm [...], steps [{model, native_s, repops_s, slowdown, launches}],
+the pytest JUnit file scripts/gpu-check.sh passes), matmul [{n, repops_tflops, cublas_tflops,
+ratio, tuned_tile_ratio: the same product with the small tile off (Ops.small_below = 0), where
+it is cheap to time}], bmm [...], steps [{model, native_s, repops_s, slowdown, launches,
+graph_s (the step replayed as a CUDA graph: its GPU time, no host glue) or graph_error}],
 sweep [...]. Needs CuPy and a CUDA device.
 """
 from __future__ import annotations
@@ -83,8 +85,16 @@ def _mm_row(shape, matmul):
     reps = 10 if flop < 2e11 else 3
     t_blas = gpu_time(lambda: torch.matmul(a, b), reps)
     t_rep = gpu_time(lambda: matmul(ca, cb), reps)
-    return {"cublas_s": t_blas, "repops_s": t_rep, "cublas_tflops": flop / t_blas / 1e12,
-            "repops_tflops": flop / t_rep / 1e12, "ratio": t_rep / t_blas}
+    row = {"cublas_s": t_blas, "repops_s": t_rep, "cublas_tflops": flop / t_blas / 1e12,
+           "repops_tflops": flop / t_rep / 1e12, "ratio": t_rep / t_blas}
+    ops = getattr(matmul, "__self__", None)
+    if ops is not None and flop < 2e11:  # the same product on the tuned tile only: does the small tile pay here?
+        saved, ops.small_below = ops.small_below, 0
+        try:
+            row["tuned_tile_ratio"] = gpu_time(lambda: matmul(ca, cb), reps) / t_blas
+        finally:
+            ops.small_below = saved
+    return row
 
 
 def bench_matmul(sizes, kernels):
@@ -180,6 +190,18 @@ def host_profile(step, reps=5, top=25) -> list[dict]:
             for (f, line, name), (_, nc, tt, ct, _) in rows]
 
 
+def _graph_time(step, reps) -> dict:
+    """The RepOps step captured once as a CUDA graph and replayed (offchain/trainer/graphs.py,
+    what an honest trainer's untraced steps do with graphs on): CUDA events around a replay are
+    the step's GPU time, with no host glue in it. {graph_s} or {graph_error}."""
+    from offchain.trainer.graphs import StepGraph
+    try:
+        g = StepGraph(lambda _: step(), (), None)
+        return {"graph_s": gpu_time(lambda: g.replay(()), reps)}
+    except Exception as e:  # noqa: BLE001 - recorded: what the next session fixes
+        return {"graph_error": f"{type(e).__name__}: {str(e)[:300]}"}
+
+
 def bench_steps(models=("mlp", "llama", "llama-d1024", "llama-1b"), profiled=("mlp", "llama")):
     from repops_cpu import _step_fn  # the same models, data and optimizer as the CPU benchmark
     rows = []
@@ -201,6 +223,7 @@ def bench_steps(models=("mlp", "llama", "llama-d1024", "llama-1b"), profiled=("m
             with _Launches() as count:
                 step()
                 torch.cuda.synchronize()
+            graphed = _graph_time(step, reps)
             profile = host_profile(step) if name in profiled else None
         except (RuntimeError, ImportError) as e:  # out of memory on a smaller card, no transformers
             rows.append({"model": name, "error": f"{type(e).__name__}: {str(e)[:200]}"})
@@ -209,7 +232,7 @@ def bench_steps(models=("mlp", "llama", "llama-d1024", "llama-1b"), profiled=("m
             step = None
             torch.cuda.empty_cache()
         rows.append({"model": name, "native_s": times[True], "repops_s": times[False],
-                     "slowdown": times[False] / times[True], "launches": count.n,
+                     "slowdown": times[False] / times[True], "launches": count.n, **graphed,
                      "peak_gb": round(torch.cuda.max_memory_allocated() / 2**30, 1)}
                     | ({"host_profile": profile} if profile else {}))
     return rows
@@ -303,7 +326,7 @@ def bench_counts(models, out: Path, con):
         "allow_list": sorted(ALLOWED), "tiny_models": TINY,
         "notes": "syncs: the one read of the deferred index checks when the repops.deterministic() block ends "
                  "(repops/faults.py settle); copies: CuPy copy kernels (contiguous copies, casts, fills), cupy_ops: "
-                 "its other kernels (integer index checks); glue_ratio: best of 10 on a shared 2-core CPU, numpy "
+                 "its other kernels (the index checks were, before index_check_i64); glue_ratio: best of 10 on a shared 2-core CPU, numpy "
                  "standing in for CuPy's host calls (CuPy's cost more): a lower bound, noisy; native: torch running "
                  "the models' plain compositions (repops.ops' fused ops are plain torch outside RepOps)",
         "models": rows}, indent=1))
@@ -336,12 +359,12 @@ def main():
         return
     kernels = get("cuda")  # a clear error without CuPy or a device; the self-check runs here
     mm, bmm = bench_matmul(args.sizes, kernels), bench_bmm(kernels)
-    t = Table("shape", "cuBLAS TFLOP/s", "RepOps TFLOP/s", "RepOps time / cuBLAS time", title="matmul (TF32 off)")
-    for r in mm:
-        t.add_row(f"{r['n']}^3", f"{r['cublas_tflops']:.1f}", f"{r['repops_tflops']:.1f}", f"{r['ratio']:.2f}")
-    for r in bmm:
-        t.add_row("x".join(map(str, r["shape"])), f"{r['cublas_tflops']:.1f}", f"{r['repops_tflops']:.1f}",
-                  f"{r['ratio']:.2f}")
+    t = Table("shape", "cuBLAS TFLOP/s", "RepOps TFLOP/s", "RepOps time / cuBLAS time", "tuned tile only",
+              title="matmul (TF32 off)")
+    for r in mm + bmm:
+        t.add_row(f"{r['n']}^3" if "n" in r else "x".join(map(str, r["shape"])), f"{r['cublas_tflops']:.1f}",
+                  f"{r['repops_tflops']:.1f}", f"{r['ratio']:.2f}",
+                  f"{r['tuned_tile_ratio']:.2f}" if "tuned_tile_ratio" in r else "-")
     con.print(t)
     sweep = bench_sweep() if args.sweep else []
     if sweep:
@@ -354,10 +377,14 @@ def main():
         con.print(t)
     steps = [] if args.skip_steps else bench_steps()
     if steps:
-        t = Table("model", "native CUDA step (s)", "RepOps CUDA step (s)", "slowdown", "launches")
+        t = Table("model", "native CUDA step (s)", "RepOps CUDA step (s)", "slowdown", "launches",
+                  "RepOps graph replay (s)", "replay slowdown")
         for r in steps:
+            graph = (f"{r['graph_s']:.4f}", f"{r['graph_s'] / r['native_s']:.1f}x") if "graph_s" in r else \
+                (r.get("graph_error", "")[:40], "")
             t.add_row(*((r["model"], f"{r['native_s']:.4f}", f"{r['repops_s']:.4f}", f"{r['slowdown']:.1f}x",
-                         str(r["launches"])) if "error" not in r else (r["model"], r["error"][:60], "", "", "")))
+                         str(r["launches"]), *graph) if "error" not in r else (r["model"], r["error"][:60], "", "", "",
+                                                                                "", "")))
         con.print(t)
     tests = gpu_tests(args.gpu_tests)
     if tests:

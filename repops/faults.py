@@ -31,6 +31,7 @@ from .reference import prims as P
 
 _NOTE: contextvars.ContextVar = contextvars.ContextVar("repops_fault_note", default=None)
 _PENDING: contextvars.ContextVar = contextvars.ContextVar("repops_fault_pending", default=None)
+_CAPTURED: contextvars.ContextVar = contextvars.ContextVar("repops_fault_captured", default=None)
 
 
 @contextlib.contextmanager
@@ -59,15 +60,54 @@ def deferred(on: bool = True):
     try:
         yield
     except Exception as e:
-        try:
-            settle()
-        except Fault as fault:
-            raise fault from e
+        if _CAPTURED.get() is None:  # (captured, nothing ran: there is nothing to read)
+            try:
+                settle()
+            except Fault as fault:
+                raise fault from e
         raise
     else:
-        settle()
+        kept = _CAPTURED.get()
+        if kept is None:
+            settle()
+        else:
+            _keep(kept)
     finally:
         _PENDING.reset(token)
+
+
+@contextlib.contextmanager
+def captured():
+    """Inside, a CUDA graph is being captured: no kernel has run and a read would break the
+    capture, so a block's queued checks are kept, not read, when it ends. Yields the list
+    they go to; replayed(it) reads them after each replay of the graph."""
+    kept: list = []
+    token = _CAPTURED.set(kept)
+    try:
+        yield kept
+    finally:
+        _CAPTURED.reset(token)
+
+
+def _keep(kept: list) -> None:
+    pending = _PENDING.get()
+    for flags, *_ in pending:
+        if not hasattr(flags, "keep"):  # (a flag array: CuPy's kernels and memory, which a graph cannot hold)
+            from .errors import BackendError
+            raise BackendError("a check in this step is not a backend's own kernel (its flags are CuPy arrays): "
+                               "the step cannot be captured as a CUDA graph; it runs eagerly")
+    for flags, *_ in pending:
+        flags.keep()
+    kept.extend(pending)
+    pending[:] = []
+
+
+def replayed(kept: list) -> None:
+    """After a replay of a captured graph: its checks' slots read again (one download) and
+    the first fault raised, as settle() does when an eager block ends."""
+    for flags, *_ in kept:
+        flags.reread()
+    _settle(list(kept))
 
 
 def settle() -> None:
@@ -76,6 +116,12 @@ def settle() -> None:
     if not pending:
         return
     checks, pending[:] = list(pending), []
+    _settle(checks)
+
+
+def _settle(checks: list) -> None:
+    if not checks:
+        return
     # a backend's own checks (first(): their slots, a download a block) and flag arrays (reduced
     # where they live, one read); the backends' checks first, whose read usually settles all
     hit, arrays = False, []

@@ -52,9 +52,11 @@ class StepTrace:
 
 class Trainer:
     def __init__(self, job: Job, workdir, name: str = "trainer", backend: str = "cpu", device: str = "cpu",
-                 behaviour=None, progress: bool = False, world_size: int = 1):
+                 behaviour=None, progress: bool = False, world_size: int = 1, graphs: bool | None = None):
         """world_size N > 1: train() runs the untraced steps on N processes (the job's
-        micro-batches split among them); every traced step, hence every answer, is one process."""
+        micro-batches split among them); every traced step, hence every answer, is one process.
+        graphs: an honest trainer on a GPU replays its untraced step as a CUDA graph (graphs.py;
+        None: VERDE_CUDA_GRAPHS)."""
         from .adversaries import Honest
         if world_size > 1 and type(behaviour or Honest()) is not Honest:
             raise ValueError("an adversary trains in one process (world_size 1)")
@@ -78,6 +80,9 @@ class Trainer:
         self._trace_cache: StepTrace | None = None
         self._ops: dict = {}
         self._inputs: dict = {}  # node j -> its inputs, re-run for levels 3-5 (one node at a time)
+        from . import graphs as G
+        self._graphs = G.GraphRunner() if device == "cuda" and G.enabled(graphs) and type(self.behaviour) is Honest \
+            else None  # (an adversary's steps differ from step to step: eager)
 
     # -- running steps ------------------------------------------------------------------------------
     @property
@@ -127,10 +132,13 @@ class Trainer:
                 recorder.touched(touched)  # what it reads next is what it commits
         if recorder is not None:
             hook.before, hook.alias = recorder.before, recorder.alias
-        try:  # (outside the block: on a GPU a fault is raised when the block ends, repops.faults.deferred)
+
+        def run_step(b):
             with repops.deterministic(self.backend, trace=hook if recorder is not None or self.behaviour.sees_ops else None), \
                     self.behaviour.faults():
-                loss = step.run(st, b, self.job.spec.m, lambda loss: self.behaviour.loss(s, loss))
+                return step.run(st, b, self.job.spec.m, lambda loss: self.behaviour.loss(s, loss))
+        try:  # (outside the block: on a GPU a fault is raised when the block ends, repops.faults.deferred)
+            loss = self._graphs.run(st, b, run_step) if self._graphs is not None and recorder is None else run_step(b)
         except repops.Fault as e:
             e.step = s  # (which step of a re-execution faulted)
             raise

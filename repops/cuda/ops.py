@@ -82,6 +82,12 @@ class CheckSlots:
 
     def __init__(self, rt, size: int = 4096):
         self.rt, self.array, self.used, self.host = rt, rt.empty((size,), np.int64), 0, None
+        self.kept = False  # a captured CUDA graph's: only its replays write them
+
+    @property
+    def open(self) -> bool:
+        """Do they take further checks? Not once read, or kept by a graph."""
+        return self.host is None and not self.kept
 
     def read(self) -> np.ndarray:
         if self.host is None:  # (filled no further once read: the next check takes new slots)
@@ -100,6 +106,14 @@ class DeviceCheck:
 
     def __init__(self, slots: CheckSlots, start: int, stop: int):
         self.slots, self.start, self.stop = slots, start, stop
+
+    def keep(self) -> None:
+        """Kept by a captured CUDA graph (repops.faults.captured): no eager check writes its slots."""
+        self.slots.kept = True
+
+    def reread(self) -> None:
+        """The next first() downloads the slots again (after a CUDA graph's replay wrote them)."""
+        self.slots.host = None
 
     def first(self) -> int | None:
         bad = self.slots.read()[self.start:self.stop]
@@ -320,7 +334,7 @@ class Ops:
         grid, block = self._grid(i.size)
         blocks = min(grid[0], CHECK_BLOCKS)
         slots = self._check_slots
-        if slots is None or slots.host is not None or slots.used + blocks > slots.array.size:
+        if slots is None or not slots.open or slots.used + blocks > slots.array.size:
             slots = self._check_slots = CheckSlots(self.rt)
         start = slots.used
         slots.used += blocks

@@ -58,7 +58,7 @@ def test_a_step_reads_nothing_on_the_host_and_uploads_no_constant(rt, name):
     with counting(rt, stub=True) as c:
         step(1)
     syncs = dict(c.sites.get("sync", {}))
-    assert c.syncs == 1 and all(s.endswith("(settle)") for s in syncs), \
+    assert c.syncs == 1 and all(s.endswith("settle)") for s in syncs), \
         f"host syncs in a step: {syncs} (only the index checks' one read when the block ends may sync)"
     assert c.uploads == 0, f"uploads after the first step: {dict(c.sites.get('upload', {}))}"
     for k, most in CEILING[name].items():
@@ -149,7 +149,7 @@ def test_every_fault_case_is_the_same_fault_on_the_device(rt, name):
             _run(fn, bad, "cuda-emu")
     kind = {"index": repops.IndexFault, "division": repops.DivisionFault, "domain": repops.errors.DomainFault}[rule]
     assert (type(info.value), info.value.rule, info.value.element) == (kind, rule, element)
-    assert all(s.endswith(("(settle)", "(first)")) for s in c.sites["sync"])  # read when the block ended
+    assert all(s.endswith(("settle)", "(first)")) for s in c.sites["sync"])  # read when the block ended
 
 
 VIEWS = {"contiguous": lambda a: a, "transposed": lambda a: a.T, "sliced": lambda a: a[1:, ::2],
@@ -181,6 +181,34 @@ def test_the_device_index_check_finds_the_first_bad_element_the_comparisons_find
         assert faults.first(c) == faults.first(faults.index_flags.reference(VIEWS[view](h), 10, ignore))
     later = ops.index_check(rt.upload(cases[0]), 10, ignore)
     assert later.slots is not checks[0].slots  # read slots are never written again
+
+
+def test_checks_a_capture_keeps_are_read_after_each_replay_not_when_the_block_ends(rt):
+    """repops.faults.captured (offchain/trainer/graphs.py: a step captured as a CUDA graph):
+    nothing has run when the captured block ends, so its index checks are kept, not read;
+    replayed() reads their slots anew after each replay (what the replay wrote) and raises the
+    first fault; a check the capture cannot repeat (a flag array of CuPy's) ends the capture."""
+    from repops import faults
+    from repops.cuda.ops import Ops
+    from repops.errors import BackendError
+    from repops.reference.prims import implementations
+    ops = Ops(rt)
+    bad = rt.upload(np.array([0, 5, 9, 2], np.int64))  # element 2 outside [0, 6)
+    with implementations({"index_check": ops.index_check}), faults.captured() as kept:
+        with faults.deferred():
+            faults.index_in_range(bad, 6, "capture")
+    (check, *_), = kept  # kept, not raised: a read during a capture would break it
+    assert not check.slots.open and ops.index_check(bad, 6, None).slots is not check.slots
+    slots = check.slots.array.view(np.ndarray)
+    slots[check.start:check.stop] = 0  # a replay that met no bad index
+    faults.replayed(kept)
+    slots[check.start] = 2 + 1  # one that met element 2 (what index_check_i64 writes)
+    with pytest.raises(repops.IndexFault) as info:
+        faults.replayed(kept)
+    assert info.value.element == 2 and "index 9" in str(info.value)
+    with counting(rt), implementations({}), faults.captured():  # (counting: a device array's checks queue)
+        with pytest.raises(BackendError, match="cannot be captured"), faults.deferred():
+            faults.divisor_nonzero(bad, "i64", "capture", kernels=False)
 
 
 def test_embedding_backward_past_a_fault_writes_nothing_outside_its_output(rt):
