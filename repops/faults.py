@@ -131,11 +131,9 @@ def _settle(checks: list) -> None:
         elif not hit and f.first() is not None:
             hit = True
     if not hit and arrays:
+        from .cuda.device import stream_for
         xp = P.xp_of(arrays[0])
-        on_gpu = getattr(xp, "__name__", "") == "cupy"
-        if on_gpu:
-            from .cuda.device import torch_stream
-        with torch_stream() if on_gpu else contextlib.nullcontext():  # (the stream the checks ran on)
+        with stream_for(xp):  # (the stream the checks ran on)
             hit = bool(functools.reduce(xp.logical_or, [f.any() for f in arrays]))  # (no stacking copy)
     if not hit:
         return

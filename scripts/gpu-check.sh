@@ -9,7 +9,9 @@
 # 2. every gpu test (every kernel and every op GPU vs CPU bitwise on normal, subnormal and
 #    signed-zero data, 20 AdamW steps of both models with the CPU's hash, subnormal
 #    activations, a device built with -ftz=true refused, the model zoo's ops and bits and
-#    every dropout path as on the CPU, a micro-batched job's root, the example jobs' claims);
+#    every dropout path as on the CPU, a micro-batched job's root, the example jobs' claims,
+#    a step replayed as a CUDA graph = eager = the CPU's claims, traced steps whose trees' tops
+#    are read after the step = read at once);
 # 3. benchmarks/repops_cuda.py, which records the test counts in repops_cuda.json (and where a
 #    step's host time goes: host_profile); 4. benchmarks/commitments.py --device cuda.
 # Exits non-zero if any test failed.

@@ -137,11 +137,12 @@ def nodes_many(arrays: list, csize: int, nthreads: int | None = None) -> list[by
 SUBTREE_LEVELS = 9
 
 
-def nodes_on_device(rt, data, csize: int, top_only: bool = False) -> bytes:
+def tree_on_device(rt, data, csize: int):
     """nodes() of a device array's bytes, hashed where they live (repops/cuda/kernels/sha256.cu
-    on rt: the GPU's runtime, or the CPU emulator in CI): the host downloads the tree's
-    32-byte nodes (top_only: the top one), never the tensor. data: a C-contiguous uint8
-    device array."""
+    on rt: the GPU's runtime, or the CPU emulator in CI), left on the device: a uint8 device
+    array of every node, leaves first, the top its last 32 bytes. Launches only: nothing is
+    read, so a traced step hashes on without waiting (tensors.read_tops reads many tops at
+    once). data: a C-contiguous uint8 device array."""
     if csize < 1:
         raise ValueError(f"chunk of {csize} bytes: a chunk holds at least one byte")
     nbytes = int(data.size)
@@ -157,6 +158,13 @@ def nodes_on_device(rt, data, csize: int, top_only: bool = False) -> bytes:
         rt.launch("sha256_subtrees", (min(width >> levels, rt.max_blocks), 1, 1), (1 << (levels - 1), 1, 1),
                   out[32 * at:], width, levels, out[32 * (at + width):])
         at, width = at + 2 * width - (width >> (levels - 1)), width >> levels
+    return out
+
+
+def nodes_on_device(rt, data, csize: int, top_only: bool = False) -> bytes:
+    """tree_on_device, read: the host downloads the tree's 32-byte nodes (top_only: the top
+    one), never the tensor."""
+    out = tree_on_device(rt, data, csize)
     return rt.download(out[-32:] if top_only else out).tobytes()
 
 

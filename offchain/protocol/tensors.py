@@ -170,6 +170,10 @@ def commit_sealed(x, chunk: int) -> tuple[bytes, Seal]:
 def _commit_on_device(rt, t, chunk: int) -> tuple[bytes, Seal]:
     """commit_sealed of a CUDA tensor: its canonical bytes (row-major: a contiguous copy where it
     is a view) hashed where they live; the host reads the 32-byte top, never the tensor."""
+    return read_tops([_top_on_device(rt, t, chunk)])[0]
+
+
+def _top_on_device(rt, t, chunk: int) -> "DeviceTop":
     import torch
     from torch.utils._python_dispatch import _disable_current_modes
 
@@ -179,15 +183,60 @@ def _commit_on_device(rt, t, chunk: int) -> tuple[bytes, Seal]:
         raise _no_commitment(t.dtype)
     with _disable_current_modes(), torch_stream():  # (torch's own copy and views: never a traced op)
         raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
-        return seal_on_device(rt, as_array(raw), DTYPES[dt], t.shape, chunk)
+        return top_on_device(rt, as_array(raw), DTYPES[dt], t.shape, chunk)
+
+
+@dataclass(frozen=True)
+class DeviceTop:
+    """A tensor's chunk tree hashed on a device, its 32-byte top not read yet (`array`, on rt):
+    its commitment once read_tops reads it, with many others in one download."""
+    rt: object
+    array: object
+    code: int
+    shape: tuple
+    chunk: int
+
+
+def top_on_device(rt, data, code: int, shape, chunk: int) -> DeviceTop:
+    """The chunk tree of a tensor of dtype `code` and `shape` whose canonical bytes are `data`
+    (a uint8 device array of rt), hashed where they live; nothing read."""
+    out = chunktree.tree_on_device(rt, data, chunk * CODES[code].itemsize)
+    return DeviceTop(rt, out[-32:], code, tuple(shape), chunk)
+
+
+def commit_later(x, chunk: int) -> DeviceTop | None:
+    """A CUDA tensor hashed on its GPU with nothing read (any size: no download to weigh the
+    launches against), for read_tops later; None where it is not one (commit it at once). A
+    traced step then never waits for the device between its ops (StepRecorder)."""
+    _check_chunk(chunk)
+    if not getattr(x, "is_cuda", False) or (rt := chunktree.device_runtime()) is None:
+        return None
+    return _top_on_device(rt, x, chunk)
+
+
+def read_tops(tops: list) -> list[tuple[bytes, Seal]]:
+    """(commitment, Seal) of each DeviceTop: their tops read in one download per runtime."""
+    from repops.cuda.device import stream_for
+    tops_of: dict = {}
+    for i, t in enumerate(tops):
+        tops_of.setdefault(id(t.rt), []).append(i)
+    got: list = [None] * len(tops)
+    for idx in tops_of.values():
+        rt = tops[idx[0]].rt
+        with stream_for(rt.xp):  # (after the trees' launches, on their stream)
+            arrays = [tops[i].array for i in idx]
+            host = rt.download(arrays[0] if len(arrays) == 1 else rt.xp.concatenate(arrays)).tobytes()
+        for k, i in enumerate(idx):
+            t = tops[i]
+            seal = Seal(t.code, merkle.seal(chunk_count(t.shape, t.chunk), host[32 * k:32 * k + 32]))
+            got[i] = (seal.commitment(t.shape), seal)
+    return got
 
 
 def seal_on_device(rt, data, code: int, shape, chunk: int) -> tuple[bytes, Seal]:
     """commit_sealed of a tensor of dtype `code` and `shape` whose canonical bytes are `data`
     (a uint8 device array of rt)."""
-    top = chunktree.nodes_on_device(rt, data, chunk * CODES[code].itemsize, top_only=True)
-    seal = Seal(code, merkle.seal(chunk_count(shape, chunk), top))
-    return seal.commitment(tuple(shape)), seal
+    return read_tops([top_on_device(rt, data, code, shape, chunk)])[0]
 
 
 @dataclass(frozen=True)

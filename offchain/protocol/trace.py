@@ -9,12 +9,14 @@ data tensor of the step's batch. Anything else is a TraceError, never a guess.
 """
 from __future__ import annotations
 
+import dataclasses
+import os
 import weakref
 from dataclasses import dataclass, field
 
 import torch
 
-from . import merkle
+from . import merkle, tensors
 from .encoding import string, u8, u16, u32, value
 from .tensors import commit_sealed
 
@@ -109,6 +111,7 @@ SAME_BYTES = frozenset(f"aten.{op}" for op in (
     "squeeze.default", "squeeze.dim", "squeeze.dims", "unsqueeze.default", "flatten.using_ints", "unflatten.int",
     "lift_fresh_copy.default"))
 RESEAL = True  # (tests turn it off to compare every node with its output hashed)
+LATER = True  # CUDA tensors' tops read when the step is over (StepRecorder.resolve; tests compare both)
 
 
 @dataclass
@@ -127,6 +130,11 @@ class StepRecorder:
     layouts: list = field(default_factory=list)  # per node: its inputs' (dtype, shape, stride, offset), as read
 
     def __post_init__(self):
+        # a CUDA tensor's commitment is hashed on its GPU and read when the step is over (resolve):
+        # until then a unique stand-in (32 random bytes) -> the tree's top on the device, so the
+        # host never waits for the device between two ops; `settled` maps every stand-in resolved
+        self._later: dict[bytes, tensors.DeviceTop] = {}
+        self._settled: dict[bytes, bytes] = {}
         self._where: dict[int, _Where] = {}
         self._writes: dict[int, int] = {}
         self._seals: dict = {}  # commitment -> its tensors.Seal (SAME_BYTES)
@@ -153,6 +161,11 @@ class StepRecorder:
     def commitment(self, t: torch.Tensor) -> bytes:
         """The commitment of t's current version, hashed once per version (an op's output is
         read again as inputs and as end-of-step state)."""
+        self.resolve()
+        return self._commitment(t)
+
+    def _commitment(self, t: torch.Tensor) -> bytes:
+        """commitment(), inside the step: a CUDA tensor's may still be a stand-in."""
         self._lookup(t, "a commitment")
         w = self._where[id(t)]
         if w.commitment is None:
@@ -187,7 +200,12 @@ class StepRecorder:
         n = t.numel() * t.element_size()
         self.hashed += n
         self.hashed_by[by] = self.hashed_by.get(by, 0) + n
-        root, self._seals[root] = commit_sealed(t, self.chunk)
+        top = tensors.commit_later(t, self.chunk) if LATER else None
+        if top is not None:
+            root = os.urandom(32)
+            self._later[root] = top
+        else:
+            root, self._seals[root] = commit_sealed(t, self.chunk)
         key = self._rowmajor_key(t)
         if key is not None:
             self._rowmajor[key] = (weakref.ref(t), self._writes.get(key[0], 0), root)
@@ -202,8 +220,15 @@ class StepRecorder:
         bytes (SAME_BYTES); the commitment of a tensor already hashed over the same bytes in the
         same row-major layout (a transpose of a transposed weight: the weight), while that tensor
         lives and its memory is unwritten; else hashed."""
-        seal = self._seals.get(in_commits[0]) if RESEAL and op in SAME_BYTES and len(ins) == 1 and in_commits else None
-        if seal is None or ins[0].dtype != o.dtype or ins[0].numel() != o.numel():
+        same = RESEAL and op in SAME_BYTES and len(ins) == 1 and in_commits and ins[0].dtype == o.dtype and \
+            ins[0].numel() == o.numel()
+        top = self._later.get(in_commits[0]) if same else None
+        if top is not None:  # (its input's tree, under the output's shape: another stand-in)
+            root = os.urandom(32)
+            self._later[root] = dataclasses.replace(top, shape=tuple(o.shape))
+            return root
+        seal = self._seals.get(in_commits[0]) if same else None
+        if seal is None:
             key = self._rowmajor_key(o) if RESEAL and self.values else None
             hit = self._rowmajor.get(key) if key is not None else None
             src = hit[0]() if hit is not None else None
@@ -221,7 +246,7 @@ class StepRecorder:
         op = str(func)
         ins = _tensors(args) + _tensors(kwargs)
         refs = tuple(self._lookup(t, op) for t in ins)
-        self._pending = (func, refs, tuple(self.commitment(t) for t in ins) if self.values else ())
+        self._pending = (func, refs, tuple(self._commitment(t) for t in ins) if self.values else ())
         self._call = (args, kwargs)
         self._layouts = tuple((str(t.dtype), tuple(t.shape), tuple(t.stride()), t.storage_offset()) for t in ins)
 
@@ -240,6 +265,8 @@ class StepRecorder:
             raise TraceError("no op was being recorded when the fault was raised")
         func, refs, in_commits = pending
         args, kwargs = self._call
+        self.resolve()
+        in_commits = tuple(self._settled.get(c, c) for c in in_commits)
         return Node(str(func), self._attrs(args, kwargs), refs, in_commits), _tensors(args) + _tensors(kwargs)
 
     def __call__(self, func, args, kwargs, out):
@@ -249,6 +276,8 @@ class StepRecorder:
             raise TraceError(f"{op}: the recorder was not called before the op (use repops.deterministic(trace=...))")
         self._pending = None
         _, refs, in_commits = pending
+        if self._settled:  # (resolved while the op ran: its inputs' stand-ins are settled)
+            in_commits = tuple(self._settled.get(c, c) for c in in_commits)
         attrs = self._attrs(args, kwargs)
         produced = output_tensors(func, args, kwargs, out)
         index = len(self.nodes)
@@ -280,7 +309,27 @@ class StepRecorder:
         return self._lookup(t, "the end of the step")
 
     # -- commitments ---------------------------------------------------------------------------
+    def resolve(self) -> None:
+        """Read the tops of the CUDA tensors hashed on their GPU (one download), and put their
+        commitments wherever a stand-in stood: the nodes, the tensors' versions, the seals.
+        Every reader of the step's nodes or commitments after the step calls it first (the
+        trainer when its step ends; trace_root, commitment and faulted themselves)."""
+        if not self._later:
+            return
+        stand_ins = list(self._later)
+        read = tensors.read_tops([self._later[r] for r in stand_ins])
+        real = {r: root for r, (root, _) in zip(stand_ins, read)}
+        self._seals.update({root: seal for root, seal in read})
+        self._later.clear()
+        self._settled.update(real)
+        sub = lambda cs: tuple(real.get(c, c) for c in cs)  # noqa: E731
+        self.nodes[:] = [dataclasses.replace(n, inputs=sub(n.inputs), outputs=sub(n.outputs)) for n in self.nodes]
+        for w in self._where.values():
+            w.commitment = real.get(w.commitment, w.commitment)
+        self._rowmajor = {k: (t, writes, real.get(c, c)) for k, (t, writes, c) in self._rowmajor.items()}
+
     def trace_root(self) -> bytes:
+        self.resolve()
         return merkle.root_of(n.leaf() for n in self.nodes)
 
 

@@ -142,6 +142,9 @@ class Trainer:
         except repops.Fault as e:
             e.step = s  # (which step of a re-execution faulted)
             raise
+        finally:
+            if recorder is not None:
+                recorder.resolve()  # (a GPU's commitments, read once the step is over)
         return float(loss.detach().cpu()) if loss is not None else float("nan")  # (inference: no loss)
 
     def _traced(self, st: TrainingState, s: int, keep=False) -> StepRecorder:

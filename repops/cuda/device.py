@@ -147,6 +147,13 @@ def torch_stream():
     return s
 
 
+def stream_for(xp):
+    """torch_stream() for CuPy's arrays (xp: their array module); nothing to do for another
+    module's (the emulator's, numpy's)."""
+    import contextlib
+    return torch_stream() if getattr(xp, "__name__", "") == "cupy" else contextlib.nullcontext()
+
+
 @functools.cache
 def device(options=NVRTC_OPTIONS) -> Device:
     """The process's device runtime (kernels compiled once per option set)."""

@@ -91,11 +91,8 @@ class CheckSlots:
 
     def read(self) -> np.ndarray:
         if self.host is None:  # (filled no further once read: the next check takes new slots)
-            if getattr(self.rt.xp, "__name__", "") == "cupy":
-                from .device import torch_stream
-                with torch_stream():  # (the stream the checks ran on)
-                    self.host = self.rt.download(self.array[:self.used])
-            else:
+            from .device import stream_for
+            with stream_for(self.rt.xp):  # (the stream the checks ran on)
                 self.host = self.rt.download(self.array[:self.used])
         return self.host
 

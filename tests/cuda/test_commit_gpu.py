@@ -19,8 +19,8 @@ def on_device(monkeypatch):
     rt = chunktree.device_runtime()
     assert rt is not None, "the GPU's chunk tree failed its self-check (see the warning)"
     calls = []
-    real = chunktree.nodes_on_device
-    monkeypatch.setattr(chunktree, "nodes_on_device", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = chunktree.tree_on_device
+    monkeypatch.setattr(chunktree, "tree_on_device", lambda *a, **k: calls.append(1) or real(*a, **k))
     return calls
 
 
@@ -45,10 +45,15 @@ def test_a_256_mb_tensor(on_device):
     assert commit_sealed(t, 256) == commit_sealed(t.cpu(), 256)
 
 
-def test_a_gpu_trainer_committing_every_tensor_on_the_gpu_posts_the_cpu_trainer_claims(on_device, tmp_path):
+@pytest.mark.parametrize("later", [True, False], ids=["tops-read-after-the-step", "tops-read-at-once"])
+def test_a_gpu_trainer_committing_every_tensor_on_the_gpu_posts_the_cpu_trainer_claims(on_device, tmp_path,
+                                                                                      monkeypatch, later):
     """Every state tensor and activation of every traced step hashed where it lives (the
     threshold lowered to 0 bytes: the tiny job's tensors are all under the default's), and
-    each claim is the CPU trainer's."""
+    each claim is the CPU trainer's: with the trees' tops read once the step is over
+    (offchain/protocol/trace.py LATER, the default), and read at each op."""
+    from offchain.protocol import trace
+    monkeypatch.setattr(trace, "LATER", later)
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))
