@@ -161,8 +161,9 @@ class StepRecorder:
     def commitment(self, t: torch.Tensor) -> bytes:
         """The commitment of t's current version, hashed once per version (an op's output is
         read again as inputs and as end-of-step state)."""
+        c = self._commitment(t)
         self.resolve()
-        return self._commitment(t)
+        return self._settled.get(c, c)
 
     def _commitment(self, t: torch.Tensor) -> bytes:
         """commitment(), inside the step: a CUDA tensor's may still be a stand-in."""
@@ -324,6 +325,8 @@ class StepRecorder:
         self._settled.update(real)
         sub = lambda cs: tuple(real.get(c, c) for c in cs)  # noqa: E731
         self.nodes[:] = [dataclasses.replace(n, inputs=sub(n.inputs), outputs=sub(n.outputs)) for n in self.nodes]
+        if any(c in self._settled for n in self.nodes for c in (*n.inputs, *n.outputs)):  # (never: a claim with one loses)
+            raise TraceError("a stand-in commitment is left in the trace after its top was read (a recorder bug)")
         for w in self._where.values():
             w.commitment = real.get(w.commitment, w.commitment)
         self._rowmajor = {k: (t, writes, real.get(c, c)) for k, (t, writes, c) in self._rowmajor.items()}

@@ -57,6 +57,19 @@ def test_a_step_whose_tops_are_read_after_it_is_the_step_hashed_at_once(tmp_path
         assert later == now, name
 
 
+def test_a_tensor_no_op_read_is_committed_on_request_with_its_real_commitment(monkeypatch, on_emulator):
+    """commitment() of a state tensor the step never read (a frozen or unused one) hashes it
+    then: what it returns is the commitment, never the stand-in."""
+    import repops
+    from offchain.protocol.tensors import commit
+    used, unused, x = torch.randn(4, 3), torch.randn(5), torch.randn(2, 3)
+    rec = T.StepRecorder([used, unused], [x], chunk=4)
+    with repops.deterministic(trace=rec):
+        x.mul(used[:2])
+    assert rec.commitment(unused) == commit(unused, 4) and rec.commitment(used) == commit(used, 4)
+    assert on_emulator == [48, 24, 24, 24, 20]  # used, x, its slice, the product; unused (5 floats) when asked
+
+
 def test_a_fault_traced_with_tops_read_later_is_the_same_fault_claim(tmp_path, monkeypatch, on_emulator):
     job = load(write_fault_job(tmp_path / "job"))
     claims = {}
