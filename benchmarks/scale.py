@@ -109,7 +109,7 @@ def measure(size: str, device: str, gas: bool) -> dict:
         step_s, _ = _timed(lambda: (honest._run(st, 1), sync()))
         phase("plain step", step_s=step_s)
         traced_s, (rec, _) = _timed(lambda: (honest._traced(st, 1), sync()))
-        phase("traced step", traced_step_s=traced_s, trace_bytes=rec.hashed)
+        phase("traced step", traced_step_s=traced_s, trace_bytes=rec.hashed, trace_tensors=rec.tensors_hashed)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         gpu_peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
         tensors = st.tensors()
@@ -164,7 +164,7 @@ def measure(size: str, device: str, gas: bool) -> dict:
                "commit_s": commit_s, "commit_gbps": nbytes / commit_s / 1e9, "sha256_gbps": nbytes / sha_s / 1e9,
                "commit_threads": threads, "commit_one_core_gbps": nbytes / commit_1_s / 1e9,
                "commit_vs_sha256": sha_s / commit_1_s, "checkpoint_write_s": write_s, "checkpoint_read_s": read_s,
-               "peak_mem_bytes": peak, "gpu_peak_mem_bytes": gpu_peak, "trace_bytes": rec.hashed,
+               "peak_mem_bytes": peak, "gpu_peak_mem_bytes": gpu_peak, "trace_bytes": rec.hashed, "trace_tensors": rec.tensors_hashed,
                "answer_s": {LEVELS[k]: s for k, s in sorted(seconds.items())},
                "answer_total_s": sum(seconds.values()), "level": v.level,
                "referee_bytes": v.bytes_received, "referee_s": v.seconds, "gas": None, "max_tx_gas": None}

@@ -126,6 +126,7 @@ class StepRecorder:
     outputs: list = field(default_factory=list)  # per node: its output tensors (kept only if keep)
     keep: bool | frozenset = False  # True: every node's outputs; a set of node indices: theirs (None elsewhere)
     hashed: int = 0  # bytes hashed so far (a resealed output costs none)
+    tensors_hashed: int = 0  # tensors hashed so far (on a GPU each costs launches, whatever its size)
     hashed_by: dict = field(default_factory=dict)  # those bytes by producer: an op (its outputs), or the step's inputs
     layouts: list = field(default_factory=list)  # per node: its inputs' (dtype, shape, stride, offset), as read
 
@@ -200,6 +201,7 @@ class StepRecorder:
             return EMPTY
         n = t.numel() * t.element_size()
         self.hashed += n
+        self.tensors_hashed += 1
         self.hashed_by[by] = self.hashed_by.get(by, 0) + n
         top = tensors.commit_later(t, self.chunk) if LATER else None
         if top is not None:
