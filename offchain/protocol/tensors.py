@@ -155,25 +155,21 @@ class Seal:
 
 def commit_sealed(x, chunk: int) -> tuple[bytes, Seal]:
     """(commitment, its Seal). A CUDA tensor of DEVICE_MIN_BYTES or more is hashed on its GPU
-    (chunktree.nodes_on_device) once the device's tree has matched the host's on the
+    (chunktree.tree_on_device) once the device's tree has matched the host's on the
     self-check's vectors; anything else on the host (a small tensor's launches and sync cost
     more than its download)."""
     _check_chunk(chunk)
     if getattr(x, "is_cuda", False) and x.numel() * x.element_size() >= chunktree.DEVICE_MIN_BYTES and (
             rt := chunktree.device_runtime()) is not None:
-        return _commit_on_device(rt, x, chunk)
+        return read_tops([_top_on_device(rt, x, chunk)])[0]  # (the host reads the 32-byte top, never the tensor)
     c = Committed(canonical(x), chunk)
     seal = c.seal
     return seal.commitment(c.array.shape), seal
 
 
-def _commit_on_device(rt, t, chunk: int) -> tuple[bytes, Seal]:
-    """commit_sealed of a CUDA tensor: its canonical bytes (row-major: a contiguous copy where it
-    is a view) hashed where they live; the host reads the 32-byte top, never the tensor."""
-    return read_tops([_top_on_device(rt, t, chunk)])[0]
-
-
 def _top_on_device(rt, t, chunk: int) -> "DeviceTop":
+    """A CUDA tensor's canonical bytes (row-major: a contiguous copy where it is a view) hashed
+    where they live."""
     import torch
     from torch.utils._python_dispatch import _disable_current_modes
 
@@ -232,11 +228,6 @@ def read_tops(tops: list) -> list[tuple[bytes, Seal]]:
             got[i] = (seal.commitment(t.shape), seal)
     return got
 
-
-def seal_on_device(rt, data, code: int, shape, chunk: int) -> tuple[bytes, Seal]:
-    """commit_sealed of a tensor of dtype `code` and `shape` whose canonical bytes are `data`
-    (a uint8 device array of rt)."""
-    return read_tops([top_on_device(rt, data, code, shape, chunk)])[0]
 
 
 @dataclass(frozen=True)

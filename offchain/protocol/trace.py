@@ -205,13 +205,18 @@ class StepRecorder:
         self.hashed_by[by] = self.hashed_by.get(by, 0) + n
         top = tensors.commit_later(t, self.chunk) if LATER else None
         if top is not None:
-            root = os.urandom(32)
-            self._later[root] = top
+            root = self._stand_in(top)
         else:
             root, self._seals[root] = commit_sealed(t, self.chunk)
         key = self._rowmajor_key(t)
         if key is not None:
             self._rowmajor[key] = (weakref.ref(t), self._writes.get(key[0], 0), root)
+        return root
+
+    def _stand_in(self, top: tensors.DeviceTop) -> bytes:
+        """A commitment whose tree's top is still on the device: 32 random bytes until resolve."""
+        root = os.urandom(32)
+        self._later[root] = top
         return root
 
     def _rowmajor_key(self, t: torch.Tensor):
@@ -227,9 +232,7 @@ class StepRecorder:
             ins[0].numel() == o.numel()
         top = self._later.get(in_commits[0]) if same else None
         if top is not None:  # (its input's tree, under the output's shape: another stand-in)
-            root = os.urandom(32)
-            self._later[root] = dataclasses.replace(top, shape=tuple(o.shape))
-            return root
+            return self._stand_in(dataclasses.replace(top, shape=tuple(o.shape)))
         seal = self._seals.get(in_commits[0]) if same else None
         if seal is None:
             key = self._rowmajor_key(o) if RESEAL and self.values else None

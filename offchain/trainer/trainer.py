@@ -25,6 +25,8 @@ from ..protocol.job import Job
 from ..protocol.tensors import commit_many
 from ..protocol.trace import StepRecorder
 from .fault import FaultedStep
+from .graphs import GraphRunner
+from .graphs import enabled as graphs_enabled
 from .store import CheckpointStore
 
 
@@ -80,8 +82,7 @@ class Trainer:
         self._trace_cache: StepTrace | None = None
         self._ops: dict = {}
         self._inputs: dict = {}  # node j -> its inputs, re-run for levels 3-5 (one node at a time)
-        from . import graphs as G
-        self._graphs = G.GraphRunner() if device == "cuda" and G.enabled(graphs) and type(self.behaviour) is Honest \
+        self._graphs = GraphRunner() if device == "cuda" and graphs_enabled(graphs) and type(self.behaviour) is Honest \
             else None  # (an adversary's steps differ from step to step: eager)
 
     # -- running steps ------------------------------------------------------------------------------

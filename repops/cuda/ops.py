@@ -323,9 +323,9 @@ class Ops:
         index_check_i64), read by first(): no CuPy kernels (their 3-5 elementwise ops and a
         reduction a check, from CuPy's own pool, kept a step out of a CUDA graph), no read
         until the block settles."""
-        ok = self.rt.is_device(i) and i.size and i.dtype == np.int64
-        walk = _collapse(i.shape, [_elements(i)], RANK) if ok else None
-        if walk is None:  # (host data, empty, another dtype, strides no 4 dims walk: the comparisons)
+        i = self.dev(i, np.int64)  # (a device array stays; host data moves once, as bytes)
+        walk = _collapse(i.shape, [_elements(i)], RANK) if i.size else None
+        if walk is None:  # (empty, or strides no 4 dims walk: the comparisons, where i lives)
             return P.OVERRIDABLE["index_check"].reference(i, bound, ignore)
         (_, d1, d2, d3), (strides,) = walk
         grid, block = self._grid(i.size)

@@ -33,11 +33,6 @@ def implementations(table: dict):
         _IMPLS.reset(token)
 
 
-def implementation(name: str):
-    """The active backend's own function `name` (None: the reference's)."""
-    return _IMPLS.get().get(name)
-
-
 @contextlib.contextmanager
 def observe(callback, kernels: dict | None = None):
     """Call callback(name, operands, output) for every primitive kernel the reference

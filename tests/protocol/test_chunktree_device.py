@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from offchain.protocol import chunktree
-from offchain.protocol.tensors import DTYPES, commit_sealed, seal_on_device
+from offchain.protocol.tensors import DTYPES, commit_sealed, read_tops, top_on_device
 from repops.cuda.emulator import emulator
 from test_chunktree import random_array, reference_root
 
@@ -43,7 +43,7 @@ def test_the_device_tree_is_the_host_tree_node_for_node(rt, nbytes, csize):
 def test_a_tensor_sealed_on_the_device_has_the_host_commitment(rt, dtype, shape, chunk):
     a = random_array(np.random.default_rng(len(shape) * 31 + chunk), dtype, shape)
     data = rt.upload(np.frombuffer(a.tobytes(), np.uint8))
-    root, seal = seal_on_device(rt, data, DTYPES[dtype], a.shape, chunk)
+    (root, seal), = read_tops([top_on_device(rt, data, DTYPES[dtype], a.shape, chunk)])
     want_root, want_seal = commit_sealed(torch.from_numpy(a), chunk)
     assert root == want_root == reference_root(a, chunk) and seal == want_seal
 

@@ -5,6 +5,7 @@ one flavour (normal, specials, subnormal-heavy, signed zeros)."""
 import numpy as np
 import pytest
 
+from repops import faults
 from repops.reference import prims as P
 
 F32 = np.float32
@@ -223,9 +224,13 @@ def _embedding_backward(rng, v):
 
 
 def _index_check(rng, v):
-    """faults.index_flags: host samples (a device array takes the CUDA kernel: test_launch_glue.py)."""
-    i = rng.integers(-3, 12, (5, 7))
-    return [(i, 10, None), (i, 10, -3), (i.T, 12, None), (np.zeros(0, np.int64), 4, None)]
+    """faults.index_flags: clean, one bad element late, many, ignore_index among them, a
+    transposed operand (strided layouts on the device: tests/cuda/test_launch_glue.py)."""
+    i = rng.integers(0, 10, (5, 70))
+    late, many = i.copy(), rng.integers(-3, 12, (5, 70))
+    late[4, 69] = 10
+    return [(i, 10, None), (late, 10, None), (many, 10, None), (many, 10, -3), (many.T, 12, None),
+            (np.zeros(0, np.int64), 4, None)]
 
 
 SAMPLES = {"embedding_backward": _embedding_backward, "index_check": _index_check,
@@ -244,6 +249,8 @@ SAMPLES = {"embedding_backward": _embedding_backward, "index_check": _index_chec
 }
 # argument positions a kernel may write in place (arrays, or lists of them): pass copies
 MUTATES = {"adamw": (0, 2, 3, 4, 5), "adamw_foreach": (0, 2, 3, 4, 5)}
+# outputs compared through what reads them: a backend's own index check is read by first()
+READS = {"index_check": lambda flags: np.int64(-1 if (e := faults.first(flags)) is None else e)}
 
 
 def fresh(a):
