@@ -21,6 +21,7 @@ def cmd_demo(args) -> int:
     from ..softfloat import float32 as sf
     from ..softfloat import check as chk
     from ..chain import compile_contracts, connect
+    from ..chain.harness import run as run_harness
 
     t0 = time.time()
     step("compiling contracts/ (solcjs through py-solc-x standard JSON; cached by source hash)")
@@ -43,12 +44,12 @@ def cmd_demo(args) -> int:
         for name, (code, arity, _) in sorted(sf.PRIMITIVES.items(), key=lambda kv: kv[1][0]):
             a, b, c = chk.sample(name, args.vectors, rng)
             want = chk.softfloat_results(name, a, b, c)
-            got, gas = chain.call(harness.functions.run(code, a.tolist(), b.tolist(), c.tolist()))
-            bad = int((np.array(got, dtype=np.uint32) != want).sum())
+            got, gas = run_harness(chain, harness, code, a, b, c)
+            bad = int((got != want).sum())
             failures += bad
             medians.append(int(statistics.median(gas)))
             table.add_row(name, str(code), str(len(a)), ("[red]" if bad else "[green]") + str(bad),
-                          f"{medians[-1]:,}", f"{max(gas):,}")
+                          f"{medians[-1]:,}", f"{int(gas.max()):,}")
         console.print(table)
 
     from repops.models.quick_train import quick_train

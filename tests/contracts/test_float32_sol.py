@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from offchain.chain import harness
 from offchain.softfloat import float32 as sf
 from offchain.softfloat import check as chk
 
@@ -22,12 +23,8 @@ def test_solidity_matches_python_softfloat(chain, harnesses, name):
     # Anvil: every edge combination + n random; py-evm (~1 M gas/s): n random only
     a, b, c = chk.operands(name, n, rng, edges=chain.backend == "anvil")
     want = chk.softfloat_results(name, a, b, c)
-    got = []
-    for i in range(0, len(a), CHUNK):
-        r, _gas = chain.call(h.functions.run(sf.PRIMITIVES[name][0], a[i:i + CHUNK].tolist(),
-                                             b[i:i + CHUNK].tolist(), c[i:i + CHUNK].tolist()))
-        got += r
-    got = np.array(got, dtype=np.uint32)
+    got = np.concatenate([harness.run(chain, h, sf.PRIMITIVES[name][0], a[i:i + CHUNK], b[i:i + CHUNK],
+                                      c[i:i + CHUNK])[0] for i in range(0, len(a), CHUNK)])
     bad = got != want
     assert len(got) >= (n if chain.backend == "embedded" else 20_000)
     assert not bad.any(), f"{name}: {bad.sum()} mismatches, first " + ", ".join(
