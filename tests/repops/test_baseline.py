@@ -2,7 +2,7 @@
 its rounding decisions against first principles, its encoding, and the point of it: two
 runs whose float64 differs (another summation order, thread count, batch split of the
 weight gradients, and hardware that drifts further) give bitwise the same float32 state
-after one replays the other's logs, over 20 steps of both models, and differ without them."""
+after one replays the other's logs, over 8 steps of both models, and differ without them."""
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -103,11 +103,11 @@ def _same(a: dict, b: dict) -> bool:
 
 
 def test_replaying_the_logs_gives_the_same_float32_state_on_another_machine_and_not_without(job):
-    """20 steps. The other machine: split-K matrix products and sums (for weight gradients a
+    """8 steps. The other machine: split-K matrix products and sums (for weight gradients a
     different batch split), 2 threads instead of 1, and float64 results that drift by up to
     1e-9 relative (beyond any reordering: a GPU's). With the recorder's logs, its state is
     the recorder's bit for bit; rounding to nearest instead, it is not."""
-    steps = 20
+    steps = 8
     rec = train_logged(job, "record", steps=steps, threads=1)
     other = {"split": 3, "threads": 2, "drift": 1e-9}
     rep = train_logged(job, "replay", rec.logs, steps=steps, **other)
