@@ -22,7 +22,8 @@ with --counts, what the launch glue does per training step, counted on the CPU e
    read by the glue): launches, host syncs, CuPy copy kernels (and MB), CuPy's other kernels
    (integer elementwise ops and reductions), DLPack conversions, host->device uploads and
    narrow launches (< 132 blocks at the GPU's geometry, a serial loop of 64+ per thread;
-   folds to fewer outputs than SMs listed apart), and glue_ratio = host time of a RepOps step with the launches stubbed
+   folds to fewer outputs than SMs listed apart), views (CuPy arrays over torch's memory: as_array's
+   calls on the GPU, the largest host cost there), and glue_ratio = host time of a RepOps step with the launches stubbed
    / native torch's CPU step, both on a tiny model with the same layers (TINY). Native torch
    runs the models' plain compositions: outside RepOps, repops.ops' fused ops (rms_norm,
    attention, rope) are their plain torch ops, never a custom op's dispatch. Writes
@@ -311,7 +312,7 @@ def bench_counts(models, out: Path, con):
                      "sites": {k: dict(v.most_common()) for k, v in sorted(c.sites.items())},
                      "kernels": dict(c.kernels.most_common())})
     cols = ("launches", "syncs", "copies", "copy_mb", "cupy_ops", "dlpack", "uploads", "narrow_launches",
-            "allowed_launches", "glue_ratio")
+            "allowed_launches", "views", "glue_ratio")
     t = Table("per step", *(r["model"] for r in rows), title="CUDA launch glue per training step (CUDA emulator)")
     for k in cols:
         t.add_row(k, *(str(r[k]) for r in rows))
@@ -326,7 +327,9 @@ def bench_counts(models, out: Path, con):
         "allow_list": sorted(ALLOWED), "tiny_models": TINY,
         "notes": "syncs: the one read of the deferred index checks when the repops.deterministic() block ends "
                  "(repops/faults.py settle); copies: CuPy copy kernels (contiguous copies, casts, fills), cupy_ops: "
-                 "its other kernels (the index checks were, before index_check_i64); glue_ratio: best of 10 on a shared 2-core CPU, numpy "
+                 "its other kernels (the index checks were, before index_check_i64); views: CuPy arrays made over torch's memory "
+                 "(device.as_array, Device.empty's), the H200 host profile's as_array calls of the same steps (131 / 781), "
+                 "~16 us of host each there: what launches with raw pointers would remove; glue_ratio: best of 10 on a shared 2-core CPU, numpy "
                  "standing in for CuPy's host calls (CuPy's cost more): a lower bound, noisy; native: torch running "
                  "the models' plain compositions (repops.ops' fused ops are plain torch outside RepOps)",
         "models": rows}, indent=1))

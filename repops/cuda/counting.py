@@ -72,6 +72,7 @@ class Counts:
     upload_bytes: int = 0
     narrow: int = 0
     allowed: int = 0
+    views: int = 0  # device arrays made over torch tensors (device.as_array, Device.empty: a CuPy ndarray each)
     kernels: Counter = dataclasses.field(default_factory=Counter)
     sites: dict = dataclasses.field(default_factory=dict)  # kind -> Counter of "file:line"
     record_sites: bool = True
@@ -89,13 +90,15 @@ class Counts:
             self.cupy_ops += 1
         elif kind == "dlpack":
             self.dlpack += 1
+        elif kind == "view":
+            self.views += 1
         if self.record_sites:
             self.sites.setdefault(kind, Counter())[_site()] += 1
 
     def row(self) -> dict:
         return {"launches": self.launches, "syncs": self.syncs, "copies": self.copies,
                 "copy_mb": round(self.copy_bytes / 1e6, 1), "cupy_ops": self.cupy_ops, "dlpack": self.dlpack, "uploads": self.uploads, "narrow_launches": self.narrow,
-                "allowed_launches": self.allowed}
+                "allowed_launches": self.allowed, "views": self.views}
 
 
 def _site() -> str:
@@ -166,6 +169,7 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
     def device_arr(t):  # repops.cuda.device.as_array: a view of the tensor's memory
         if t.device.type != "cpu":
             return arr(t)
+        c.seen("view")
         if t.dtype not in _NUMPY:
             c.seen("dlpack")  # (as_array's fallback: a dtype CuPy has no name for)
         return _device_array(t)

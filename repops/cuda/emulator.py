@@ -49,7 +49,8 @@ def _launchers() -> str:
 # Sees what the launch glue does on the emulated device: observer(kind, nbytes) for each
 # device->host read ("sync"), host->device copy ("upload") and kernel of the array module's
 # own, as CuPy runs them: "copy" (a contiguous copy, cast or fill) or "op" (an elementwise
-# op or reduction: integer index checks). None unless repops.cuda.counting is counting.
+# op or reduction: integer index checks), and each device array made over torch's memory
+# ("view": an as_array on the GPU). None unless repops.cuda.counting is counting.
 OBSERVER = None
 
 
@@ -229,6 +230,7 @@ class Emulator:
     def empty(self, shape, dtype) -> DeviceArray:
         """A kernel output's memory from torch's allocator, as the GPU's (Device.empty): the
         result goes back to torch as a view of its own tensor (repops/cuda/counting.py)."""
+        _seen("view")  # (Device.empty's as_array)
         return torch.empty(tuple(shape), dtype=torch_dtype(dtype)).numpy().view(DeviceArray)
 
     def upload(self, host) -> DeviceArray:
