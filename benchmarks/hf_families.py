@@ -1,0 +1,145 @@
+"""Hugging Face families beyond the test zoo (tests/repops/model_zoo.py), one training step each
+from a tiny config (no download), as a user would run them under RepOps:
+
+  python benchmarks/hf_families.py [--only gemma3 mamba] [--no-emu]
+
+Per family: status (ok; refused: a RepOps error naming what to change; crash: any other
+error, a bug), the loss and gradients against native torch (RepOps rounds each op once in its
+own fixed order: close, not equal; the largest gradient difference relative to that gradient's
+own scale, gradients that are zero in exact arithmetic, ~1e-13 of rounding noise in both, left
+out), and the CPU backend against the emulated CUDA kernels bit for bit. The zoo's families go
+through every protocol check in CI; these through this one step (tests/repops/test_hf_families.py).
+Writes benchmarks/results/hf_families.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+OUT = ROOT / "benchmarks" / "results" / "hf_families.json"
+
+_S = dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+          num_key_value_heads=2, max_position_embeddings=64)
+_ENC = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+# family -> (model class, config class, config): decoders train as causal LMs, encoders classify
+FAMILIES = {
+    "gemma": ("GemmaForCausalLM", "GemmaConfig", dict(_S, head_dim=8)),
+    "gemma2": ("Gemma2ForCausalLM", "Gemma2Config", dict(_S, head_dim=8, attn_implementation="eager")),
+    "gemma3": ("Gemma3ForCausalLM", "Gemma3TextConfig", dict(_S, head_dim=8, attn_implementation="eager")),
+    "phi": ("PhiForCausalLM", "PhiConfig", dict(_S)),
+    "phi3": ("Phi3ForCausalLM", "Phi3Config", dict(_S, pad_token_id=0)),
+    "qwen3": ("Qwen3ForCausalLM", "Qwen3Config", dict(_S, head_dim=8)),
+    "olmo": ("OlmoForCausalLM", "OlmoConfig", dict(_S, pad_token_id=0)),
+    "stablelm": ("StableLmForCausalLM", "StableLmConfig", dict(_S)),
+    "starcoder2": ("Starcoder2ForCausalLM", "Starcoder2Config", dict(_S)),
+    "cohere": ("CohereForCausalLM", "CohereConfig", dict(_S, pad_token_id=0)),
+    "granite": ("GraniteForCausalLM", "GraniteConfig", dict(_S)),
+    "gpt-neox": ("GPTNeoXForCausalLM", "GPTNeoXConfig", dict(_ENC, max_position_embeddings=64)),
+    "falcon": ("FalconForCausalLM", "FalconConfig", dict(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                                         num_attention_heads=4)),
+    "bloom": ("BloomForCausalLM", "BloomConfig", dict(vocab_size=100, hidden_size=32, n_layer=2, n_head=4)),
+    "gpt-j": ("GPTJForCausalLM", "GPTJConfig", dict(vocab_size=100, n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                                                    rotary_dim=4)),
+    "gpt-bigcode": ("GPTBigCodeForCausalLM", "GPTBigCodeConfig", dict(vocab_size=100, n_embd=32, n_layer=2, n_head=4,
+                                                                      n_positions=64)),
+    "mpt": ("MptForCausalLM", "MptConfig", dict(vocab_size=100, d_model=32, n_layers=2, n_heads=4, max_seq_len=64)),
+    "mamba": ("MambaForCausalLM", "MambaConfig", dict(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                                      state_size=4)),
+    "electra": ("ElectraForSequenceClassification", "ElectraConfig", dict(_ENC, embedding_size=16)),
+    "albert": ("AlbertForSequenceClassification", "AlbertConfig", dict(_ENC, embedding_size=16)),
+    "deberta-v2": ("DebertaV2ForSequenceClassification", "DebertaV2Config", dict(_ENC)),
+    "mobilebert": ("MobileBertForSequenceClassification", "MobileBertConfig",
+                   dict(_ENC, embedding_size=16, intra_bottleneck_size=16)),
+}
+ZERO_BELOW = 1e-10  # a gradient this small everywhere is zero in exact arithmetic (a key bias under softmax)
+
+
+def _model(family: str):
+    import torch
+    import transformers as T
+    cls, cfg_name, kw = FAMILIES[family]
+    torch.manual_seed(0)
+    cfg = getattr(T, cfg_name)(**kw)
+    for k, v in vars(cfg).items():  # dropout off as a user sets it for a deterministic step (a p > 0 is refused)
+        if isinstance(v, float) and ("dropout" in k or k.endswith("_pdrop")) and k != "layerdrop":
+            setattr(cfg, k, 0.0)
+    model = getattr(T, cls)(cfg).float()
+    ids = torch.randint(0, 100, (2, 8), generator=torch.Generator().manual_seed(1))
+    classify = "SequenceClassification" in cls
+    return model, lambda m: m(input_ids=ids, labels=ids[:, 0] % 2 if classify else ids).loss
+
+
+def _step(model, loss, backend):
+    import contextlib
+
+    import repops
+    model.zero_grad(set_to_none=True)
+    with repops.deterministic(backend) if backend else contextlib.nullcontext():
+        out = loss(model)
+        out.backward()
+    return [out.detach().clone()] + [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
+
+
+def probe(family: str, emu: bool) -> dict:
+    import torch
+    start = time.perf_counter()
+    row = {"family": family, "model": FAMILIES[family][0]}
+    try:
+        model, loss = _model(family)
+        native, cpu = _step(model, loss, None), _step(model, loss, "cpu")
+        if [g is None for g in native] != [g is None for g in cpu]:
+            raise AssertionError("RepOps left a different set of parameters without a gradient")
+        scale = lambda t: float(t.abs().max()) if t.numel() else 0.0  # noqa: E731
+        rel = [float((a - b).abs().max()) / scale(a) for a, b in zip(native, cpu)
+               if a is not None and scale(a) > ZERO_BELOW]
+        row.update(status="ok", loss_native=float(native[0]), loss_repops=float(cpu[0]), max_rel_diff=max(rel),
+                   zero_grads=sum(a is not None and scale(a) <= ZERO_BELOW for a in native[1:]))
+        if emu:
+            dev = _step(model, loss, "cuda-emu")
+            row["cuda_emu_same_bits"] = all(
+                (a is None and b is None) or torch.equal(a.view(torch.int32), b.view(torch.int32))
+                for a, b in zip(cpu, dev))
+    except Exception as e:  # noqa: BLE001 - a probe: every outcome is a row
+        row.update(status="refused" if type(e).__module__.startswith("repops") else "crash",
+                   error=f"{type(e).__name__}: {str(e).splitlines()[0][:240] if str(e) else ''}")
+    row["seconds"] = round(time.perf_counter() - start, 2)
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", nargs="*", choices=sorted(FAMILIES), default=None)
+    ap.add_argument("--no-emu", action="store_true", help="skip the emulated CUDA kernels (the slow part)")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+    import transformers
+    from rich.console import Console
+    from rich.table import Table
+    from tqdm import tqdm
+    rows = [probe(f, not args.no_emu) for f in tqdm(args.only or list(FAMILIES), desc="families")]
+    t = Table("family", "status", "loss native / RepOps", "max rel diff", "cpu = cuda-emu", "s", "error",
+              title=f"Hugging Face families beyond the zoo (transformers {transformers.__version__})")
+    for r in rows:
+        t.add_row(r["family"], r["status"], f"{r['loss_native']:.6f} / {r['loss_repops']:.6f}" if "loss_native" in r
+                  else "", f"{r['max_rel_diff']:.1e}" if "max_rel_diff" in r else "",
+                  str(r.get("cuda_emu_same_bits", "")), f"{r['seconds']:.1f}", r.get("error", ""))
+    Console(width=200).print(t)
+    if not args.only:  # (a partial run never overwrites the committed table)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"command": "python benchmarks/hf_families.py",
+                                        "transformers": transformers.__version__, "zero_below": ZERO_BELOW,
+                                        "families": rows}, indent=1))
+        print(f"wrote {args.out}")
+    return 1 if any(r["status"] == "crash" or r.get("cuda_emu_same_bits") is False for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
