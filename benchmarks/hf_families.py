@@ -1,13 +1,15 @@
 """Hugging Face families beyond the test zoo (tests/repops/model_zoo.py), one training step each
 from a tiny config (no download), as a user would run them under RepOps:
 
-  python benchmarks/hf_families.py [--only gemma3 mamba] [--no-emu]
+  python benchmarks/hf_families.py [--only gemma3 mamba] [--no-emu] [--no-export]
 
-Per family: status (ok; refused: a RepOps error naming what to change; crash: any other
-error, a bug), the loss and gradients against native torch (RepOps rounds each op once in its
+Per family: status (ok; refused: a RepOps or Verde error naming what to change; crash: any
+other error, a bug), the loss and gradients against native torch (RepOps rounds each op once in its
 own fixed order: close, not equal; the largest gradient difference relative to that gradient's
 own scale, gradients that are zero in exact arithmetic, ~1e-13 of rounding noise in both, left
-out), and the CPU backend against the emulated CUDA kernels bit for bit. The zoo's families go
+out), the CPU backend against the emulated CUDA kernels bit for bit, and the family exported as a
+job's program (program.export: torch.export and folding) stepping with the module's bits
+(program_same_bits; --no-export skips it). The zoo's families go
 through every protocol check in CI; these through this one step (tests/repops/test_hf_families.py).
 Writes benchmarks/results/hf_families.json.
 """
@@ -74,7 +76,49 @@ def _model(family: str):
     model = getattr(T, cls)(cfg).float()
     ids = torch.randint(0, 100, (2, 8), generator=torch.Generator().manual_seed(1))
     classify = "SequenceClassification" in cls
-    return model, lambda m: m(input_ids=ids, labels=ids[:, 0] % 2 if classify else ids).loss
+    return model, lambda m: m(input_ids=ids, labels=ids[:, 0] % 2 if classify else ids).loss, classify, ids
+
+
+class _Loss:
+    """The family as a job's module: forward(ids) returns the loss (what program.export takes)."""
+
+    def __new__(cls, model, classify):
+        import torch
+
+        class Loss(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.m = model
+
+            def forward(self, ids):
+                return self.m(input_ids=ids, labels=ids[:, 0] % 2 if classify else ids).loss
+        return Loss()
+
+
+def _exported_same_bits(model, classify, ids) -> tuple[bool, list]:
+    """The family exported as a job's program (offchain/protocol/program.py: torch.export, folding),
+    loaded back and stepped under RepOps: are its loss and every gradient the module's bit for bit?
+    And the hand-written backwards export let through (program.DERIVATIVE_BACKWARDS: where they
+    are, autograd's derivative replaces them, equal to rounding only)."""
+    import torch
+
+    import repops
+    from offchain.protocol import program
+    module = _Loss(model, classify)
+    data, state = program.export(module, (ids,))
+    derivatives = sorted(f"{c.__module__}.{c.__qualname__}" for c in program._applied_functions(module, (ids,)))
+    prog = program.load(data, {k: v.clone() for k, v in state.items()})
+    runs = []
+    for m, f in ((prog, prog.loss), (module, module)):
+        m.zero_grad(set_to_none=True)
+        with repops.deterministic():
+            out = f(ids)
+            out.backward()
+        runs.append((out.detach(), {k: p.grad for k, p in m.named_parameters(remove_duplicate=False)
+                                    if p.grad is not None}))
+    (lp, gp), (lm, gm) = runs
+    same = lambda x, y: torch.equal(x.view(torch.int32), y.view(torch.int32))  # noqa: E731
+    return same(lp, lm) and bool(gp) and set(gp) <= set(gm) and all(same(gp[k], gm[k]) for k in gp), derivatives
 
 
 def _step(model, loss, backend):
@@ -88,12 +132,21 @@ def _step(model, loss, backend):
     return [out.detach().clone()] + [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
 
 
-def probe(family: str, emu: bool) -> dict:
+def _ours(e: Exception) -> bool:
+    """A refusal by RepOps or Verde (an error saying what to change), not a crash."""
+    return type(e).__module__.split(".")[0] in ("repops", "offchain")
+
+
+def _error(e: Exception) -> str:
+    return f"{'' if _ours(e) else 'CRASH '}{type(e).__name__}: {str(e).splitlines()[0][:240] if str(e) else ''}"
+
+
+def probe(family: str, emu: bool, export: bool = True) -> dict:
     import torch
     start = time.perf_counter()
     row = {"family": family, "model": FAMILIES[family][0]}
     try:
-        model, loss = _model(family)
+        model, loss, classify, ids = _model(family)
         native, cpu = _step(model, loss, None), _step(model, loss, "cpu")
         if [g is None for g in native] != [g is None for g in cpu]:
             raise AssertionError("RepOps left a different set of parameters without a gradient")
@@ -107,9 +160,13 @@ def probe(family: str, emu: bool) -> dict:
             row["cuda_emu_same_bits"] = all(
                 (a is None and b is None) or torch.equal(a.view(torch.int32), b.view(torch.int32))
                 for a, b in zip(cpu, dev))
+        if export:
+            try:
+                row["program_same_bits"], row["derivative_backwards"] = _exported_same_bits(model, classify, ids)
+            except Exception as e:  # noqa: BLE001 - refused or not, the family still trains eagerly
+                row["export_error"] = _error(e)
     except Exception as e:  # noqa: BLE001 - a probe: every outcome is a row
-        row.update(status="refused" if type(e).__module__.startswith("repops") else "crash",
-                   error=f"{type(e).__name__}: {str(e).splitlines()[0][:240] if str(e) else ''}")
+        row.update(status="refused" if _ours(e) else "crash", error=_error(e))
     row["seconds"] = round(time.perf_counter() - start, 2)
     return row
 
@@ -117,20 +174,23 @@ def probe(family: str, emu: bool) -> dict:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", nargs="*", choices=sorted(FAMILIES), default=None)
-    ap.add_argument("--no-emu", action="store_true", help="skip the emulated CUDA kernels (the slow part)")
+    ap.add_argument("--no-emu", action="store_true", help="skip the emulated CUDA kernels")
+    ap.add_argument("--no-export", action="store_true", help="skip exporting each family as a job's program")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     import transformers
     from rich.console import Console
     from rich.table import Table
     from tqdm import tqdm
-    rows = [probe(f, not args.no_emu) for f in tqdm(args.only or list(FAMILIES), desc="families")]
-    t = Table("family", "status", "loss native / RepOps", "max rel diff", "cpu = cuda-emu", "s", "error",
+    rows = [probe(f, not args.no_emu, not args.no_export) for f in tqdm(args.only or list(FAMILIES), desc="families")]
+    t = Table("family", "status", "loss native / RepOps", "max rel diff", "cpu = cuda-emu", "program = module", "s",
+              "error",
               title=f"Hugging Face families beyond the zoo (transformers {transformers.__version__})")
     for r in rows:
         t.add_row(r["family"], r["status"], f"{r['loss_native']:.6f} / {r['loss_repops']:.6f}" if "loss_native" in r
                   else "", f"{r['max_rel_diff']:.1e}" if "max_rel_diff" in r else "",
-                  str(r.get("cuda_emu_same_bits", "")), f"{r['seconds']:.1f}", r.get("error", ""))
+                  str(r.get("cuda_emu_same_bits", "")), str(r.get("program_same_bits", "")), f"{r['seconds']:.1f}",
+                  r.get("error", r.get("export_error", "")))
     Console(width=200).print(t)
     if not args.only:  # (a partial run never overwrites the committed table)
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -138,7 +198,8 @@ def main():
                                         "transformers": transformers.__version__, "zero_below": ZERO_BELOW,
                                         "families": rows}, indent=1))
         print(f"wrote {args.out}")
-    return 1 if any(r["status"] == "crash" or r.get("cuda_emu_same_bits") is False for r in rows) else 0
+    return 1 if any(r["status"] == "crash" or "CRASH" in r.get("export_error", "") or r.get("cuda_emu_same_bits") is False
+                    or r.get("program_same_bits") is False and not r.get("derivative_backwards") for r in rows) else 0
 
 
 if __name__ == "__main__":

@@ -92,6 +92,72 @@ def _layerdrop_as_data(module: torch.nn.Module):
             m.layerdrop = p
 
 
+# custom autograd Functions whose backward is their forward's derivative, written out by hand:
+# the program's backward (autograd's, of the same forward) equals theirs to rounding, not to the bit
+DERIVATIVE_BACKWARDS = frozenset({
+    "transformers.models.bloom.modeling_bloom.GeLUFunction",  # bloom_gelu_back: d/dx of bloom_gelu_forward
+})
+
+
+def _applied_functions(module: torch.nn.Module, example_batch: tuple) -> set:
+    """The torch.autograd.Function subclasses on the gradient's path: one forward of the example
+    batch on fake tensors (shapes only, as torch.export's own: no memory, no value, the module's
+    buffers and the random generator untouched), its autograd graph walked. A program keeps each
+    Function's forward only: its hand-written backward is lost and autograd derives another from
+    the forward ops, so a backward that is not the forward's derivative (a gradient reversal, a
+    straight-through estimator, a clipped derivative) would train other gradients, silently."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torch.func import functional_call
+    try:
+        with FakeTensorMode(shape_env=ShapeEnv()) as fake, torch.random.fork_rng(devices=[]), torch.enable_grad():
+            state = {k: fake.from_tensor(v).requires_grad_(v.requires_grad)
+                     for k, v in {**dict(module.named_parameters(remove_duplicate=False)),
+                                  **dict(module.named_buffers(remove_duplicate=False))}.items()}
+            batch = tuple(fake.from_tensor(b) if isinstance(b, torch.Tensor) else b for b in example_batch)
+            out = functional_call(module, state, batch, tie_weights=True, strict=False)
+    except Exception:  # noqa: BLE001 - what fake tensors cannot run (a value-dependent shape): run it for real
+        buffers = {k: b.detach().clone() for k, b in module.named_buffers()}
+        with torch.random.fork_rng(devices=[]), torch.enable_grad():
+            out = module(*example_batch)
+        with torch.no_grad():
+            for k, b in module.named_buffers():
+                b.copy_(buffers[k])
+    todo = [t.grad_fn for t in _tensors_in(out) if t.grad_fn is not None]
+    seen, found = set(), set()
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if hasattr(node, "_forward_cls"):  # (a Python Function's backward node)
+            found.add(node._forward_cls)
+        todo += [n for n, _ in node.next_functions]
+    return found
+
+
+def _tensors_in(x) -> list:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _tensors_in(v)]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in _tensors_in(v)]
+    return [t for v in getattr(x, "__dict__", {}).values() for t in _tensors_in(v)] if hasattr(x, "to_tuple") else []
+
+
+def _refuse_custom_backwards(applied) -> None:
+    names = sorted({f"{c.__module__}.{c.__qualname__}" for c in applied if c.__module__.split(".")[0] != "torch"}
+                   - DERIVATIVE_BACKWARDS)
+    if names:
+        raise JobError(f"the model applies torch.autograd.Function {', '.join(names)}, whose hand-written backward a "
+                       "job's program cannot keep (torch.export records the forward; the program's gradient is "
+                       "autograd's derivative of it, which a custom backward such as a gradient reversal or a "
+                       "straight-through estimator is not). Fix: write the wanted gradient with plain torch ops, e.g. "
+                       "a straight-through round as x + (torch.round(x) - x).detach(), a gradient reversal as "
+                       "2 * x.detach() - x (forward x, backward -grad)")
+
+
 def _needs_dropout_key(e: BaseException) -> bool:
     from repops.random import NeedsDropoutKey
     while e is not None:
@@ -134,6 +200,8 @@ def exported(module: torch.nn.Module, example_batch: tuple, seed: int = 0, user:
                 raise
             ep = capture(_Dropout(module, seed))
             prefix = "model." + prefix
+    except JobError:
+        raise  # (ours: it says what to change)
     except Exception as e:  # noqa: BLE001 - torch.export's own errors say what in the model it cannot trace
         from .model_errors import user_frame
         line = user_frame(e.__traceback__)
@@ -152,6 +220,8 @@ def exported(module: torch.nn.Module, example_batch: tuple, seed: int = 0, user:
                 "h, layer(h)) (docs/PROTOCOL.md §5; Hugging Face's own layerdrop is rewritten so by itself)")
         raise JobError(f"torch.export could not capture the model" + (f" at {line}" if line else "") +
                        f": {type(e).__name__}: {said[:2000]}") from None
+    if module.training:  # (after the capture: a model it cannot trace is refused with its own reason)
+        _refuse_custom_backwards(_applied_functions(module, example_batch))
     names = _user_names(user, prefix, ep.state_dict)
     if _writes_through_a_view(ep.graph):
         ep = ep.run_decompositions({})  # functional: the write is a slice_scatter/select_scatter node

@@ -223,3 +223,46 @@ def test_a_first_batch_that_faults_is_refused_before_writing(tmp_path):
     with pytest.raises(JobError, match="(?s)the first step cannot be computed.*Fix: correct the data"):
         write_program_job(tmp_path / "job", Plain(), data, ["x", "y"], steps=2, batch_size=4)
     _nothing_left(tmp_path, "job")
+
+
+class _Reverse(torch.autograd.Function):
+    """A gradient reversal layer (domain adaptation): forward x, backward -grad."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return -g
+
+
+class _Reversed(torch.nn.Module):
+    def __init__(self, reverse):
+        super().__init__()
+        self.lin, self.reverse = torch.nn.Linear(4, 3), reverse
+
+    def forward(self, x, y):
+        return torch.nn.functional.cross_entropy(self.reverse(self.lin(x)), y)
+
+
+def test_a_custom_backward_a_program_would_drop_is_refused_before_writing(tmp_path):
+    """torch.export keeps a custom autograd.Function's forward only: as a program, a gradient
+    reversal trained with the un-reversed gradient, silently. It is refused, naming the Function
+    and the plain-torch rewrite; the rewrite exports and trains with the reversal's gradient."""
+    d = _data()
+    with pytest.raises(JobError, match=r"(?s)_Reverse, whose hand-written backward.*2 \* x.detach\(\) - x") as e:
+        write_program_job(tmp_path / "job", _Reversed(_Reverse.apply), d, ["x", "y"], steps=2, batch_size=4)
+    assert "torch.export could not capture" not in str(e.value)  # (ours, not wrapped as torch's)
+    assert not (tmp_path / "job").exists()
+    torch.manual_seed(0)
+    custom = _Reversed(_Reverse.apply)
+    torch.manual_seed(0)
+    plain = _Reversed(lambda x: 2 * x.detach() - x)
+    prog, state = program.export(plain, (d["x"][:4], d["y"][:4]))
+    loaded = program.load(prog, {k: v.clone() for k, v in state.items()})
+    grads = []
+    for m, f in ((custom, custom), (loaded, loaded.loss)):
+        f(d["x"][:4], d["y"][:4]).backward()
+        grads.append(dict(m.named_parameters())["lin.weight"].grad)
+    assert torch.equal(grads[0], grads[1]) and grads[0].abs().sum() > 0
