@@ -141,9 +141,9 @@ def _tensors_in(x) -> list:
         return [x]
     if isinstance(x, (list, tuple)):
         return [t for v in x for t in _tensors_in(v)]
-    if isinstance(x, dict):
+    if isinstance(x, dict):  # (Hugging Face's ModelOutput too)
         return [t for v in x.values() for t in _tensors_in(v)]
-    return [t for v in getattr(x, "__dict__", {}).values() for t in _tensors_in(v)] if hasattr(x, "to_tuple") else []
+    return []
 
 
 def _refuse_custom_backwards(applied) -> None:
@@ -200,8 +200,6 @@ def exported(module: torch.nn.Module, example_batch: tuple, seed: int = 0, user:
                 raise
             ep = capture(_Dropout(module, seed))
             prefix = "model." + prefix
-    except JobError:
-        raise  # (ours: it says what to change)
     except Exception as e:  # noqa: BLE001 - torch.export's own errors say what in the model it cannot trace
         from .model_errors import user_frame
         line = user_frame(e.__traceback__)
