@@ -79,20 +79,18 @@ def _model(family: str):
     return model, lambda m: m(input_ids=ids, labels=ids[:, 0] % 2 if classify else ids).loss, classify, ids
 
 
-class _Loss:
+def _loss_module(model, classify):
     """The family as a job's module: forward(ids) returns the loss (what program.export takes)."""
+    import torch
 
-    def __new__(cls, model, classify):
-        import torch
+    class Loss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = model
 
-        class Loss(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.m = model
-
-            def forward(self, ids):
-                return self.m(input_ids=ids, labels=ids[:, 0] % 2 if classify else ids).loss
-        return Loss()
+        def forward(self, ids):
+            return self.m(input_ids=ids, labels=ids[:, 0] % 2 if classify else ids).loss
+    return Loss()
 
 
 def _exported_same_bits(model, classify, ids) -> tuple[bool, list]:
@@ -104,7 +102,7 @@ def _exported_same_bits(model, classify, ids) -> tuple[bool, list]:
 
     import repops
     from offchain.protocol import program
-    module = _Loss(model, classify)
+    module = _loss_module(model, classify)
     data, state = program.export(module, (ids,))
     derivatives = sorted(f"{c.__module__}.{c.__qualname__}" for c in program._applied_functions(module, (ids,)))
     prog = program.load(data, {k: v.clone() for k, v in state.items()})

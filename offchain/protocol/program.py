@@ -123,7 +123,8 @@ def _applied_functions(module: torch.nn.Module, example_batch: tuple) -> set:
         with torch.no_grad():
             for k, b in module.named_buffers():
                 b.copy_(buffers[k])
-    todo = [t.grad_fn for t in _tensors_in(out) if t.grad_fn is not None]
+    from .trace import _tensors  # (ModelOutput is a dict)
+    todo = [t.grad_fn for t in _tensors(out) if t.grad_fn is not None]
     seen, found = set(), set()
     while todo:
         node = todo.pop()
@@ -134,16 +135,6 @@ def _applied_functions(module: torch.nn.Module, example_batch: tuple) -> set:
             found.add(node._forward_cls)
         todo += [n for n, _ in node.next_functions]
     return found
-
-
-def _tensors_in(x) -> list:
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, (list, tuple)):
-        return [t for v in x for t in _tensors_in(v)]
-    if isinstance(x, dict):  # (Hugging Face's ModelOutput too)
-        return [t for v in x.values() for t in _tensors_in(v)]
-    return []
 
 
 def _refuse_custom_backwards(applied) -> None:
