@@ -188,17 +188,19 @@ contract OperatorGame {
 
     // -- level 3: kernels ---------------------------------------------------------------------------
     /// @notice Reveal the top of your kernel tree for the node, with the job's kernel count and
-    /// structure root of the node and their proof in the job's kernel root.
-    function postKernelTop(uint256 id, bytes32 top, uint64 count, bytes32 structRoot, bytes32[] calldata proof)
+    /// structure root of the node and their proof in the job's kernel root. The count is the
+    /// leaf's uint32: a wider type would let a count + 2**32 pass the proof and run the descent
+    /// over a deeper tree than the honest party's, which could then not answer below its leaves.
+    function postKernelTop(uint256 id, bytes32 top, uint32 count, bytes32 structRoot, bytes32[] calldata proof)
         external
     {
         Match storage m = matches[id];
         uint256 i = _move(id, m, Phase.Tops);
         (bytes32 kernelRoot, uint256 graphNodes,) = _anchor(m, JobRegistry.Root.Kernel);
-        bytes32 lf = Merkle.leaf(abi.encodePacked(uint32(count), structRoot));
+        bytes32 lf = Merkle.leaf(abi.encodePacked(count, structRoot));
         if (!Merkle.verify(kernelRoot, graphNodes, m.node, lf, proof)) revert NotInTheJob(m.node);
         if (count == 0) return _decide(id, m, VOID, 3, "the job's node has more kernels than the chain can follow");
-        (m.count, m.structRoot) = (uint32(count), structRoot);
+        (m.count, m.structRoot) = (count, structRoot);
         m.top[i] = top;
         if (!m.round.both()) return;
         if (m.top[0] == m.top[1]) {
@@ -397,6 +399,9 @@ contract OperatorGame {
         }
         if (sha256(abi.encodePacked(header, Merkle.seal(n, top))) != (i == 0 ? m.desc.a : m.desc.b)) {
             return _decide(id, m, 1 - i, 4, "its tensor opening does not hash to its commitment");
+        }
+        if (n == 0 && top != bytes32(0)) { // (no chunk to open: the empty tree's top is the one commitment)
+            return _decide(id, m, 1 - i, 4, "its empty tensor's chunk tree is not the empty one");
         }
         if (i == 0) m.desc.a = top;
         else m.desc.b = top;

@@ -65,6 +65,9 @@ def first_difference(a: Party, b: Party, commitments: tuple[bytes, bytes], where
     (ha, ra), (hb, rb) = (_open(p, c, where, expected) for p, c in zip((a, b), commitments))
     code, shape = parse_header(ha)
     nchunks = chunk_count(shape, chunk)
+    if nchunks == 0:  # no chunk to open: an empty tensor's one commitment has the empty tree's top
+        empty = merkle.seal(0, merkle.ZERO)
+        raise Lost(a if ra != empty else b, LEVEL, "its empty tensor's chunk tree is not the empty one")
     c, _ = descend(LEVEL, a, b, nchunks, (ra, rb), "tensor_node", *where)
     if c >= nchunks:
         raise Lost(a, LEVEL, "padding chunk differs")  # unreachable for well-formed trees
