@@ -30,6 +30,14 @@ _WORD = {1: np.uint8, 4: np.uint32, 8: np.uint64}  # same-size unsigned type: co
 RANK = 4  # dims an elementwise kernel walks its operands' strides in (kernels/common.cuh rp_coords)
 
 
+def _shape_of(v) -> tuple:
+    """An operand's shape: an array's own (np.shape of a device array goes through its
+    __array_function__: microseconds a call, several calls an op), else numpy's (a Python
+    number or list: host data)."""
+    s = getattr(v, "shape", None)
+    return tuple(s) if s is not None else np.shape(v)
+
+
 def _elements(a) -> tuple:
     """An array's strides in elements."""
     return tuple(s // a.itemsize for s in a.strides)
@@ -125,6 +133,7 @@ class Ops:
         self._constants = rt.__dict__.setdefault("_repops_constants", {})
         self.small_below = SMS  # a product of fewer tuned tiles runs on the small ones (tests pin either)
         self._check_slots = None  # the index checks' slots being filled (index_check)
+        self._tiles = None  # the matmul tiles' geometry (_matmul_tiles)
 
     # -- operands ----------------------------------------------------------------------------
     def dev(self, v, dtype=F32):
@@ -162,7 +171,7 @@ class Ops:
         return self.xp.ascontiguousarray(w).view(v.dtype)
 
     def _shape(self, *vs):
-        shapes = [np.shape(v) for v in vs]
+        shapes = [_shape_of(v) for v in vs]
         if all(s == shapes[0] for s in shapes):
             return shapes[0]  # (the common case: numpy's broadcast_shapes costs microseconds)
         return np.broadcast_shapes(*shapes)
@@ -173,7 +182,7 @@ class Ops:
         moves once, at its own shape (a broadcast constant: its one element)."""
         if isinstance(v, np.ndarray) and not self.rt.is_device(v) and v.size and not any(v.strides):
             v = v.reshape(-1)[:1]  # a broadcast constant: its one element, still host bytes
-        if np.size(v) == 1:
+        if math.prod(_shape_of(v)) == 1:
             d = self.dev(v.reshape(1), dtype) if self.rt.is_device(v) else self.constant(np.reshape(v, (1,)), dtype)
             return d, (0,) * len(shape)
         d = self.dev(v, dtype)
@@ -279,13 +288,13 @@ class Ops:
                                                                       self._operand(e, shape, np.int32)])
         elif name == "from_int32":
             def run(a):
-                shape = np.shape(a)
+                shape = _shape_of(a)
                 return self._run("prim_from_int32_f32", shape, F32, [], [self._operand(a, shape, np.int32)])
         elif name in ("to_int32_trunc", "to_int32_rne"):
             op = 19 if name == "to_int32_trunc" else 20
 
             def run(a):
-                shape = np.shape(a)
+                shape = _shape_of(a)
                 return self._run("prim_to_int32_f32", shape, np.int32, [op], [self._operand(a, shape)])
         else:
             raise KeyError(name)
@@ -294,8 +303,8 @@ class Ops:
 
     # -- index moves ----------------------------------------------------------------------------
     def gather(self, data, index, fill):
-        r, n, d = np.shape(data)
-        m = np.shape(index)[1]
+        r, n, d = _shape_of(data)
+        m = _shape_of(index)[1]
         data = self.contiguous(data)
         index, si = self._dense(index, (r, m), np.int64)
         if si == 0 and r * m > 1:  # one index for every row (a broadcast): the kernel reads index[rm]
@@ -308,7 +317,7 @@ class Ops:
         return out
 
     def onehot(self, index, value, fill):
-        rows, n = np.shape(index)[0], np.shape(fill)[0]
+        rows, n = _shape_of(index)[0], _shape_of(fill)[0]
         index = self._dense(index, (rows,), np.int64)[0]
         value, sv = self._dense(value, (rows,))
         fill, sf = self._dense(fill, (n,))
@@ -470,7 +479,7 @@ class Ops:
         """One launch over x's pairs: x read through its strides (pair i at its pair strides,
         its second lane `lane` further), cos and sin through theirs; the output contiguous."""
         x = self.dev(x)
-        pairs = rope_pairs(x.shape, np.shape(cos), np.shape(sin))
+        pairs = rope_pairs(x.shape, _shape_of(cos), _shape_of(sin))
         out = self.rt.empty(x.shape, F32)
         n = math.prod(pairs)
         if n:
@@ -539,7 +548,7 @@ class Ops:
     def fold(self, prim, x, axis: int, init: float, keepdims: bool = False):
         from ..reference.fold import fold as ref_fold
         code = {P.add: 0, P.max_: 1}.get(prim)
-        if code is None or np.ndim(x) == 0:
+        if code is None or not _shape_of(x):
             return ref_fold.reference(prim, x, axis, init, keepdims)  # the primitives run here
         x = self.dev(x)
         axis = axis % x.ndim
@@ -601,7 +610,10 @@ class Ops:
     def _matmul_tiles(self, M, N, batch):
         """(kernel, (grid, threads)): the tuned tiles, or the small ones where the tuned would
         leave SMs idle (a tile never changes the bits: only which block computes an output)."""
-        (bm, bn, threads), (sm, sn, small) = (matmul_geometry(self.rt.tuning, t) for t in ("MATMUL", "MATMUL_SMALL"))
+        tiles = self._tiles
+        if tiles is None:  # (the runtime's tuning is fixed: looked up once a block)
+            tiles = self._tiles = tuple(matmul_geometry(self.rt.tuning, t) for t in ("MATMUL", "MATMUL_SMALL"))
+        (bm, bn, threads), (sm, sn, small) = tiles
         if -(-N // bn) * -(-M // bm) * batch < self.small_below and sm * sn < bm * bn:
             return "matmul_small_f32", ((-(-N // sn), -(-M // sm), batch), small)
         return "matmul_f32", ((-(-N // bn), -(-M // bm), batch), threads)

@@ -12,7 +12,9 @@ def matmul_shape(a_shape, b_shape) -> tuple[tuple, int, int, int]:
     """(batch, M, K, N) of a [..., M, K] @ b [..., K, N], batch dims broadcast: every backend's check."""
     if len(a_shape) < 2 or len(b_shape) < 2 or a_shape[-1] != b_shape[-2]:
         raise ValueError(f"matmul: shapes {tuple(a_shape)} and {tuple(b_shape)} do not chain")
-    return np.broadcast_shapes(tuple(a_shape[:-2]), tuple(b_shape[:-2])), a_shape[-2], a_shape[-1], b_shape[-1]
+    ba, bb = tuple(a_shape[:-2]), tuple(b_shape[:-2])
+    batch = ba if ba == bb else np.broadcast_shapes(ba, bb)  # (equal batches, the common case: no numpy call)
+    return batch, a_shape[-2], a_shape[-1], b_shape[-1]
 
 
 @P.overridable("matmul")
