@@ -281,6 +281,10 @@ contract DisputeGame {
             bytes32 faulted = sha256(abi.encodePacked(bytes1(0x0a), uint32(m.nary.lo)));
             if (m.stateRoot[0] == faulted || m.stateRoot[1] == faulted) { // a fault claim; the other has its trace
                 m.pick = m.stateRoot[0] == faulted ? 0 : 1;
+                (bytes32 agreed, bytes32 repeated) = _ends(m, 1 - m.pick);
+                if (repeated == agreed) { // a trace that faults after an agreed claim that is not one: none
+                    return _decide(id, m, 1 - m.pick, 2, "it claims a fault at a step after the fault it agreed with");
+                }
                 m.phase = Phase.FaultNode;
                 m.round.clock.await_(uint8(1 << m.pick));
                 return;
@@ -434,6 +438,23 @@ contract DisputeGame {
             revert FaultNotShown(id);
         }
         _decide(id, m, i, 2, "it agreed with a trace that faults, and went on from there");
+    }
+
+    /// @notice The agreed claim C_s before the disputed one is a fault claim: both parties'
+    /// runs faulted at an earlier step `t` (its state root is H(0x0A || u32 t)). A fault claim
+    /// holds at every later point, so the party whose disputed claim repeats C_s wins, and the
+    /// other, which claims something after a fault it agreed with, loses. Without this rule a
+    /// cheater could agree with an honest fault claim for a while and then claim a result on
+    /// the same trace: the match went to the state trees, which a fault claim does not have.
+    function showEarlierFault(uint256 id, uint32 t) external {
+        Match storage m = matches[id];
+        if (m.phase != Phase.Tops) revert WrongPhase(id, m.phase);
+        uint256 i = m.round.seat(id, msg.sender);
+        (bytes32 lo, bytes32 hi) = _ends(m, i);
+        if (t >= m.nary.lo || m.stateBefore != sha256(abi.encodePacked(bytes1(0x0a), t)) || hi != lo) {
+            revert FaultNotShown(id);
+        }
+        _decide(id, m, i, 2, "it claims a state after a fault it agreed with");
     }
 
     function _checkNode(Match storage m, uint256 i, bytes calldata enc, bytes calldata structure, bytes32[] calldata proof)

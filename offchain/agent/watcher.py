@@ -13,7 +13,7 @@ from eth_utils import event_abi_to_log_topic, function_abi_to_4byte_selector
 # (kernel descent) or 4 (chunk descent) in OperatorGame, by the phase it was sent in
 LEVEL_OF = {"open": 1, "postClaims": 1, "timeout": None, "openStep": 2, "postTop": 2, "postNode": 2,
             "resolveInput": 2, "postStateLeaf": 2, "resolveState": 2, "postKernelTop": 3, "postKernel": 3, "showFault": None,
-            "postTensorTop": 4, "postChunk": 4, "resolveOperand": 4, "resolveStep": 5}
+            "showEarlierFault": 2, "postTensorTop": 4, "postChunk": 4, "resolveOperand": 4, "resolveStep": 5}
 
 
 @dataclass

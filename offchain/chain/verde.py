@@ -370,6 +370,8 @@ class Verde:
                 send(g.postStateLeaf(match_id, ep.state_leaves(s + 1)[k]))
             elif phase == PHASE_STATE_SOURCE:
                 send(g.resolveState(match_id, *self._state_source(match_id, ep, ctx, s)))
+            elif phase == PHASE_TOPS and self._earlier_fault(trainer, ep, s) is not None:
+                send(g.showEarlierFault(match_id, self._earlier_fault(trainer, ep, s)))
             elif phase == PHASE_TOPS:
                 from ..protocol import merkle
                 node, n = self._tree_of(match_id, ep, ctx, s)
@@ -396,6 +398,16 @@ class Verde:
         except TransactionReverted:
             return False  # a move the game refused: the party still owes one
         return True
+
+    @staticmethod
+    def _earlier_fault(trainer, ep, s: int) -> int | None:
+        """The step t < s at which the trainer's run faulted, when its claim at s + 1 repeats its
+        fault claim at s (DisputeGame.showEarlierFault); else None."""
+        t = getattr(trainer, "fault_step", None)
+        if t is None or t >= s:
+            return None
+        lo, hi = ep.claim_at([s, s + 1])
+        return t if lo == hi else None
 
     # -- levels 3-5 (OperatorGame) ----------------------------------------------------------------
     def operator_state(self, match_id: int) -> dict:

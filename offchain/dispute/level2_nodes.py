@@ -98,6 +98,11 @@ def _fault_shown(x: Party, other: Party, s: int, R: bytes, n: int, before: int) 
     return [other]
 
 
+def _fault_before(state_root: bytes, s: int) -> int | None:
+    """The step t < s whose fault state (claims.fault_state) `state_root` is, or None."""
+    return next((t for t in range(s) if fault_state(t) == state_root), None)
+
+
 def play(ctx, a: Party, b: Party, found: StepFound) -> list[Party] | NodeFound:
     """-> the losers (a list), or the Case 3 operator dispute to go on with."""
     s, claims = found.step, found.claims
@@ -114,6 +119,15 @@ def play(ctx, a: Party, b: Party, found: StepFound) -> list[Party] | NodeFound:
 
     def state_before():
         return before if before is not None else _state_leaves(a, s, S0, n_state)
+
+    if s and (t := _fault_before(S0, s)) is not None:
+        # the agreed C_s is a fault claim (the run faulted at step t < s): a fault claim holds at
+        # every later point, so only a claim that repeats it is one (a cheater may agree with an
+        # honest fault claim for a while, then claim a result, or a fault, on the same trace)
+        losers = [x for x in (a, b) if claims[x.name][p] != claims[x.name][s]]
+        for x in losers:
+            x.reason = f"it claims a state after step {s} where the run it agreed with had faulted at step {t}"
+        return losers
 
     if Ra == Rb:
         for x, S, other in ((a, Sa, b), (b, Sb, a)):

@@ -68,9 +68,9 @@ def first_difference(a: Party, b: Party, commitments: tuple[bytes, bytes], where
     if nchunks == 0:  # no chunk to open: an empty tensor's one commitment has the empty tree's top
         empty = merkle.seal(0, merkle.ZERO)
         raise Lost(a if ra != empty else b, LEVEL, "its empty tensor's chunk tree is not the empty one")
-    c, _ = descend(LEVEL, a, b, nchunks, (ra, rb), "tensor_node", *where)
-    if c >= nchunks:
-        raise Lost(a, LEVEL, "padding chunk differs")  # unreachable for well-formed trees
+    c, leaves = descend(LEVEL, a, b, nchunks, (ra, rb), "tensor_node", *where)
+    if c >= nchunks:  # past the last chunk: only padding (ZERO) may be there, as levels 2-3 and the chain rule
+        raise Lost(a if leaves[0] != merkle.ZERO else b, LEVEL, "its chunk tree's padding is not ZERO")
     size = CODES[code].itemsize
     chunks = {p.name: p.element_proof(LEVEL, merkle.sha256(ha, root), c * chunk, chunk, *where).chunk_bytes
               for p, root in ((a, ra), (b, rb))}
