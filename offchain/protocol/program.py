@@ -54,7 +54,8 @@ class _LayerDropGate:
         self.p, self.draws = p, []
 
     def __gt__(self, u):  # `u < gate`: torch's Tensor.__lt__ declines an object, Python asks the gate
-        self.draws.append(u)
+        if self.p > 0:  # (0, the configs' default, never skips: Hugging Face still draws, nothing to write)
+            self.draws.append(u)
         return False
 
     def __lt__(self, u):  # `u > gate`: a draw made on the host (numpy's or Python's generator)
@@ -78,11 +79,12 @@ def _layerdrop_as_data(module: torch.nn.Module):
     gated, hooks = [], []
     for m in module.modules():
         p, layers = getattr(m, "layerdrop", None), getattr(m, "layers", None)
-        if isinstance(p, (int, float)) and not isinstance(p, bool) and p > 0 and isinstance(layers, torch.nn.ModuleList):
-            gate = _LayerDropGate(float(p))
+        if isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 0 and isinstance(layers, torch.nn.ModuleList):
+            gate = _LayerDropGate(float(p))  # (0 too: `torch.rand([]) < 0` is still a branch on a draw)
             gated.append((m, p))
             m.layerdrop = gate
-            hooks += [layer.register_forward_hook(gate.keep_or_skip, with_kwargs=True) for layer in layers]
+            if p > 0:
+                hooks += [layer.register_forward_hook(gate.keep_or_skip, with_kwargs=True) for layer in layers]
     try:
         yield
     finally:

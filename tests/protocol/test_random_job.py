@@ -179,3 +179,23 @@ def test_a_python_branch_on_a_draw_is_refused_at_export_naming_the_line_and_what
     said = str(e.value)
     assert "test_random_job.py" in said and "torch.rand([]) < 0.5" in said and "torch.where" in said, said
     assert len(said) < 1500, said  # the first line of torch's message, not its graph dump
+
+
+def test_hugging_face_layerdrop_of_zero_exports_without_a_skip():
+    """layerdrop = 0, the configs' default, still draws `torch.rand([])` and branches on it in
+    Python (export refused it); it never skips: the program keeps the draw and writes no where,
+    and equals Hugging Face's own branch under RepOps bit for bit."""
+    import repops
+    from repops.random import dropout_key
+    model = _opt(layerdrop=0.0)
+    ids = torch.randint(0, 32, (2, 6), generator=torch.Generator().manual_seed(1))
+    artifact, state, _ = program.exported(model, (ids,), seed=7)
+    gm = program.load(artifact, state)
+    ops = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+    assert "aten.where.self" not in ops, ops
+    assert all(not m._forward_hooks for m in model.modules()) and model.m.model.decoder.layerdrop == 0.0
+    with repops.deterministic():
+        prog = gm(ids)
+    with repops.deterministic(), dropout_key(7, 1):
+        eager = model(ids)
+    assert prog.view(torch.int32).item() == eager.view(torch.int32).item()
