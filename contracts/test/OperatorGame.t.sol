@@ -51,6 +51,7 @@ contract StubGame {
 /// (offchain/protocol/tensors.commit) seals the empty tree's top ZERO; a cheater committing the
 /// same empty tensor with another top (leaf("")) once won at the chunk, where no 0-byte chunk
 /// hashes to ZERO. Now the party whose empty tensor's top is not ZERO loses, in either seat.
+/// And the kernel count of postKernelTop decodes as the uint32 its proof hashes.
 contract OperatorGameTest is Test {
     bytes32 internal constant ZERO = bytes32(0);
     address[2] internal seats = [address(0xA11CE), address(0xB0B)];
@@ -85,8 +86,7 @@ contract OperatorGameTest is Test {
     bytes[2] internal k0;
     bytes internal k1;
 
-    /// @dev Both seats at level 4 on kernel 0's output: `cheater`'s is the empty tensor
-    /// committed with top leaf(""), the other's as tensors.commit does.
+    /// @dev A match of one node of two kernels, in the kernel tops phase.
     function _deploy() internal {
         bytes memory st = _structure();
         sl = Merkle.leaf(st);
@@ -99,6 +99,8 @@ contract OperatorGameTest is Test {
         game.start(seats[0], seats[1]);
     }
 
+    /// @dev Both seats at level 4 on kernel 0's output: `cheater`'s is the empty tensor
+    /// committed with top leaf(""), the other's as tensors.commit does.
     function _toTensorTop(uint256 cheater) internal {
         _deploy();
         bytes32 input = keccak256("the node's input, agreed");
