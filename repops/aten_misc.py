@@ -572,13 +572,23 @@ def segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets
     return _result(gi.reshape(tuple(data.shape)))
 
 
+def _weight_norm(v, g, dim=0):
+    """torch._weight_norm (nn.utils weight_norm, both APIs: wav2vec2/HuBERT's positional conv) as
+    the composition torch itself runs for a dim other than the first or last. Its fused path's
+    backward, aten._weight_norm_interface_backward, has no definition or decomposition; autograd
+    differentiates these pieces, each RepOps'."""
+    return v * (g / torch.norm_except_dim(v, 2, dim))
+
+
 def functions() -> dict:
     """RepOpsFunctions' routes: grid sampling (F.grid_sample, torch.grid_sampler and its 2-d/3-d
-    ops) and masked_scatter above autograd, as compositions autograd differentiates piece by piece."""
+    ops), masked_scatter and weight norm above autograd, as compositions autograd differentiates
+    piece by piece."""
     aten = torch.ops.aten
     route = lambda a, g, i, p, ac: grid_sampler(a, g, i, p, ac)  # noqa: E731
     table = {F.grid_sample: _grid_sample, torch.masked_scatter: masked_scatter,
-             torch.Tensor.masked_scatter: masked_scatter, torch.Tensor.masked_scatter_: _masked_scatter_}
+             torch.Tensor.masked_scatter: masked_scatter, torch.Tensor.masked_scatter_: _masked_scatter_,
+             torch._weight_norm: _weight_norm, VF._weight_norm: _weight_norm, aten._weight_norm.default: _weight_norm}
     for f in (VF.grid_sampler, VF.grid_sampler_2d, VF.grid_sampler_3d, aten.grid_sampler.default,
               aten.grid_sampler_2d.default, aten.grid_sampler_3d.default):
         table[f] = route
