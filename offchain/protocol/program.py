@@ -185,6 +185,7 @@ def exported(module: torch.nn.Module, example_batch: tuple, seed: int = 0, user:
         # attention, pooling, RNNs, dropout as on every device, in the program itself; layerdrop as data
         with RepOpsFunctions(), _layerdrop_as_data(module):
             return torch.export.export(m, tuple(example_batch), strict=False)
+    wrapped = ""  # the program's names of the module's own: under _Dropout, "model." first
     try:
         try:
             ep = capture(module)
@@ -192,7 +193,7 @@ def exported(module: torch.nn.Module, example_batch: tuple, seed: int = 0, user:
             if not _needs_dropout_key(e):
                 raise
             ep = capture(_Dropout(module, seed))
-            prefix = "model." + prefix
+            prefix, wrapped = "model." + prefix, "model."
     except Exception as e:  # noqa: BLE001 - torch.export's own errors say what in the model it cannot trace
         from .model_errors import user_frame
         line = user_frame(e.__traceback__)
@@ -216,7 +217,7 @@ def exported(module: torch.nn.Module, example_batch: tuple, seed: int = 0, user:
     names = _user_names(user, prefix, ep.state_dict)
     if _writes_through_a_view(ep.graph):
         ep = ep.run_decompositions({})  # functional: the write is a slice_scatter/select_scatter node
-    _freeze(ep, {n for n, p in module.named_parameters(remove_duplicate=False) if not p.requires_grad})
+    _freeze(ep, {wrapped + n for n, p in module.named_parameters(remove_duplicate=False) if not p.requires_grad})
     fold(ep, keep=set(names.values()))
     bad = sorted(k for k, v in ep.constants.items() if not isinstance(v, torch.Tensor))
     if bad:

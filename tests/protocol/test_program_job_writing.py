@@ -266,3 +266,34 @@ def test_a_custom_backward_a_program_would_drop_is_refused_before_writing(tmp_pa
         f(d["x"][:4], d["y"][:4]).backward()
         grads.append(dict(m.named_parameters())["lin.weight"].grad)
     assert torch.equal(grads[0], grads[1]) and grads[0].abs().sum() > 0
+
+
+def test_a_frozen_parameter_stays_frozen_when_the_model_draws_dropout():
+    """A parameter the client froze (a LoRA base, a frozen encoder, Hugging Face's sinusoidal
+    position tables) is a buffer of the program, also when the model draws dropout or layerdrop
+    and is exported inside the dropout wrapper, whose names start with `model.`: the frozen set
+    was matched by the module's own names there, so the job trained the frozen base silently
+    (found by the models-in-the-wild probe: Pegasus's and Marian's position tables trained)."""
+    import repops
+
+    class Frozen(torch.nn.Module):
+        def __init__(self, p):
+            super().__init__()
+            torch.manual_seed(0)
+            self.base, self.head, self.drop = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1), torch.nn.Dropout(p)
+            self.base.requires_grad_(False)
+
+        def forward(self, x):
+            return self.head(self.drop(self.base(x))).sum()
+
+    x = torch.randn(2, 4, generator=torch.Generator().manual_seed(1))
+    for p, prefix in ((0.0, ""), (0.1, "model.")):
+        data, state = program.export(Frozen(p), (x,))
+        prog = program.load(data, {k: v.clone() for k, v in state.items()})
+        assert sorted(n for n, t in prog.named_parameters() if t.requires_grad) == [prefix + "head.bias",
+                                                                                   prefix + "head.weight"], p
+        base = {n: b for n, b in prog.named_buffers() if n.startswith(prefix + "base.")}
+        assert sorted(base) == [prefix + "base.bias", prefix + "base.weight"], p
+        with repops.deterministic():
+            prog.loss(x).backward()
+        assert all(b.grad is None for b in base.values())
