@@ -370,8 +370,8 @@ class Verde:
                 send(g.postStateLeaf(match_id, ep.state_leaves(s + 1)[k]))
             elif phase == PHASE_STATE_SOURCE:
                 send(g.resolveState(match_id, *self._state_source(match_id, ep, ctx, s)))
-            elif phase == PHASE_TOPS and self._earlier_fault(trainer, ep, s) is not None:
-                send(g.showEarlierFault(match_id, self._earlier_fault(trainer, ep, s)))
+            elif phase == PHASE_TOPS and (t := self._earlier_fault(trainer, ep, s)) is not None:
+                send(g.showEarlierFault(match_id, t))
             elif phase == PHASE_TOPS:
                 from ..protocol import merkle
                 node, n = self._tree_of(match_id, ep, ctx, s)

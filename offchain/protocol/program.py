@@ -54,8 +54,7 @@ class _LayerDropGate:
         self.p, self.draws = p, []
 
     def __gt__(self, u):  # `u < gate`: torch's Tensor.__lt__ declines an object, Python asks the gate
-        if self.p > 0:  # (0, the configs' default, never skips: Hugging Face still draws, nothing to write)
-            self.draws.append(u)
+        self.draws.append(u)  # (read by keep_or_skip, hooked where p > 0: at 0 nothing is skipped)
         return False
 
     def __lt__(self, u):  # `u > gate`: a draw made on the host (numpy's or Python's generator)

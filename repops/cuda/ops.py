@@ -133,7 +133,8 @@ class Ops:
         self._constants = rt.__dict__.setdefault("_repops_constants", {})
         self.small_below = SMS  # a product of fewer tuned tiles runs on the small ones (tests pin either)
         self._check_slots = None  # the index checks' slots being filled (index_check)
-        self._tiles = None  # the matmul tiles' geometry (_matmul_tiles)
+        # the matmul tiles' geometry (_matmul_tiles): the runtime's tuning is fixed
+        self._tiles = tuple(matmul_geometry(rt.tuning, t) for t in ("MATMUL", "MATMUL_SMALL"))
 
     # -- operands ----------------------------------------------------------------------------
     def dev(self, v, dtype=F32):
@@ -610,10 +611,7 @@ class Ops:
     def _matmul_tiles(self, M, N, batch):
         """(kernel, (grid, threads)): the tuned tiles, or the small ones where the tuned would
         leave SMs idle (a tile never changes the bits: only which block computes an output)."""
-        tiles = self._tiles
-        if tiles is None:  # (the runtime's tuning is fixed: looked up once a block)
-            tiles = self._tiles = tuple(matmul_geometry(self.rt.tuning, t) for t in ("MATMUL", "MATMUL_SMALL"))
-        (bm, bn, threads), (sm, sn, small) = tiles
+        (bm, bn, threads), (sm, sn, small) = self._tiles
         if -(-N // bn) * -(-M // bm) * batch < self.small_below and sm * sn < bm * bn:
             return "matmul_small_f32", ((-(-N // sn), -(-M // sm), batch), small)
         return "matmul_f32", ((-(-N // bn), -(-M // bm), batch), threads)

@@ -13,6 +13,9 @@ from hf_families import FAMILIES, REFUSED, SLOW, probe  # noqa: E402
 pytest.importorskip("transformers")
 
 
+# a gradient that nearly cancels in exact arithmetic (a bias before a normalisation): max_rel_diff
+# measures float32's noise there (native's own is 50-200% against float64), f64_error_ratio does not
+ILL_CONDITIONED = {"mobilevit", "deit", "segformer", "clip", "siglip", "funnel"}
 LONG = {"mobilevit"}  # ~60 s of CI under emulation (the others 2-17 s): the benchmark runs it
 
 
@@ -20,9 +23,10 @@ LONG = {"mobilevit"}  # ~60 s of CI under emulation (the others 2-17 s): the ben
 def test_a_family_trains_near_native_and_the_emulated_gpu_gives_the_cpus_bits(family):
     row = probe(family, emu=True, export=False)  # (exporting each: the benchmark's program_same_bits)
     assert row["status"] == "ok", row.get("error")
-    # near native; where a small gradient is ill-conditioned (a bias before a normalisation), RepOps'
-    # error against float64 within a small factor of native float32's
-    assert row["max_rel_diff"] < 1e-4 or row["f64_error_ratio"] < 100, row
+    if family in ILL_CONDITIONED:  # RepOps' error against float64 within a small factor of native float32's
+        assert row["f64_error_ratio"] < 20, row
+    else:
+        assert row["max_rel_diff"] < 1e-4, row
     assert row["cuda_emu_same_bits"], row
 
 
