@@ -460,3 +460,56 @@ def test_verde_challenge_and_release_from_the_command_line(world, tmp_path):
     bond = Delivery().bond_wei  # one chunk each: the honest one's answered, the withholder's back to the client
     assert run.v.owed(run.client.address) == run.v.owed(honest) == STAKE + PAY // 2 + bond
     assert not run.v.owed(withholder)
+
+
+# -- a dispute clock shorter than the honest trainer's re-execution ----------------------------
+SLOW_STEP_S = 1500  # the honest agent's step, in chain seconds: a real job's step on a real box, scaled
+
+
+def _slow_run(world, tmp_path, clock_s: int, policy: Policy | None = None) -> Run:
+    """The honest agent (seat 0) against a cheater that answers at once (its wrong value at step 0:
+    the dispute narrows to the first interval, where the honest agent re-executes the most).
+    Every step the honest agent runs once the job is disputed takes SLOW_STEP_S of chain time,
+    and it measured that before staking (seconds_per_step), so its policy weighs the truth.
+    The terms give it the commit window its policy asks for (3x its training time)."""
+    job = world[0]
+    train = SLOW_STEP_S * job.spec.steps
+    terms = {"join_s": 600, "commit_s": 600 + 4 * train, "clock_s": clock_s}
+    terms["reveal_s"] = terms["commit_s"] + 600
+    run = Run(world, tmp_path, [H(), A.CorruptValue(step=0, node=9)], random.Random(7), terms)
+    honest = run.agents[0]
+    if policy is not None:
+        honest.policy = policy
+    honest.trainer.seconds_per_step = lambda: SLOW_STEP_S
+    run_step, chain, reg = honest.trainer._run, run.chain, run.v.registry
+
+    def slow(st, s, recorder=None):
+        out = run_step(st, s, recorder)
+        if chain.call(reg.functions.job(run.jid))[2] != 1:  # not Open: disputed, the honest one computes
+            chain.advance(SLOW_STEP_S)
+        return out
+    honest.trainer._run = slow
+    return run
+
+
+def test_an_agent_refuses_a_dispute_clock_shorter_than_its_re_execution(world, tmp_path):
+    """A hostile client's terms within every floor and the old policy: a 30-minute clock on a
+    job whose dispute makes the honest trainer re-execute steps of 25 minutes each (level 1's
+    intervals, then the disputed step's traces). A sybil that answers every move at once would
+    run the honest clock out and take its stake; the agent refuses the job before staking."""
+    run = _slow_run(world, tmp_path, clock_s=1800)
+    honest = run.agents[0]
+    with pytest.raises(TermsRefused, match="dispute clock is 1800 s"):
+        honest.tick()
+    assert not run.chain.call(run.v.registry.functions.seats(run.jid, honest.me.address))[0]
+
+
+def test_a_slow_honest_agent_wins_on_the_clock_its_policy_asks_for(world, tmp_path):
+    """The same job and cheater, on the least clock the agent's policy accepts: the honest
+    agent's re-executions fit its clock, it wins and is paid the payment and both stakes."""
+    job = world[0]
+    clock = Policy().least_clock_s(SLOW_STEP_S * job.spec.steps, job.spec.steps, job.spec.fanout)
+    run = _slow_run(world, tmp_path, clock_s=clock)
+    run.play()
+    got = run.check()
+    assert got == {run.agents[0].me.address: PAY + 2 * STAKE}, got

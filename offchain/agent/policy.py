@@ -5,10 +5,13 @@ short to answer in, a commit deadline before training can end. An agent refuses 
 terms before it joins; JobRegistry's floors are the chain's own, weaker, line."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..chain.errors import ChainError
-from ..chain.verde import CLOCK, COMMIT_BY, REVEAL_BY, STAKE
+from ..chain.verde import CLOCK, COMMIT_BY, COMMITMENT_NAMES, REVEAL_BY, STAKE
+
+STEPS, FANOUT = COMMITMENT_NAMES.index("steps"), COMMITMENT_NAMES.index("fanout")
 
 
 class TermsRefused(ChainError):
@@ -23,13 +26,31 @@ class Policy:
     commit_slack_s: int = 60         # ...plus this much for the commit transaction itself
     max_stake_wei: int = 10 * 10**18
 
+    @staticmethod
+    def dispute_steps(steps: int, fanout: int) -> int:
+        """The most steps a dispute makes a trainer re-execute (its first round's checkpoints
+        kept): level 1's intervals, T/N + T/N^2 + ... < T/(N-1), one step to open each
+        first-round claim, and the disputed step traced for levels 2-5 (twice)."""
+        return math.ceil(steps / (fanout - 1)) + fanout + 2
+
+    def least_clock_s(self, train_s: float, steps: int, fanout: int) -> int:
+        """The least dispute clock this agent stakes on: the moves' own time (min_clock_s) plus
+        train_margin times what its re-executions take. A clock the re-executions do not fit
+        loses an honest stake to a cheater that answers at once (garbage at level 1 costs it
+        nothing until the disputed step), whatever the floors."""
+        return self.min_clock_s + math.ceil(self.train_margin * train_s / steps * self.dispute_steps(steps, fanout))
+
     def refusals(self, terms, now: int, train_s: float) -> list[str]:
         """Why these terms are unsafe for an agent that trains the job in `train_s` seconds
         and would join at chain time `now`; empty when they are safe."""
         out = []
-        if terms[CLOCK] < self.min_clock_s:
-            out.append(f"its dispute clock is {terms[CLOCK]} s; this agent needs at least {self.min_clock_s} s "
-                       "to answer every move of a match (--min-clock-s)")
+        least = self.least_clock_s(train_s, terms[STEPS], terms[FANOUT])
+        if terms[CLOCK] < least:
+            k = self.dispute_steps(terms[STEPS], terms[FANOUT])
+            out.append(f"its dispute clock is {terms[CLOCK]} s; this agent needs at least {least} s: "
+                       f"{self.min_clock_s} s for the moves (--min-clock-s) plus {self.train_margin:g}x the "
+                       f"{train_s / terms[STEPS] * k:.0f} s a dispute's re-execution of up to {k} steps takes here "
+                       "(--train-margin)")
         need = self.train_margin * train_s + self.commit_slack_s
         if terms[COMMIT_BY] - now < need:
             out.append(f"its commit deadline is {max(0, terms[COMMIT_BY] - now)} s away; training takes about "
