@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "protocol"))
 from small_job import mlp_data, write_small_job  # noqa: E402
 
 PAY, STAKE = 3 * 10**18, 10**18
+LOCAL_POLICY = Policy(min_answer_window_s=60)  # a local chain's delivery windows (profiles.LOCAL)
 SETTLED = 3
 
 
@@ -69,7 +70,7 @@ class Run:
             if n == 1:
                 shutil.copytree(_trained(world, beh), work / "trainer")
             self.agents.append(TrainerAgent(self.v, acct, self.job, self.jid, work, beh, f"{i}-{beh.name}",
-                                            ctx=self.ctx, world_size=n))
+                                            ctx=self.ctx, world_size=n, policy=LOCAL_POLICY))
         self.paid = {a.me.address: 0 for a in self.agents}
 
     def play(self, max_rounds: int = 400, until=None):
@@ -513,3 +514,51 @@ def test_a_slow_honest_agent_wins_on_the_clock_its_policy_asks_for(world, tmp_pa
     run.play()
     got = run.check()
     assert got == {run.agents[0].me.address: PAY + 2 * STAKE}, got
+
+
+# -- a deployment's delivery terms and the time a stake is held ---------------------------------
+@pytest.mark.parametrize("delivery,why", [(Delivery(1800, 10), "answer window is 10 s"),
+                                          (Delivery(1800, 300, 0), "challenge bond is 0 ETH")])
+def test_an_agent_refuses_a_registry_whose_delivery_terms_take_an_honest_hold(world, tmp_path, delivery, why):
+    """A hostile (or careless) deployment's delivery terms, which no floor bounds: with a 10 s
+    answer window on a chain of 12 s slots the client challenges one chunk of the accepted
+    result and the honest trainer's answer is late, so its held stake and share are the
+    client's (shown by the run below, with the old policy); with a bond of 0 the client makes
+    it pay the gas of putting the model on chain. The agent refuses before staking."""
+    job, ctx, chain, _ = world
+    v = Verde.deploy(chain, delivery=delivery)
+    jid = v.post(job, ctx, PAY, STAKE, client=chain.accounts[1])
+    me = chain.accounts[2]
+    agent = TrainerAgent(v, me, job, jid, tmp_path / "a", name="careful")
+    with pytest.raises(TermsRefused, match=why):
+        agent.tick()
+    assert not chain.call(v.registry.functions.seats(jid, me.address))[0]
+
+
+def test_without_the_check_a_short_answer_window_hands_the_honest_hold_to_the_client(world, tmp_path):
+    """Why the check: the same deployment, the check switched off. The honest agent is accepted
+    alone; the client challenges one chunk; the chain's next slot (12 s) is past the 10 s answer
+    window, so `close` gives the client the held stake and share: it paid 3 ETH and takes 4."""
+    run = Run(world, tmp_path, [H()], random.Random(1), delivery=Delivery(1800, 10))
+    run.agents[0].policy = Policy(min_answer_window_s=0)
+    run.play(until=lambda j: j[2] == SETTLED)
+    honest = run.agents[0].me.address
+    run.v.challenge(run.jid, honest, 0, 0, run.client)
+    run.chain.advance(12)
+    run.play()
+    assert run.v.owed(run.client.address) == PAY + STAKE + Delivery().bond_wei
+    assert run.v.owed(honest) == 0
+
+
+@pytest.mark.parametrize("terms", [{"clock_s": 10**9}, {"reveal_s": 400 * 86400, "commit_s": 399 * 86400}])
+def test_an_agent_refuses_terms_that_would_hold_its_stake_for_years(world, tmp_path, terms):
+    """A clock of 30 years (a cheater that never moves holds the honest stake that long before its
+    timeout) or a reveal deadline a year away: no floor bounds them from above. Refused."""
+    job, ctx, chain, _ = world
+    v = Verde.deploy(chain)
+    jid = v.post(job, ctx, PAY, STAKE, client=chain.accounts[1], **terms)
+    me = chain.accounts[2]
+    agent = TrainerAgent(v, me, job, jid, tmp_path / "a", name="careful")
+    with pytest.raises(TermsRefused, match="its stake could be held"):
+        agent.tick()
+    assert not chain.call(v.registry.functions.seats(jid, me.address))[0]

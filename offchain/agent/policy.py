@@ -9,7 +9,8 @@ import math
 from dataclasses import dataclass
 
 from ..chain.errors import ChainError
-from ..chain.verde import CLOCK, COMMIT_BY, COMMITMENT_NAMES, REVEAL_BY, STAKE
+from ..chain.verde import (ANSWER_GAS_PER_CHUNK, CLOCK, COMMIT_BY, COMMITMENT_NAMES, MAX_TRAINERS, REVEAL_BY, STAKE,
+                           Delivery)
 
 STEPS, FANOUT = COMMITMENT_NAMES.index("steps"), COMMITMENT_NAMES.index("fanout")
 
@@ -25,6 +26,8 @@ class Policy:
     train_margin: float = 3.0        # the commit window left must hold this many training runs...
     commit_slack_s: int = 60         # ...plus this much for the commit transaction itself
     max_stake_wei: int = 10 * 10**18
+    min_answer_window_s: int = 300   # the deployment's time to answer one delivery challenge on chain
+    max_lock_s: int = 30 * 86400     # the longest the stake may be held: deadlines, every match, delivery
 
     @staticmethod
     def dispute_steps(steps: int, fanout: int) -> int:
@@ -40,9 +43,35 @@ class Policy:
         nothing until the disputed step), whatever the floors."""
         return self.min_clock_s + math.ceil(self.train_margin * train_s / steps * self.dispute_steps(steps, fanout))
 
-    def refusals(self, terms, now: int, train_s: float) -> list[str]:
+    @staticmethod
+    def lock_s(terms, now: int, delivery_window_s: int) -> int:
+        """The longest a stake joined now may stay in the registry without anyone acting
+        against the rules: to the reveal deadline, then one match per other seat (each at most
+        both clocks), then the delivery window (answers within it)."""
+        return terms[REVEAL_BY] - now + (terms[MAX_TRAINERS] - 1) * 2 * terms[CLOCK] + delivery_window_s
+
+    def delivery_refusals(self, delivery: Delivery, gas_price: int) -> list[str]:
+        """The deployment's delivery terms (JobRegistry's immutables, any registry's): an answer
+        window shorter than a few blocks lets the client take an honest held stake and share
+        with one challenge, a bond under an answer's gas makes the honest trainer pay for
+        putting the model on chain."""
+        out = []
+        if delivery.answer_s < self.min_answer_window_s:
+            out.append(f"its registry's answer window is {delivery.answer_s} s: a client's delivery challenge could "
+                       f"not be answered on chain in time, and the held stake and share would be the client's; this "
+                       f"agent needs at least {self.min_answer_window_s} s (--min-answer-window-s)")
+        least = ANSWER_GAS_PER_CHUNK * gas_price
+        if delivery.bond_wei < least:
+            out.append(f"its registry's challenge bond is {delivery.bond_wei / 1e18:g} ETH a chunk, less than an "
+                       f"answer's gas at today's price ({least / 1e18:g} ETH): a client could make this agent pay "
+                       "to put the whole model on chain")
+        return out
+
+    def refusals(self, terms, now: int, train_s: float, delivery: Delivery | None = None,
+                 gas_price: int = 0) -> list[str]:
         """Why these terms are unsafe for an agent that trains the job in `train_s` seconds
-        and would join at chain time `now`; empty when they are safe."""
+        and would join at chain time `now` on a registry with these delivery terms (None: not
+        checked) at this gas price; empty when they are safe."""
         out = []
         least = self.least_clock_s(train_s, terms[STEPS], terms[FANOUT])
         if terms[CLOCK] < least:
@@ -59,6 +88,13 @@ class Policy:
         if terms[REVEAL_BY] - terms[COMMIT_BY] < self.min_reveal_window_s:
             out.append(f"its reveal window is {terms[REVEAL_BY] - terms[COMMIT_BY]} s; this agent needs at least "
                        f"{self.min_reveal_window_s} s (--min-reveal-window-s)")
+        lock = self.lock_s(terms, now, delivery.window_s if delivery else 0)
+        if lock > self.max_lock_s:
+            out.append(f"its stake could be held {lock} s: to the reveal deadline, then {terms[MAX_TRAINERS] - 1} "
+                       f"matches of two {terms[CLOCK]} s clocks each, then the delivery window; this agent's limit is "
+                       f"{self.max_lock_s} s (--max-lock-s)")
+        if delivery and delivery.window_s:
+            out += self.delivery_refusals(delivery, gas_price)
         if terms[STAKE] > self.max_stake_wei:
             out.append(f"its stake is {terms[STAKE] / 1e18} ETH, more than this agent's limit of "
                        f"{self.max_stake_wei / 1e18} ETH (--max-stake)")

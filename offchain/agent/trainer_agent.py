@@ -253,7 +253,7 @@ class TrainerAgent:
         except datacheck.DataOutOfRange as e:
             raise TermsRefused(f"job {self.jid}'s data makes a step fail, so this agent did not join: {e}",
                                "the client must correct that row of the data file and post the job again") from None
-        why = self.policy.refusals(terms, now, self.train_s)
+        why = self.policy.refusals(terms, now, self.train_s, self.v.delivery(), self.v.chain.w3.eth.gas_price)
         if why:
             raise TermsRefused(f"job {self.jid}'s terms could cost an honest trainer its stake, so this agent did not "
                                f"join: {'; '.join(why)}",

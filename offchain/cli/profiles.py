@@ -36,7 +36,8 @@ PUBLIC = Profile("public", Floors(), delivery_window_s=1800, answer_window_s=300
                  reveal_s=600, clock_s=3600, policy=Policy())
 LOCAL = Profile("local", Floors(clock_s=60, commit_window_s=20, reveal_window_s=20), delivery_window_s=300,
                 answer_window_s=60, join_s=60, train_s=40, reveal_s=20, clock_s=300,
-                policy=Policy(min_clock_s=60, min_reveal_window_s=20, commit_slack_s=10))
+                policy=Policy(min_clock_s=60, min_reveal_window_s=20, commit_slack_s=10,
+                              min_answer_window_s=60))
 
 
 def is_local(chain) -> bool:

@@ -177,7 +177,8 @@ def _policy(args, chain):
     from .profiles import applies, profile_of
     base = profile_of(chain).policy
     given = {k: v for k, v in (("min_clock_s", args.min_clock_s), ("min_reveal_window_s", args.min_reveal_window_s),
-                               ("train_margin", args.train_margin), ("max_stake_wei", args.max_stake))
+                               ("train_margin", args.train_margin), ("max_stake_wei", args.max_stake),
+                               ("min_answer_window_s", args.min_answer_window_s), ("max_lock_s", args.max_lock_s))
              if v is not None}
     policy = dataclasses.replace(base, **given)
     logging.getLogger("verde.agent").info(
@@ -251,6 +252,11 @@ def add(sub):
                         f"{Policy.train_margin:g})")
     p.add_argument("--max-stake", type=eth, default=None, help="most ETH it stakes on one job (default "
                    f"{Policy.max_stake_wei / 1e18:g})")
+    p.add_argument("--min-answer-window-s", type=int, default=None, help="least time its registry gives to answer a "
+                   f"delivery challenge on chain (default {PUBLIC.policy.min_answer_window_s}; on a local chain "
+                   f"{LOCAL.policy.min_answer_window_s})")
+    p.add_argument("--max-lock-s", type=int, default=None, help="longest its stake may be held: the reveal deadline, "
+                   f"a match per other seat, the delivery window (default {Policy.max_lock_s})")
     q.set_defaults(fn=cmd_agent)
     q = sub.add_parser("train", help="train (or run an inference job) locally, no chain: print the claim a trainer commits")
     q.add_argument("job", help="the job file")
