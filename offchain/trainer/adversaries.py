@@ -545,9 +545,11 @@ class FaultIgnorer(Honest):
 @dataclasses.dataclass
 class FalseFault(Honest):
     """Claims that step `step` faults at its first `op` node (its first fault kernel, element
-    0) where nothing faults: the referee checks the rule at that element and finds it false."""
+    0, or `element`) where nothing faults: the referee checks the rule at that element and finds
+    it false (an element past the kernel's output is none: no fault there either)."""
     step: int = 1
     op: str = "aten.nll_loss_forward.default"
+    element: int = 0
     name = "false-fault"
     level = 5
 
@@ -558,7 +560,7 @@ class FalseFault(Honest):
 
     def fault_where(self, run, found):
         from offchain.dispute.oprun import FAULT_KERNEL
-        return found or (next(i for i, k in enumerate(run.kernels()) if k.name == FAULT_KERNEL), 0, "index")
+        return found or (next(i for i, k in enumerate(run.kernels()) if k.name == FAULT_KERNEL), self.element, "index")
 
 
 @dataclasses.dataclass
