@@ -454,8 +454,13 @@ class Verde:
             other, other_proof = self._theirs(self.operators.events.KernelPosted, ("kernel", "proof"), match_id,
                                               account, st["waiting"], (b"", []))
             node = ep.node(s, j)[0] if k == ctx.kernel_graph.trees[j].n - 1 else b""  # the result pseudo-kernel's
+            # the game reads the other's proof only when the kernel trees agree, and then it has
+            # depth(count) hashes; any other (a cheater's padding) is not passed back: it could
+            # make this move too large for a real chain
+            depth = merkle.depth(ctx.kernel_graph.trees[j].n)
+            other_proof = list(other_proof) if len(other_proof) == depth else []
             send(g.postKernel(match_id, ep.kernel(s, j, k), ep.kernel_proof(s, j, k),
-                              ctx.kernel_graph.trees[j].proof(k), (other, list(other_proof)), node))
+                              ctx.kernel_graph.trees[j].proof(k), (other, other_proof), node))
         elif phase == OP_TENSOR_TOP:
             head, _ = ep.tensor_root(s, j, k, which)
             n = chunk_count(parse_header(head)[1], ctx.job.spec.chunk)
