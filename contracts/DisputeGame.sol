@@ -110,6 +110,11 @@ contract DisputeGame {
 
     uint256 internal constant DRAW = 2; // a decision's winner when both parties lose
     uint256 internal constant VOID = 3; // ... when the job cannot be settled on chain there
+    /// @dev The largest node a party may reveal: the second to post passes the first's back, so
+    /// two of them and a structure stay one move a real chain takes (a node's output count is not
+    /// in the job's graph: a cheater posting first could pad it past that). Every honest agent
+    /// refuses a job with a larger node (offchain/chain/verde.py check_settleable).
+    uint256 internal constant MAX_NODE = 40_000;
     JobRegistry public registry;
     IOperatorGame public operators;
     address internal immutable deployer;
@@ -464,6 +469,7 @@ contract DisputeGame {
     {
         (bytes32 graphRoot, uint256 graphNodes,,) = registry.anchor(m.job, JobRegistry.Root.Graph);
         if (Merkle.leaf(enc) != (i == 0 ? m.desc.a : m.desc.b)) return "its node does not hash to its leaf";
+        if (enc.length > MAX_NODE) return "its node is larger than a move may pass back";
         if (Nodes.structureHash(enc) != sha256(structure)) return "its structure is not its node's";
         if (Nodes.inputCount(enc) != Nodes.refCount(structure)) return "its node's inputs do not match its structure";
         if (!Merkle.verify(graphRoot, graphNodes, m.desc.index, Merkle.leaf(structure), proof)) {

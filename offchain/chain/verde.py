@@ -578,12 +578,26 @@ def commitments(job, ctx) -> tuple:
             spec.chunk)
 
 
+MAX_NODE_BYTES = 40_000  # DisputeGame.MAX_NODE: the largest node encoding a party may reveal
+
+
+def node_bytes(ctx, j: int) -> int:
+    """The length of node j's encoding (docs/PROTOCOL.md §4): its inputs are its structure's refs,
+    its outputs the operands of its decomposition's result pseudo-kernel (the last)."""
+    from ..protocol.trace import decode_structure
+    result = ctx.kernel_graph.structures[j][-1]
+    at = 5 + int.from_bytes(result[1:5], "big")
+    outputs = int.from_bytes(result[at:at + 2], "big")
+    return 37 + 32 * (len(decode_structure(ctx.graph.structures[j])[2]) + outputs)
+
+
 def check_settleable(ctx) -> None:
     """Raise NotSettleableOnChain naming the first node of the job's step whose kernels the
     on-chain referee cannot place (a MAT operand, or more than 65,535 kernels): a dispute that
     reaches it ends void (both out, stakes returned: nobody is shown wrong, nobody is paid), so
-    such a job cannot pay an honest trainer. JobRegistry cannot see it, so the client checks
-    before posting and every trainer before staking."""
+    such a job cannot pay an honest trainer; or whose encoding is longer than DisputeGame takes
+    (MAX_NODE_BYTES: its party would lose revealing it). JobRegistry cannot see it, so the
+    client checks before posting and every trainer before staking."""
     if ctx.kernel_graph.unsettled:
         j, op = ctx.kernel_graph.unsettled[0]
         raise NotSettleableOnChain(
@@ -592,6 +606,14 @@ def check_settleable(ctx) -> None:
             f"docs/PROTOCOL.md §7), or a fold too large for one node", "ship integers derived from the data "
             f"(labels, masks) as tensors of the data file instead of computing them in forward, split a fold "
             f"over more than 65,535 elements (a smaller batch), or settle this job off chain")
+    for j in range(len(ctx.kernel_graph.structures)):
+        if node_bytes(ctx, j) > MAX_NODE_BYTES:
+            from ..protocol.trace import decode_structure
+            raise NotSettleableOnChain(
+                f"node {j} ({decode_structure(ctx.graph.structures[j])[0]}) of the job's step has {node_bytes(ctx, j)} "
+                f"bytes of input and output commitments; the chain takes a node of at most {MAX_NODE_BYTES} (a "
+                "dispute move passes two of them)", "split the op over fewer tensors (fewer inputs or outputs per "
+                "call), or settle this job off chain")
 
 
 def ranges(indices: list[int], most: int) -> list[tuple[int, int]]:

@@ -5,10 +5,17 @@ kernel against its leaf and never reads the proof, so a cheater posting first co
 proof with thousands of hashes, and the honest agent passed them all back: a transaction past
 geth's 128 KB pool limit (docs/PROTOCOL.md §3, "every move fits a real chain") that a real
 node refuses, so its clock ran out. The agent now passes back only a proof the game can read
-(depth(count) hashes; none otherwise)."""
+(depth(count) hashes; none otherwise). Likewise the first to reveal the disputed node at level
+2 leaves it in NodePosted: a node's output count is not in the job's graph, so a cheater padded
+its node with outputs; DisputeGame now takes a node of at most MAX_NODE bytes (a larger one
+loses its party the match) and every honest agent refuses a job whose nodes are larger."""
 import dataclasses
+import re
+from pathlib import Path
 
-from offchain.chain.verde import Verde
+import pytest
+
+from offchain.chain.verde import MAX_NODE_BYTES, NotSettleableOnChain, Verde, check_settleable, node_bytes
 from offchain.trainer import Trainer
 from offchain.trainer import adversaries as A
 
@@ -57,3 +64,74 @@ def test_a_padded_kernel_proof_is_not_passed_back_and_the_honest_party_wins(embe
     assert v.owed(hon_acct.address) == PAY + 2 * STAKE and v.owed(bad_acct.address) == 0
     sizes = _calldata_of(chain, v, hon_acct.address)
     assert sizes and max(n for _, n in sizes) < MOVE_BYTES, sorted(sizes, key=lambda x: -x[1])[:3]
+
+
+OUTPUTS = 3_300  # commitments a cheater adds to its node: 105.6 KB, a move it can still send
+NODE = 9
+
+
+class PaddedNode(Trainer):
+    """Honest up to its last step, whose trace has node NODE with OUTPUTS more output
+    commitments (its own node hashes to its own leaf: a node's output count is not in the job's
+    graph). Level 2 reaches that node; the first to post it leaves it in NodePosted and the
+    second must pass it back."""
+
+    def step_trace(self, s, keep=False):
+        import dataclasses as dc
+
+        from offchain.protocol import merkle
+        tr = super().step_trace(s, keep)
+        if s != self.steps - 1 or getattr(tr, "padded", False):
+            return tr
+        nodes = list(tr.nodes)
+        nodes[NODE] = dc.replace(nodes[NODE], outputs=nodes[NODE].outputs + (b"\x05" * 32,) * OUTPUTS)
+        tr = dc.replace(tr, nodes=nodes, tree=merkle.Tree(tuple(n.leaf() for n in nodes)))
+        tr.padded = True
+        self._trace_cache = tr
+        return tr
+
+    def open_claim(self, p):
+        if p != self.steps:
+            return super().open_claim(p)
+        return super().open_claim(p)[0], self.step_trace(p - 1).tree.root
+
+    def claim_at(self, ps):
+        from offchain.protocol.claims import step_claim
+        return [step_claim(*self.open_claim(p)) if p == self.steps else c for p, c in zip(ps, super().claim_at(ps))]
+
+    def final_claim(self):
+        return self.claim_at([self.steps])[0]
+
+
+def test_a_node_padded_with_outputs_loses_and_is_not_passed_back(embedded, setup):
+    """The cheater posts its padded node first: it loses at level 2; the honest agent's moves stay small."""
+    chain = embedded
+    job, ctx, honest, d = setup
+    v = Verde.deploy(chain)
+    bad = PaddedNode(job, d / "padded-node", "cheater")
+    bad.train()
+    assert bad.final_claim() != honest.final_claim()
+    bad_acct, hon_acct = chain.accounts[4], chain.accounts[5]
+    seats = [(bad_acct, bad), (hon_acct, honest)]  # the cheater moves first in every round
+    jid, _ = v.deliver(job, ctx, seats, PAY, STAKE, chain.accounts[1])
+    m = v.open_match(jid, bad_acct.address, hon_acct.address)
+    v.play(m, seats, ctx)
+    decided = v.decision(m)
+    assert decided["winner"] == hon_acct.address and decided["level"] == 2, decided
+    assert decided["reason"] == "its node is larger than a move may pass back"
+    v.settle_decided(m)
+    assert v.owed(hon_acct.address) == PAY + 2 * STAKE and v.owed(bad_acct.address) == 0
+    sizes = _calldata_of(chain, v, hon_acct.address)
+    assert sizes and max(n for _, n in sizes) < MOVE_BYTES, sorted(sizes, key=lambda x: -x[1])[:3]
+
+
+def test_the_node_cap_is_the_contracts_and_the_honest_nodes_are_measured_right(setup, monkeypatch):
+    job, ctx, honest, d = setup
+    sol = (Path(__file__).resolve().parents[2] / "contracts" / "DisputeGame.sol").read_text()
+    assert int(re.search(r"MAX_NODE = ([0-9_]+);", sol).group(1).replace("_", "")) == MAX_NODE_BYTES
+    sizes = [node_bytes(ctx, j) for j in range(len(ctx.graph.structures))]
+    assert sizes == [len(honest.node(1, j)[0]) for j in range(len(sizes))]
+    check_settleable(ctx)
+    monkeypatch.setattr("offchain.chain.verde.MAX_NODE_BYTES", max(sizes) - 1)
+    with pytest.raises(NotSettleableOnChain, match=f"node {sizes.index(max(sizes))} "):
+        check_settleable(ctx)
