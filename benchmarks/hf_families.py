@@ -2,7 +2,7 @@
 from a tiny config (no download), as a user would run them under RepOps: decoders and encoders of text,
 and (each with its kind of batch: INPUTS) vision, audio, encoder-decoder and two-tower families:
 
-  python benchmarks/hf_families.py [--only gemma3 mamba] [--no-emu] [--no-export]
+  python benchmarks/hf_families.py [--only gemma3 mamba [--update]] [--no-emu] [--no-export]
 
 Per family: status (ok; refused: a RepOps or Verde error naming what to change; crash: any
 other error, a bug), the loss and gradients against native torch (RepOps rounds each op once in its
@@ -98,6 +98,14 @@ FAMILIES.update({
                        decoder_hidden_size=32, num_labels=3), "segment"),
     "wav2vec2": ("Wav2Vec2ForCTC", "Wav2Vec2Config", dict(_AUDIO, vocab_size=16, pad_token_id=0), "ctc"),
     "hubert": ("HubertForSequenceClassification", "HubertConfig", dict(_AUDIO), "audio"),
+    "wavlm": ("WavLMForSequenceClassification", "WavLMConfig", dict(_AUDIO, num_buckets=16, max_bucket_distance=32),
+              "audio"),
+    "data2vec-audio": ("Data2VecAudioForSequenceClassification", "Data2VecAudioConfig",
+                       dict(_AUDIO, num_conv_pos_embeddings=2), "audio"),  # (here a count of conv layers)
+    "unispeech-sat": ("UniSpeechSatForSequenceClassification", "UniSpeechSatConfig", dict(_AUDIO), "audio"),
+    "sew": ("SEWForSequenceClassification", "SEWConfig", dict(_AUDIO, squeeze_factor=2), "audio"),
+    "wav2vec2-conformer": ("Wav2Vec2ConformerForSequenceClassification", "Wav2Vec2ConformerConfig",
+                           dict(_AUDIO, conv_depthwise_kernel_size=3, position_embeddings_type="relative"), "audio"),
     "whisper": ("WhisperForConditionalGeneration", "WhisperConfig",
                 dict(_SEQ2SEQ, num_mel_bins=8, max_source_positions=8, max_target_positions=16), "speech"),
     "bart": ("BartForConditionalGeneration", "BartConfig", dict(_SEQ2SEQ), "lm"),
@@ -341,7 +349,11 @@ def main():
     ap.add_argument("--no-emu", action="store_true", help="skip the emulated CUDA kernels")
     ap.add_argument("--no-export", action="store_true", help="skip exporting each family as a job's program")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--update", action="store_true",
+                    help="with --only: replace those families' rows in the committed table (after a fix to them)")
     args = ap.parse_args()
+    if args.update and (not args.only or args.no_emu or args.no_export):
+        ap.error("--update takes --only FAMILY... and every column (no --no-emu, no --no-export)")
     import transformers
     from rich.console import Console
     from rich.table import Table
@@ -359,7 +371,13 @@ def main():
                   str(r.get("cuda_emu_same_bits", "")), str(r.get("program_same_bits", "")), f"{r['seconds']:.1f}",
                   r.get("error", r.get("export_error", "")))
     Console(width=200).print(t)
-    if not args.only:  # (a partial run never overwrites the committed table)
+    if args.update:  # (the other rows, and the command that wrote them, stay)
+        table = json.loads(args.out.read_text())
+        fresh = {r["family"]: r for r in rows}
+        table["families"] = [fresh.pop(r["family"], r) for r in table["families"]] + list(fresh.values())
+        args.out.write_text(json.dumps(table, indent=1))
+        print(f"updated {', '.join(args.only)} in {args.out}")
+    elif not args.only:  # (a partial run never overwrites the committed table)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"command": "python benchmarks/hf_families.py",
                                         "transformers": transformers.__version__, "zero_below": ZERO_BELOW,

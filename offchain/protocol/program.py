@@ -6,6 +6,7 @@ operator (or a tuple index), checked before anything runs. docs/PROTOCOL.md §5.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import operator
 
 import torch
@@ -72,25 +73,50 @@ class _LayerDropGate:
         return (kept, *out[1:]) if isinstance(out, tuple) else kept
 
 
+def _layerdrop_owner(m: torch.nn.Module):
+    """Where the container `m` reads its layerdrop: its own attribute (OPT, BART, Whisper...), or
+    its config's when its forward says `self.config.layerdrop` (HuBERT, wav2vec2, WavLM, SEW,
+    UniSpeech, data2vec-audio...); None for a container that has none."""
+    if not isinstance(getattr(m, "layers", None), torch.nn.ModuleList):
+        return None
+    if hasattr(m, "layerdrop"):
+        return m
+    config = getattr(m, "config", None)
+    if config is None or not hasattr(config, "layerdrop"):
+        return None
+    try:
+        reads = "config.layerdrop" in inspect.getsource(type(m).forward)
+    except (OSError, TypeError):  # (no source: a container we cannot read does not get a gate)
+        reads = False
+    return config if reads else None
+
+
 @contextlib.contextmanager
 def _layerdrop_as_data(module: torch.nn.Module):
-    """Hugging Face's layerdrop containers in `module` gated (_LayerDropGate) for an export."""
-    gated, hooks = [], []
+    """Hugging Face's layerdrop containers in `module` gated (_LayerDropGate) for an export. A
+    config shared by several containers gets one gate: each comparison is answered by its own
+    layer's hook before the next one is made."""
+    gated, hooks = {}, []
     for m in module.modules():
-        p, layers = getattr(m, "layerdrop", None), getattr(m, "layers", None)
-        if isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 0 and isinstance(layers, torch.nn.ModuleList):
-            gate = _LayerDropGate(float(p))  # (0 too: `torch.rand([]) < 0` is still a branch on a draw)
-            gated.append((m, p))
-            m.layerdrop = gate
-            if p > 0:
-                hooks += [layer.register_forward_hook(gate.keep_or_skip, with_kwargs=True) for layer in layers]
+        owner = _layerdrop_owner(m)
+        if owner is None:
+            continue
+        if id(owner) not in gated:
+            p = owner.layerdrop
+            if not (isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 0):
+                continue
+            gated[id(owner)] = (owner, p, _LayerDropGate(float(p)))  # (0 too: `torch.rand([]) < 0` is a branch on a draw)
+            object.__setattr__(owner, "layerdrop", gated[id(owner)][2])  # (past a config's field validation)
+        _, p, gate = gated[id(owner)]
+        if p > 0:
+            hooks += [layer.register_forward_hook(gate.keep_or_skip, with_kwargs=True) for layer in m.layers]
     try:
         yield
     finally:
         for h in hooks:
             h.remove()
-        for m, p in gated:
-            m.layerdrop = p
+        for owner, p, _ in gated.values():
+            object.__setattr__(owner, "layerdrop", p)
 
 
 # custom autograd Functions whose backward is their forward's derivative, written out by hand:

@@ -116,29 +116,62 @@ def _bart():
     return _HFLoss(T.BartForConditionalGeneration(cfg).float(), True)
 
 
-@pytest.mark.parametrize("make,layers", [(_opt, 3), (_bart, 4)], ids=["opt", "bart-encoder-decoder"])
-def test_hugging_face_layerdrop_exports_as_one_graph_with_each_skip_as_data(make, layers):
+class _AudioLoss(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        return self.m(input_values=x, labels=torch.zeros(x.shape[0], dtype=torch.long)).loss
+
+
+def _audio(name, layerdrop=0.5):
+    """The audio encoders read `self.config.layerdrop` in their loop (HuBERT, WavLM: the latter
+    never skips its first layer, which computes the position bias the others reuse)."""
+    import transformers as T
+    torch.manual_seed(0)
+    cfg = getattr(T, f"{name}Config")(hidden_size=16, num_hidden_layers=3, num_attention_heads=2, intermediate_size=32,
+                                     conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3),
+                                     num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=2, mask_time_prob=0.0,
+                                     num_labels=2, layerdrop=layerdrop, hidden_dropout=0.0, attention_dropout=0.0,
+                                     activation_dropout=0.0, feat_proj_dropout=0.0, final_dropout=0.0)
+    return _AudioLoss(getattr(T, f"{name}ForSequenceClassification")(cfg).float())
+
+
+_IDS = torch.randint(0, 32, (2, 6), generator=torch.Generator().manual_seed(1))
+_WAVE = torch.randn(2, 200, generator=torch.Generator().manual_seed(1))
+
+
+@pytest.mark.parametrize("make,batch,draws,skips", [
+    (_opt, _IDS, 3, 3), (_bart, _IDS, 4, 4),
+    (lambda: _audio("Hubert"), _WAVE, 3, 3), (lambda: _audio("WavLM"), _WAVE, 3, 2)],
+    ids=["opt", "bart-encoder-decoder", "hubert-config", "wavlm-config"])
+def test_hugging_face_layerdrop_exports_as_one_graph_with_each_skip_as_data(make, batch, draws, skips):
     """Hugging Face's `if torch.rand([]) < self.layerdrop: skip` in every container (OPT's decoder,
-    BART's encoder and decoder): one draw and one where per layer in the program, and the
-    user's module is left as it was."""
+    BART's encoder and decoder), or `< self.config.layerdrop` (the audio encoders: HuBERT's failed
+    export): one draw a layer and one where a layer it may skip in the program, and the user's
+    module and config are left as they were."""
     import repops
     from repops.random import dropout_key
     model = make()
-    before = [(n, m.layerdrop) for n, m in model.named_modules() if hasattr(m, "layerdrop")]
-    ids = torch.randint(0, 32, (2, 6), generator=torch.Generator().manual_seed(1))
-    artifact, state, _ = program.exported(model, (ids,), seed=7)
+    ratios = lambda: [(n, m.layerdrop) for n, m in model.named_modules() if hasattr(m, "layerdrop")] + [  # noqa: E731
+        (n, m.config.layerdrop) for n, m in model.named_modules() if hasattr(getattr(m, "config", None), "layerdrop")]
+    hooks = lambda: {n: list(m._forward_hooks.values()) for n, m in model.named_modules()}  # noqa: E731
+    model(batch)  # (transformers installs its own output-capturing hooks at the first call)
+    before, hooked = ratios(), hooks()
+    artifact, state, _ = program.exported(model, (batch,), seed=7)
     gm = program.load(artifact, state)
     ops = [n.target for n in gm.graph.nodes if n.op == "call_function"]
-    assert sum("dropout" in str(t) for t in ops) == layers, ops
-    assert sum(str(t) == "aten.where.self" for t in ops) >= layers
-    assert [(n, m.layerdrop) for n, m in model.named_modules() if hasattr(m, "layerdrop")] == before
-    assert all(not m._forward_hooks for m in model.modules())
+    assert sum("dropout" in str(t) for t in ops) == draws, ops
+    assert sum(str(t) == "aten.where.self" for t in ops) >= skips
+    assert ratios() == before and all(isinstance(p, float) for _, p in before)
+    assert hooks() == hooked
     # the program's step n = Hugging Face's own Python branch under RepOps with the same key, bit for bit
     for step in (1, 2, 3):
         with repops.deterministic():
-            prog = gm(ids)
+            prog = gm(batch)
         with repops.deterministic(), dropout_key(7, step):
-            eager = model(ids)
+            eager = model(batch)
         assert prog.view(torch.int32).item() == eager.view(torch.int32).item(), step
 
 
