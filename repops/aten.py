@@ -907,7 +907,7 @@ EXACT = {
     aten.permute.default, aten.expand.default, aten.slice.Tensor, aten.select.int, aten.unbind.int,
     aten.split.Tensor, aten.split_with_sizes.default, aten.squeeze.dim, aten.unsqueeze.default,
     aten.detach.default, aten.alias.default, aten.lift_fresh.default, aten.clone.default, aten.contiguous.default,
-    aten.copy_.default, aten._to_copy.default, aten.stack.default, aten.cat.default, aten.zeros_like.default,
+    aten.copy_.default, aten.copy.default, aten._to_copy.default, aten.stack.default, aten.cat.default, aten.zeros_like.default,
     aten.ones_like.default, aten.empty_like.default, aten.zeros.default, aten.ones.default, aten.empty.memory_format,
     aten.full.default, aten.full_like.default, aten.fill_.Scalar, aten.zero_.default, aten.new_zeros.default,
     aten.new_ones.default, aten.new_empty.default, aten.new_empty_strided.default, aten.empty_strided.default,

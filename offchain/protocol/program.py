@@ -242,6 +242,7 @@ def exported(module: torch.nn.Module, example_batch: tuple, seed: int = 0, user:
     names = _user_names(user, prefix, ep.state_dict)
     if _writes_through_a_view(ep.graph):
         ep = ep.run_decompositions({})  # functional: the write is a slice_scatter/select_scatter node
+        _differentiable_copies(ep.graph_module)
     _freeze(ep, {wrapped + n for n, p in module.named_parameters(remove_duplicate=False) if not p.requires_grad})
     fold(ep, keep=set(names.values()))
     bad = sorted(k for k, v in ep.constants.items() if not isinstance(v, torch.Tensor))
@@ -340,6 +341,31 @@ def _writes_through_a_view(graph) -> bool:
                         and any(r.alias_info is not None for r in a.target._schema.returns)):
                     return True
     return False
+
+
+def _differentiable_copies(gm: torch.fx.GraphModule) -> None:
+    """Functionalisation writes `out[:, t] = v` as slice/select_scatter(out, copy(out[:, t], v)),
+    and autograd has no derivative for aten.copy (a model writing a float slice in a loop, RWKV's
+    state, could not train). copy(dst, src) is src in dst's dtype at dst's shape, a fresh
+    tensor: clone(expand(src)) (a cast first where the dtypes differ), with the derivative
+    autograd has for each, the same values."""
+    aten, graph = torch.ops.aten, gm.graph
+    for node in [n for n in graph.nodes if n.op == "call_function" and n.target is aten.copy.default]:
+        dst, src = node.args[:2]
+        d, x = dst.meta["val"], src
+        with graph.inserting_before(node), d.fake_mode:
+            for op, args, kwargs in ((aten._to_copy.default, (), {"dtype": d.dtype}),
+                                     (aten.expand.default, (list(d.shape),), {}), (aten.clone.default, (), {})):
+                v = x.meta["val"]
+                if (op is aten._to_copy.default and v.dtype == d.dtype) or (
+                        op is aten.expand.default and tuple(v.shape) == tuple(d.shape)):
+                    continue
+                x = graph.call_function(op, (x, *args), kwargs)
+                x.meta = {**node.meta, "val": op(v, *args, **kwargs)}
+        node.replace_all_uses_with(x)
+        graph.erase_node(node)
+    graph.lint()
+    gm.recompile()
 
 
 def _freeze(ep, frozen: set) -> None:

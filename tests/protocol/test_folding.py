@@ -167,6 +167,61 @@ def test_a_program_writing_through_a_view_is_functionalised_and_trains_as_traced
     assert ctx.kernel_graph.unsettled == []
 
 
+class _SliceWriter(torch.nn.Module):
+    """A recurrence writing each step's state into a float buffer, `out[:, t] = h` (RWKV's state,
+    hand-written RNNs): functionalised into select_scatter(out, copy(out[:, t], h)), and autograd
+    has no derivative for aten.copy. The second write broadcasts its value along the slice."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell, self.head = torch.nn.Linear(4, 4), torch.nn.Linear(6, 3)
+
+    def forward(self, x, y):
+        out, h = x.new_zeros(x.shape[0], x.shape[1], 6), x[:, 0]
+        for t in range(x.shape[1]):
+            h = torch.tanh(self.cell(h) + x[:, t])
+            out[:, t, :4] = h
+            out[:, t, 4:] = h.sum(-1, keepdim=True)
+        return torch.nn.functional.cross_entropy(self.head(out.mean(1)), y)
+
+
+def test_a_program_writing_float_slices_trains_with_the_modules_bits_and_a_cheater_at_a_write_loses(tmp_path):
+    """The writes are exported as clone(expand(value)) (program._differentiable_copies): the
+    loss and every gradient are the module's own under RepOps bit for bit, every node settles,
+    and a trainer changing a written element loses. (A clone's commitment is its input's, by
+    construction: the changed element is caught where the write reads it, level 4.)"""
+    torch.manual_seed(0)
+    model = _SliceWriter()
+    data = {"x": torch.randn(8, 3, 4), "y": torch.randint(0, 3, (8,))}
+    batch = (data["x"][:4], data["y"][:4])
+    artifact, state, _ = program.exported(model, batch)
+    prog = program.load(artifact, {k: v.clone() for k, v in state.items()})
+    ops = {str(n.target) for n in prog.graph.nodes if n.op == "call_function"}
+    assert "aten.copy.default" not in ops and {"aten.select_scatter.default", "aten.expand.default"} <= ops, ops
+    runs = []
+    for m in (prog, model):
+        m.zero_grad(set_to_none=True)
+        with repops.deterministic():
+            loss = m(*batch)
+            loss.backward()
+        runs.append([loss.detach()] + [p.grad for _, p in sorted(m.named_parameters())])
+    assert len(runs[0]) == len(runs[1]) == 5
+    assert all(torch.equal(a.view(torch.int32), b.view(torch.int32)) for a, b in zip(*runs))
+    job = load(write_program_job(tmp_path / "job", model, data, ["x", "y"], steps=2, batch_size=4, fanout=2))
+    ctx = Context(job)
+    assert ctx.kernel_graph.unsettled == []
+    honest = Trainer(job, tmp_path / "honest", "honest")
+    honest.train()
+    structures = [decode_structure(s) for s in ctx.graph.structures]
+    clone = next(j for j, s in enumerate(structures) if s[0] == "aten.clone.default")
+    write = next(j for j, s in enumerate(structures) if any(r.kind == 0 and r.index == clone for r in s[2]))
+    assert structures[write][0] == "aten.slice_scatter.default"
+    bad = Trainer(job, tmp_path / "cheat", "cheater", behaviour=A.CorruptValue(step=1, node=clone, element=1))
+    bad.train()
+    for v in honest_wins_off_chain(ctx, honest, bad):
+        assert v.node == write and v.level == 4, str(v)
+
+
 @pytest.fixture(scope="module")
 def gpt2(tmp_path_factory):
     d = tmp_path_factory.mktemp("gpt2")
