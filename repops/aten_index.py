@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .aten import REGISTRY, _indices, _inplace, _result, _scalar_as_vector, arr, np_, register, summed_rows, tt
+from .aten import (REGISTRY, _indices, _inplace, _masked_fill, _result, _scalar_as_vector, arr, np_, register, summed_rows,
+                   tt)
 from .errors import UnsupportedOpError
 from .reference import ordering as O
 from .reference import prims as P
@@ -71,6 +72,9 @@ def _index_put(a, indices, values, accumulate):
     the indexed shape) summed into the merged dim's slices by embedding backward's rule (onto
     each target in increasing source position, from +0), then added to x. Without accumulate,
     x[i0, i1, ...] = values: the last write to a target wins."""
+    mask = _fill_mask(a, indices, values)
+    if mask is not None and not accumulate:
+        return _masked_fill(a, mask, values.reshape(()))
     if not accumulate:
         return _index_put_last_wins(a, indices, values)
     x0 = np_(a, "index_put")
@@ -92,8 +96,22 @@ def _unmerged(out, x0, indices, p, sizes):
     out = out.reshape(out.shape[:p] + tuple(sizes) + out.shape[p + 1:])
     used = [d for d, t in enumerate(indices) if t is not None]
     if used != list(range(used[0], used[-1] + 1)):
-        out = np.transpose(out, np.argsort(used + [d for d in range(x0.ndim) if d not in used]))
+        order = used + [d for d in range(x0.ndim) if d not in used]
+        out = np.transpose(out, [order.index(d) for d in range(x0.ndim)])  # (axes as ints: a device array's)
     return out
+
+
+def _fill_mask(a, indices, values):
+    """`x[mask] = v` with one boolean mask over dims p.. of x and one value (Hugging Face's
+    `extended_attention_mask[attention_mask == 2] = max`): no shape depends on the mask, it is
+    masked_fill by the mask broadcast over x (the same select kernel). -> that mask, or None."""
+    used = [d for d, t in enumerate(indices) if t is not None]
+    if len(used) != 1 or indices[used[0]].dtype != torch.bool or values.numel() != 1:
+        return None
+    p, m = used[0], indices[used[0]]
+    if tuple(m.shape) != tuple(a.shape[p:p + m.dim()]):
+        return None  # (torch's own shape error is raised by the integer path's refusal instead)
+    return m.reshape((1,) * p + tuple(m.shape) + (1,) * (a.dim() - p - m.dim()))
 
 
 def _index_put_last_wins(a, indices, values):

@@ -499,7 +499,7 @@ def _division(func, args, kwargs):
     dtype = torch.result_type(a, b)
     if dtype not in (torch.int64, torch.int32):
         return func(*args, **kwargs)
-    device = next(t.device for t in (a, b) if isinstance(t, torch.Tensor))
+    device = next((t.device for t in (a, b) if isinstance(t, torch.Tensor)), torch.device("cpu"))  # (two Python ints)
     if device.type == "meta":
         return func(*args, **kwargs)
     ta, tb = (t if isinstance(t, torch.Tensor) else torch.tensor(t, dtype=dtype, device=device) for t in (a, b))

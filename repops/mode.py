@@ -74,8 +74,10 @@ def _integral(func, args, kwargs) -> bool:
     flat = [*args, *kwargs.values()]
     flat += [v for a in flat if isinstance(a, (list, tuple)) for v in a]
     tensors = [a for a in flat if isinstance(a, torch.Tensor)]
-    if not tensors or any(t.is_floating_point() or t.is_complex() for t in tensors):
+    if any(t.is_floating_point() or t.is_complex() for t in tensors):
         return False
+    if not tensors and not any(isinstance(a, int) and not isinstance(a, bool) for a in flat):
+        return False  # (Python ints alone, torch.div(n, 2, rounding_mode="trunc") as a size: torch's int64)
     # the result's dtypes follow from the op, the operands' dtypes and the non-numeric arguments
     key = (func, tuple(kwargs), tuple(_kind(a) for a in flat))
     hit = _INTEGRAL.get(key)

@@ -113,6 +113,36 @@ def test_a_bool_mask_index_of_a_float_tensor_is_refused_with_what_to_write():
         x[x > 0]
 
 
+@pytest.mark.parametrize("backend", ["cpu", "reference", "cuda-emu"])
+@pytest.mark.parametrize("shape,p,mask_shape", [((4, 5), 0, (4, 5)), ((2, 3, 4), 0, (2, 3)), ((2, 3, 4), 1, (3, 4)),
+                                                ((2, 3, 4), 0, (2,)), ((2, 3, 4), 2, (4,))])
+def test_a_bool_mask_write_of_one_value_is_torchs_bit_for_bit(backend, shape, p, mask_shape):
+    """`x[mask] = v` with one value (Longformer's `mask[attention_mask == 2] = max`): no shape
+    depends on the mask (a masked_fill), so RepOps defines it, out of place and in place, with
+    torch's bits for a number, -0 and NaN, and the gradient of x is torch's."""
+    g = torch.Generator().manual_seed(p + len(shape))
+    x, m = torch.randn(shape, generator=g), torch.rand(mask_shape, generator=g) < 0.5
+    key = (slice(None),) * p + (m,)
+    for v in (torch.tensor(7.5), torch.tensor([-0.0]), torch.tensor(float("nan"))):
+        want = x.clone()
+        want[key] = v
+        xg = x.clone().requires_grad_()
+        (want_grad,) = torch.autograd.grad((torch.ops.aten.index_put(xg, [None] * p + [m], v) * x).sum(), xg)
+        with repops.deterministic(backend):
+            got, inplace = torch.ops.aten.index_put(x, [None] * p + [m], v), x.clone()
+            inplace[key] = v
+            (grad,) = torch.autograd.grad((torch.ops.aten.index_put(xg, [None] * p + [m], v) * x).sum(), xg)
+        for t in (got, inplace):
+            assert torch.equal(bits(t), bits(want)), (t, want)
+        assert torch.equal(bits(grad), bits(want_grad))
+
+
+def test_a_bool_mask_write_of_several_values_is_refused_with_what_to_write():
+    x = torch.randn(3, 4)
+    with pytest.raises(repops.UnsupportedOpError, match="torch.where"), repops.deterministic():
+        x[x > 0] = torch.arange(12.0)[:int((x > 0).sum())]
+
+
 def test_one_index_for_every_row_on_the_cuda_kernels():
     """x[:, [1]]: the gather's index is one value broadcast to every row (stride 0); the CUDA
     backend passed that one element and its kernel read past it (wrong values, emulated and on

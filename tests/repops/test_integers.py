@@ -75,3 +75,19 @@ def test_an_integer_op_without_a_definition_still_runs_as_torch():
     with P.tape() as rec, repops.deterministic("reference"):
         got = torch.prod(ids, 1)
     assert _same(got, torch.prod(ids, 1)) and rec == []
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_an_op_on_python_ints_alone_is_torchs_integer_not_a_float(backend):
+    """torch.div(n, 2, rounding_mode="trunc") on two Python ints is a 0-d int64 that serves as a
+    size (Longformer's chunking: `view(b, torch.div(n, 2 * w, rounding_mode="trunc"), ...)`);
+    RepOps made it float32 2., which view refused. True division still makes a float."""
+    calls = [lambda: torch.div(10, 4, rounding_mode="trunc"), lambda: torch.div(-7, 2, rounding_mode="floor"),
+             lambda: torch.floor_divide(-7, 2), lambda: torch.add(3, 4), lambda: torch.div(10, 4),
+             lambda: torch.mul(3, 2.5), lambda: torch.div(7.0, 2, rounding_mode="floor")]
+    want = [f() for f in calls]
+    with repops.deterministic(backend):
+        got = [f() for f in calls]
+        assert torch.zeros(20).view(2, torch.div(10, 2, rounding_mode="trunc"), 2).shape == (2, 5, 2)
+    for g, w in zip(got, want):
+        assert _same(g, w), (g, w)
