@@ -7,6 +7,8 @@ kernel whose output is self). docs/NUMERICS.md §8, "Rounding, remainders, IEEE 
 logarithms"."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from . import faults
@@ -67,6 +69,14 @@ def signbit(a):
     faults.not_nan(x, "signbit", "and torch's answer is that NaN's sign bit, which RepOps' canonical NaNs do not "
                                  "carry; replace NaNs first (torch.nan_to_num)")
     return tensor(R.signbit(x))
+
+
+@register(aten.angle.default)
+def angle(a):
+    """A real x's argument: pi (float32's nearest) where x < 0, +0 elsewhere, a NaN itself
+    (torch's angle_impl): two selects, no libm."""
+    x = np_(a, "angle")
+    return tt(P.select(P.eq(x, x), P.select(P.lt(x, A.k(0.0)), A.k(math.pi), A.k(0.0)), x))
 
 
 @register(aten.frexp.Tensor)

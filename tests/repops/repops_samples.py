@@ -47,7 +47,7 @@ SAMPLES.update({  # #38: rounding, remainders, IEEE functions, base-2/10 logs (r
                             + torch.fmod(a, b) + torch.remainder(a, b) - torch.div(a, b, rounding_mode="floor"),
                             lambda: (_x(4, 6, lo=-30, hi=30), _x(4, 6, seed=1))),
     "ieee_functions": (lambda a, b: torch.nextafter(a.detach(), b.detach()) + torch.fmax(a, b) - torch.fmin(a, b)
-                       + torch.hypot(a, b) + torch.frexp(a)[0], lambda: (_x(5, 6), _x(5, 6, seed=1))),
+                       + torch.hypot(a, b) + torch.frexp(a)[0] + torch.angle(a), lambda: (_x(5, 6), _x(5, 6, seed=1))),
     "logs_base2_10": (lambda a: torch.exp2(a) + torch.log2(a.abs() + 0.5) + torch.log10(a.abs() + 0.5)
                       + torch.log1p(a.abs()) + torch.expm1(a) + torch.logaddexp2(a, a * 0.5), lambda: (_x(5, 6),)),
 })
