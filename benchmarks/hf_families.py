@@ -142,7 +142,7 @@ FAMILIES.update({
                       lsh_attn_chunk_length=4, num_buckets=2, is_decoder=True, hash_seed=0), "lm"),
 })
 # refused under RepOps, each naming the op it lacks (tests/repops/test_hf_families.py holds the message)
-REFUSED = {"wav2vec2": "aten._ctc_loss"}
+REFUSED: dict = {}
 # its global pool, nn.AvgPool2d(320, ceil_mode=True) on an 8x8 map: a 320x320 window an output, minutes on the CPU
 # backend (run it with --only efficientnet)
 SLOW = {"efficientnet"}

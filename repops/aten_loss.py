@@ -1,9 +1,9 @@
 """The losses with classes on RepOps (docs/NUMERICS.md §8, "Transposed convolution and losses
 with classes"): nll_loss (and so cross_entropy) for 1-D, 2-D and N-D inputs ([N, C, d1, ...],
 torch's nll_loss2d), class weights, an ignore_index that is a class; the margin losses and the
-shrink gradients (repops/reference/margin.py); F.linear_cross_entropy's chunked op. Rows are
-the (n, d...) positions in row-major order, torch's order; each row's log-probability and class
-weight are picked by the gather kernel.
+shrink gradients (repops/reference/margin.py); F.linear_cross_entropy's chunked op; CTC loss
+and its backward (repops/reference/ctc.py). Rows are the (n, d...) positions in row-major order,
+torch's order; each row's log-probability and class weight are picked by the gather kernel.
 
 Unweighted 2-D input with an ignore_index outside the classes keeps the kernel sequence it
 always had (a job's decomposition names its kernels by position)."""
@@ -12,11 +12,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from . import faults, integer
 from .aten import _indices, arr, np_, register, tt
 from .errors import UnsupportedOpError
+from .reference import ctc as CTC
 from .reference import integers as I
 from .reference import linear_ce as LCE
 from .reference import margin as M
+from .reference import ordering as O
 from .reference import prims as P
 from .reference.fold import sum_dims
 from .reference.ordering import K
@@ -262,3 +265,107 @@ def _register_linear_cross_entropy():
 
 
 _register_linear_cross_entropy()
+
+
+# -- CTC loss (repops/reference/ctc.py) -------------------------------------------------------------------------
+def _ctc_ints(v, n: int, what: str, op: str):
+    """Lengths as int64 [n]: a tensor's (a to_i64 kernel for int32), or a list's values as one
+    place() copy of constants (so every operand is a kernel output or a constant)."""
+    if isinstance(v, torch.Tensor):
+        if v.dtype not in (torch.int64, torch.int32) or v.dim() > 1 or v.numel() != n:
+            raise UnsupportedOpError(f"aten.{op}: {what} must be an int64 or int32 tensor of {n} elements "
+                                     f"(got {v.dtype}{list(v.shape)}; torch refuses it too)")
+        a = arr(v).reshape(n)  # (an unbatched call's 0-dim length: a view)
+        return a if a.dtype == np.int64 else O.K["to_i64.i32"](a)
+    v = [int(x) for x in v]
+    if len(v) != n:
+        raise UnsupportedOpError(f"aten.{op}: {what} must have {n} elements (one per batch element), got {len(v)}")
+    if not n:
+        return O.K["copy.i64"](I.const(0, "i64", (0,)))
+    return P.place((n,), 0, [(b, 1, I.const(x, "i64", (1,))) for b, x in enumerate(v)], np.int64(0), O.K["copy.i64"])
+
+
+def _ctc_layout(log_probs, targets, input_lengths, target_lengths, blank, op):
+    """(lp [T, N, C] row-major, Layout). S, the extended target's half width: max(target_lengths)
+    for int lists (torch's log_alpha width 2S + 1); for length tensors a bound from the shapes
+    (targets.size(1), or the concatenated targets' count), read without the values."""
+    if log_probs.dim() != 3:
+        raise UnsupportedOpError(f"aten.{op}: log_probs must be [T, N, C], got {list(log_probs.shape)}")
+    T, n, C = log_probs.shape
+    if not 0 <= blank < C:
+        raise UnsupportedOpError(f"aten.{op}: blank must be in label range (blank={blank}, {C} classes; torch refuses "
+                                 "it too)")
+    if targets.dtype not in (torch.int64, torch.int32) or targets.dim() not in (1, 2) or \
+            (targets.dim() == 2 and targets.shape[0] != n):
+        raise UnsupportedOpError(f"aten.{op}: targets must be int64/int32, [N, S] padded or 1-D concatenated "
+                                 f"(got {targets.dtype}{list(targets.shape)})")
+    if T == 0:
+        raise UnsupportedOpError(f"aten.{op}: an input of no time steps")
+    il = _ctc_ints(input_lengths, n, "input_lengths", op)
+    tl = _ctc_ints(target_lengths, n, "target_lengths", op)
+    lists = not isinstance(input_lengths, torch.Tensor) and not isinstance(target_lengths, torch.Tensor)
+    given = targets.shape[1] if targets.dim() == 2 else targets.shape[0]
+    if lists:
+        ils, tls = [int(x) for x in input_lengths], [int(x) for x in target_lengths]
+        if any(x < 0 or x > T for x in ils):
+            raise UnsupportedOpError(f"aten.{op}: input_lengths must lie in [0, T = {T}] (got {ils}; torch refuses it)")
+        if any(x < 0 for x in tls) or (targets.dim() == 2 and any(x > given for x in tls)) or \
+                (targets.dim() == 1 and sum(tls) != given):
+            raise UnsupportedOpError(f"aten.{op}: target_lengths {tls} do not fit targets {list(targets.shape)} "
+                                     "(torch refuses it)")
+        S = max(tls, default=0)
+    else:  # values in the step's kernels: a fault claim where they do not fit (torch raises)
+        zero = I.const(0, "i64")
+        faults.holds(O.K["and.bool"](O.K["le.i64"](zero, il), O.K["le.i64"](il, I.const(T, "i64"))), op,
+                     f"input_lengths must lie in [0, T = {T}] (torch refuses it)")
+        fits = O.K["le.i64"](tl, I.const(given, "i64")) if targets.dim() == 2 else O.K["le.i64"](zero, tl)
+        faults.holds(O.K["and.bool"](O.K["le.i64"](zero, tl), fits), op,
+                     "target_lengths must be >= 0 and fit the targets (torch refuses it)")
+        if targets.dim() == 1 and n:
+            total = integer.cumsum_array(tl, 0)[-1:]
+            faults.holds(O.K["eq.i64"](total, I.const(given, "i64")), op,
+                         f"target_lengths must sum to the concatenated targets' count {given} (torch refuses it)")
+        S = given
+    t = arr(targets)
+    t = t if t.dtype == np.int64 else O.K["to_i64.i32"](t)
+    if targets.dim() == 2:
+        tgt = t[:, :S]
+    elif S and n:  # row b's targets start at the exclusive cumsum of the lengths: one gather.i64
+        starts = O.K["sub.i64"](integer.cumsum_array(tl, 0), tl)
+        index = O.K["add.i64"](starts[:, None], O.positions(S)[None, :]).reshape(1, n * S)
+        data = t.reshape(1, -1, 1)
+        tgt = (I.KERNELS["gather.i64"](data, index, I.const(0, "i64")) if P.xp_of(data) is np else
+               P.picked(data, index, np.int64(0), np.int64)).reshape(n, S)
+    else:
+        tgt = O.K["copy.i64"](I.const(0, "i64", (n, S)))
+    lay = CTC.Layout(tgt, il, tl, blank, T)
+    faults.index_in_range(lay.tp, C, op)  # a target outside the classes (torch reads out of bounds)
+    lp = np_(log_probs, op)
+    return (lp if lp.flags.c_contiguous else P.copy(lp)), lay
+
+
+@register(aten._ctc_loss.default, aten._ctc_loss.Tensor)
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    """-> (neg_log_likelihood [N], log_alpha [N, T, 2S + 1]); zero_infinity is torch's composite's
+    (F.ctc_loss) and the backward's."""
+    op = "_ctc_loss"
+    lp, lay = _ctc_layout(log_probs, targets, input_lengths, target_lengths, blank, op)
+    lpe = lay.picked(lp)
+    log_alpha = CTC.alpha(lpe, lay)
+    return tt(CTC.neg_log_likelihood(log_alpha, lay)), tt(log_alpha)
+
+
+@register(aten._ctc_loss_backward.default, aten._ctc_loss_backward.Tensor)
+def ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank,
+                      zero_infinity=False):
+    op = "_ctc_loss_backward"
+    lp, lay = _ctc_layout(log_probs, targets, input_lengths, target_lengths, blank, op)
+    la = np_(log_alpha, op)
+    if tuple(la.shape) != (lp.shape[1], lp.shape[0], lay.L):
+        raise UnsupportedOpError(f"aten.{op}: log_alpha {list(la.shape)} is not _ctc_loss's "
+                                 f"{[lp.shape[1], lp.shape[0], lay.L]}")
+    la = la if la.flags.c_contiguous else P.copy(la)
+    g = np_(grad, op)
+    g = P.xp_of(g).broadcast_to(g, (lp.shape[1],))
+    lpe = lay.picked(lp)
+    return tt(CTC.gradient(lp, lpe, la, np_(neg_log_likelihood, op), g, lay, zero_infinity))

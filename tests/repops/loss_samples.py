@@ -45,6 +45,10 @@ LOSS_SAMPLES = {
                         lambda: (_x(4, 5),)),
     "cdist_pdist": (lambda a, b: torch.cdist(a, b, p=3).sum() + torch.cdist(a, b, p=1.5).sum() + F.pdist(a).sum(),
                     lambda: (_x(4, 3), _x(5, 3, seed=1))),
+    "ctc_loss_varying_lengths_blank": (  # padded targets, int lengths; row 2 has no alignment (zero_infinity)
+        lambda x, t: F.ctc_loss(x.log_softmax(-1), t, [6, 4, 2], [3, 1, 3], blank=4, reduction="sum",
+                                zero_infinity=True),
+        lambda: (_x(6, 3, 5), torch.tensor([[1, 1, 3], [2, 0, 0], [3, 1, 2]]))),
 }
 # every operand a view, a constant, a CAT of views or a kernel output (levels 4-5 settle any element;
 # EmbeddingBag's bag of each position and the label lists' ends are integer kernels)
