@@ -13,7 +13,7 @@ from pathlib import Path
 
 from repops.errors import RepOpsError
 
-from ..chain.errors import ChainError, ChainUnavailable, TransactionReverted
+from ..chain.errors import ChainError, ChainUnavailable, DeploymentError, TransactionReverted
 from ..chain.verde import (CLOCK, COMMIT_BY, COMMITMENT_NAMES, JOIN_BY, OP_PHASE_NAMES, PHASE_DONE, PHASE_NAMES,
                            PHASE_OPERATOR, REVEAL_BY, SETTLED_AT, STAKE, NotSettleableOnChain, Verde,
                            check_settleable, commitments)
@@ -40,9 +40,9 @@ class JobMismatch(ChainError):
     """The job on chain is not the job file this agent was given: staking on it could only lose."""
 
 
-# decisions not to stake, raised by the checks before joining (the job file, the terms, the
-# funds, a device that cannot compute the job): they end an agent that has not joined
-REFUSALS = (JobMismatch, TermsRefused, CannotAffordStake, JobError, RepOpsError)
+# decisions not to stake, raised by the checks before joining (the contracts, the job file, the
+# terms, the funds, a device that cannot compute the job): they end an agent that has not joined
+REFUSALS = (DeploymentError, JobMismatch, TermsRefused, CannotAffordStake, JobError, RepOpsError)
 RETRY_MAX_S = 5.0  # the longest wait between retries of a failing tick
 
 
@@ -133,6 +133,7 @@ class TrainerAgent:
                                 "payment with `verde settle %d` after the reveal deadline)", self.name, self.jid,
                                 self.jid)
                     return True
+                self.v.verify()  # Verde's contracts, not the client's (attach and deploy checked them)
                 self._check_terms(terms, now, restricted=j[7])
                 self._check_funds(terms[STAKE])
                 self._send("join (stake)", reg.join(self.jid), value=terms[STAKE])

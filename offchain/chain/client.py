@@ -155,13 +155,17 @@ class Chain:
         return receipt
 
     def deploy(self, name: str, *args, sender: LocalAccount | None = None, value: int = 0):
+        return self.create(name, *args, sender=sender, value=value)[0]
+
+    def create(self, name: str, *args, sender: LocalAccount | None = None, value: int = 0):
+        """Deploy `name` -> (the contract, its creation receipt)."""
         art = self.artifacts[name]
         sender = sender or self.accounts[0]
         factory = self.w3.eth.contract(abi=art.abi, bytecode=art.bytecode)
         # Encoded locally: building the transaction must not touch the node.
         tx = {"data": factory.constructor(*args).data_in_transaction, "value": value}
         receipt = self._send(f"deploy {name}", tx, sender)
-        return self.w3.eth.contract(address=receipt["contractAddress"], abi=art.abi)
+        return self.w3.eth.contract(address=receipt["contractAddress"], abi=art.abi), receipt
 
     def transact(self, fn, sender: LocalAccount | None = None, value: int = 0):
         """Send a contract function call (web3 ContractFunction) as a signed transaction."""

@@ -26,7 +26,10 @@ SETTINGS = {
     "viaIR": True,
     # Cancun is the newest fork both py-evm (embedded chain) and Anvil execute identically.
     "evmVersion": "cancun",
-    "outputSelection": {"*": {"*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object"]}},
+    # immutableReferences and the AST (reduced to the immutables' names and types, then
+    # dropped: _immutables) let chain/integrity.py compare deployed code with ours.
+    "outputSelection": {"*": {"": ["ast"], "*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object",
+                                                  "evm.deployedBytecode.immutableReferences"]}},
 }
 
 
@@ -37,6 +40,9 @@ class Artifact:
     abi: list
     bytecode: bytes
     deployed_bytecode: bytes
+    # Each immutable of the runtime code: (name, Solidity type, ((offset, length), ...)): the
+    # places in deployed_bytecode (zeros there) where the constructor writes its value.
+    immutables: tuple = ()
 
 
 class Artifacts(dict):
@@ -97,6 +103,25 @@ def _run_solc(sources: dict[str, str], base: Path) -> dict:
     return out
 
 
+def _immutables(out: dict) -> dict:
+    """{AST id: (name, type)} of every immutable state variable, read off the sources' ASTs,
+    which are then dropped from `out` (the cache keeps only what is used)."""
+    found = {}
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("nodeType") == "VariableDeclaration" and node.get("mutability") == "immutable":
+                found[str(node["id"])] = (node["name"], node["typeDescriptions"]["typeString"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    for src in out.get("sources", {}).values():
+        walk(src.pop("ast", None))
+    return found
+
+
 def compile_contracts(root: Path = CONTRACTS, use_cache: bool = True) -> Artifacts:
     sources = source_files(root)
     if not sources:
@@ -116,6 +141,7 @@ def compile_contracts(root: Path = CONTRACTS, use_cache: bool = True) -> Artifac
                 out = json.loads(cached.read_text())
             else:
                 out = _run_solc(sources, root)
+                out["immutables"] = _immutables(out)
                 tmp = cached.with_suffix(f".tmp{os.getpid()}")
                 tmp.write_text(json.dumps(out))
                 tmp.replace(cached)  # atomic: a reader never sees half a file
@@ -125,6 +151,9 @@ def compile_contracts(root: Path = CONTRACTS, use_cache: bool = True) -> Artifac
             code = c["evm"]["bytecode"]["object"]
             if not code:  # interfaces and abstract contracts
                 continue
+            refs = c["evm"]["deployedBytecode"].get("immutableReferences", {})
+            imm = tuple((*out["immutables"][ast_id], tuple((r["start"], r["length"]) for r in places))
+                        for ast_id, places in sorted(refs.items(), key=lambda kv: int(kv[0])))
             arts[name] = Artifact(name, src, c["abi"], bytes.fromhex(code),
-                                  bytes.fromhex(c["evm"]["deployedBytecode"]["object"]))
+                                  bytes.fromhex(c["evm"]["deployedBytecode"]["object"]), imm)
     return arts

@@ -25,6 +25,11 @@ class KeyLoadError(ChainError):
     """A private key or keystore could not be loaded."""
 
 
+class DeploymentError(ChainError):
+    """A deployment file does not match the chain it is used with, or its contracts are not
+    Verde's (chain/integrity.py)."""
+
+
 class TransactionReverted(ChainError):
     """A call or transaction reverted; `error` is the decoded custom error name (or None)."""
 

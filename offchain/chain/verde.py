@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from web3.logs import DISCARD
 
 from ..protocol.claims import seal
 from .client import Chain
-from .errors import ChainError, TransactionReverted
-
-
-class DeploymentError(ChainError):
-    """A deployment file does not match the chain it is used with."""
+from .errors import ChainError, DeploymentError, TransactionReverted
 
 
 class NotSettleableOnChain(ChainError):
@@ -89,35 +85,52 @@ class Verde:
     game: object
     operators: object
     from_block: int = 0  # the deployment's first block: event scans start there, not at genesis
+    created: dict = field(default_factory=dict)  # role -> the hash of the transaction that created it
+    verified: bool = field(default=False, repr=False, compare=False)  # check_deployment passed (attach, deploy)
 
     @classmethod
     def attach(cls, chain: Chain, deployment: dict) -> "Verde":
-        """The contracts of an earlier `deploy` (its `addresses()`), checked to be there."""
+        """The contracts of an earlier `deploy` (its `addresses()`), checked to be Verde's
+        before anything is staked in them (chain/integrity.py: the code, the immutables, the
+        wiring and the creating transactions): a deployment file may come from a client that
+        deployed a registry whose disputes it decides itself."""
+        from .integrity import check_deployment
         if deployment.get("chain_id") != chain.chain_id:
             raise DeploymentError(f"the deployment is for chain id {deployment.get('chain_id')}, this node is "
                                   f"chain id {chain.chain_id}", "pass the deployment file written for this chain")
-        out = {}
-        for name, contract in (("registry", "JobRegistry"), ("game", "DisputeGame"), ("operators", "OperatorGame")):
-            address = deployment.get(name)
-            if not address or not chain.w3.eth.get_code(address):
-                raise DeploymentError(f"no {contract} at {address!r} on this chain",
-                                      "run `verde deploy` against this node (a restarted Anvil forgets its state)")
-            out[name] = chain.w3.eth.contract(address=address, abi=chain.artifacts[contract].abi)
-        return cls(chain, **out, from_block=int(deployment.get("from_block", 0)))
+        check_deployment(chain, deployment)
+        out = {name: chain.w3.eth.contract(address=chain.w3.to_checksum_address(deployment[name]),
+                                           abi=chain.artifacts[contract].abi)
+               for name, contract in (("registry", "JobRegistry"), ("game", "DisputeGame"),
+                                      ("operators", "OperatorGame"))}
+        return cls(chain, **out, from_block=int(deployment.get("from_block", 0)),
+                   created=dict(deployment.get("created") or {}), verified=True)
+
+    def verify(self) -> None:
+        """Raise DeploymentError unless these are Verde's contracts, wired to each other
+        (chain/integrity.py); once: attach and deploy have. An agent calls it before it
+        stakes, whoever built this Verde."""
+        if not self.verified:
+            from .integrity import check_deployment
+            check_deployment(self.chain, self.addresses())
+            self.verified = True
 
     def addresses(self) -> dict:
         return {"chain_id": self.chain.chain_id, "registry": self.registry.address, "game": self.game.address,
-                "operators": self.operators.address, "from_block": self.from_block}
+                "operators": self.operators.address, "from_block": self.from_block, "created": self.created}
 
     @classmethod
     def deploy(cls, chain: Chain, floors: Floors = Floors(), delivery: Delivery = Delivery()) -> "Verde":
         first = chain.w3.eth.block_number + 1
-        game = chain.deploy("DisputeGame")
-        operators = chain.deploy("OperatorGame", game.address, chain.deploy("Executor").address)
-        registry = chain.deploy("JobRegistry", game.address, floors.clock_s, floors.commit_window_s,
-                                floors.reveal_window_s, delivery.window_s, delivery.answer_s, delivery.bond_wei)
+        game, made_game = chain.create("DisputeGame")
+        operators, made_operators = chain.create("OperatorGame", game.address, chain.deploy("Executor").address)
+        registry, made_registry = chain.create(
+            "JobRegistry", game.address, floors.clock_s, floors.commit_window_s, floors.reveal_window_s,
+            delivery.window_s, delivery.answer_s, delivery.bond_wei)
         chain.transact(game.functions.setUp(registry.address, operators.address))
-        return cls(chain, registry, game, operators, first)
+        created = {role: "0x" + bytes(r["transactionHash"]).hex() for role, r in
+                   (("registry", made_registry), ("game", made_game), ("operators", made_operators))}
+        return cls(chain, registry, game, operators, first, created, verified=True)
 
     # -- the client ---------------------------------------------------------------------------
     def floors(self) -> Floors:

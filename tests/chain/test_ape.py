@@ -51,7 +51,7 @@ def test_ape_verde_deploy_on_embedded_chain(tmp_path):
     assert rc == 0, out[-3000:]
     assert "vanishes when this command exits" in out, out[-2000:]  # issue #22: said, not silent
     d = json.loads(dep.read_text())
-    assert set(d) == {"chain_id", "registry", "game", "operators", "from_block"} and len({d["registry"], d["game"]}) == 2
+    assert set(d) == {"chain_id", "registry", "game", "operators", "from_block", "created"} and len({d["registry"], d["game"]}) == 2
 
 
 @pytest.mark.anvil
