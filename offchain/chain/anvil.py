@@ -35,9 +35,11 @@ def port_in_use(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _die_with_parent():
-    # SAFETY: runs in the child between fork and exec. PR_SET_PDEATHSIG (1) makes the
-    # kernel send SIGTERM to anvil when its parent dies, even by SIGKILL.
+def die_with_parent():
+    """preexec_fn for subprocess.Popen (issue #22): the kernel stops the child when its parent
+    dies, even by SIGKILL, so no node, agent or trainer process outlives the command that
+    started it. SAFETY: runs in the child between fork and exec; PR_SET_PDEATHSIG (1) makes the
+    kernel send it SIGTERM then."""
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
 
 
@@ -79,7 +81,7 @@ class AnvilProcess:
             self.proc = subprocess.Popen(
                 self.argv(),
                 stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent, start_new_session=True)
+                preexec_fn=die_with_parent, start_new_session=True)
             atexit.register(self.stop)
             try:
                 self._wait_ready()

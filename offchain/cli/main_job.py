@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..agent.watcher import Watcher, gas_by_level
-from ..chain.anvil import _die_with_parent
+from ..chain.anvil import die_with_parent
 
 PAY, STAKE = 3 * 10**18, 10**18
 JOIN_S, TRAIN_S, REVEAL_S = 3600, 7200, 3600  # windows; the client fast-forwards through them
@@ -53,7 +53,7 @@ class AgentProc:
                  "--deployment", str(deployment), "--workdir", str(self.workdir), "--behaviour", self.behaviour,
                  "--name", self.name, "--poll-s", "0.3"],
                 env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent)  # even a SIGKILLed main job leaves no agent behind
+                preexec_fn=die_with_parent)  # even a SIGKILLed main job leaves no agent behind
 
     def tail(self, n: int = 2500) -> str:
         return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""

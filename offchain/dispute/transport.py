@@ -59,11 +59,18 @@ class PipeEndpoint:
     """A trainer in another process; each method call is one request line, one answer line."""
 
     def __init__(self, argv: list[str]):
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        from ..chain.anvil import die_with_parent  # (here: the serving side never loads the chain package)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+                                     preexec_fn=die_with_parent)
         self._lock = threading.Lock()
-        ready = self.proc.stdout.readline()
-        if not ready.startswith("ready"):
-            raise TransportError(f"the trainer process did not start: {ready!r} (exit {self.proc.poll()})")
+        try:  # (the trainer trains before it is ready: a Ctrl-C or SIGTERM here must not orphan it)
+            ready = self.proc.stdout.readline()
+            if not ready.startswith("ready"):
+                raise TransportError(f"the trainer process did not start: {ready!r} (exit {self.proc.poll()})")
+        except BaseException:
+            self.proc.kill()
+            self.proc.wait()
+            raise
         self.final = bytes.fromhex(ready.split()[1])
 
     def __getattr__(self, method):

@@ -1,5 +1,6 @@
 """The off-chain referee against every adversary: the honest trainer wins as first and as
 second party, and the cheater is caught at the level where it cheated."""
+import threading
 import time
 
 import pytest
@@ -102,6 +103,40 @@ def test_fuzz_random_corruptions_the_honest_trainer_always_wins(job, ctx, honest
     for seats in ((honest, bad), (bad, honest)):
         v = dispute(ctx, *(party(t, t.final_claim() if t is honest else fb) for t in seats))
         assert v.winner == "honest" and v.losers == ["cheater"], str(v)
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_a_trainer_process_interrupted_while_it_starts_is_stopped(tmp_path, signum):
+    """The CI failure of 2026-11-27 (issue #22's test, `verde demo` stopped by SIGINT during its
+    off-chain dispute): the cheater process trains before it says `ready`, and a Ctrl-C (or
+    SIGTERM, which the CLI turns into one) while PipeEndpoint waited for that line left it
+    running, unowned: nothing had the endpoint to close. The start now stops it."""
+    import os
+    import signal
+    import sys
+    from offchain.dispute.transport import PipeEndpoint
+    pid_file = tmp_path / "pid"
+    argv = [sys.executable, "-c", f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+                                  "time.sleep(120)"]
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+    old = signal.signal(getattr(signal, signum), interrupt)
+    timer = threading.Timer(3.0, lambda: os.kill(os.getpid(), getattr(signal, signum)))  # (the child wrote its pid)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            PipeEndpoint(argv)
+    finally:
+        timer.cancel()
+        signal.signal(getattr(signal, signum), old)
+    pid = int(pid_file.read_text())
+    try:
+        os.kill(pid, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive, f"the trainer process {pid} was left running"
 
 
 @pytest.mark.parametrize("cheater_spec", ["corrupt-value:step=2,node=9", "tampered-input:step=2"])
