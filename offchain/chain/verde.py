@@ -620,10 +620,11 @@ def check_settleable(ctx) -> None:
             f"(labels, masks) as tensors of the data file instead of computing them in forward, split a fold "
             f"over more than 65,535 elements (a smaller batch), or settle this job off chain")
     for j in range(len(ctx.kernel_graph.structures)):
-        if node_bytes(ctx, j) > MAX_NODE_BYTES:
+        size = node_bytes(ctx, j)
+        if size > MAX_NODE_BYTES:
             from ..protocol.trace import decode_structure
             raise NotSettleableOnChain(
-                f"node {j} ({decode_structure(ctx.graph.structures[j])[0]}) of the job's step has {node_bytes(ctx, j)} "
+                f"node {j} ({decode_structure(ctx.graph.structures[j])[0]}) of the job's step has {size} "
                 f"bytes of input and output commitments; the chain takes a node of at most {MAX_NODE_BYTES} (a "
                 "dispute move passes two of them)", "split the op over fewer tensors (fewer inputs or outputs per "
                 "call), or settle this job off chain")
