@@ -7,7 +7,10 @@ int64 primitives); as state tensors they are agreed from S_0 instead. Views of c
 in the graph (a view is free to describe, and folding an `expand` would store its copies).
 Constants are the program's lifted tensors and the buffers nothing writes; a `no_grad` or
 `autocast(enabled=False)` block over constants (Llama's rotary table) is folded like an op.
-docs/PROTOCOL.md §5."""
+So is Python's arithmetic on sizes and numbers read from constants (Funnel's relative
+positions: torch.arange(t0, t1, -s) of 0-d tensors, whose sizes torch.export writes as
+`item`, `sym_size`, `<=`, `-` nodes): its value is written into the nodes that read it, and
+torch.export's runtime asserts on it are checked once, here. docs/PROTOCOL.md §5."""
 from __future__ import annotations
 
 import operator
@@ -29,6 +32,13 @@ def _autocast_block(device_type, dtype, enabled, cache_enabled, body, *args):
 
 # torch.export's wrappers of a Python `with` block, as the eager calls they stand for
 _BLOCKS = {"wrap_with_set_grad_enabled": _grad_mode_block, "wrap_with_autocast": _autocast_block}
+
+
+def _sym_ops() -> frozenset:
+    """Python's arithmetic on sizes and numbers as torch.export writes it (operator.sub, le, ...,
+    torch.sym_max): its serializer's own list."""
+    from torch._export.serde.serialize import _SYM_OPS
+    return frozenset(_SYM_OPS)
 
 
 def _op(node):
@@ -59,7 +69,8 @@ def _pure(node) -> bool:
         isinstance(t, torch._ops.OpOverload) and t.namespace in ("aten", "repops")
         and torch.Tag.nondeterministic_seeded not in t.tags and (not _mutable(node) or _private_write(node)))
         or isinstance(t, torch._ops.HigherOrderOperator) and t.__name__ in _BLOCKS
-        and (t.__name__ != "wrap_with_autocast" or node.args[2] is False))
+        and (t.__name__ != "wrap_with_autocast" or node.args[2] is False)
+        or t in _sym_ops())
 
 
 def _schema_returns(node):
@@ -92,12 +103,73 @@ def fold(ep: torch.export.ExportedProgram, keep: set = frozenset()) -> dict[str,
         value = env[node]
         if isinstance(value, torch.Tensor):  # (a tuple read by anything but getitem stays computed)
             node.replace_all_uses_with(lifted.use(node, value.detach(), constant))
+        elif type(value) in (int, float, bool):  # a size or number from constants: written where it is read
+            for user in list(node.users):
+                user.args, user.kwargs = torch.fx.node.map_arg((user.args, user.kwargs),
+                                                               lambda a, node=node: value if a is node else a)
     for node in reversed(list(graph.nodes)):  # what the lifted values replaced, and views left unused
         if node in constant and node.op in ("call_function", "get_attr") and (_returns_nothing(node) or not node.users):
             graph.erase_node(node)
     _drop_unused_inputs(ep, keep)
+    _static_shapes(ep)
     ep.graph_module.recompile()
     return lifted.new
+
+
+def _static_shapes(ep) -> None:
+    """A shape torch.export wrote with a number read from a tensor (an unbacked symbol: Funnel's
+    arange(t0, t1, -s)) is a plain size once that number is folded. Where no node of the folded
+    graph reads a number from a tensor any more, every node's example value is computed again
+    from its operands' (a fresh fake mode, static shapes), each remaining size or number (a
+    `sym_size`, Python's `-` or `<=` on it) is written where it is read, torch.export's
+    assertions on them are checked here, and the symbols leave the range constraints. Where one
+    still does (a number read from the batch), the program stays as torch.export wrote it."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    graph = ep.graph_module.graph
+    if not any(free_unbacked_symbols(n.meta.get("val")) for n in graph.nodes):
+        return
+    mode, env = FakeTensorMode(), {}
+    remake = lambda v: mode.from_tensor(v, static_shapes=True) if isinstance(v, torch.Tensor) else v  # noqa: E731
+    try:
+        with mode:
+            for node in graph.nodes:
+                if node.op in ("placeholder", "get_attr"):
+                    env[node] = torch.utils._pytree.tree_map(remake, node.meta.get("val"))
+                elif node.op == "call_function":
+                    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda a: env[a])
+                    if node.target is torch.ops.aten._assert_scalar.default:
+                        if not isinstance(args[0], bool):
+                            return
+                        if not args[0]:
+                            from .job import JobError
+                            raise JobError(f"the model's shapes fail torch.export's check: {args[1]}")
+                        env[node] = None
+                    else:
+                        env[node] = _op(node)(*args, **kwargs)
+    except (torch._subclasses.fake_tensor.DataDependentOutputException,
+            torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode):
+        return  # (a number still read from a tensor)
+    if any(free_unbacked_symbols(v) for v in env.values()):
+        return
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        value = env[node]
+        if node.target is torch.ops.aten._assert_scalar.default:
+            graph.erase_node(node)
+        elif type(value) in (int, float, bool):
+            for user in list(node.users):
+                user.args, user.kwargs = torch.fx.node.map_arg((user.args, user.kwargs),
+                                                               lambda a, node=node: value if a is node else a)
+        else:
+            node.meta["val"] = value
+            node.meta.pop("unbacked_bindings", None)
+    for node in reversed(list(graph.nodes)):
+        if node.op == "call_function" and type(env[node]) in (int, float, bool) and not node.users:
+            graph.erase_node(node)
+    for sym in [s for s in ep.range_constraints if free_unbacked_symbols(s)]:
+        del ep._range_constraints[sym]
 
 
 def _constants(ep) -> tuple[dict, set]:
@@ -122,6 +194,12 @@ def _constants(ep) -> tuple[dict, set]:
             for a in _writes(node) if _mutable(node) else ():
                 env[a] = env[a].clone()  # (never write a state tensor or a lifted constant)
             args, kwargs = torch.fx.node.map_aggregate((node.args, node.kwargs), load)
+            if node.target is torch.ops.aten._assert_scalar.default:  # torch.export's check of a folded number
+                if not args[0]:
+                    from .job import JobError
+                    raise JobError(f"the model's constants fail torch.export's check: {args[1]}")
+                env[node] = None
+                continue
             env[node] = _op(node)(*args, **kwargs)
     return env, constant
 

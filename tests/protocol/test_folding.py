@@ -295,3 +295,43 @@ def test_a_constant_tensor_the_step_writes_in_place_stays_computed_in_the_graph(
     with repops.deterministic():
         mine, theirs = exported.loss(x, y), module(x, y)
     assert torch.equal(mine.view(torch.int32), theirs.view(torch.int32))
+
+
+def test_a_size_read_from_constants_is_folded_into_the_program():
+    """Funnel's relative positions: torch.arange(t0, t1, -s) of 0-d tensors computed from
+    constants. torch.export writes their sizes as `item`, `sym_size`, `<=` and `-` nodes (Python
+    arithmetic a program may not call); folding computes them once, checks torch.export's
+    assertion on them, writes the numbers where they are read and gives the nodes downstream
+    their plain shapes. The program then holds aten operators only and steps with the module's
+    bits."""
+    import operator
+
+    class Relative(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = torch.nn.Parameter(torch.randn(16, 4))
+
+        def forward(self, x):
+            pos = torch.arange(0, x.shape[1])
+            start, stop = pos[-1] - pos[0] + 1, pos[0] - pos[-1] - 1  # 0-d tensors from constants
+            rel = torch.arange(start, stop, -1)  # its length is a number read from them
+            r = self.table[rel + 8]  # (len(rel), 4)
+            s = (x @ r.T)[:, :, : r.shape[0] - 1]  # a size computed from it
+            return s.square().mean()
+    torch.manual_seed(0)
+    module, x = Relative(), torch.randn(2, 5, 4)
+    prog, state = program.export(module, (x,))
+    exported = program.load(prog, {k: v.clone() for k, v in state.items()})
+    targets = {n.target for n in exported.graph.nodes if n.op == "call_function"}
+    assert not targets & {operator.le, operator.sub, operator.add, torch.ops.aten.item.default,
+                          torch.ops.aten._assert_scalar.default}, targets
+    runs = []
+    for m in (exported, module):
+        m.zero_grad(set_to_none=True)
+        with repops.deterministic():
+            out = m(x)
+            out.backward()
+        runs.append((out.detach(), dict(m.named_parameters())["table"].grad))
+    (lp, gp), (lm, gm) = runs
+    assert torch.equal(lp.view(torch.int32), lm.view(torch.int32))
+    assert torch.equal(gp.view(torch.int32), gm.view(torch.int32))
