@@ -58,7 +58,10 @@ FAMILIES = {
                                                       state_size=4)),
     "electra": ("ElectraForSequenceClassification", "ElectraConfig", dict(_ENC, embedding_size=16)),
     "albert": ("AlbertForSequenceClassification", "AlbertConfig", dict(_ENC, embedding_size=16)),
-    "deberta-v2": ("DebertaV2ForSequenceClassification", "DebertaV2Config", dict(_ENC)),
+    # (problem_type set: its default head keeps the labels >= 0 by nonzero, a shape that depends on the batch,
+    # which one committed graph cannot have; single-label classification is its plain cross-entropy)
+    "deberta-v2": ("DebertaV2ForSequenceClassification", "DebertaV2Config",
+                   dict(_ENC, problem_type="single_label_classification")),
     "mobilebert": ("MobileBertForSequenceClassification", "MobileBertConfig",
                    dict(_ENC, embedding_size=16, intra_bottleneck_size=16)),
 }

@@ -119,6 +119,30 @@ def _layerdrop_as_data(module: torch.nn.Module):
             object.__setattr__(owner, "layerdrop", p)
 
 
+@contextlib.contextmanager
+def _masks_as_eager():
+    """Hugging Face's mask builders (transformers.masking_utils) as they run eagerly. When there is
+    no padding mask they skip the attention mask (SDPA's is_causal, or no mask at all), but
+    only if `is_tracing(padding_mask)` is False, and under torch.export it is True even for
+    None, so the exported program built a mask the module never had: BEiT added a boolean mask
+    of True to its relative position bias (+1 on every score: equal after softmax to rounding,
+    not to the bit), Nystromformer a [B, 1, S, S] mask that its landmark scores [B, H, L, S]
+    cannot take. With no tensor to read, the eager decision reads no value: it is the one a
+    job's fixed shapes should keep. A padding mask that is a tensor stays traced (the mask is
+    built, as for any batch)."""
+    import sys
+    masking = sys.modules.get("transformers.masking_utils")
+    if masking is None or not hasattr(masking, "is_tracing"):
+        yield
+        return
+    traced = masking.is_tracing
+    masking.is_tracing = lambda tensor=None: False if tensor is None else traced(tensor)
+    try:
+        yield
+    finally:
+        masking.is_tracing = traced
+
+
 # custom autograd Functions whose backward is their forward's derivative, written out by hand:
 # the program's backward (autograd's, of the same forward) equals theirs to rounding, not to the bit
 DERIVATIVE_BACKWARDS = frozenset({
@@ -208,7 +232,7 @@ def exported(module: torch.nn.Module, example_batch: tuple, seed: int = 0, user:
 
     def capture(m):
         # attention, pooling, RNNs, dropout as on every device, in the program itself; layerdrop as data
-        with RepOpsFunctions(), _layerdrop_as_data(module):
+        with RepOpsFunctions(), _layerdrop_as_data(module), _masks_as_eager():
             return torch.export.export(m, tuple(example_batch), strict=False)
     wrapped = ""  # the program's names of the module's own: under _Dropout, "model." first
     try:
@@ -230,6 +254,13 @@ def exported(module: torch.nn.Module, example_batch: tuple, seed: int = 0, user:
                 "grouped path, model.set_experts_implementation(\"grouped_mm\") (or the config's "
                 "experts_implementation=\"grouped_mm\", Hugging Face's default; \"batched_mm\" also works): every "
                 "expert is computed for every routed row and each keeps its own (docs/NUMERICS.md §8, MoE)")
+        elif "data-dependent" in said and "label" in (line or "").lower():  # a head's check or selection of labels
+            said = said.splitlines()[0] + (
+                "\n  Fix: the model's loss reads the labels' values in Python (a check such as labels.max() < vocab, or "
+                "keeping the labels >= 0 by nonzero/masked_select: a shape that depends on the batch). A job commits one "
+                "graph for every step: compute the loss in your module's forward from the model's logits with a "
+                "fixed-shape loss (cross_entropy with ignore_index, ctc_loss with padded targets and target lengths), or "
+                "choose a head without it (e.g. config.problem_type=\"single_label_classification\")")
         elif "data-dependent" in said:  # torch's message goes on with the whole graph: its first line says it
             said = said.splitlines()[0] + (
                 "\n  Fix: the model branches in Python on a tensor's value (e.g. `if torch.rand([]) < p: skip`). A job "
