@@ -55,14 +55,15 @@ class Run:
     """One job: a client, k agents (behaviours), joins in the given order."""
 
     def __init__(self, world, tmp: Path, behaviours, rng: random.Random, terms: dict | None = None,
-                 delivery: Delivery = Delivery(), challenge: bool = False, world_sizes=None):
+                 delivery: Delivery = Delivery(), challenge: bool = False, world_sizes=None, pay: int = PAY,
+                 stake: int = STAKE):
         """challenge: once the job settles, the client challenges every accepted trainer once.
         world_sizes: per agent, the processes it trains on (N > 1: it trains, nothing copied)."""
         self.job, self.ctx, self.chain, _ = world
         self.v, self.rng = Verde.deploy(self.chain, delivery=delivery), rng
         self.challenge, self.challenged = challenge, False
         self.client, accts = self.chain.accounts[1], self.chain.accounts[2:2 + len(behaviours)]
-        self.jid = self.v.post(self.job, self.ctx, PAY, STAKE, max_trainers=len(behaviours), client=self.client,
+        self.jid = self.v.post(self.job, self.ctx, pay, stake, max_trainers=len(behaviours), client=self.client,
                                **(terms or {}))
         self.agents = []
         for i, (acct, beh, n) in enumerate(zip(accts, behaviours, world_sizes or [1] * len(behaviours))):
@@ -562,3 +563,95 @@ def test_an_agent_refuses_terms_that_would_hold_its_stake_for_years(world, tmp_p
     with pytest.raises(TermsRefused, match="its stake could be held"):
         agent.tick()
     assert not chain.call(v.registry.functions.seats(jid, me.address))[0]
+
+
+# -- the gas an honest trainer spends ------------------------------------------------------------
+@pytest.mark.parametrize("pay,stake,why", [(PAY, 10**9, "less than the gas a cheater's match costs this agent"),
+                                           (1, STAKE, "its payment is 1e-18 ETH, less than its 3 seats' own moves")])
+def test_an_agent_refuses_a_stake_or_payment_that_does_not_pay_its_gas(world, tmp_path, pay, stake, why):
+    """A cheater's forfeited stake is what pays the honest trainer for the match it forces (a few
+    million gas: level 1's rounds, levels 2-5, resolveStep), and a seat's share of the payment
+    for its own moves; a client posting a 1-gwei stake (its own cheater joins) or a 1-wei payment
+    makes an honest trainer pay to train (shown below with 1 wei, with the check off). Refused before
+    staking, at the policy's margin over today's gas price."""
+    job, ctx, chain, _ = world
+    v = Verde.deploy(chain)
+    jid = v.post(job, ctx, pay, stake, client=chain.accounts[1])
+    me = chain.accounts[2]
+    before = chain.w3.eth.get_balance(me.address)
+    agent = TrainerAgent(v, me, job, jid, tmp_path / "a", name="careful", policy=LOCAL_POLICY)
+    with pytest.raises(TermsRefused, match=why):
+        agent.tick()
+    assert not chain.call(v.registry.functions.seats(jid, me.address))[0]
+    assert chain.w3.eth.get_balance(me.address) == before
+
+
+def test_without_the_check_a_cheater_with_a_tiny_stake_costs_the_honest_trainer_gas(world, tmp_path):
+    """Why the check: a stake and payment of 1 wei, the check off. The cheater loses at level 5 and
+    the honest agent is paid the payment and both stakes, and still ends with less ETH than it
+    started with: its moves cost more gas than the cheater's stake pays. With the stake its policy
+    asks for, the same cheater pays for the honest agent's every move (the last test of this
+    module's runs: the honest agent's balance grows)."""
+    import dataclasses
+    tiny = 1  # (a local chain's base fee falls to a few wei: a gwei stake may pay for the gas there)
+    run = Run(world, tmp_path, [H(), A.CorruptValue(step=3, node=9)], random.Random(5), pay=tiny, stake=tiny)
+    honest = run.agents[0]
+    for a in run.agents:
+        a.policy = dataclasses.replace(LOCAL_POLICY, gas_price_margin=0)  # the old policy: gas not counted
+    before = run.chain.w3.eth.get_balance(honest.me.address)
+    run.play()
+    got = {e["args"]["to"]: e["args"]["amount"]
+           for e in run.v.registry.events.Withdrawn().get_logs(from_block=run.v.from_block)}
+    assert got[honest.me.address] == tiny + 2 * tiny  # it won: the payment and both stakes
+    assert run.chain.w3.eth.get_balance(honest.me.address) < before  # and paid more in gas
+
+
+def test_an_honest_agent_s_gas_in_a_dispute_is_within_its_policy_s_budget(world, tmp_path):
+    """The policy's budget (policy.honest_gas) against what an honest agent spends: a cheater
+    that forces a dispute down to level 5, and one that lies at level 3; the honest agent's gas
+    over the whole job (join to withdraw) stays under it, and with the stake the policy asks for
+    its balance grows."""
+    from offchain.agent.policy import honest_gas
+    for seed, cheater in enumerate([A.CorruptValue(step=3, node=9), A.KernelCheat()]):
+        run = Run(world, tmp_path / str(seed), [H(), cheater], random.Random(seed))
+        honest = run.agents[0].me.address
+        before, first = run.chain.w3.eth.get_balance(honest), run.chain.w3.eth.block_number + 1
+        run.play()
+        run.check()
+        gas = 0
+        for n in range(first, run.chain.w3.eth.block_number + 1):
+            for tx in run.chain.w3.eth.get_block(n, full_transactions=True).transactions:
+                if tx["from"] == honest:
+                    gas += run.chain.w3.eth.get_transaction_receipt(tx["hash"])["gasUsed"]
+        budget = honest_gas(run.v.status(run.jid)[4])
+        assert 0 < gas < budget / 1.5, (type(cheater).__name__, gas, budget)
+        assert run.chain.w3.eth.get_balance(honest) > before
+
+
+def test_an_agent_refuses_a_key_that_holds_the_stake_but_not_its_moves_gas(world, tmp_path):
+    """A key that holds the stake and a join's gas, not the gas of the moves after it (commit,
+    reveal, a match against each other seat): a cheater's dispute would outlast its funds, and the
+    stake would be lost to a dispute clock it cannot pay to meet. Refused before joining, nothing
+    sent. (A policy budgeting gas at many times this chain's price stands in for a real network's.)"""
+    import dataclasses
+
+    from eth_account import Account
+
+    from offchain.agent.trainer_agent import CannotAffordStake
+    from offchain.agent.policy import honest_gas
+    job, ctx, chain, _ = world
+    v = Verde.deploy(chain)
+    stake = 4 * 10**18
+    jid = v.post(job, ctx, PAY, stake, client=chain.accounts[1])
+    poor = Account.create()
+    chain._send("fund", {"to": poor.address, "value": stake + 2 * 10**18}, chain.accounts[0])  # (a local chain's
+    # fee cap wants 1.5 ETH free for any transaction)
+    # the gas price its moves are budgeted at: 4 ETH for a job of 3 seats (the stake and payment still pay for it)
+    margin = 4 * 10**18 / (honest_gas(v.status(jid)[4]) * chain.w3.eth.gas_price)
+    agent = TrainerAgent(v, poor, job, jid, tmp_path / "a", name="poor",
+                         policy=dataclasses.replace(LOCAL_POLICY, gas_price_margin=margin))
+    agent.__dict__["train_s"] = 1.0  # (no training step timed: only the funds are checked here)
+    with pytest.raises(CannotAffordStake, match="for the gas of its moves"):
+        agent.tick()
+    assert chain.w3.eth.get_transaction_count(poor.address) == 0
+    assert not chain.call(v.registry.functions.seats(jid, poor.address))[0]

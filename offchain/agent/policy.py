@@ -13,6 +13,27 @@ from ..chain.verde import (ANSWER_GAS_PER_CHUNK, CLOCK, COMMIT_BY, COMMITMENT_NA
                            Delivery)
 
 STEPS, FANOUT = COMMITMENT_NAMES.index("steps"), COMMITMENT_NAMES.index("fanout")
+# What an honest trainer's own transactions may cost (gas; bounds with headroom over what
+# tests/test_agent_security.py measures): the moves of every job (join, commit, reveal, settle
+# after each decision, withdraw), and one party's moves in one match (open, level 1's rounds,
+# levels 2-5 down to resolveStep at the chunk cap, a timeout), whatever the other party does.
+PATH_GAS = 600_000
+MATCH_GAS = 3_000_000
+ROUND_GAS, ROUND_GAS_PER_POINT = 100_000, 2_000  # a level-1 round: postClaims with its points
+
+
+def match_gas(steps: int, fanout: int) -> int:
+    """The most gas one party's moves in one match cost (MATCH_GAS plus level 1's rounds)."""
+    rounds, span = 0, steps
+    while span > 1:
+        span, rounds = math.ceil(span / fanout), rounds + 1
+    return MATCH_GAS + rounds * (ROUND_GAS + ROUND_GAS_PER_POINT * fanout)
+
+
+def honest_gas(terms) -> int:
+    """The most gas an honest trainer spends on a job: its own moves, and a match against every
+    other seat (each a cheater it must beat)."""
+    return PATH_GAS + (terms[MAX_TRAINERS] - 1) * match_gas(terms[STEPS], terms[FANOUT])
 
 
 class TermsRefused(ChainError):
@@ -28,6 +49,7 @@ class Policy:
     max_stake_wei: int = 10 * 10**18
     min_answer_window_s: int = 300   # the deployment's time to answer one delivery challenge on chain
     max_lock_s: int = 30 * 86400     # the longest the stake may be held: deadlines, every match, delivery
+    gas_price_margin: float = 3.0    # the gas price its later moves are budgeted at: this many times today's
 
     @staticmethod
     def dispute_steps(steps: int, fanout: int) -> int:
@@ -60,18 +82,43 @@ class Policy:
             out.append(f"its registry's answer window is {delivery.answer_s} s: a client's delivery challenge could "
                        f"not be answered on chain in time, and the held stake and share would be the client's; this "
                        f"agent needs at least {self.min_answer_window_s} s (--min-answer-window-s)")
-        least = ANSWER_GAS_PER_CHUNK * gas_price
+        least = math.ceil(ANSWER_GAS_PER_CHUNK * gas_price * self.gas_price_margin)
         if delivery.bond_wei < least:
             out.append(f"its registry's challenge bond is {delivery.bond_wei / 1e18:g} ETH a chunk, less than an "
-                       f"answer's gas at today's price ({least / 1e18:g} ETH): a client could make this agent pay "
-                       "to put the whole model on chain")
+                       f"answer's gas at {self.gas_price_margin:g}x today's price ({least / 1e18:g} ETH): a client "
+                       "could make this agent pay to put the whole model on chain (--gas-price-margin)")
+        return out
+
+    def gas_refusals(self, terms, payment: int, gas_price: int) -> list[str]:
+        """Whether the job's money pays for the gas an honest trainer spends, budgeted at
+        gas_price_margin times today's price (the moves come later, and a price may spike): a
+        cheater's stake must pay for the match it forces on the honest trainer (it goes to the
+        accepted trainers' pot, shared by up to maxTrainers - 1 of them), and a seat's share of the
+        payment for its own moves. Else a cheater with a tiny stake, or a client with a tiny
+        payment, makes an honest trainer spend more gas than it is paid."""
+        price = gas_price * self.gas_price_margin
+        out = []
+        seats = terms[MAX_TRAINERS]
+        match = match_gas(terms[STEPS], terms[FANOUT])
+        least = math.ceil(max(1, seats - 1) * match * price)
+        if terms[STAKE] < least:
+            out.append(f"its stake is {terms[STAKE] / 1e18:g} ETH, less than the gas a cheater's match costs this "
+                       f"agent ({match:,} gas at {self.gas_price_margin:g}x today's price, shared by up to "
+                       f"{max(1, seats - 1)} accepted trainers: {least / 1e18:g} ETH): a cheater would cost it more "
+                       "than its forfeited stake pays (--gas-price-margin)")
+        least = math.ceil(seats * PATH_GAS * price)
+        if payment < least:
+            out.append(f"its payment is {payment / 1e18:g} ETH, less than its {seats} seats' own moves cost in gas "
+                       f"({PATH_GAS:,} gas each at {self.gas_price_margin:g}x today's price: {least / 1e18:g} ETH): "
+                       "an honest trainer would pay to train it (--gas-price-margin)")
         return out
 
     def refusals(self, terms, now: int, train_s: float, delivery: Delivery | None = None,
-                 gas_price: int = 0) -> list[str]:
+                 gas_price: int = 0, payment: int | None = None) -> list[str]:
         """Why these terms are unsafe for an agent that trains the job in `train_s` seconds
         and would join at chain time `now` on a registry with these delivery terms (None: not
-        checked) at this gas price; empty when they are safe."""
+        checked) at this gas price, for this payment (None: the gas it pays for not checked);
+        empty when they are safe."""
         out = []
         least = self.least_clock_s(train_s, terms[STEPS], terms[FANOUT])
         if terms[CLOCK] < least:
@@ -95,6 +142,8 @@ class Policy:
                        f"{self.max_lock_s} s (--max-lock-s)")
         if delivery and delivery.window_s:
             out += self.delivery_refusals(delivery, gas_price)
+        if payment is not None:
+            out += self.gas_refusals(terms, payment, gas_price)
         if terms[STAKE] > self.max_stake_wei:
             out.append(f"its stake is {terms[STAKE] / 1e18} ETH, more than this agent's limit of "
                        f"{self.max_stake_wei / 1e18} ETH (--max-stake)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import random
 import time
@@ -14,18 +15,17 @@ from pathlib import Path
 from repops.errors import RepOpsError
 
 from ..chain.errors import ChainError, ChainUnavailable, DeploymentError, TransactionReverted
-from ..chain.verde import (CLOCK, COMMIT_BY, COMMITMENT_NAMES, JOIN_BY, OP_PHASE_NAMES, PHASE_DONE, PHASE_NAMES,
-                           PHASE_OPERATOR, REVEAL_BY, SETTLED_AT, STAKE, NotSettleableOnChain, Verde,
+from ..chain.verde import (CLOCK, COMMIT_BY, COMMITMENT_NAMES, JOIN_BY, MAX_TRAINERS, OP_PHASE_NAMES, PHASE_DONE,
+                           PHASE_NAMES, PHASE_OPERATOR, REVEAL_BY, SETTLED_AT, STAKE, NotSettleableOnChain, Verde,
                            check_settleable, commitments)
 from ..chain.verde import JOB_DISPUTED as DISPUTED, JOB_OPEN as OPEN, JOB_SETTLED as SETTLED
 from ..protocol import datacheck
 from ..protocol.claims import seal
 from ..protocol.job import JobError
-from .policy import Policy, TermsRefused
+from .policy import Policy, TermsRefused, honest_gas
 from .state import AgentState
 
 log = logging.getLogger("verde.agent")
-JOIN_GAS = 300_000  # what joining may cost on top of the stake (measured: ~120k)
 
 
 class CannotAffordStake(ChainError):
@@ -134,8 +134,8 @@ class TrainerAgent:
                                 self.jid)
                     return True
                 self.v.verify()  # Verde's contracts, not the client's (attach and deploy checked them)
-                self._check_terms(terms, now, restricted=j[7])
-                self._check_funds(terms[STAKE])
+                self._check_terms(terms, now, restricted=j[7], payment=j[1])
+                self._check_funds(terms)
                 self._send("join (stake)", reg.join(self.jid), value=terms[STAKE])
                 if self.delivery_window_s:
                     log.info("%s: if accepted, its pay is held for %d s after settlement while the client may ask "
@@ -231,7 +231,7 @@ class TrainerAgent:
                 self._once("forfeit", f"LOST ITS STAKE of {e['args']['stake'] / 1e18} ETH in job {self.jid}: "
                            f"{e['args']['why']}")
 
-    def _check_terms(self, terms, now: int, restricted: bool = False):
+    def _check_terms(self, terms, now: int, restricted: bool = False, payment: int | None = None):
         """Before staking: the job on chain must commit to exactly what this job file implies
         (a wrong kernel root or initial claim, say, would make an honest trainer lose), and
         its other terms must pass this agent's policy (a clock or a deadline it cannot meet
@@ -254,7 +254,8 @@ class TrainerAgent:
         except datacheck.DataOutOfRange as e:
             raise TermsRefused(f"job {self.jid}'s data makes a step fail, so this agent did not join: {e}",
                                "the client must correct that row of the data file and post the job again") from None
-        why = self.policy.refusals(terms, now, self.train_s, self.v.delivery(), self.v.chain.w3.eth.gas_price)
+        why = self.policy.refusals(terms, now, self.train_s, self.v.delivery(), self.v.chain.w3.eth.gas_price,
+                                   payment)
         if why:
             raise TermsRefused(f"job {self.jid}'s terms could cost an honest trainer its stake, so this agent did not "
                                f"join: {'; '.join(why)}",
@@ -271,16 +272,23 @@ class TrainerAgent:
         """This job's training time here, estimated from one timed step (before staking)."""
         return self.trainer.seconds_per_step() * self.job.spec.steps
 
-    def _check_funds(self, stake: int):
-        """Refuse before sending: a join that cannot pay its stake would only burn gas."""
+    def _check_funds(self, terms):
+        """Refuse before sending: a key that holds the stake but not the gas of the moves that
+        follow (commit, reveal, a match against every other seat, at the policy's margin over
+        today's gas price) would stake, then lose the stake to a deadline or a dispute clock it
+        cannot pay to meet."""
         w3 = self.v.chain.w3
         have = w3.eth.get_balance(self.me.address)
-        need = stake + JOIN_GAS * w3.eth.gas_price
+        gas = math.ceil(honest_gas(terms) * w3.eth.gas_price * self.policy.gas_price_margin)
+        need = terms[STAKE] + gas
         if have < need:
             raise CannotAffordStake(
-                f"{self.me.address} has {have / 1e18:.6f} ETH; job {self.jid} needs a stake of {stake / 1e18} ETH "
-                f"plus gas (~{need / 1e18:.6f} ETH in all), so it did not join",
-                "fund this account, or run the agent with a key that holds the stake")
+                f"{self.me.address} has {have / 1e18:.6f} ETH; job {self.jid} needs a stake of {terms[STAKE] / 1e18} "
+                f"ETH plus {gas / 1e18:.6f} ETH for the gas of its moves (its commit and reveal, and a match against "
+                f"each of the {terms[MAX_TRAINERS] - 1} other seats, at {self.policy.gas_price_margin:g}x today's gas "
+                f"price), {need / 1e18:.6f} ETH in all, so it did not join: with less, a cheater's dispute could "
+                "outlast its funds and its stake would be lost",
+                "fund this account, or run the agent with a key that holds the stake and the gas")
 
     def _play(self, terms):
         """Keep the job moving until it settles: open the match the registry asks for if

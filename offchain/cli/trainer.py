@@ -178,7 +178,8 @@ def _policy(args, chain):
     base = profile_of(chain).policy
     given = {k: v for k, v in (("min_clock_s", args.min_clock_s), ("min_reveal_window_s", args.min_reveal_window_s),
                                ("train_margin", args.train_margin), ("max_stake_wei", args.max_stake),
-                               ("min_answer_window_s", args.min_answer_window_s), ("max_lock_s", args.max_lock_s))
+                               ("min_answer_window_s", args.min_answer_window_s), ("max_lock_s", args.max_lock_s),
+                               ("gas_price_margin", args.gas_price_margin))
              if v is not None}
     policy = dataclasses.replace(base, **given)
     logging.getLogger("verde.agent").info(
@@ -257,6 +258,9 @@ def add(sub):
                    f"{LOCAL.policy.min_answer_window_s})")
     p.add_argument("--max-lock-s", type=int, default=None, help="longest its stake may be held: the reveal deadline, "
                    f"a match per other seat, the delivery window (default {Policy.max_lock_s})")
+    p.add_argument("--gas-price-margin", type=float, default=None, help="its later moves' gas is budgeted at this "
+                   "many times today's gas price: the key must hold it, a cheater's stake must cover a match, a seat's "
+                   f"share of the payment its own moves, the registry's bond an answer (default {Policy.gas_price_margin:g})")
     q.set_defaults(fn=cmd_agent)
     q = sub.add_parser("train", help="train (or run an inference job) locally, no chain: print the claim a trainer commits")
     q.add_argument("job", help="the job file")
