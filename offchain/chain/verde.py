@@ -604,13 +604,27 @@ def node_bytes(ctx, j: int) -> int:
     return 37 + 32 * (len(decode_structure(ctx.graph.structures[j])[2]) + outputs)
 
 
+MAX_STRUCTURE_BYTES = 16_000  # a node's structure: postNode carries it beside two nodes of MAX_NODE_BYTES
+MAX_KERNEL_BYTES = 24_000  # a kernel's encoding: postKernel carries two of them and, at the result kernel, a node
+
+
+def kernel_bytes(structure: bytes) -> int:
+    """The length of the encoding of a kernel of this structure (docs/PROTOCOL.md §7): the structure
+    (tag, name, operand descriptors) with each operand's commitment and the output's."""
+    at = 5 + int.from_bytes(structure[1:5], "big")
+    return len(structure) + 32 * (int.from_bytes(structure[at:at + 2], "big") + 1)
+
+
 def check_settleable(ctx) -> None:
     """Raise NotSettleableOnChain naming the first node of the job's step whose kernels the
     on-chain referee cannot place (a MAT operand, or more than 65,535 kernels): a dispute that
     reaches it ends void (both out, stakes returned: nobody is shown wrong, nobody is paid), so
     such a job cannot pay an honest trainer; or whose encoding is longer than DisputeGame takes
-    (MAX_NODE_BYTES: its party would lose revealing it). JobRegistry cannot see it, so the
-    client checks before posting and every trainer before staking."""
+    (MAX_NODE_BYTES: its party would lose revealing it), or whose structure or a kernel's encoding
+    is too long for the moves that carry them (MAX_STRUCTURE_BYTES, MAX_KERNEL_BYTES: the job's own,
+    passed with two nodes or two kernels; past a real chain's transaction size the honest party
+    could not prove). JobRegistry cannot see it, so the client checks before posting and every
+    trainer before staking."""
     if ctx.kernel_graph.unsettled:
         j, op = ctx.kernel_graph.unsettled[0]
         raise NotSettleableOnChain(
@@ -628,6 +642,22 @@ def check_settleable(ctx) -> None:
                 f"bytes of input and output commitments; the chain takes a node of at most {MAX_NODE_BYTES} (a "
                 "dispute move passes two of them)", "split the op over fewer tensors (fewer inputs or outputs per "
                 "call), or settle this job off chain")
+        structure = ctx.graph.structures[j]
+        if len(structure) > MAX_STRUCTURE_BYTES:
+            from ..protocol.trace import decode_structure
+            raise NotSettleableOnChain(
+                f"node {j} ({decode_structure(structure)[0]}) of the job's step has a structure of {len(structure)} "
+                f"bytes (its attributes and input references); the chain's move that proves a node carries it with "
+                f"two nodes and takes at most {MAX_STRUCTURE_BYTES}", "pass the op fewer or shorter attributes "
+                "(a long list as a tensor of the data file), or settle this job off chain")
+        for k, ks in enumerate(ctx.kernel_graph.structures[j]):
+            if kernel_bytes(ks) > MAX_KERNEL_BYTES:
+                from ..protocol.trace import decode_structure
+                raise NotSettleableOnChain(
+                    f"kernel {k} of node {j} ({decode_structure(structure)[0]}) of the job's step has an encoding "
+                    f"of {kernel_bytes(ks)} bytes (its operand descriptors and commitments); the chain's move that "
+                    f"reveals a kernel carries two of them and takes at most {MAX_KERNEL_BYTES}",
+                    "split the op over fewer tensors (a concatenation of fewer parts), or settle this job off chain")
 
 
 def ranges(indices: list[int], most: int) -> list[tuple[int, int]]:

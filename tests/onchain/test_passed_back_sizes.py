@@ -135,3 +135,59 @@ def test_the_node_cap_is_the_contracts_and_the_honest_nodes_are_measured_right(s
     monkeypatch.setattr("offchain.chain.verde.MAX_NODE_BYTES", max(sizes) - 1)
     with pytest.raises(NotSettleableOnChain, match=f"node {sizes.index(max(sizes))} "):
         check_settleable(ctx)
+
+
+GETH_TX_BYTES = 131_072  # geth's transaction pool refuses a larger transaction
+
+
+def test_a_job_whose_structure_or_kernel_is_too_long_for_its_move_is_refused(setup, artifacts):
+    """A node's structure (its attributes) and a kernel's encoding (its operand descriptors) are
+    the job's own, uncapped by the contracts: postNode carries the node's structure beside two
+    nodes (the honest one's and the other's, up to MAX_NODE), postKernel two kernel encodings and,
+    at the result kernel, a node. A client's job with a 100 KB structure (or a 50 KB kernel) makes
+    the honest party's move larger than a real chain takes, so it could not prove the cheater
+    wrong and its clock would run out. check_settleable (every agent before staking, `verde
+    post`) refuses such a job, naming the node; at the caps the moves fit 100 KB."""
+    import types
+
+    from web3 import Web3
+
+    from offchain.chain.verde import MAX_KERNEL_BYTES, MAX_STRUCTURE_BYTES, kernel_bytes
+    from offchain.protocol.trace import STRUCTURE, decode_structure
+    job, ctx, honest, d = setup
+    game = Web3().eth.contract(abi=artifacts["DisputeGame"].abi).functions
+    ops = Web3().eth.contract(abi=artifacts["OperatorGame"].abi).functions
+    j = 9
+    enc, proof = honest.node(1, j)[0], ctx.graph.tree.proof(j)
+
+    def structure_of(size):
+        op, attrs, refs = decode_structure(ctx.graph.structures[j])
+        name = op.encode()
+        tail = len(refs).to_bytes(2, "big") + b"".join(r.encode() for r in refs)
+        pad = size - (1 + 4 + len(name) + 4 + len(attrs) + len(tail))
+        attrs += bytes(pad)
+        return STRUCTURE + len(name).to_bytes(4, "big") + name + len(attrs).to_bytes(4, "big") + attrs + tail
+
+    def post_node(structure):
+        return len(game.postNode(1, enc, structure, proof, bytes(MAX_NODE_BYTES))._encode_transaction_data()) // 2
+
+    def post_kernel(size):
+        kproof = [bytes(32)] * 16  # the deepest kernel tree (65,535 kernels)
+        return len(ops.postKernel(1, bytes(size), kproof, kproof, (bytes(size), kproof),
+                                  bytes(MAX_NODE_BYTES))._encode_transaction_data()) // 2
+
+    assert post_node(structure_of(MAX_STRUCTURE_BYTES)) < MOVE_BYTES
+    assert post_kernel(MAX_KERNEL_BYTES) < MOVE_BYTES
+    big = structure_of(100_000)
+    assert decode_structure(big)[2] == decode_structure(ctx.graph.structures[j])[2]  # the same node, longer attributes
+    assert post_node(big) > GETH_TX_BYTES
+    graph = types.SimpleNamespace(structures=[big if i == j else s for i, s in enumerate(ctx.graph.structures)])
+    with pytest.raises(NotSettleableOnChain, match=f"node {j} .* has a structure of {len(big)} bytes"):
+        check_settleable(types.SimpleNamespace(graph=graph, kernel_graph=ctx.kernel_graph))
+    kernels = [list(ks) for ks in ctx.kernel_graph.structures]
+    kernels[j][0] += bytes(50_000)
+    assert post_kernel(kernel_bytes(kernels[j][0])) > GETH_TX_BYTES
+    kg = types.SimpleNamespace(structures=kernels, unsettled=[])
+    with pytest.raises(NotSettleableOnChain, match=f"kernel 0 of node {j} .* has an encoding of"):
+        check_settleable(types.SimpleNamespace(graph=ctx.graph, kernel_graph=kg))
+    check_settleable(ctx)  # the job itself passes
