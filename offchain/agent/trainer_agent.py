@@ -425,7 +425,7 @@ class TrainerAgent:
                     down_since = time.time()
                     log.warning("%s: lost the node (%s); retrying for up to %.0f s", self.name,
                                 str(e).splitlines()[0][:200], offline_s)
-                elif time.time() - down_since > offline_s:
+                elif time.time() - down_since > offline_s and not self._node_answers():
                     raise NodeGone(f"the node did not answer for {offline_s:.0f} s",
                                    "restart it (with its state: anvil --state FILE), then restart this agent; "
                                    "its checkpoints and salt are kept") from None
@@ -478,6 +478,16 @@ class TrainerAgent:
             return bool(self._seat()[0])
         except Exception:
             return True
+
+    def _node_answers(self) -> bool:
+        """Whether the node answers a read now. Only a node that does not is gone: one that
+        answers but leaves a transaction unmined (a fee spike, full blocks) is the chain
+        client's to handle (it replaces the transaction at the same nonce with higher fees)."""
+        try:
+            self.v.chain.w3.eth.block_number
+            return True
+        except Exception:
+            return False
 
     def _check_deployment(self):
         """After an outage: a node that came back without its state (a restarted Anvil with

@@ -62,6 +62,16 @@ def bounded(lo: int, hi: int):
     return parse
 
 
+def _positive(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        x = 0.0
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a positive number")
+    return x
+
+
 def address(value: str) -> str:
     from web3 import Web3
     if not Web3.is_address(value):
@@ -74,7 +84,10 @@ def connect_arg(args):
     from ..chain import Chain, connect
     from .config import resolve
     resolve(args)
-    return args.chain if isinstance(args.chain, Chain) else connect(args.chain)
+    chain = args.chain if isinstance(args.chain, Chain) else connect(args.chain)
+    if getattr(args, "max_fee_gwei", None) is not None:
+        chain.max_fee_wei = int(args.max_fee_gwei * 10**9)
+    return chain
 
 
 def load_job(path, fix: str = "correct the job file (every error names its field)"):
@@ -99,6 +112,9 @@ def chain_args(q, deployment: bool = True):
     when not given, from the environment or verde.toml (config.py)."""
     q.add_argument("--chain", help="rpc:URL (key: VERDE_PRIVATE_KEY or VERDE_KEYSTORE) or anvil:PORT "
                                    "(default: VERDE_CHAIN, or chain in verde.toml)")
+    q.add_argument("--max-fee-gwei", type=_positive, default=None, metavar="GWEI",
+                   help="the most a transaction may pay per gas: one not mined is re-sent at its nonce with fees "
+                        "raised by 12.5%% up to this (default: VERDE_MAX_FEE_GWEI, or 500)")
     if deployment:
         q.add_argument("--deployment", help="written by `verde deploy` (default: VERDE_DEPLOYMENT, deployment in "
                                             "verde.toml, or deployment.json)")
