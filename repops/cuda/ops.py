@@ -79,6 +79,11 @@ def _broadcast(shape, strides, to) -> tuple:
 
 
 _CONSTANTS = 4096  # device constants kept per runtime (by value); beyond, the cache starts over
+# Launch layouts by the operands' kernel, shapes and strides (Ops._map_fast): a pure function of
+# its key, so one table serves every runtime and thread; beyond _PLANS_MAX it starts over
+_PLANS: dict = {}
+_PLANS_MAX = 4096
+_F32 = np.dtype(F32)
 
 
 CHECK_BLOCKS = 128  # an index check's blocks at most (a slot each)
@@ -135,6 +140,7 @@ class Ops:
         self._check_slots = None  # the index checks' slots being filled (index_check)
         # the matmul tiles' geometry (_matmul_tiles): the runtime's tuning is fixed
         self._tiles = tuple(matmul_geometry(rt.tuning, t) for t in ("MATMUL", "MATMUL_SMALL"))
+        self._ndarray = rt.xp.ndarray  # the device's array type (CuPy's, the emulator's DeviceArray)
 
     # -- operands ----------------------------------------------------------------------------
     def dev(self, v, dtype=F32):
@@ -256,12 +262,58 @@ class Ops:
         d = self.dev(v, dtype)
         return d if d.flags.c_contiguous else self.copy(d)
 
+    def _map_plan(self, xs):
+        """The launch of prim_map_f32 over binary32 device arrays xs, as _operand and _run
+        decide it: (shape, n, [(one element?, strides)] for 3 operands, the inner dims), or
+        None where it is not that plain case (more dims than RANK after collapsing: copies)."""
+        shape = self._shape(*xs)
+        per = [(True, (0,) * len(shape)) if math.prod(x.shape) == 1 else
+               (False, _broadcast(x.shape, _elements(x), tuple(shape))) for x in xs]
+        per += [per[0]] * (3 - len(per))
+        n = math.prod(shape) if shape else 1
+        layout = _collapse(shape, [st for _, st in per], RANK) if n else ((1,) * RANK, [st for _, st in per])
+        if layout is None:
+            return None
+        dims, strides = layout
+        return tuple(shape), n, tuple((one, st) for (one, _), st in zip(per, strides)), dims[1:]
+
+    def _map_fast(self, op, xs):
+        """prim_map_f32 over binary32 device arrays (every map primitive of a step): the layout
+        decided once per operand shapes and strides (_PLANS), the same launch as run's general
+        path. None where an operand is anything else (host data, another dtype): that path."""
+        key = [op]
+        nd = self._ndarray
+        for x in xs:
+            if type(x) is not nd or x.dtype is not _F32:
+                return None
+            key += (x.shape, x.strides)
+        key = tuple(key)
+        plan = _PLANS.get(key)
+        if plan is None:
+            if len(_PLANS) >= _PLANS_MAX:
+                _PLANS.clear()
+            plan = _PLANS[key] = self._map_plan(xs) or False
+        if plan is False:
+            return None
+        shape, n, per, tail = plan
+        out = self.rt.empty(shape, F32)
+        if n:
+            args = [op]
+            for x, (one, st) in zip(xs if len(xs) == 3 else (*xs, *(xs[0],) * (3 - len(xs))), per):
+                args.append(x.reshape(1) if one else x)
+                args += st
+            self.rt.launch("prim_map_f32", *self._grid(n), *args, out, n, *tail)
+        return out
+
     # -- the primitives ----------------------------------------------------------------------
     def prim(self, name):
         if name in _MAP:
             op = _MAP[name]
 
             def run(*xs):
+                out = self._map_fast(op, xs)
+                if out is not None:
+                    return out
                 shape = self._shape(*xs)
                 ops = [self._operand(x, shape) for x in xs]
                 ops += [ops[0]] * (3 - len(ops))  # unused operands: any valid pointer
@@ -577,9 +629,67 @@ class Ops:
             fits = False
         return self.matmul(a, b, bias=c) if fits else self.prim("add")(self.matmul(a, b), c)
 
+    def _matmul_fast(self, a, b, bias):
+        """matmul's launch where a, b (and the bias) are binary32 device arrays whose batch
+        collapses without copies: its arguments decided once per shapes and strides (_PLANS),
+        the same launch as the general path (a broadcast view has its array's pointer: the
+        kernel reads both through the strides passed). None: not that case, the general path."""
+        nd = self._ndarray
+        if type(a) is not nd or type(b) is not nd or a.dtype is not _F32 or b.dtype is not _F32:
+            return None
+        if bias is None:
+            bkey = None
+        elif type(bias) is nd and bias.dtype is _F32:
+            bkey = (bias.shape, bias.strides)
+        else:
+            return None
+        key = ("matmul", a.shape, a.strides, b.shape, b.strides, bkey, self.small_below, self._tiles)
+        plan = _PLANS.get(key)
+        if plan is None:
+            if len(_PLANS) >= _PLANS_MAX:
+                _PLANS.clear()
+            plan = _PLANS[key] = self._matmul_plan(a, b, bias) or False
+        if plan is False:
+            return None
+        shape, kernel, grid, block, mid, one, tail = plan
+        out = self.rt.empty(shape, F32)
+        d = out if bias is None else (bias.reshape(1) if one else bias)
+        self.rt.launch(kernel, grid, block, a, b, out, *mid, d, *tail)
+        return out
+
+    def _matmul_plan(self, a, b, bias):
+        """(out shape, kernel, grid, block, the scalars between out and the bias, bias of one
+        element?, the scalars after it) as matmul's general path computes them; None where that
+        path does more than one launch over the operands as they are (K = 0, an empty output,
+        a batch that needs copies)."""
+        batch, M, K, N = matmul_shape(a.shape, b.shape)
+        shape = batch + (M, N)
+        if K == 0 or math.prod(shape) == 0:
+            return None
+        ea, eb = _elements(a), _elements(b)
+        if a.shape != batch + (M, K):  # (as the general path's broadcast view: 0 along every dim of size 1)
+            ea = tuple(0 if d == 1 else s for d, s in zip(batch + (M, K), _broadcast(a.shape, ea, batch + (M, K))))
+        if b.shape != batch + (K, N):
+            eb = tuple(0 if d == 1 else s for d, s in zip(batch + (K, N), _broadcast(b.shape, eb, batch + (K, N))))
+        one = bias is not None and math.prod(bias.shape) == 1
+        if bias is None or one:
+            sds = (0,) * len(shape)
+        else:
+            sds = _broadcast(bias.shape, _elements(bias), shape)
+        layout = _collapse(batch, [ea[:-2], eb[:-2], sds[:-2]], 2)
+        if layout is None:
+            return None
+        (nb0, nb1), (sab, sbb, sdb) = layout
+        kernel, (grid, threads) = self._matmul_tiles(M, N, nb0 * nb1)
+        return (shape, kernel, grid, (threads, 1, 1), (M, N, K, *ea[-2:], *eb[-2:], nb1, *sab, *sbb), one,
+                (int(bias is not None), *sds[-2:], *sdb))
+
     def matmul(self, a, b, bias=None):
         """Operands read through their strides (a transposed weight, a head-split view, a
         broadcast batch); the batch collapsed to two dims, else copied contiguous (exact)."""
+        out = self._matmul_fast(a, b, bias)
+        if out is not None:
+            return out
         a, b = self.dev(a), self.dev(b)
         batch, M, K, N = matmul_shape(a.shape, b.shape)
         if K == 0:
