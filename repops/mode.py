@@ -34,25 +34,33 @@ def _describe(args) -> str:
     return ", ".join(parts)
 
 
-_CPU = frozenset({"cpu"})
+_F32 = torch.float32
 
 
 def _device(func, args) -> str:
     """The one device an op runs on; CPU 0-dim tensors (wrapped scalars) go with any."""
-    devices = set()
-    for a in args:  # (one pass, no lists built: every op of a step comes here, views included)
+    devices, cpu = None, False  # (the other devices' types; a CPU tensor of 1+ dims seen)
+    for a in args:  # (one pass, no lists built, no device objects for CPU tensors: every op comes here)
         if isinstance(a, torch.Tensor):
-            d = a.device.type
-            if d != "cpu" or a.dim():
-                devices.add(d)
+            if a.is_cpu:
+                cpu = cpu or a.dim() > 0
+            elif devices is None:
+                devices = {a.device.type}
+            else:
+                devices.add(a.device.type)
         elif isinstance(a, (list, tuple)):
             for t in a:
                 if isinstance(t, torch.Tensor):
-                    d = t.device.type
-                    if d != "cpu" or t.dim():
-                        devices.add(d)
-    if devices <= _CPU:
+                    if t.is_cpu:
+                        cpu = cpu or t.dim() > 0
+                    elif devices is None:
+                        devices = {t.device.type}
+                    else:
+                        devices.add(t.device.type)
+    if devices is None:
         return "cpu"  # the common case
+    if cpu:
+        devices.add("cpu")
     if len(devices - {"meta"}) > 1:
         raise DeviceError(f"{func}: inputs on several devices ({_describe(args)}); move them to one "
                           "device first (RepOps never copies between devices behind your back)")
@@ -126,9 +134,9 @@ def _check_float32(func, args, kwargs):
     torch would return float64 / float16 / bfloat16, the result would silently be float32:
     refused instead. (A larger operand of another dtype is refused by the definition.)"""
     scalar = False
-    for a in (*args, *kwargs.values()):
+    for a in (*args, *kwargs.values()) if kwargs else args:
         for t in (a if isinstance(a, (list, tuple)) else (a,)):
-            if isinstance(t, torch.Tensor) and t.dtype != torch.float32 and (t.is_floating_point() or t.is_complex()):
+            if isinstance(t, torch.Tensor) and t.dtype is not _F32 and (t.is_floating_point() or t.is_complex()):
                 if t.dim():
                     return  # refused by the definition itself (aten.np_), with its message
                 scalar = True
@@ -411,6 +419,14 @@ def _kinds() -> dict:
     return kinds
 
 
+_FIXED: dict = {}  # id(op) -> (op, its _kinds() flags, its namespace): what never changes per op
+
+
+def _fixed(func) -> tuple:
+    fixed = _FIXED[id(func)] = (func, _kinds().get(func, 0), getattr(func, "namespace", None))  # (op held: its id stays its own)
+    return fixed
+
+
 class RepOpsMode(TorchDispatchMode):
     fuses = True  # repops/ops.py's wrappers call their fused op under it
 
@@ -423,7 +439,10 @@ class RepOpsMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        kind = _kinds().get(func, 0)  # (one lookup: an OpOverload hashes in Python)
+        fixed = _FIXED.get(id(func))  # (by id: an OpOverload hashes in Python)
+        if fixed is None or fixed[0] is not func:
+            fixed = _fixed(func)
+        _, kind, namespace = fixed
         if kind & _ALIAS:  # never a node: the trace binds the alias to its source (aten.ALIASES)
             out = func(*args, **kwargs)
             if self.trace is not None and hasattr(self.trace, "alias"):
@@ -438,10 +457,10 @@ class RepOpsMode(TorchDispatchMode):
         device = _device(func, args)
         # integer ops on meta too: the graph of a step (shapes only) must have the trace's nodes
         listed = kind & _EXACT
-        exact = listed or (func.namespace == "aten" and _integral(func, args, kwargs))
+        exact = listed or (namespace == "aten" and _integral(func, args, kwargs))
         if impl is not None and not exact and device != "meta":
             _check_float32(func, args, kwargs)
-        traced = self.trace is not None and func.namespace != "profiler" and (
+        traced = self.trace is not None and namespace != "profiler" and (
             impl is not None or exact)  # profiler marks compute nothing; composites decompose
         if traced and hasattr(self.trace, "before"):
             self.trace.before(func, args, kwargs)  # inputs as they are BEFORE an in-place op runs
@@ -458,7 +477,7 @@ class RepOpsMode(TorchDispatchMode):
                 out = impl(*args, **kwargs)
         elif impl is not None:
             out = impl(*args, **kwargs)
-        elif listed or func.namespace == "profiler":
+        elif listed or namespace == "profiler":
             out = func(*args, **kwargs)
             if kind & _EMPTY and device != "meta":
                 out.zero_()
@@ -474,7 +493,7 @@ class RepOpsMode(TorchDispatchMode):
         elif func._schema.name in _RANDOM:
             from .draws import refused
             raise refused(str(func))
-        elif func.namespace == "prims" and getattr(func, "impl_aten", None) is not None and func not in _PRIMS_RUNNING:
+        elif namespace == "prims" and getattr(func, "impl_aten", None) is not None and func not in _PRIMS_RUNNING:
             # a prim that torch's decompositions reach (torch._refs): torch's own eager kernel of
             # it is an aten op (prims.ne: torch.ne), run on RepOps; one that leads back to itself
             # (prims.sign -> aten.sign -> its decomposition -> prims.sign) is refused below
