@@ -27,6 +27,7 @@ from .reference.fold import _dims, fold_dims, mean_dims, sum_dims
 
 aten = torch.ops.aten
 F32 = np.float32
+_F32 = torch.float32
 
 
 # -- tensor <-> numpy ----------------------------------------------------------------------------
@@ -36,7 +37,7 @@ def np_(t, op) -> np.ndarray:
     host becomes its to_f32 kernel's output, nearest-even as numpy's cast)."""
     if isinstance(t, (int, float, bool)):
         return np.asarray(t, F32)
-    if t.dtype == torch.float32:
+    if t.dtype is _F32:  # (the common case: dtypes are singletons)
         return arr(t)
     if t.dim() == 0 and t.dtype.is_floating_point:
         return np.asarray(t.item(), F32)
@@ -58,7 +59,7 @@ def dtype_error(op, dtype, args) -> DTypeError:
 
 def arr(t: torch.Tensor):
     """The tensor's data as an array of its device: numpy or CuPy, a view of its memory."""
-    if t.device.type == "cuda":
+    if t.is_cuda:  # (no device object made: every operand of every op comes here)
         from .cuda.device import as_array
         return as_array(t)
     return t.detach().numpy()

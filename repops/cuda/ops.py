@@ -259,6 +259,8 @@ class Ops:
         return self._run("prim_map_f32", tuple(shape), F32, [_MAP["copy"]], [v, v, v])
 
     def contiguous(self, v, dtype=F32):
+        if type(v) is self._ndarray and v.dtype is _F32 and dtype is F32 and v.flags.c_contiguous:
+            return v  # (the common case: a binary32 device array in row-major order)
         d = self.dev(v, dtype)
         return d if d.flags.c_contiguous else self.copy(d)
 
@@ -497,7 +499,11 @@ class Ops:
         return out, dw, db
 
     def _tail(self, w, shape):
-        return None if w is None else self.copy(self.dev(w), shape)
+        if w is None:
+            return None
+        if type(w) is self._ndarray and w.dtype is _F32 and w.shape == shape and w.flags.c_contiguous:
+            return w  # (copy's result: its own memory, no kernel)
+        return self.copy(self.dev(w), shape)
 
     def layer_norm(self, x, w, b, eps, nd):
         x = self.contiguous(x)
