@@ -181,7 +181,7 @@ def counting(rt, device: bool = True, stub: bool = False, sites: bool = True):
             return tensor(a)
         if _torch_owner(a) is None or a.dtype not in _TORCH:
             c.seen("dlpack")
-        return torch.from_numpy(np.asarray(a))
+        return torch.from_numpy(a.view(np.ndarray))  # (np.asarray's, without the refusing wrapper's frame check)
 
     def device_tt(a):
         if isinstance(a, E.DeviceArray):
