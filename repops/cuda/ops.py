@@ -84,9 +84,20 @@ _CONSTANTS = 4096  # device constants kept per runtime (by value); beyond, the c
 _PLANS: dict = {}
 _PLANS_MAX = 4096
 _F32 = np.dtype(F32)
+_FOLDS = {P.add: 0, P.max_: 1}  # fold_f32's codes
 
 
 CHECK_BLOCKS = 128  # an index check's blocks at most (a slot each)
+
+
+def _row_major(shape, strides, itemsize) -> bool:
+    """Do byte strides walk shape in row-major order (numpy's C-contiguity: any stride on a dim of 1)?"""
+    want = itemsize
+    for d, st in zip(reversed(shape), reversed(strides)):
+        if d != 1 and st != want:
+            return False
+        want *= d
+    return True
 
 
 class CheckSlots:
@@ -606,17 +617,23 @@ class Ops:
 
     def fold(self, prim, x, axis: int, init: float, keepdims: bool = False):
         from ..reference.fold import fold as ref_fold
-        code = {P.add: 0, P.max_: 1}.get(prim)
+        code = _FOLDS.get(prim)
         if code is None or not _shape_of(x):
             return ref_fold.reference(prim, x, axis, init, keepdims)  # the primitives run here
         x = self.dev(x)
         axis = axis % x.ndim
-        moved = self.copy(self.xp.moveaxis(x, axis, 0))  # [n, rows]: coalesced
-        n = moved.shape[0]
-        if n == 0:
-            out = self.fill(moved.shape[1:], init)
+        shape = (x.shape[axis], *x.shape[:axis], *x.shape[axis + 1:])  # [n, rows]: coalesced
+        strides = (x.strides[axis], *x.strides[:axis], *x.strides[axis + 1:])
+        if math.prod(shape) and _row_major(shape, strides, x.itemsize):
+            moved = x  # (x's memory is the moved array's, row-major: what the copy below gives, no calls)
         else:
-            out = self.rt.empty(moved.shape[1:], F32)
+            moved = self.copy(self.xp.moveaxis(x, axis, 0))
+            shape = tuple(moved.shape)
+        n = shape[0]
+        if n == 0:
+            out = self.fill(shape[1:], init)
+        else:
+            out = self.rt.empty(shape[1:], F32)
             if out.size:
                 cols = self._columns(out.size)
                 self.rt.launch("fold_f32", *self._group_grid(out.size, cols), code, moved, out, n, out.size,
