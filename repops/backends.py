@@ -4,6 +4,8 @@ bits (tests/repops compare every backend with the reference). Everything not lis
 the reference: numpy, one primitive at a time across independent outputs."""
 from __future__ import annotations
 
+import threading
+
 from .errors import BackendError
 
 
@@ -32,32 +34,64 @@ def _empty_by_reference(table: dict) -> dict:
     return {k: guard(k, v) if k in EMPTY_BY_REFERENCE else v for k, v in table.items()}
 
 
+# Tables built once per thread (every repops.deterministic() block asks for one: building the
+# CUDA table, a closure per primitive, was half a block's enter/exit): the CPU's, and the CUDA
+# table of each runtime (kept by the runtime: one a test made and dropped goes with its tables).
+# Per thread, because the CUDA table's Ops fills its index checks' slots (repops/cuda/ops.py
+# index_check): another thread's block must never write them. Each get() hands out a copy
+# (a caller that edits its table edits its own) and starts the runtime's checks on new slots,
+# as a new Ops did: a block's checks never share slots with an earlier block's.
+_BUILT = threading.local()
+
+
 def _cpu() -> dict:
-    from . import cpu
-    return _native_integers(cpu.table())
+    table = getattr(_BUILT, "cpu", None)
+    if table is None:
+        from . import cpu
+        table = _BUILT.cpu = _native_integers(cpu.table())
+    return dict(table)
 
 
 def checked(rt) -> dict:
     """The CUDA table of runtime rt, once it has passed the self-check (once per runtime):
     a device that computes other bits is refused before it computes anything."""
+    return _checked(rt)[1]
+
+
+def _checked(rt) -> tuple:
+    """(the Ops, its checked table) for runtime rt: a new one each call."""
     from .cuda.ops import Ops
     from .cuda.selfcheck import selfcheck
-    table = _native_integers(Ops(rt).table())
+    ops = Ops(rt)
+    table = _native_integers(ops.table())
     if not getattr(rt, "selfchecked", False):
         selfcheck(rt, table)
         rt.selfchecked = True
-    return table
+    return ops, table
+
+
+def _cuda_table(rt) -> dict:
+    """checked(rt), built once per runtime and thread: a copy of it, its index checks on new slots."""
+    mine = rt.__dict__.get("_repops_tables")
+    if mine is None:
+        mine = rt.__dict__.setdefault("_repops_tables", threading.local())  # (atomic: one per runtime)
+    entry = getattr(mine, "table", None)
+    if entry is None:
+        entry = mine.table = _checked(rt)
+    ops, table = entry
+    ops.new_checks()
+    return dict(table)
 
 
 def _cuda() -> dict:
     from .cuda.device import device
-    return checked(device())
+    return _cuda_table(device())
 
 
 def _cuda_emu() -> dict:
     """The CUDA kernels' sources run on the CPU emulator: slow; for checking their bits."""
     from .cuda.emulator import emulator
-    return checked(emulator())
+    return _cuda_table(emulator())
 
 
 _TABLE = {"reference": dict, "cpu": _cpu, "cuda": _cuda, "cuda-emu": _cuda_emu}

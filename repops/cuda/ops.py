@@ -153,6 +153,11 @@ class Ops:
         self._tiles = tuple(matmul_geometry(rt.tuning, t) for t in ("MATMUL", "MATMUL_SMALL"))
         self._ndarray = rt.xp.ndarray  # the device's array type (CuPy's, the emulator's DeviceArray)
 
+    def new_checks(self) -> None:
+        """The next index check takes new slots (repops.backends hands this Ops to a new block:
+        its checks never share slots with an earlier block's, as with an Ops of its own)."""
+        self._check_slots = None
+
     # -- operands ----------------------------------------------------------------------------
     def dev(self, v, dtype=F32):
         """v on the device as `dtype`. A device array stays where it is (an integer or bool

@@ -213,6 +213,55 @@ def test_checks_a_capture_keeps_are_read_after_each_replay_not_when_the_block_en
             faults.divisor_nonzero(bad, "i64", "capture", kernels=False)
 
 
+def _embed_fault(idx):
+    """The IndexFault repops.deterministic("cuda-emu") raises for embedding(idx) when its block
+    ends (None: none), and the index_check Ops the block's table used."""
+    w = torch.randn(5, 3)
+    try:
+        with repops.deterministic("cuda-emu"):
+            torch.nn.functional.embedding(torch.tensor(idx), w)
+            ops = repops.reference.prims._IMPLS.get()["index_check"].__self__
+    except repops.IndexFault as e:
+        return e.element, None
+    return None, ops
+
+
+def test_a_block_s_index_checks_are_its_own_though_its_table_is_reused(rt):
+    """repops.backends builds a runtime's table once per thread: each block still starts its
+    index checks on new slots, so a fault is raised by the block whose op met it, with its own
+    element, never lost, nor raised again (or instead) by a later block, nested or not."""
+    from repops.reference.prims import implementations  # noqa: F401  (_IMPLS: the block's table)
+    with counting(rt, sites=False):
+        assert _embed_fault([[0, 2], [7, 1]])[0] == 2
+        clean, ops = _embed_fault([[0, 1]])
+        assert clean is None and _embed_fault([[0, 1]])[1] is ops  # the table is reused (this thread's)
+        assert _embed_fault([[3, 9, 1]])[0] == 1  # its own element, not the earlier block's 2
+        w = torch.randn(5, 3)
+        with pytest.raises(repops.IndexFault) as outer, repops.deterministic("cuda-emu"):
+            torch.nn.functional.embedding(torch.tensor([4, 4, 6]), w)  # element 2: raised when this block ends
+            assert _embed_fault([[1, 2]])[0] is None  # a clean nested block does not read it as its own
+            assert _embed_fault([[8, 1]])[0] == 0  # a faulting one raises its own
+            torch.nn.functional.embedding(torch.tensor([1, 5]), w)  # a later check of the outer block
+        assert outer.value.element == 2 and "index 6" in str(outer.value)
+
+
+def test_each_thread_has_its_own_table_and_check_slots(rt):
+    import threading
+    got, barrier = {}, threading.Barrier(2)
+
+    def run(name, idx):
+        barrier.wait()
+        got[name] = [_embed_fault(idx) for _ in range(3)]
+    with counting(rt, sites=False):
+        threads = [threading.Thread(target=run, args=a) for a in (("bad", [[1, 5]]), ("good", [[1, 4]]))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert [e for e, _ in got["bad"]] == [1, 1, 1] and [e for e, _ in got["good"]] == [None] * 3
+    assert get("cuda-emu")["index_check"].__self__ is not got["good"][0][1]  # (this thread's is another)
+
+
 def test_embedding_backward_past_a_fault_writes_nothing_outside_its_output(rt):
     """After a deferred (or noted) fault the step runs on with the index outside [0, V): the
     one-hot rule's value (a row of zeros: adds nothing; a non-finite entry poisons every row),
