@@ -11,6 +11,7 @@ slipping through them."""
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 
@@ -88,6 +89,9 @@ _FOLDS = {P.add: 0, P.max_: 1}  # fold_f32's codes
 
 
 CHECK_BLOCKS = 128  # an index check's blocks at most (a slot each)
+# constant()'s key for a list of n Python floats: their binary64 bytes (tagged by n: never the
+# (dtype, shape, bytes) key of numpy data)
+_DOUBLES = {n: struct.Struct(f"<{n}d") for n in range(1, 9)}
 
 
 def _row_major(shape, strides, itemsize) -> bool:
@@ -152,6 +156,15 @@ class Ops:
         # the matmul tiles' geometry (_matmul_tiles): the runtime's tuning is fixed
         self._tiles = tuple(matmul_geometry(rt.tuning, t) for t in ("MATMUL", "MATMUL_SMALL"))
         self._ndarray = rt.xp.ndarray  # the device's array type (CuPy's, the emulator's DeviceArray)
+        self._unused_arrays = {}  # dtype -> one element a kernel is passed and never reads or writes
+
+    def _unused(self, dtype=F32):
+        """A pointer for a kernel argument its flags leave untouched (no weight, no mask, no
+        second statistic, a forward norm's wterm): one element per dtype, made once."""
+        a = self._unused_arrays.get(dtype)
+        if a is None:
+            a = self._unused_arrays[dtype] = self.rt.empty((1,), dtype)
+        return a
 
     def new_checks(self) -> None:
         """The next index check takes new slots (repops.backends hands this Ops to a new block:
@@ -176,8 +189,19 @@ class Ops:
         """A small host constant (eps, a scale, a fill, an initial value, AdamW's scalars) on
         the device, uploaded once per value: keyed by its bytes (-0.0 and NaN payloads are
         other keys). Kernels only read it: it is never an output."""
-        host = np.ascontiguousarray(np.asarray(host, dtype))
-        key = (host.dtype.str, host.shape, host.tobytes())
+        if dtype is F32 and type(host) is list and all(type(v) is float for v in host):
+            # (the common case, eps, a scale, AdamW's scalars: Python floats, keyed by their binary64
+            # bytes, which fix the binary32 values and keep -0.0 and each NaN apart, without numpy)
+            key = (len(host), _DOUBLES[len(host)].pack(*host)) if len(host) in _DOUBLES else None
+            d = self._constants.get(key) if key is not None else None
+            if d is not None:
+                return d
+            host = np.asarray(host, F32)
+            if key is None:
+                key = (host.dtype.str, host.shape, host.tobytes())
+        else:
+            host = np.ascontiguousarray(np.asarray(host, dtype))
+            key = (host.dtype.str, host.shape, host.tobytes())
         d = self._constants.get(key)
         if d is None:
             if len(self._constants) >= _CONSTANTS:
@@ -476,7 +500,7 @@ class Ops:
             (_, mo1, mo2), (ms,) = layout
             mstrides = (mo1, mo2, *ms, _elements(m)[-1] if m.ndim else 0)
         else:
-            m = self.rt.empty((1,), np.uint8)
+            m = self._unused(np.uint8)  # (has_mask 0: never read)
         if out.size:
             self.rt.launch("rows_f32", *self._row_grid(outer * inner, n), ROWS[op], x, x if y is None else y,
                            int(mask is not None), m, self.constant([scale]), out, outer, n, inner, *mstrides)
@@ -497,8 +521,9 @@ class Ops:
     def _norm(self, op, a, x, w, b, eps, s0, s1, n, want_dw=False, want_db=False):
         rows = a.size // n if n else 0
         out = self.rt.empty(a.shape, F32)
-        wterm = self.rt.empty(a.shape if op.endswith("backward") else (1,), F32)  # the kernel writes it
-        dummy = self.rt.empty((1,), F32)
+        # the backward kernels write wterm (the weight gradient's terms); the forward ones never touch it
+        dummy = self._unused()
+        wterm = self.rt.empty(a.shape, F32) if op.endswith("backward") else dummy
         if a.size:
             self.rt.launch("norm_f32", *self._row_grid(rows, n), NORMS[op], a, a if x is None else x,
                            int(w is not None), dummy if w is None else w, int(b is not None), dummy if b is None else b,
