@@ -520,6 +520,8 @@ class RepOpsMode(TorchDispatchMode):
                 return _still_a_view(func, args, out)
             raise UnsupportedOpError(f"{func} is not implemented by RepOps for these arguments ({_describe(args)}), "
                                      "nor by torch's decomposition of it")
+        elif func.name().startswith("aten::_fft_"):
+            raise UnsupportedOpError(f"{func} is not implemented by RepOps (args: {_describe(args)}). {_NO_FFT}")
         else:
             raise UnsupportedOpError(f"{func} is not implemented by RepOps (args: {_describe(args)}). "
                                      "Add a definition in repops/aten.py, or keep this op out of "
@@ -527,6 +529,16 @@ class RepOpsMode(TorchDispatchMode):
         if traced:
             self.trace(func, args, kwargs, out)
         return out
+
+
+# torch.fft (FNet's token mixing, stft): no FFT is defined, its results are complex (outside binary32) and
+# its rounding is its algorithm's; the same transform as real matmuls with constant matrices is defined
+_NO_FFT = ("RepOps has no FFT: its results are complex numbers, outside RepOps' binary32 spec, and an FFT's "
+           "rounding depends on its algorithm. Write the transform as real matrix products instead: the real and "
+           "imaginary parts of a DFT of length n along a dimension are x @ C and x @ S with the constant matrices "
+           "C[j, k] = cos(2 pi j k / n), S[j, k] = -sin(2 pi j k / n) (RepOps' fixed-order matmul; FNet's mixing "
+           "Re(FFT2(x)) is C_seq @ x @ C_hidden - S_seq @ x @ S_hidden), or keep this op out of "
+           "repops.deterministic().")
 
 
 @contextlib.contextmanager
