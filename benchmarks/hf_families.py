@@ -144,11 +144,125 @@ FAMILIES.update({
                       axial_pos_embds_dim=[16, 16], max_position_embeddings=8, local_attn_chunk_length=4,
                       lsh_attn_chunk_length=4, num_buckets=2, is_decoder=True, hash_seed=0), "lm"),
 })
+# families models in the wild bring (probed 2026-11-28: text encoders and decoders, MoE and state-space
+# decoders, CNN and hierarchical vision, masked-image pre-training, speech-to-text, captioning), each with
+# its kind of batch (WILD: the CI test leaves them to this benchmark, but for the refused)
+_WILD = {
+    "gpt-neo": ("GPTNeoForCausalLM", "GPTNeoConfig",
+                dict(vocab_size=100, hidden_size=32, num_layers=2, num_heads=4, window_size=4,
+                     attention_types=[[["global", "local"], 1]], max_position_embeddings=64, intermediate_size=64)),
+    "codegen": ("CodeGenForCausalLM", "CodeGenConfig", dict(vocab_size=100, n_embd=32, n_layer=2, n_head=4,
+                                                            n_positions=64, rotary_dim=4)),
+    "biogpt": ("BioGptForCausalLM", "BioGptConfig", dict(_ENC, max_position_embeddings=64)),
+    "xglm": ("XGLMForCausalLM", "XGLMConfig", dict(vocab_size=100, d_model=32, num_layers=2, attention_heads=4,
+                                                   ffn_dim=64, max_position_embeddings=64)),
+    "olmo2": ("Olmo2ForCausalLM", "Olmo2Config", dict(_S, pad_token_id=0)),
+    "qwen3-moe": ("Qwen3MoeForCausalLM", "Qwen3MoeConfig", dict(_S, head_dim=8, num_experts=4, num_experts_per_tok=2,
+                                                                moe_intermediate_size=16)),
+    "deepseek-v3": ("DeepseekV3ForCausalLM", "DeepseekV3Config",
+                    dict(_S, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+                         moe_intermediate_size=16, first_k_dense_replace=1, q_lora_rank=16, kv_lora_rank=16,
+                         qk_rope_head_dim=4, qk_nope_head_dim=4, v_head_dim=8)),
+    "jamba": ("JambaForCausalLM", "JambaConfig",
+              dict(_S, num_experts=2, num_experts_per_tok=1, expert_layer_period=2, expert_layer_offset=1,
+                   attn_layer_period=2, attn_layer_offset=1, mamba_d_state=4, mamba_d_conv=4, mamba_expand=2,
+                   use_mamba_kernels=False)),
+    "mamba2": ("Mamba2ForCausalLM", "Mamba2Config", dict(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                                         state_size=8, num_heads=4, head_dim=16, n_groups=1, expand=2,
+                                                         chunk_size=4)),
+    "convbert": ("ConvBertForSequenceClassification", "ConvBertConfig", dict(_ENC, embedding_size=32,
+                                                                             conv_kernel_size=3)),
+    "roformer": ("RoFormerForSequenceClassification", "RoFormerConfig", dict(_ENC, embedding_size=32,
+                                                                             max_position_embeddings=64)),
+    "xlnet": ("XLNetForSequenceClassification", "XLNetConfig", dict(vocab_size=100, d_model=32, n_layer=2, n_head=4,
+                                                                    d_inner=64)),
+    "mpnet": ("MPNetForSequenceClassification", "MPNetConfig", dict(_ENC, max_position_embeddings=64)),
+    "squeezebert": ("SqueezeBertForSequenceClassification", "SqueezeBertConfig",
+                    dict(_ENC, embedding_size=32, q_groups=2, k_groups=2, v_groups=2, post_attention_groups=2,
+                         intermediate_groups=2, output_groups=2)),
+    "layoutlm": ("LayoutLMForSequenceClassification", "LayoutLMConfig", dict(_ENC, max_2d_position_embeddings=64)),
+    "esm": ("EsmForSequenceClassification", "EsmConfig", dict(_ENC, pad_token_id=1, mask_token_id=2,
+                                                              position_embedding_type="rotary",
+                                                              max_position_embeddings=64)),
+    "ibert": ("IBertForSequenceClassification", "IBertConfig", dict(_ENC, max_position_embeddings=64)),
+    "deberta": ("DebertaForSequenceClassification", "DebertaConfig",
+                dict(_ENC, problem_type="single_label_classification")),  # (as DeBERTa-v2: see above)
+    "modernbert": ("ModernBertForSequenceClassification", "ModernBertConfig",
+                   dict(_ENC, max_position_embeddings=64, global_attn_every_n_layers=2, local_attention=4,
+                        pad_token_id=0)),
+    "fnet": ("FNetForSequenceClassification", "FNetConfig", dict(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                                                 intermediate_size=64, max_position_embeddings=64)),
+    "perceiver": ("PerceiverForSequenceClassification", "PerceiverConfig",
+                  dict(vocab_size=100, d_model=32, d_latents=32, num_latents=8, num_blocks=1,
+                       num_self_attends_per_block=1, num_self_attention_heads=4, num_cross_attention_heads=4,
+                       max_position_embeddings=64), "inputs-cls"),
+    "splinter": ("SplinterForQuestionAnswering", "SplinterConfig", dict(_ENC, max_position_embeddings=64), "qa"),
+    # (hidden 64: its box embedding is hidden/4 wide, split over 8 box coordinates, each a sin and a cos)
+    "bros": ("BrosForTokenClassification", "BrosConfig", dict(_ENC, hidden_size=64, intermediate_size=128,
+                                                              max_position_embeddings=64), "bbox-token"),
+    "levit": ("LevitForImageClassification", "LevitConfig",
+              dict(_V, patch_size=16, hidden_sizes=[16, 32, 48], num_attention_heads=[1, 2, 3], depths=[1, 1, 1],
+                   key_dim=[8, 8, 8]), "image"),
+    "poolformer": ("PoolFormerForImageClassification", "PoolFormerConfig",
+                   dict(_V, hidden_sizes=[16, 32], depths=[1, 1], num_encoder_blocks=2, patch_sizes=[7, 3],
+                        strides=[4, 2], padding=[2, 1]), "image"),
+    "mobilenet-v1": ("MobileNetV1ForImageClassification", "MobileNetV1Config", dict(_V, depth_multiplier=0.25),
+                     "image"),
+    "mobilenet-v2": ("MobileNetV2ForImageClassification", "MobileNetV2Config", dict(_V, depth_multiplier=0.25),
+                     "image"),
+    "bit": ("BitForImageClassification", "BitConfig", dict(_V, embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1],
+                                                           layer_type="bottleneck", num_groups=8), "image"),
+    "swinv2": ("Swinv2ForImageClassification", "Swinv2Config",
+               dict(_V, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4), "image"),
+    "focalnet": ("FocalNetForImageClassification", "FocalNetConfig",
+                 dict(_V, patch_size=4, embed_dim=16, depths=[1, 1], focal_levels=[2, 2], focal_windows=[3, 3]),
+                 "image"),
+    # (depth [1, 2]: transformers indexes stage i's drop-path rates by i, so stage i needs i + 1 layers)
+    "cvt": ("CvtForImageClassification", "CvtConfig",
+            dict(_V, embed_dim=[16, 32], num_heads=[1, 2], depth=[1, 2], patch_sizes=[7, 3], patch_stride=[4, 2],
+                 patch_padding=[2, 1], mlp_ratio=[2.0, 2.0], attention_drop_rate=[0.0, 0.0], drop_rate=[0.0, 0.0],
+                 drop_path_rate=[0.0, 0.0], qkv_bias=[True, True], cls_token=[False, True],
+                 qkv_projection_method=["dw_bn", "dw_bn"], kernel_qkv=[3, 3], padding_kv=[1, 1], stride_kv=[2, 2],
+                 padding_q=[1, 1], stride_q=[1, 1]), "image"),
+    "pvt": ("PvtForImageClassification", "PvtConfig",
+            dict(_V, num_encoder_blocks=2, depths=[1, 1], sequence_reduction_ratios=[2, 1], hidden_sizes=[16, 32],
+                 patch_sizes=[4, 2], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2]), "image"),
+    "data2vec-vision": ("Data2VecVisionForImageClassification", "Data2VecVisionConfig",
+                        dict(_VIT, use_relative_position_bias=True), "image"),
+    "vit-mae": ("ViTMAEForPreTraining", "ViTMAEConfig",
+                dict(_VIT, decoder_hidden_size=16, decoder_num_hidden_layers=1, decoder_num_attention_heads=2,
+                     decoder_intermediate_size=32, mask_ratio=0.5), "mae"),
+    "speech-to-text": ("Speech2TextForConditionalGeneration", "Speech2TextConfig",
+                       dict(_SEQ2SEQ, input_feat_per_channel=8, input_channels=1, num_conv_layers=2, conv_channels=16,
+                            conv_kernel_sizes=[5, 5], max_source_positions=64, max_target_positions=64), "s2t"),
+    "m2m100": ("M2M100ForConditionalGeneration", "M2M100Config", dict(_SEQ2SEQ)),
+    "blenderbot": ("BlenderbotForConditionalGeneration", "BlenderbotConfig", dict(_SEQ2SEQ)),
+    "led": ("LEDForConditionalGeneration", "LEDConfig",
+            dict(_SEQ2SEQ, attention_window=4, max_encoder_position_embeddings=64, max_decoder_position_embeddings=64)),
+    "umt5": ("UMT5ForConditionalGeneration", "UMT5Config",
+             dict(vocab_size=100, d_model=32, d_kv=8, d_ff=64, num_layers=1, num_decoder_layers=1, num_heads=4,
+                  relative_attention_num_buckets=8, decoder_start_token_id=0)),
+    # (router_jitter_noise 0: a draw, like dropout, from RepOps' generator under RepOps and torch's natively)
+    "switch-transformers": ("SwitchTransformersForConditionalGeneration", "SwitchTransformersConfig",
+                            dict(vocab_size=100, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2,
+                                 num_heads=4, num_experts=4, expert_capacity=8, encoder_sparse_step=1,
+                                 decoder_sparse_step=1, relative_attention_num_buckets=8, decoder_start_token_id=0,
+                                 router_jitter_noise=0.0)),
+    "blip": ("BlipForConditionalGeneration", "BlipConfig",
+             dict(text_config=dict(_ENC, max_position_embeddings=16, encoder_hidden_size=32), vision_config=dict(_VIT),
+                  projection_dim=16), "caption"),
+    "git": ("GitForCausalLM", "GitConfig", dict(_ENC, max_position_embeddings=64, vision_config=dict(_VIT)), "caption"),
+    "owlvit": ("OwlViTModel", "OwlViTConfig", dict(text_config=dict(_ENC, max_position_embeddings=16),
+                                                   vision_config=dict(_VIT), projection_dim=16), "pair"),
+}
+FAMILIES.update(_WILD)
+WILD = set(_WILD)
 # refused under RepOps, each naming the op it lacks (tests/repops/test_hf_families.py holds the message)
-REFUSED: dict = {}
+REFUSED: dict = {"fnet": "RepOps has no FFT"}  # (its token mixing: torch.fft.fftn(x).real)
 # its global pool, nn.AvgPool2d(320, ceil_mode=True) on an 8x8 map: a 320x320 window an output, minutes on the CPU
-# backend (run it with --only efficientnet)
-SLOW = {"efficientnet"}
+# backend (run it with --only efficientnet); MobileNet 1-2 (13 and 17 depthwise convolutions), CvT (convolutional
+# projections of q, k, v) and LeViT (a stem of four convolutions): 1-5 minutes each on the emulated CUDA kernels
+SLOW = {"efficientnet", "mobilenet-v1", "mobilenet-v2", "cvt", "levit"}
 ZERO_BELOW = 1e-10  # a gradient this small everywhere is zero in exact arithmetic (a key bias under softmax)
 
 
@@ -172,6 +286,17 @@ def _audio(cfg):
     return torch.randn(2, 400, generator=_g(3))
 
 
+def _randint(n, seed):
+    import torch
+    return torch.randint(0, n, (2,), generator=_g(seed))
+
+
+def _boxes():
+    """Boxes (x0, y0, x1, y1) in [0, 1], x0 <= x1 and y0 <= y1: two rows of eight tokens."""
+    import torch
+    return torch.rand(2, 8, 2, 2, generator=_g(6)).sort(dim=2).values.reshape(2, 8, 4)  # ((x0, y0), (x1, y1))
+
+
 def _classes(n):
     import torch
     return lambda cfg: torch.randint(0, n, (2,), generator=_g(4))
@@ -189,6 +314,19 @@ INPUTS = {
     "speech": ((lambda cfg: _pixels(cfg)[:, 0, :cfg.num_mel_bins, :2 * cfg.max_source_positions].contiguous(), _ids),
                lambda m, f, ids: m(input_features=f, labels=ids).loss),
     "pair": ((_ids, _pixels), lambda m, ids, px: m(input_ids=ids, pixel_values=px, return_loss=True).loss),
+    "inputs-cls": ((_ids,), lambda m, ids: m(inputs=ids, labels=ids[:, 0] % 2).loss),  # (Perceiver's `inputs`)
+    "qa": ((_ids, _classes(8), lambda cfg: _randint(8, 5)),  # answer spans: start and end positions
+           lambda m, ids, s, e: m(input_ids=ids, start_positions=s, end_positions=e).loss),
+    "bbox-token": ((_ids, lambda cfg: _boxes(), lambda cfg: _ids(cfg) % 2),  # a box a token, a label a token
+                   lambda m, ids, bb, y: m(input_ids=ids, bbox=bb, labels=y).loss),
+    # (the noise that picks the masked patches in the batch: drawn inside, it is torch's draw natively and
+    # RepOps' under RepOps, two masks)
+    "mae": ((_pixels, lambda cfg: _pixels(cfg).view(2, -1)[:, :(cfg.image_size // cfg.patch_size) ** 2].sigmoid()),
+            lambda m, px, noise: m(pixel_values=px, noise=noise).loss),
+    "mae-draws": ((_pixels,), lambda m, px: m(pixel_values=px).loss),  # (its noise drawn inside, under the key)
+    "s2t": ((lambda cfg: _pixels(cfg)[:, 0, :16, :cfg.input_feat_per_channel].contiguous(), _ids),
+            lambda m, f, ids: m(input_features=f, labels=ids).loss),
+    "caption": ((_pixels, _ids), lambda m, px, ids: m(pixel_values=px, input_ids=ids, labels=ids).loss),
 }
 
 
