@@ -200,6 +200,15 @@ def _refuse_custom_backwards(applied) -> None:
                        "2 * x.detach() - x (forward x, backward -grad)")
 
 
+def _in_distributions(tb) -> bool:
+    """Whether a traceback passes through torch.distributions (its argument validation)."""
+    while tb is not None:
+        if "torch/distributions/" in tb.tb_frame.f_code.co_filename.replace("\\", "/"):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def _needs_dropout_key(e: BaseException) -> bool:
     from repops.random import NeedsDropoutKey
     while e is not None:
@@ -261,6 +270,13 @@ def exported(module: torch.nn.Module, example_batch: tuple, seed: int = 0, user:
                 "graph for every step: compute the loss in your module's forward from the model's logits with a "
                 "fixed-shape loss (cross_entropy with ignore_index, ctc_loss with padded targets and target lengths), or "
                 "choose a head without it (e.g. config.problem_type=\"single_label_classification\")")
+        elif "data-dependent" in said and _in_distributions(e.__traceback__):  # a distribution's own check
+            said = said.splitlines()[0] + (
+                "\n  Fix: torch.distributions checks its parameters' values in Python when it builds a distribution "
+                "(validate_args: a branch on the batch's values). A job commits one graph for every step: where the "
+                "model makes its parameters valid by construction (a softplus'd scale, ...), build it with "
+                "validate_args=False, or torch.distributions.Distribution.set_default_validate_args(False) before "
+                "exporting")
         elif "data-dependent" in said:  # torch's message goes on with the whole graph: its first line says it
             said = said.splitlines()[0] + (
                 "\n  Fix: the model branches in Python on a tensor's value (e.g. `if torch.rand([]) < p: skip`). A job "

@@ -297,3 +297,36 @@ def test_a_frozen_parameter_stays_frozen_when_the_model_draws_dropout():
         with repops.deterministic():
             prog.loss(x).backward()
         assert all(b.grad is None for b in base.values())
+
+
+def test_a_distribution_s_value_check_is_refused_at_export_with_its_switch_and_exports_without_it():
+    """torch.distributions checks its parameters' values in Python when it builds a distribution
+    (time-series heads: Hugging Face's TimeSeriesTransformer builds a StudentT): refused at export
+    naming validate_args; built with validate_args=False, the program steps with the module's bits."""
+    import repops
+
+    class Head(torch.nn.Module):
+        def __init__(self, validate):
+            super().__init__()
+            self.proj, self.validate = torch.nn.Linear(4, 2), validate
+
+        def forward(self, x, y):
+            loc, scale = self.proj(x).unbind(-1)
+            d = torch.distributions.Normal(loc, torch.nn.functional.softplus(scale), validate_args=self.validate)
+            return -d.log_prob(y).mean()
+
+    torch.manual_seed(0)
+    batch = (torch.randn(3, 4), torch.randn(3))
+    with pytest.raises(JobError, match="validate_args=False"):
+        program.export(Head(True), batch)
+    module = Head(False)
+    data, state = program.export(module, batch)
+    prog = program.load(data, {k: v.clone() for k, v in state.items()})
+    grads = []
+    for m, f in ((prog, prog.loss), (module, module)):
+        with repops.deterministic():
+            out = f(*batch)
+            out.backward()
+        grads.append([out.detach()] + [p.grad for p in m.parameters()])
+    assert len(grads[0]) == len(grads[1]) == 3
+    assert all(torch.equal(a.view(torch.int32), b.view(torch.int32)) for a, b in zip(*grads))
