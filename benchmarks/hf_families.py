@@ -145,8 +145,8 @@ FAMILIES.update({
                       lsh_attn_chunk_length=4, num_buckets=2, is_decoder=True, hash_seed=0), "lm"),
 })
 # families models in the wild bring (probed 2026-11-28: text encoders and decoders, MoE and state-space
-# decoders, CNN and hierarchical vision, masked-image pre-training, speech-to-text, captioning), each with
-# its kind of batch (WILD: the CI test leaves them to this benchmark, but for the refused)
+# decoders, CNN and hierarchical vision, masked-image pre-training, speech-to-text, captioning, time series),
+# each with its kind of batch (WILD: the CI test leaves them to this benchmark, but for the refused)
 _WILD = {
     "gpt-neo": ("GPTNeoForCausalLM", "GPTNeoConfig",
                 dict(vocab_size=100, hidden_size=32, num_layers=2, num_heads=4, window_size=4,
@@ -167,6 +167,8 @@ _WILD = {
               dict(_S, num_experts=2, num_experts_per_tok=1, expert_layer_period=2, expert_layer_offset=1,
                    attn_layer_period=2, attn_layer_offset=1, mamba_d_state=4, mamba_d_conv=4, mamba_expand=2,
                    use_mamba_kernels=False)),
+    "olmoe": ("OlmoeForCausalLM", "OlmoeConfig", dict(_S, num_experts=4, num_experts_per_tok=2)),
+    "granitemoe": ("GraniteMoeForCausalLM", "GraniteMoeConfig", dict(_S, num_local_experts=4, num_experts_per_tok=2)),
     "mamba2": ("Mamba2ForCausalLM", "Mamba2Config", dict(vocab_size=100, hidden_size=32, num_hidden_layers=2,
                                                          state_size=8, num_heads=4, head_dim=16, n_groups=1, expand=2,
                                                          chunk_size=4)),
@@ -248,6 +250,19 @@ _WILD = {
                                  num_heads=4, num_experts=4, expert_capacity=8, encoder_sparse_step=1,
                                  decoder_sparse_step=1, relative_attention_num_buckets=8, decoder_start_token_id=0,
                                  router_jitter_noise=0.0)),
+    "longt5": ("LongT5ForConditionalGeneration", "LongT5Config",
+               dict(vocab_size=100, d_model=32, d_kv=8, d_ff=64, num_layers=1, num_decoder_layers=1, num_heads=4,
+                    relative_attention_num_buckets=8, decoder_start_token_id=0, local_radius=2, global_block_size=2,
+                    encoder_attention_type="transient-global")),
+    # time series: PatchTST's forecast (MSE), the Time Series Transformer's StudentT likelihood
+    "patchtst": ("PatchTSTForPrediction", "PatchTSTConfig",
+                 dict(num_input_channels=2, context_length=16, patch_length=4, patch_stride=4, prediction_length=4,
+                      d_model=16, num_attention_heads=2, num_hidden_layers=1, ffn_dim=32), "forecast"),
+    "time-series-transformer": ("TimeSeriesTransformerForPrediction", "TimeSeriesTransformerConfig",
+                                dict(prediction_length=4, context_length=8, lags_sequence=[1, 2], d_model=16,
+                                     encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                                     decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+                                     num_time_features=1), "likelihood"),
     "blip": ("BlipForConditionalGeneration", "BlipConfig",
              dict(text_config=dict(_ENC, max_position_embeddings=16, encoder_hidden_size=32), vision_config=dict(_VIT),
                   projection_dim=16), "caption"),
@@ -279,6 +294,11 @@ def _ids(cfg, n=8):
 def _pixels(cfg):
     import torch
     return torch.randn(2, 3, 32, 32, generator=_g(2))
+
+
+def _series(channel, steps, features):
+    """[2, steps, features] values of a time series (a slice of the image batch's channel)."""
+    return _pixels(None)[:, channel, :steps, :features].contiguous()
 
 
 def _audio(cfg):
@@ -326,6 +346,14 @@ INPUTS = {
     "mae-draws": ((_pixels,), lambda m, px: m(pixel_values=px).loss),  # (its noise drawn inside, under the key)
     "s2t": ((lambda cfg: _pixels(cfg)[:, 0, :16, :cfg.input_feat_per_channel].contiguous(), _ids),
             lambda m, f, ids: m(input_features=f, labels=ids).loss),
+    "forecast": ((lambda cfg: _series(0, 16, 2), lambda cfg: _series(1, 4, 2)),  # (past 16 steps, future 4)
+                 lambda m, x, y: m(past_values=x, future_values=y).loss),
+    # (past values with 2 lags before the context of 8, one time feature, every value observed)
+    "likelihood": ((lambda cfg: _series(0, 10, 1)[..., 0], lambda cfg: _series(1, 10, 1),
+                    lambda cfg: _series(0, 10, 1)[..., 0] * 0 + 1, lambda cfg: _series(2, 4, 1)[..., 0],
+                    lambda cfg: _series(2, 4, 2)[..., 1:]),
+                   lambda m, pv, pt, pm, fv, ft: m(past_values=pv, past_time_features=pt, past_observed_mask=pm,
+                                                   future_values=fv, future_time_features=ft).loss),
     "caption": ((_pixels, _ids), lambda m, px, ids: m(pixel_values=px, input_ids=ids, labels=ids).loss),
 }
 
