@@ -231,6 +231,16 @@ _WILD = {
                  patch_sizes=[4, 2], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2]), "image"),
     "data2vec-vision": ("Data2VecVisionForImageClassification", "Data2VecVisionConfig",
                         dict(_VIT, use_relative_position_bias=True), "image"),
+    # detection: the backbones and heads; their own losses match queries to targets with scipy's Hungarian
+    # matcher (not installed here), so the "detect" batch scores every query against "no object" and a fixed box
+    "yolos": ("YolosForObjectDetection", "YolosConfig", dict(_VIT, image_size=[32, 32], num_detection_tokens=4),
+              "detect"),
+    "detr": ("DetrForObjectDetection", "DetrConfig",
+             dict(use_timm_backbone=False, use_pretrained_backbone=False, backbone=None, num_queries=4, num_labels=3,
+                  backbone_config=dict(model_type="resnet", embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1],
+                                       layer_type="basic", out_features=["stage2"]),
+                  d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4,
+                  encoder_ffn_dim=64, decoder_ffn_dim=64), "detect"),
     "vit-mae": ("ViTMAEForPreTraining", "ViTMAEConfig",
                 dict(_VIT, decoder_hidden_size=16, decoder_num_hidden_layers=1, decoder_num_attention_heads=2,
                      decoder_intermediate_size=32, mask_ratio=0.5), "mae"),
@@ -301,6 +311,15 @@ def _series(channel, steps, features):
     return _pixels(None)[:, channel, :steps, :features].contiguous()
 
 
+def _detect_loss(out):
+    """A detector's loss without matching: every query's class scores against the last class ("no object"
+    in DETR and YOLOS) and its box against the image's centre box."""
+    import torch
+    logits = out.logits.flatten(0, 1)
+    none = torch.full(logits.shape[:1], logits.shape[1] - 1, dtype=torch.long)
+    return torch.nn.functional.cross_entropy(logits, none) + (out.pred_boxes - 0.5).abs().mean()
+
+
 def _audio(cfg):
     import torch
     return torch.randn(2, 400, generator=_g(3))
@@ -354,6 +373,7 @@ INPUTS = {
                     lambda cfg: _series(2, 4, 2)[..., 1:]),
                    lambda m, pv, pt, pm, fv, ft: m(past_values=pv, past_time_features=pt, past_observed_mask=pm,
                                                    future_values=fv, future_time_features=ft).loss),
+    "detect": ((_pixels,), lambda m, px: _detect_loss(m(pixel_values=px))),
     "caption": ((_pixels, _ids), lambda m, px, ids: m(pixel_values=px, input_ids=ids, labels=ids).loss),
 }
 
