@@ -229,6 +229,10 @@ _WILD = {
     "pvt": ("PvtForImageClassification", "PvtConfig",
             dict(_V, num_encoder_blocks=2, depths=[1, 1], sequence_reduction_ratios=[2, 1], hidden_sizes=[16, 32],
                  patch_sizes=[4, 2], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2]), "image"),
+    "hiera": ("HieraForImageClassification", "HieraConfig",
+              dict(_V, embed_dim=16, image_size=[32, 32], patch_size=[3, 3], patch_stride=[2, 2], patch_padding=[1, 1],
+                   depths=[1, 1], num_heads=[1, 2], query_stride=[2, 2], masked_unit_size=[4, 4],
+                   mask_unit_attn=[True, False], num_query_pool=1), "image"),
     "data2vec-vision": ("Data2VecVisionForImageClassification", "Data2VecVisionConfig",
                         dict(_VIT, use_relative_position_bias=True), "image"),
     # detection: the backbones and heads; their own losses match queries to targets with scipy's Hungarian
@@ -286,8 +290,9 @@ WILD = set(_WILD)
 REFUSED: dict = {"fnet": "RepOps has no FFT"}  # (its token mixing: torch.fft.fftn(x).real)
 # its global pool, nn.AvgPool2d(320, ceil_mode=True) on an 8x8 map: a 320x320 window an output, minutes on the CPU
 # backend (run it with --only efficientnet); MobileNet 1-2 (13 and 17 depthwise convolutions), CvT (convolutional
-# projections of q, k, v) and LeViT (a stem of four convolutions): 1-5 minutes each on the emulated CUDA kernels
-SLOW = {"efficientnet", "mobilenet-v1", "mobilenet-v2", "cvt", "levit"}
+# projections of q, k, v) and LeViT (a stem of four convolutions): 1-5 minutes each on the emulated CUDA kernels;
+# Hiera: minutes on the CPU backend too
+SLOW = {"efficientnet", "mobilenet-v1", "mobilenet-v2", "cvt", "levit", "hiera"}
 ZERO_BELOW = 1e-10  # a gradient this small everywhere is zero in exact arithmetic (a key bias under softmax)
 
 
