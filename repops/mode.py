@@ -40,23 +40,15 @@ _F32 = torch.float32
 def _device(func, args) -> str:
     """The one device an op runs on; CPU 0-dim tensors (wrapped scalars) go with any."""
     devices, cpu = None, False  # (the other devices' types; a CPU tensor of 1+ dims seen)
-    for a in args:  # (one pass, no lists built, no device objects for CPU tensors: every op comes here)
-        if isinstance(a, torch.Tensor):
-            if a.is_cpu:
-                cpu = cpu or a.dim() > 0
-            elif devices is None:
-                devices = {a.device.type}
-            else:
-                devices.add(a.device.type)
-        elif isinstance(a, (list, tuple)):
-            for t in a:
-                if isinstance(t, torch.Tensor):
-                    if t.is_cpu:
-                        cpu = cpu or t.dim() > 0
-                    elif devices is None:
-                        devices = {t.device.type}
-                    else:
-                        devices.add(t.device.type)
+    for a in args:  # (one pass, no device objects for CPU tensors: every op comes here)
+        for t in a if isinstance(a, (list, tuple)) else (a,):
+            if isinstance(t, torch.Tensor):
+                if t.is_cpu:
+                    cpu = cpu or t.dim() > 0
+                elif devices is None:
+                    devices = {t.device.type}
+                else:
+                    devices.add(t.device.type)
     if devices is None:
         return "cpu"  # the common case
     if cpu:
