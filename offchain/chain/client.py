@@ -319,8 +319,12 @@ class Chain:
         except Exception:  # a node without eth_maxPriorityFeePerGas
             return 0
 
+    def _bump(self, fee: int, tip: int) -> tuple[int, int] | None:
+        """bump_fees of a transaction sent at (fee, tip), at today's base fee and tip, under the ceiling."""
+        return bump_fees(fee, tip, self._base_fee(), self._tip_now(), self.max_fee_wei)
+
     def _bumped(self, state: "_Pending", what: str) -> tuple[int, int]:
-        fees = bump_fees(state.fee, state.tip, self._base_fee(), self._tip_now(), self.max_fee_wei)
+        fees = self._bump(state.fee, state.tip)
         if fees is None:
             raise FeeCeilingReached(
                 f"{what}: nonce {state.nonce} holds a transaction at {state.fee / 1e9:g} gwei per gas, and replacing it "
@@ -330,7 +334,7 @@ class Chain:
 
     def _replace(self, state: "_Pending", tx: dict, sender: LocalAccount) -> bool:
         """Re-send at the same nonce with bumped fees; False: the ceiling allows no bump."""
-        fees = bump_fees(state.fee, state.tip, self._base_fee(), self._tip_now(), self.max_fee_wei)
+        fees = self._bump(state.fee, state.tip)
         if fees is None:
             return False
         self._push(state, tx, sender, *fees)
@@ -364,7 +368,7 @@ class Chain:
                 elif any(m in msg for m in NONCE_USED):
                     return self._nonce_used(state)
                 elif any(m in msg for m in UNDERPRICED):
-                    bumped = bump_fees(fee, tip, self._base_fee(), self._tip_now(), self.max_fee_wei)
+                    bumped = self._bump(fee, tip)
                     if bumped is None:
                         raise FeeCeilingReached(
                             f"{state.what}: the node refuses nonce {state.nonce} at {fee / 1e9:g} gwei per gas "

@@ -633,29 +633,28 @@ def check_settleable(ctx) -> None:
             f"docs/PROTOCOL.md §7), or a fold too large for one node", "ship integers derived from the data "
             f"(labels, masks) as tensors of the data file instead of computing them in forward, split a fold "
             f"over more than 65,535 elements (a smaller batch), or settle this job off chain")
+    from ..protocol.trace import decode_structure
     for j in range(len(ctx.kernel_graph.structures)):
+        structure = ctx.graph.structures[j]
         size = node_bytes(ctx, j)
         if size > MAX_NODE_BYTES:
-            from ..protocol.trace import decode_structure
             raise NotSettleableOnChain(
-                f"node {j} ({decode_structure(ctx.graph.structures[j])[0]}) of the job's step has {size} "
+                f"node {j} ({decode_structure(structure)[0]}) of the job's step has {size} "
                 f"bytes of input and output commitments; the chain takes a node of at most {MAX_NODE_BYTES} (a "
                 "dispute move passes two of them)", "split the op over fewer tensors (fewer inputs or outputs per "
                 "call), or settle this job off chain")
-        structure = ctx.graph.structures[j]
         if len(structure) > MAX_STRUCTURE_BYTES:
-            from ..protocol.trace import decode_structure
             raise NotSettleableOnChain(
                 f"node {j} ({decode_structure(structure)[0]}) of the job's step has a structure of {len(structure)} "
                 f"bytes (its attributes and input references); the chain's move that proves a node carries it with "
                 f"two nodes and takes at most {MAX_STRUCTURE_BYTES}", "pass the op fewer or shorter attributes "
                 "(a long list as a tensor of the data file), or settle this job off chain")
         for k, ks in enumerate(ctx.kernel_graph.structures[j]):
-            if kernel_bytes(ks) > MAX_KERNEL_BYTES:
-                from ..protocol.trace import decode_structure
+            size = kernel_bytes(ks)
+            if size > MAX_KERNEL_BYTES:
                 raise NotSettleableOnChain(
                     f"kernel {k} of node {j} ({decode_structure(structure)[0]}) of the job's step has an encoding "
-                    f"of {kernel_bytes(ks)} bytes (its operand descriptors and commitments); the chain's move that "
+                    f"of {size} bytes (its operand descriptors and commitments); the chain's move that "
                     f"reveals a kernel carries two of them and takes at most {MAX_KERNEL_BYTES}",
                     "split the op over fewer tensors (a concatenation of fewer parts), or settle this job off chain")
 

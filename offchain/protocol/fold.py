@@ -104,9 +104,7 @@ def fold(ep: torch.export.ExportedProgram, keep: set = frozenset()) -> dict[str,
         if isinstance(value, torch.Tensor):  # (a tuple read by anything but getitem stays computed)
             node.replace_all_uses_with(lifted.use(node, value.detach(), constant))
         elif type(value) in (int, float, bool):  # a size or number from constants: written where it is read
-            for user in list(node.users):
-                user.args, user.kwargs = torch.fx.node.map_arg((user.args, user.kwargs),
-                                                               lambda a, node=node: value if a is node else a)
+            _write_number(node, value)
     for node in reversed(list(graph.nodes)):  # what the lifted values replaced, and views left unused
         if node in constant and node.op in ("call_function", "get_attr") and (_returns_nothing(node) or not node.users):
             graph.erase_node(node)
@@ -114,6 +112,20 @@ def fold(ep: torch.export.ExportedProgram, keep: set = frozenset()) -> dict[str,
     _static_shapes(ep)
     ep.graph_module.recompile()
     return lifted.new
+
+
+def _write_number(node, value) -> None:
+    """A size or number folded to `value`: written into the nodes that read `node`."""
+    for user in list(node.users):
+        user.args, user.kwargs = torch.fx.node.map_arg((user.args, user.kwargs),
+                                                       lambda a: value if a is node else a)
+
+
+def _check_scalar(args, what: str) -> None:
+    """torch.export's runtime assertion (aten._assert_scalar) on a folded number, checked once here."""
+    if not args[0]:
+        from .job import JobError
+        raise JobError(f"the model's {what} fail torch.export's check: {args[1]}")
 
 
 def _static_shapes(ep) -> None:
@@ -141,10 +153,7 @@ def _static_shapes(ep) -> None:
                     if node.target is torch.ops.aten._assert_scalar.default:
                         if not isinstance(args[0], bool):
                             return
-                        if not args[0]:
-                            from .job import JobError
-                            raise JobError(f"the model's shapes fail torch.export's check: {args[1]}")
-                        env[node] = None
+                        env[node] = _check_scalar(args, "shapes")
                     else:
                         env[node] = _op(node)(*args, **kwargs)
     except (torch._subclasses.fake_tensor.DataDependentOutputException,
@@ -159,9 +168,7 @@ def _static_shapes(ep) -> None:
         if node.target is torch.ops.aten._assert_scalar.default:
             graph.erase_node(node)
         elif type(value) in (int, float, bool):
-            for user in list(node.users):
-                user.args, user.kwargs = torch.fx.node.map_arg((user.args, user.kwargs),
-                                                               lambda a, node=node: value if a is node else a)
+            _write_number(node, value)
         else:
             node.meta["val"] = value
             node.meta.pop("unbacked_bindings", None)
@@ -195,10 +202,7 @@ def _constants(ep) -> tuple[dict, set]:
                 env[a] = env[a].clone()  # (never write a state tensor or a lifted constant)
             args, kwargs = torch.fx.node.map_aggregate((node.args, node.kwargs), load)
             if node.target is torch.ops.aten._assert_scalar.default:  # torch.export's check of a folded number
-                if not args[0]:
-                    from .job import JobError
-                    raise JobError(f"the model's constants fail torch.export's check: {args[1]}")
-                env[node] = None
+                env[node] = _check_scalar(args, "constants")
                 continue
             env[node] = _op(node)(*args, **kwargs)
     return env, constant

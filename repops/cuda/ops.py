@@ -84,6 +84,16 @@ _CONSTANTS = 4096  # device constants kept per runtime (by value); beyond, the c
 # its key, so one table serves every runtime and thread; beyond _PLANS_MAX it starts over
 _PLANS: dict = {}
 _PLANS_MAX = 4096
+
+
+def _plan(key, make):
+    """_PLANS[key], made by make() once (False: not the plain case, the general path)."""
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        plan = _PLANS[key] = make() or False
+    return plan
 _F32 = np.dtype(F32)
 _FOLDS = {P.add: 0, P.max_: 1}  # fold_f32's codes
 
@@ -330,11 +340,7 @@ class Ops:
                 return None
             key += (x.shape, x.strides)
         key = tuple(key)
-        plan = _PLANS.get(key)
-        if plan is None:
-            if len(_PLANS) >= _PLANS_MAX:
-                _PLANS.clear()
-            plan = _PLANS[key] = self._map_plan(xs) or False
+        plan = _plan(key, lambda: self._map_plan(xs))
         if plan is False:
             return None
         shape, n, per, tail = plan
@@ -697,11 +703,7 @@ class Ops:
         else:
             return None
         key = ("matmul", a.shape, a.strides, b.shape, b.strides, bkey, self.small_below, self._tiles)
-        plan = _PLANS.get(key)
-        if plan is None:
-            if len(_PLANS) >= _PLANS_MAX:
-                _PLANS.clear()
-            plan = _PLANS[key] = self._matmul_plan(a, b, bias) or False
+        plan = _plan(key, lambda: self._matmul_plan(a, b, bias))
         if plan is False:
             return None
         shape, kernel, grid, block, mid, one, tail = plan

@@ -25,6 +25,19 @@ def adamw_steps(model, batches, backend="cpu", threads=1, key: int | None = None
     return torch.stack(losses), torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
+def program_and_module(prog, module, batch):
+    """[(loss, {name: grad}) of the loaded program, the same of the module it was exported from]:
+    one backward of each under RepOps, for the program = module bit checks."""
+    runs = []
+    for m, loss_of in ((prog, prog.loss), (module, module)):
+        with repops.deterministic():
+            loss = loss_of(*batch)
+            loss.backward()
+        runs.append((loss.detach(), {k: p.grad for k, p in m.named_parameters(remove_duplicate=False)
+                                     if p.grad is not None}))
+    return runs
+
+
 def bits(t):
     return t.contiguous().view(torch.int32)
 

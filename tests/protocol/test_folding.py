@@ -23,6 +23,7 @@ from offchain.trainer import adversaries as A
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "repops"))
 from model_zoo import MODELS  # noqa: E402
 from playing import honest_paid_on_chain, honest_wins_off_chain, off_chain  # noqa: E402
+from stepping import program_and_module  # noqa: E402
 
 
 
@@ -83,14 +84,7 @@ def test_the_folded_program_keeps_the_modules_loss_and_every_gradient_bit_for_bi
     prog, state = program.export(module, b0)
     assert any(k.startswith("folded_") for k in state), "something was folded"
     folded = program.load(prog, {k: v.clone() for k, v in state.items()})
-    runs = []
-    for m, loss_of in ((folded, folded.loss), (module, module)):
-        with repops.deterministic():
-            loss = loss_of(*b0)
-            loss.backward()
-        runs.append((loss.detach(), {k: p.grad for k, p in m.named_parameters(remove_duplicate=False)
-                                     if p.grad is not None}))
-    (lf, gf), (le, ge) = runs
+    (lf, gf), (le, ge) = program_and_module(folded, module, b0)
     assert lf.view(torch.int32).item() == le.view(torch.int32).item()
     assert gf and set(gf) <= set(ge) and len(gf) == len({id(g) for g in ge.values()})  # tied weights: one name
     for k in gf:
