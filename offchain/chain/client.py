@@ -412,6 +412,8 @@ class Chain:
         self._next_nonce[state.addr] = max(self._next_nonce.get(state.addr, 0), state.nonce + 1)
         what, call = state.sent[h]
         if call != state.call:
+            if receipt["status"] == 1:  # what it cost is logged under its own name, as if it had been waited on
+                self.gas_log.append((what, receipt["gasUsed"]))
             raise EarlierTransactionMined(
                 f"{state.what} was not sent: {what}, an earlier transaction at the same nonce, was mined instead",
                 "nothing to do: the next try reads the chain again")

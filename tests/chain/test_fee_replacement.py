@@ -245,6 +245,56 @@ def test_at_the_ceiling_it_says_what_to_raise_and_is_not_a_lost_node(node):
     assert not isinstance(e.value, ChainUnavailable) and "--max-fee-gwei" in str(e.value)
 
 
+@pytest.mark.anvil
+def test_a_new_action_at_a_waiting_nonce_says_so_when_the_earlier_one_is_mined_instead(node, monkeypatch):
+    """An action left waiting (its send stopped at the fee ceiling) holds the key's nonce; the
+    next, different action replaces it there. If the waiting one is mined first after all, the
+    new one was not done: the caller is told so (EarlierTransactionMined, which a tick retries),
+    never handed the earlier one's receipt as its own, and the next call takes the next nonce."""
+    from offchain.chain.client import EarlierTransactionMined
+    chain, sender, first_to, second_to = node, node.accounts[1], node.accounts[3].address, node.accounts[4].address
+    n0 = chain.w3.eth.get_transaction_count(sender.address)
+    paid = [chain.w3.eth.get_balance(a) for a in (first_to, second_to)]
+    chain.max_fee_wei = 60 * G
+    _rpc(chain, "evm_setAutomine", False)
+    t, out = _in_thread(lambda: _pay(chain, sender, first_to, 111))
+    (h1, _), = _until(lambda: _pool(chain), what="the first send").items()
+    _rpc(chain, "anvil_setNextBlockBaseFeePerGas", hex(300 * G))
+    _rpc(chain, "evm_mine")  # passed over; the ceiling allows no bump
+    _rpc(chain, "evm_setIntervalMining", 1)
+    with pytest.raises(FeeCeilingReached):
+        _result(t, out)
+    assert chain._pending[sender.address].nonce == n0  # it still holds its nonce
+    _rpc(chain, "evm_setIntervalMining", 0)
+    _rpc(chain, "evm_setAutomine", False)
+    chain.max_fee_wei = 1000 * G
+    send, raws = chain.w3.eth.send_raw_transaction, []
+    first_raw = chain._pending[sender.address].raw
+
+    def racing_send(raw):
+        """The first action, still in another node's pool, is mined just before the second's send."""
+        raws.append(bytes(raw))
+        _rpc(chain, "anvil_setNextBlockBaseFeePerGas", hex(1 * G))
+        send(first_raw)
+        _rpc(chain, "evm_mine")
+        return send(raw)
+    monkeypatch.setattr(chain.w3.eth, "send_raw_transaction", racing_send)
+    with pytest.raises(EarlierTransactionMined, match="pay was not sent"):
+        _pay(chain, sender, second_to, 222)
+    monkeypatch.setattr(chain.w3.eth, "send_raw_transaction", send)
+    assert len(raws) == 1
+    mined = chain.w3.eth.get_transaction_receipt(h1)
+    assert mined["status"] == 1 and chain.w3.eth.get_transaction(h1)["nonce"] == n0
+    assert chain.w3.eth.get_balance(first_to) == paid[0] + 111  # the first paid once
+    assert chain.w3.eth.get_balance(second_to) == paid[1]  # the second not at all
+    assert sender.address not in chain._pending
+    assert chain.gas_log[-1] == ("pay", mined["gasUsed"])  # what the earlier one cost is in the books
+    _rpc(chain, "evm_setAutomine", True)
+    again = _pay(chain, sender, second_to, 222)  # the retry: done, at the next nonce
+    assert chain.w3.eth.get_transaction(again["transactionHash"])["nonce"] == n0 + 1
+    assert chain.w3.eth.get_balance(second_to) == paid[1] + 222
+
+
 def test_an_agent_does_not_call_a_node_that_answers_gone():
     """NodeGone only when the node itself does not answer: failures of a tick that a node
     answering reads comes with are retried past --offline-s."""
