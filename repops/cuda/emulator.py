@@ -1,5 +1,6 @@
 """Runs the unmodified CUDA sources on the CPU: g++ compiles them under emu/cuda_emu.h
-(blocks one after another, a block's threads as std::threads meeting at a std::barrier)
+(blocks one after another, a block's threads as fibers on the calling thread, switched at
+__syncthreads())
 with launchers generated from repops.cuda.kernels.KERNELS, called through ctypes on numpy
 arrays. This is how CI checks the kernels' bits without a GPU.
 
@@ -188,7 +189,7 @@ class CupyLike:
 def _library(flags: list[str]) -> Path:
     if shutil.which(CXX) is None:
         raise BackendError(f"C++ compiler {CXX!r} not found: the CUDA emulator builds the kernels with it "
-                           "(g++ >= 11 for std::barrier; Debian: apt-get install g++) or set REPOPS_CXX")
+                           "(g++ >= 11, for C++20; Debian: apt-get install g++) or set REPOPS_CXX")
     src = _launchers()
     h = hashlib.sha256((" ".join(flags) + src).encode())
     for f in sorted(EMU.glob("*")) + sources() + headers():
