@@ -81,7 +81,13 @@ exec node \"$VERDE_ROOT/scripts/solc.cjs\" \"\$@\""
   export FOUNDRY_SOLC="$exe"
 }
 
+# npm's install and pip's run side by side (each is mostly one core waiting on the network or
+# unpacking); either one's failure stops the script with its own message
+setup_node &
+node_pid=$!
+trap 'kill "$node_pid" 2>/dev/null || true' EXIT  # a failed pip step stops npm too (its stamp unwritten)
 setup_python
-setup_node
+wait "$node_pid" || exit 1  # (its own message is printed)
+trap - EXIT
 register_solc
 export VERDE_ROOT VENV PATH="$VENV/bin:$VERDE_ROOT/node_modules/@foundry-rs/anvil-linux-amd64/bin:$VERDE_ROOT/node_modules/@foundry-rs/forge-linux-amd64/bin:$PATH"
