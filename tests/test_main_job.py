@@ -89,9 +89,12 @@ def test_stopping_the_demo_stops_every_process_it_started(tmp_path, sig, when):
     import signal
     import time
     work = tmp_path / "work"
+    err = open(tmp_path / "demo.err", "w+")
+    # (PYTHONFAULTHANDLER: a demo that does not end is sent SIGABRT below, and says where each thread was)
     p = subprocess.Popen([str(VERDE), "demo", "--vectors", "2", "--steps", "4", "--workdir", str(work),
-                          "--report", str(tmp_path / "r.png")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"}, start_new_session=True)
+                          "--report", str(tmp_path / "r.png")], stdout=subprocess.DEVNULL, stderr=err,
+                         env={"COLUMNS": "250", "PATH": "/usr/bin:/bin", "PYTHONFAULTHANDLER": "1"},
+                         start_new_session=True)
     try:
         logs = [work / n / "agent.log" for n in ("honest", "honest-2", "cheater")]
         ready = ((lambda: all(f.exists() and "join (stake)" in f.read_text() for f in logs))  # playing the job
@@ -104,7 +107,13 @@ def test_stopping_the_demo_stops_every_process_it_started(tmp_path, sig, when):
         started = _descendants(p.pid)
         assert started, "no child process to check"
         p.send_signal(getattr(signal, sig))
-        assert p.wait(timeout=60) != 0
+        try:
+            assert p.wait(timeout=60) != 0
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGABRT)
+            p.wait(timeout=30)
+            err.seek(0)
+            pytest.fail(f"the demo did not end within 60 s of {sig}; where it was:\n{err.read()[-6000:]}")
         t0 = time.time()
         while _alive(started) and time.time() - t0 < 10:
             time.sleep(0.2)
@@ -112,3 +121,4 @@ def test_stopping_the_demo_stops_every_process_it_started(tmp_path, sig, when):
     finally:
         if p.poll() is None:
             os.killpg(p.pid, 9)
+        err.close()
