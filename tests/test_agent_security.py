@@ -149,7 +149,7 @@ def test_colluders_cannot_stall_a_job_in_any_join_order(world, tmp_path, k, clai
     (a draw: both out) and ends with the payment and every stake."""
     if claims == "mixed" and k == 3:
         pytest.skip("k = 3 has two colluders: same or different")
-    for pos in range(k):
+    for pos in (0, 1, k - 1):  # first, in between, last (k = 4's second in-between place: ~6 s of CI each)
         colluders = COLLUDERS[claims][:k - 1]
         run = Run(world, tmp_path / f"{pos}", colluders[:pos] + [H()] + colluders[pos:], random.Random(pos))
         run.play()
