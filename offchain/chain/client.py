@@ -29,8 +29,9 @@ UNDERPRICED = ("underpriced", "less than block base fee", "fee cap less than blo
 
 
 class FeeCeilingReached(ChainError):
-    """A transaction is not mined at the most this key may pay per gas (`Chain.max_fee_wei`).
-    Not a lost node: the agent retries, replacing it at the same nonce."""
+    """A transaction is not mined at the most this key may pay per gas (`Chain.max_fee_wei`,
+    or less where its balance covers less: Chain._cap). Not a lost node: the agent retries,
+    replacing it at the same nonce."""
 
 
 class NotMining(ChainError):
@@ -256,10 +257,10 @@ class Chain:
         else:
             if p is not None:  # another action while one waits: it takes that nonce, with higher fees
                 state = _Pending(addr, p.nonce, what, call, p.fee, p.tip, dict(p.sent))
-                fees = self._bumped(state, what)
+                fees = self._bumped(state, what, tx, sender)
             else:
                 state = _Pending(addr, max(mined, self._next_nonce.get(addr, 0)), what, call, 0, 0, {})
-                fees = self._first_fees(tx)
+                fees = self._first_fees(tx, sender)
             self._pending[addr] = state
             try:
                 self._push(state, tx, sender, *fees)
@@ -283,12 +284,11 @@ class Chain:
                     if state.ceiling_at is None:
                         state.ceiling_at = now
                     elif now - state.ceiling_at > max(self.replace_after_s, 4 * self.poll_s):
+                        _, limit, fix = self._cap(tx, sender)
                         raise FeeCeilingReached(
-                            f"{what} (nonce {state.nonce} of {addr}) is not mined at the fee ceiling of "
-                            f"{self.max_fee_wei / 1e9:g} gwei per gas (base fee now {self._base_fee() / 1e9:g} gwei);"
-                            " it stays in the node's pool and may still be mined",
-                            "raise the ceiling (--max-fee-gwei or VERDE_MAX_FEE_GWEI; the key must hold gas x that "
-                            "fee); a retried or restarted agent replaces the waiting transaction at the same nonce")
+                            f"{what} (nonce {state.nonce} of {addr}) is not mined at {limit} (base fee now "
+                            f"{self._base_fee() / 1e9:g} gwei); it stays in the node's pool and may still be mined",
+                            f"{fix}; a retried or restarted agent replaces the waiting transaction at the same nonce")
                 elif now - state.rebroadcast_at >= self.replace_after_s:
                     # no block since: send the same bytes again (a node restarted without its pool,
                     # or one that mines only on a new transaction); 'already known' is fine
@@ -301,12 +301,12 @@ class Chain:
                                     "replaced at the same nonce when this is retried")
             time.sleep(self.poll_s)
 
-    def _first_fees(self, tx: dict) -> tuple[int, int]:
+    def _first_fees(self, tx: dict, sender: LocalAccount) -> tuple[int, int]:
         if self.local:  # one request less per transaction
             return tx.get("maxFeePerGas", LOCAL_MAX_FEE), tx.get("maxPriorityFeePerGas", 0)
         if "maxFeePerGas" in tx:
             return tx["maxFeePerGas"], tx.get("maxPriorityFeePerGas", 0)
-        return first_fees(self._base_fee(), self._tip_now(), self.max_fee_wei)
+        return first_fees(self._base_fee(), self._tip_now(), self._cap(tx, sender)[0])
 
     def _base_fee(self) -> int:
         return int(self.w3.eth.get_block("latest").get("baseFeePerGas") or 0)
@@ -319,22 +319,36 @@ class Chain:
         except Exception:  # a node without eth_maxPriorityFeePerGas
             return 0
 
-    def _bump(self, fee: int, tip: int) -> tuple[int, int] | None:
-        """bump_fees of a transaction sent at (fee, tip), at today's base fee and tip, under the ceiling."""
-        return bump_fees(fee, tip, self._base_fee(), self._tip_now(), self.max_fee_wei)
+    def _cap(self, tx: dict, sender: LocalAccount) -> tuple[int, str, str]:
+        """The most this transaction may bid per gas: the ceiling, or less where the key's balance
+        holds less than its gas limit x the ceiling (a node refuses a bid the sender cannot cover:
+        a spike would leave the key refused at every bump, not bidding what it has).
+        -> (wei per gas, what limits it, the fix)."""
+        have = self.w3.eth.get_balance(sender.address) - tx.get("value", 0)
+        afford = max(0, have) // max(1, tx["gas"])
+        if afford < self.max_fee_wei:
+            return afford, (f"{afford / 1e9:g} gwei per gas, all that {sender.address}'s {max(0, have) / 1e18:.6f} ETH "
+                            f"covers for a gas limit of {tx['gas']:,}"), \
+                "fund this key (the node refuses a fee the key cannot pay in full)"
+        return self.max_fee_wei, f"the fee ceiling of {self.max_fee_wei / 1e9:g} gwei per gas", \
+            "raise the ceiling (--max-fee-gwei or VERDE_MAX_FEE_GWEI; the key must hold gas x that fee)"
 
-    def _bumped(self, state: "_Pending", what: str) -> tuple[int, int]:
-        fees = self._bump(state.fee, state.tip)
+    def _bump(self, fee: int, tip: int, tx: dict, sender: LocalAccount) -> tuple[int, int] | None:
+        """bump_fees of a transaction sent at (fee, tip), at today's base fee and tip, under _cap."""
+        return bump_fees(fee, tip, self._base_fee(), self._tip_now(), self._cap(tx, sender)[0])
+
+    def _bumped(self, state: "_Pending", what: str, tx: dict, sender: LocalAccount) -> tuple[int, int]:
+        fees = self._bump(state.fee, state.tip, tx, sender)
         if fees is None:
+            _, limit, fix = self._cap(tx, sender)
             raise FeeCeilingReached(
                 f"{what}: nonce {state.nonce} holds a transaction at {state.fee / 1e9:g} gwei per gas, and replacing it "
-                f"needs 10% more than the fee ceiling of {self.max_fee_wei / 1e9:g} gwei allows",
-                "raise the ceiling (--max-fee-gwei or VERDE_MAX_FEE_GWEI), or wait for the waiting one to be mined")
+                f"needs 10% more than {limit}", f"{fix}, or wait for the waiting one to be mined")
         return fees
 
     def _replace(self, state: "_Pending", tx: dict, sender: LocalAccount) -> bool:
-        """Re-send at the same nonce with bumped fees; False: the ceiling allows no bump."""
-        fees = self._bump(state.fee, state.tip)
+        """Re-send at the same nonce with bumped fees; False: the cap allows no bump."""
+        fees = self._bump(state.fee, state.tip, tx, sender)
         if fees is None:
             return False
         self._push(state, tx, sender, *fees)
@@ -368,12 +382,12 @@ class Chain:
                 elif any(m in msg for m in NONCE_USED):
                     return self._nonce_used(state)
                 elif any(m in msg for m in UNDERPRICED):
-                    bumped = self._bump(fee, tip)
+                    bumped = self._bump(fee, tip, tx, sender)
                     if bumped is None:
+                        _, limit, fix = self._cap(tx, sender)
                         raise FeeCeilingReached(
                             f"{state.what}: the node refuses nonce {state.nonce} at {fee / 1e9:g} gwei per gas "
-                            f"({str(e)[:200]}), and the fee ceiling is {self.max_fee_wei / 1e9:g} gwei",
-                            "raise the ceiling (--max-fee-gwei or VERDE_MAX_FEE_GWEI)") from None
+                            f"({str(e)[:200]}), and the most it may bid is {limit}", fix) from None
                     fee, tip = bumped
                     continue
                 else:

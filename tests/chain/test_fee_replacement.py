@@ -295,6 +295,43 @@ def test_a_new_action_at_a_waiting_nonce_says_so_when_the_earlier_one_is_mined_i
     assert chain.w3.eth.get_balance(second_to) == paid[1] + 222
 
 
+@pytest.mark.anvil
+def test_a_key_that_cannot_cover_the_ceiling_bids_all_it_has_and_then_says_fund_it(node):
+    """A spike asks for more per gas than the key's balance covers for the transaction's gas
+    limit: the replacement bids what the balance covers (a node refuses a bid the sender
+    cannot pay in full: every bump to today's price was refused as 'insufficient funds', and
+    the waiting transaction was never raised); when even that is under the base fee, the error
+    names the balance and says to fund the key, not to raise the ceiling."""
+    from eth_account import Account
+    chain, funder = node, node.accounts[2]
+    poor = Account.create()
+    afford, value = 100 * G, 1  # wei per gas its balance covers for a plain transfer's 21,000 gas
+    _pay(chain, funder, poor.address, 21_000 * afford + value)
+    _rpc(chain, "evm_setAutomine", False)
+    t, out = _in_thread(lambda: chain._send("pay", {"to": funder.address, "value": value, "gas": 21_000}, poor))
+    _until(lambda: _pool(chain), what="the first send")  # at the local chain's 50 gwei
+    _rpc(chain, "anvil_setNextBlockBaseFeePerGas", hex(60 * G))  # today's price: 2 x 60 gwei + tip > 100
+    _rpc(chain, "evm_mine")
+    _rpc(chain, "evm_setIntervalMining", 1)
+    receipt = _result(t, out)
+    sent = chain.w3.eth.get_transaction(receipt["transactionHash"])
+    assert receipt["status"] == 1 and sent["maxFeePerGas"] == afford  # all it had, and mined
+    # now it cannot cover even the base fee: the error says why and what to do
+    _rpc(chain, "evm_setIntervalMining", 0)
+    _rpc(chain, "evm_setAutomine", True)
+    poor = Account.create()
+    _pay(chain, funder, poor.address, 21_000 * 52 * G + value)  # the first send (50 gwei) and no +10% bump
+    _rpc(chain, "evm_setAutomine", False)
+    t, out = _in_thread(lambda: chain._send("pay", {"to": funder.address, "value": value, "gas": 21_000}, poor))
+    _until(lambda: _pool(chain), what="the second send")
+    _rpc(chain, "anvil_setNextBlockBaseFeePerGas", hex(300 * G))
+    _rpc(chain, "evm_mine")
+    _rpc(chain, "evm_setIntervalMining", 1)
+    with pytest.raises(FeeCeilingReached, match="fund this key") as e:
+        _result(t, out)
+    assert "52 gwei per gas" in str(e.value) and poor.address in str(e.value) and "VERDE_MAX_FEE_GWEI" not in str(e.value)
+
+
 def test_an_agent_does_not_call_a_node_that_answers_gone():
     """NodeGone only when the node itself does not answer: failures of a tick that a node
     answering reads comes with are retried past --offline-s."""
