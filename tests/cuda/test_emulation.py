@@ -185,10 +185,28 @@ def test_every_op_takes_the_gpus_paths_on_the_emulated_device(name):
     same_outcome(on_device, lambda: run(fn, make(), "reference"))
 
 
+@pytest.mark.parametrize("geometry", ["emulator", "h100"])
 @pytest.mark.parametrize("name,steps", [("mlp", 3), ("llama", 2)])
-def test_training_on_emulated_cuda_kernels_gives_the_cpu_hash(name, steps):
+def test_training_on_emulated_cuda_kernels_gives_the_cpu_hash(name, steps, geometry, monkeypatch):
+    """emulator: its small launches (32 threads, 2 blocks: every grid-stride and block-stride
+    path); h100: the GPU's own (256 threads, 32 blocks per SM on 132 SMs: repops/cuda/device.py),
+    its warps past the first and one block per row included, affordable since the emulator's
+    threads became fibers."""
+    from repops.cuda.device import Device
+    from repops.cuda.emulator import Emulator
     from repops.models.quick_train import quick_train
+    blocks, launch = set(), Emulator.launch
+
+    def seen(self, kernel, grid, block, *args):
+        blocks.add(tuple(block))
+        return launch(self, kernel, grid, block, *args)
+    monkeypatch.setattr(Emulator, "launch", seen)
+    if geometry == "h100":
+        monkeypatch.setattr(Emulator, "elementwise_threads", Device.elementwise_threads)
+        monkeypatch.setattr(Emulator, "row_threads", Device.row_threads)
+        monkeypatch.setattr(Emulator, "max_blocks", 32 * 132)
     assert quick_train(name, steps, 2, "cuda-emu") == quick_train(name, steps, 2, "cpu")
+    assert (max(b[0] for b in blocks) == 256) == (geometry == "h100"), blocks  # (no launch plan kept the other's)
 
 
 @pytest.mark.gpu

@@ -18,13 +18,18 @@ from test_emulation import operand, same  # noqa: E402
 F32 = np.float32
 
 
-@pytest.fixture(scope="module", params=["default", "stage40", "wide"])
+@pytest.fixture(scope="module", params=["default", "stage40", "wide", "h100"])
 def ops(request):
     """default: the emulator's geometry (32 threads, 2 blocks, a 1024-float stage); stage40:
     a stage of 40 floats (chunks not a multiple of the 32-thread block); wide: 64 threads
-    over that stage and 3 blocks."""
+    over that stage and 3 blocks; h100: the GPU's 256 threads and a block per row."""
     if request.param == "default":
         return Ops(Emulator())
+    if request.param == "h100":
+        from repops.cuda.device import Device
+        rt = Emulator()
+        rt.row_threads, rt.elementwise_threads, rt.max_blocks = Device.row_threads, Device.elementwise_threads, 32 * 132
+        return Ops(rt)
     rt = Emulator(tuning={"REPOPS_STAGE": 40})
     if request.param == "wide":
         rt.row_threads, rt.max_blocks = 64, 3
