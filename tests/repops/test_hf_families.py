@@ -16,12 +16,11 @@ pytest.importorskip("transformers")
 # a gradient that nearly cancels in exact arithmetic (a bias before a normalisation): max_rel_diff
 # measures float32's noise there (native's own is 50-200% against float64), f64_error_ratio does not
 ILL_CONDITIONED = {"mobilevit", "deit", "segformer", "clip", "siglip", "funnel"}
-LONG = {"mobilevit"}  # ~60 s of CI under emulation (the others 2-17 s): the benchmark runs it
 
 
 # the families found in the wild (WILD: GPT-Neo, XLNet, ModernBERT, LeViT, ViT-MAE, BLIP, ...) are the
 # benchmark's (`--only` them): CI keeps its time, and runs their refusals (FNet's FFT), which take a second
-@pytest.mark.parametrize("family", sorted(set(FAMILIES) - set(REFUSED) - SLOW - LONG - WILD))
+@pytest.mark.parametrize("family", sorted(set(FAMILIES) - set(REFUSED) - SLOW - WILD))
 def test_a_family_trains_near_native_and_the_emulated_gpu_gives_the_cpus_bits(family):
     row = probe(family, emu=True, export=False)  # (exporting each: the benchmark's program_same_bits)
     assert row["status"] == "ok", row.get("error")
