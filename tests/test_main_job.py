@@ -15,17 +15,15 @@ def test_main_job_runs_and_reports(tmp_path):
     themselves. (`--chain anvil` runs the same flow: the stop test below runs it on Anvil up
     to the agents' joins, and tests/test_agent_security.py settles every kind of job on Anvil
     with the same agents; a full demo on Anvil was 60-80 s of CI.)"""
-    chain = "embedded"
     png = tmp_path / "report.png"
     work = tmp_path / "work"
-    r = subprocess.run([str(VERDE), "demo", "--chain", chain, "--vectors", "12", "--steps", "6", "--report", str(png),
-                        "--workdir", str(work)],
+    r = subprocess.run([str(VERDE), "demo", "--vectors", "12", "--steps", "6", "--report", str(png), "--workdir", str(work)],
                        capture_output=True, text=True, timeout=900, env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"})
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]
     assert "the off-chain dispute and the job settled on chain by agents OK" in out
     assert "identical bits" in out
-    assert chain != "embedded" or "to_int32_rne" in out  # every primitive is in the table
+    assert "to_int32_rne" in out  # every primitive is in the table
     # the agents were separate processes with their own state and logs
     for name in ("honest", "honest-2", "cheater"):
         log = (work / name / "agent.log").read_text()

@@ -428,6 +428,7 @@ class Chain:
         if call != state.call:
             if receipt["status"] == 1:  # what it cost is logged under its own name, as if it had been waited on
                 self.gas_log.append((what, receipt["gasUsed"]))
+                self.calldata_log.append(len(call[1]))  # (the two logs share their index)
             raise EarlierTransactionMined(
                 f"{state.what} was not sent: {what}, an earlier transaction at the same nonce, was mined instead",
                 "nothing to do: the next try reads the chain again")

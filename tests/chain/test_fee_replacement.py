@@ -133,19 +133,29 @@ def _pay(chain, sender, to, value):
     return chain._send("pay", {"to": to, "value": value}, sender)
 
 
+def _passed_over(chain, send, base_fee: int, mining: bool = True):
+    """Start `send` with mining off; once it waits in the pool (-> that pool), a block at
+    `base_fee` passes it over (Anvil then drops it from its pool); then, if `mining`, a block
+    a second. -> (thread, its result box, the pool as first seen)."""
+    _rpc(chain, "evm_setAutomine", False)
+    t, out = _in_thread(send)
+    pool = _until(lambda: _pool(chain), what="the first send")
+    _rpc(chain, "anvil_setNextBlockBaseFeePerGas", hex(base_fee))
+    _rpc(chain, "evm_mine")
+    if mining:
+        _rpc(chain, "evm_setIntervalMining", 1)
+    return t, out, pool
+
+
 @pytest.mark.anvil
 def test_a_transaction_passed_over_by_a_base_fee_spike_is_replaced_at_its_nonce(node):
     chain, sender, to = node, node.accounts[1], node.accounts[2].address
     n0 = chain.w3.eth.get_transaction_count(sender.address)
     before = chain.w3.eth.get_balance(to)
-    _rpc(chain, "evm_setAutomine", False)
-    t, out = _in_thread(lambda: _pay(chain, sender, to, 12345))
-    first = _until(lambda: _pool(chain), what="the first send")
+    # a base fee of six full blocks' worth and more
+    t, out, first = _passed_over(chain, lambda: _pay(chain, sender, to, 12345), 300 * G)
     (h1, tx1), = first.items()
     fee1, tip1 = int(tx1["maxFeePerGas"], 16), int(tx1["maxPriorityFeePerGas"], 16)
-    _rpc(chain, "anvil_setNextBlockBaseFeePerGas", hex(300 * G))  # six full blocks' worth and more
-    _rpc(chain, "evm_mine")  # a block passes it over (Anvil then drops it from its pool)
-    _rpc(chain, "evm_setIntervalMining", 1)
     receipt = _result(t, out)
     sent = chain.w3.eth.get_transaction(receipt["transactionHash"])
     assert receipt["status"] == 1 and sent["nonce"] == n0  # mined, at the nonce of the first send
@@ -176,11 +186,8 @@ def test_an_original_mined_meanwhile_is_recognised_and_not_sent_again(node, monk
             _rpc(chain, "evm_mine")
         return send(raw)
     monkeypatch.setattr(chain.w3.eth, "send_raw_transaction", racing_send)
-    _rpc(chain, "evm_setAutomine", False)
-    t, out = _in_thread(lambda: _pay(chain, sender, to, 777))
-    (h1, _), = _until(lambda: _pool(chain), what="the first send").items()
-    _rpc(chain, "anvil_setNextBlockBaseFeePerGas", hex(300 * G))
-    _rpc(chain, "evm_mine")
+    t, out, first = _passed_over(chain, lambda: _pay(chain, sender, to, 777), 300 * G, mining=False)
+    (h1, _), = first.items()
     receipt = _result(t, out)
     assert len(raws) == 2  # it tried to replace, and sent nothing after "nonce too low"
     assert receipt["status"] == 1 and receipt["transactionHash"].to_0x_hex() == h1  # the original's receipt
@@ -234,12 +241,7 @@ def test_at_the_ceiling_it_says_what_to_raise_and_is_not_a_lost_node(node):
     from offchain.chain.errors import ChainUnavailable
     chain, sender, to = node, node.accounts[7], node.accounts[8].address
     chain.max_fee_wei = 60 * G
-    _rpc(chain, "evm_setAutomine", False)
-    t, out = _in_thread(lambda: _pay(chain, sender, to, 1))
-    _until(lambda: _pool(chain), what="the first send")
-    _rpc(chain, "anvil_setNextBlockBaseFeePerGas", hex(300 * G))
-    _rpc(chain, "evm_mine")
-    _rpc(chain, "evm_setIntervalMining", 1)
+    t, out, _ = _passed_over(chain, lambda: _pay(chain, sender, to, 1), 300 * G)
     with pytest.raises(FeeCeilingReached, match="VERDE_MAX_FEE_GWEI") as e:
         _result(t, out)
     assert not isinstance(e.value, ChainUnavailable) and "--max-fee-gwei" in str(e.value)
@@ -256,12 +258,8 @@ def test_a_new_action_at_a_waiting_nonce_says_so_when_the_earlier_one_is_mined_i
     n0 = chain.w3.eth.get_transaction_count(sender.address)
     paid = [chain.w3.eth.get_balance(a) for a in (first_to, second_to)]
     chain.max_fee_wei = 60 * G
-    _rpc(chain, "evm_setAutomine", False)
-    t, out = _in_thread(lambda: _pay(chain, sender, first_to, 111))
-    (h1, _), = _until(lambda: _pool(chain), what="the first send").items()
-    _rpc(chain, "anvil_setNextBlockBaseFeePerGas", hex(300 * G))
-    _rpc(chain, "evm_mine")  # passed over; the ceiling allows no bump
-    _rpc(chain, "evm_setIntervalMining", 1)
+    t, out, first = _passed_over(chain, lambda: _pay(chain, sender, first_to, 111), 300 * G)  # no bump: the ceiling
+    (h1, _), = first.items()
     with pytest.raises(FeeCeilingReached):
         _result(t, out)
     assert chain._pending[sender.address].nonce == n0  # it still holds its nonce
@@ -289,6 +287,7 @@ def test_a_new_action_at_a_waiting_nonce_says_so_when_the_earlier_one_is_mined_i
     assert chain.w3.eth.get_balance(second_to) == paid[1]  # the second not at all
     assert sender.address not in chain._pending
     assert chain.gas_log[-1] == ("pay", mined["gasUsed"])  # what the earlier one cost is in the books
+    assert len(chain.gas_log) == len(chain.calldata_log) and chain.calldata_log[-1] == 0  # a transfer: no calldata
     _rpc(chain, "evm_setAutomine", True)
     again = _pay(chain, sender, second_to, 222)  # the retry: done, at the next nonce
     assert chain.w3.eth.get_transaction(again["transactionHash"])["nonce"] == n0 + 1
@@ -307,12 +306,8 @@ def test_a_key_that_cannot_cover_the_ceiling_bids_all_it_has_and_then_says_fund_
     poor = Account.create()
     afford, value = 100 * G, 1  # wei per gas its balance covers for a plain transfer's 21,000 gas
     _pay(chain, funder, poor.address, 21_000 * afford + value)
-    _rpc(chain, "evm_setAutomine", False)
-    t, out = _in_thread(lambda: chain._send("pay", {"to": funder.address, "value": value, "gas": 21_000}, poor))
-    _until(lambda: _pool(chain), what="the first send")  # at the local chain's 50 gwei
-    _rpc(chain, "anvil_setNextBlockBaseFeePerGas", hex(60 * G))  # today's price: 2 x 60 gwei + tip > 100
-    _rpc(chain, "evm_mine")
-    _rpc(chain, "evm_setIntervalMining", 1)
+    send = lambda: chain._send("pay", {"to": funder.address, "value": value, "gas": 21_000}, poor)  # noqa: E731
+    t, out, _ = _passed_over(chain, send, 60 * G)  # sent at the local 50 gwei; today's price: 2 x 60 + tip > 100
     receipt = _result(t, out)
     sent = chain.w3.eth.get_transaction(receipt["transactionHash"])
     assert receipt["status"] == 1 and sent["maxFeePerGas"] == afford  # all it had, and mined
@@ -321,12 +316,7 @@ def test_a_key_that_cannot_cover_the_ceiling_bids_all_it_has_and_then_says_fund_
     _rpc(chain, "evm_setAutomine", True)
     poor = Account.create()
     _pay(chain, funder, poor.address, 21_000 * 52 * G + value)  # the first send (50 gwei) and no +10% bump
-    _rpc(chain, "evm_setAutomine", False)
-    t, out = _in_thread(lambda: chain._send("pay", {"to": funder.address, "value": value, "gas": 21_000}, poor))
-    _until(lambda: _pool(chain), what="the second send")
-    _rpc(chain, "anvil_setNextBlockBaseFeePerGas", hex(300 * G))
-    _rpc(chain, "evm_mine")
-    _rpc(chain, "evm_setIntervalMining", 1)
+    t, out, _ = _passed_over(chain, send, 300 * G)
     with pytest.raises(FeeCeilingReached, match="fund this key") as e:
         _result(t, out)
     assert "52 gwei per gas" in str(e.value) and poor.address in str(e.value) and "VERDE_MAX_FEE_GWEI" not in str(e.value)
