@@ -6,8 +6,10 @@ operator (or a tuple index), checked before anything runs. docs/PROTOCOL.md §5.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import operator
+from pathlib import Path
 
 import torch
 
@@ -129,18 +131,56 @@ def _masks_as_eager():
     not to the bit), Nystromformer a [B, 1, S, S] mask that its landmark scores [B, H, L, S]
     cannot take. With no tensor to read, the eager decision reads no value: it is the one a
     job's fixed shapes should keep. A padding mask that is a tensor stays traced (the mask is
-    built, as for any batch)."""
+    built, as for any batch). The models that skip building their default mask when compiling
+    build it too (_default_mask_skippers)."""
     import sys
     masking = sys.modules.get("transformers.masking_utils")
-    if masking is None or not hasattr(masking, "is_tracing"):
-        yield
-        return
-    traced = masking.is_tracing
-    masking.is_tracing = lambda tensor=None: False if tensor is None else traced(tensor)
+    skippers = _default_mask_skippers()
+    patched = [(m, "is_torchdynamo_compiling", m.is_torchdynamo_compiling) for m in skippers]
+    for m in skippers:
+        m.is_torchdynamo_compiling = _not_compiling
+    if masking is not None and hasattr(masking, "is_tracing"):
+        traced = masking.is_tracing
+        patched.append((masking, "is_tracing", traced))
+        masking.is_tracing = lambda tensor=None: False if tensor is None else traced(tensor)
     try:
         yield
     finally:
-        masking.is_tracing = traced
+        for m, name, f in patched:
+            setattr(m, name, f)
+
+
+def _not_compiling() -> bool:
+    return False
+
+
+DEFAULT_MASK_SKIP = "attention_mask is None and not is_torchdynamo_compiling()"
+
+
+def _default_mask_skippers() -> list:
+    """The loaded Hugging Face modeling modules whose one use of is_torchdynamo_compiling is to
+    skip their default all-ones attention mask when compiling (`if attention_mask is None and not
+    is_torchdynamo_compiling(): attention_mask = torch.ones(...)`: LongT5, Switch Transformers,
+    BART and its kin, 16 in transformers 5.17). Under export they then ran without the mask eager
+    builds: LongT5's position bias kept batch 1 and its torch.cat failed. Their flag is False
+    while exporting, so the program builds the mask from constants, as the module does (folded
+    into init); a module that asks it anywhere else (a check it skips when compiling) is left
+    alone."""
+    import sys
+    # (vars, not getattr: transformers' lazy package modules import whatever is asked of them)
+    return [m for name, m in list(sys.modules.items()) if name.startswith("transformers.models.")
+            and ".modeling_" in name and "is_torchdynamo_compiling" in vars(m)
+            and _only_skips_the_default_mask(vars(m).get("__file__"))]
+
+
+@functools.cache
+def _only_skips_the_default_mask(path: str | None) -> bool:
+    try:
+        src = Path(path).read_text()
+    except (OSError, TypeError):
+        return False
+    uses = src.count("is_torchdynamo_compiling()")
+    return uses > 0 and uses == src.count(DEFAULT_MASK_SKIP)
 
 
 # custom autograd Functions whose backward is their forward's derivative, written out by hand:
