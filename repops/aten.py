@@ -923,6 +923,12 @@ EXACT = {
     aten.transpose_copy.int, aten.unsafe_split.Tensor, aten.unsafe_split_with_sizes.default, aten.chunk.default,
     aten._assert_tensor_metadata.default, aten.sym_constrain_range_for_size.default,
 }
+# torch's questions about which vendor library an op should take: answered "none", so torch's
+# composite takes the path the CPU takes (ctc_loss asks on CUDA only, cuDNN then MIOpen: yes meant
+# _cudnn_ctc_loss, which RepOps refuses; no is _ctc_loss, RepOps' own; found on the H200). Never a node: a CPU
+# trace has no such question, and a GPU trainer's trace must be the CPU's.
+LIBRARY_CHOICES = {op: False for op in (aten._use_cudnn_ctc_loss.default, aten._use_cudnn_ctc_loss.Tensor,
+                                          aten._use_miopen_ctc_loss.default, aten._use_miopen_ctc_loss.Tensor)}
 # Aliases: the same tensor under another name, no node in a trace (the recorder binds the
 # alias to its source, `trace.alias`). Autograd issues detach depending on reference counts
 # (AccumulateGrad steals a gradient with detach only when nothing else holds it; a seed made

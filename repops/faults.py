@@ -89,6 +89,29 @@ def captured():
         _CAPTURED.reset(token)
 
 
+def state() -> tuple:
+    """This block's queue of checks and its capture (deferred, captured), to be carried by
+    in_state() to a thread that does not have them: autograd runs a CUDA tensor's backward on
+    its own device thread, where these context variables are unset, so a check there read its
+    flags at once: a host sync per step, and a capture broken by its download."""
+    return _PENDING.get(), _CAPTURED.get()
+
+
+@contextlib.contextmanager
+def in_state(saved: tuple):
+    """Inside, the checks go where state() said (nothing to set where they already do)."""
+    pending, captured = saved
+    if _PENDING.get() is pending and _CAPTURED.get() is captured:
+        yield
+        return
+    tokens = _PENDING.set(pending), _CAPTURED.set(captured)
+    try:
+        yield
+    finally:
+        _CAPTURED.reset(tokens[1])
+        _PENDING.reset(tokens[0])
+
+
 def _keep(kept: list) -> None:
     pending = _PENDING.get()
     for flags, *_ in pending:

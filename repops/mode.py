@@ -17,6 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from . import aten as A
 from . import (aten_distance, aten_embedding_bag, aten_index, aten_linalg, aten_loss, aten_math, aten_misc,  # noqa: F401
                aten_moe, aten_nn, aten_order, aten_pool, aten_reduce, aten_sort, aten_special)  # (op families: they register into A.REGISTRY)
+from . import faults
 from . import integer as I
 from .errors import DeviceError, UnsupportedOpError
 from .ops import ACTIVE
@@ -393,16 +394,17 @@ def _row_major(func, out):
     return type(out)(fresh(t) for t in out) if isinstance(out, (tuple, list)) else fresh(out)
 
 
-_ALIAS, _PER_TENSOR, _EXACT, _EMPTY, _VIEW = 1, 2, 4, 8, 16
+_ALIAS, _PER_TENSOR, _EXACT, _EMPTY, _VIEW, _CHOICE = 1, 2, 4, 8, 16, 32
 
 
 @functools.cache
 def _kinds() -> dict:
-    """op -> its flags in aten's fixed tables (ALIASES, PER_TENSOR, EXACT, EMPTY: complete once
+    """op -> its flags in aten's fixed tables (ALIASES, PER_TENSOR, EXACT, EMPTY, LIBRARY_CHOICES: complete once
     every op family is imported, as it is when this module is), and _VIEW: an EXACT op whose
     schema returns a view (it computes nothing: untraced, torch's own call and no more)."""
     kinds: dict = {}
-    for flag, ops in ((_ALIAS, A.ALIASES), (_PER_TENSOR, A.PER_TENSOR), (_EXACT, A.EXACT), (_EMPTY, A.EMPTY)):
+    for flag, ops in ((_ALIAS, A.ALIASES), (_PER_TENSOR, A.PER_TENSOR), (_EXACT, A.EXACT), (_EMPTY, A.EMPTY),
+                      (_CHOICE, A.LIBRARY_CHOICES)):
         for op in ops:
             kinds[op] = kinds.get(op, 0) | flag
     for op in A.EXACT:
@@ -428,6 +430,7 @@ class RepOpsMode(TorchDispatchMode):
         # kwargs) before it if it has that attribute: the Verde recorder hooks here
         self.trace = trace
         self._cuda_table = cuda_table  # () -> the CUDA backend table, built on first CUDA op
+        self.faults = (None, None)  # the block's faults.state(), for the ops autograd runs on its device thread
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -435,8 +438,10 @@ class RepOpsMode(TorchDispatchMode):
         if fixed is None or fixed[0] is not func:
             fixed = _fixed(func)
         _, kind, namespace = fixed
-        if kind & _ALIAS:  # never a node: the trace binds the alias to its source (aten.ALIASES)
-            out = func(*args, **kwargs)
+        if kind & (_ALIAS | _CHOICE):  # never a node
+            if kind & _CHOICE:  # (before the device check: torch asks with its CPU-held lengths too)
+                return A.LIBRARY_CHOICES[func]
+            out = func(*args, **kwargs)  # the trace binds the alias to its source (aten.ALIASES)
             if self.trace is not None and hasattr(self.trace, "alias"):
                 self.trace.alias(args[0], out)
             return out
@@ -465,7 +470,7 @@ class RepOpsMode(TorchDispatchMode):
         elif impl is not None and device == "cuda":
             from .cuda.device import torch_stream
             from .reference.prims import implementations
-            with implementations(self._cuda_table()), torch_stream():
+            with implementations(self._cuda_table()), torch_stream(), faults.in_state(self.faults):
                 out = impl(*args, **kwargs)
         elif impl is not None:
             out = impl(*args, **kwargs)
@@ -552,8 +557,9 @@ def deterministic(backend: str = "cpu", trace=None):
     csr = lib().repops_mxcsr_ieee()
     guard = register_optimizer_step_pre_hook(_optimizer_guard)
     try:
-        with implementations(table), RepOpsFunctions(), RepOpsMode(trace, cuda_table), \
+        with implementations(table), RepOpsFunctions(), RepOpsMode(trace, cuda_table) as mode, \
                 faults.deferred(trace is None or not hasattr(trace, "before")):
+            mode.faults = faults.state()
             yield
     finally:
         guard.remove()

@@ -1,8 +1,8 @@
 """The GPU runtime: the kernel sources compiled by our own NVRTC path (repops.cuda.compile:
 exactly the numerics contract's options, nothing appended) to a cubin for this device,
 loaded by path, launched on CuPy arrays over torch's memory (as_array, as_tensor: views both
-ways, no DLPack; outputs from torch's caching allocator, Device.empty). CuPy is the launcher
-(and the few copies and index checks left), never a compiler or a second allocator of outputs.
+ways, no DLPack; outputs from torch's caching allocator, Device.empty, and CuPy's own few
+copies too, _allocate_through_torch). CuPy is the launcher, never a compiler or a second allocator.
 Same interface as the emulator (xp, empty, upload, is_device, download, launch)."""
 from __future__ import annotations
 
@@ -32,7 +32,22 @@ def _cupy():
                            "run on a GPU machine or use the 'cpu' backend") from e
     if n == 0:
         raise BackendError("CuPy is installed but finds no CUDA device; use the 'cpu' backend")
+    _allocate_through_torch(cupy)
     return cupy
+
+
+def _allocate_through_torch(cupy):
+    """CuPy's own allocations (the few copies left, e.g. a reshape of a non-contiguous index
+    view) from torch's caching allocator on torch's current stream, where CuPy's work runs
+    (torch_stream): one allocator for the process, and one a CUDA graph capture sees (CuPy's
+    pool calls cudaMalloc, which a capture refuses: an embedding of tokens[:, :-1] broke
+    the capture of every Llama step on the H200)."""
+    def alloc(size, device_id):
+        return torch.cuda.caching_allocator_alloc(size, device_id, torch.cuda.current_stream(device_id))
+
+    def free(ptr, device_id):
+        torch.cuda.caching_allocator_delete(ptr)
+    cupy.cuda.set_allocator(cupy.cuda.memory.PythonFunctionAllocator(alloc, free).malloc)
 
 
 class Device:

@@ -128,3 +128,20 @@ def test_log_alpha_width_is_torchs_for_int_lists():
     for b in range(2):
         a, w = log_alpha[b, :il[b], :2 * tl[b] + 1], native[1][b, :il[b], :2 * tl[b] + 1]
         torch.testing.assert_close(a, w, rtol=1e-5, atol=1e-5 * max(1.0, float(w[torch.isfinite(w)].abs().max())))
+
+
+def test_torchs_library_choice_on_cuda_is_answered_no_and_is_no_node():
+    """On CUDA tensors torch's ctc_loss asks _use_cudnn_ctc_loss, then _use_miopen_ctc_loss (the
+    H200 found both refused: every CTC sample failed there); RepOps answers no, so torch takes the
+    path the CPU takes, _ctc_loss, RepOps' own. The question computes nothing and is not asked on
+    the CPU: no node in a trace, or a GPU trainer's trace would not be the CPU's. (The questions
+    have no CPU kernel: torch alone raises NotImplementedError here.)"""
+    from torch.ops import aten
+    lp, targets = torch.randn(6, 3, 5).log_softmax(-1), torch.randint(1, 5, (3, 3))
+    seen = []
+    with repops.deterministic(trace=lambda func, args, kwargs, out: seen.append(func)):
+        for ask in (aten._use_cudnn_ctc_loss.default, aten._use_miopen_ctc_loss.default):
+            assert ask(lp, targets, [6, 4, 2], [3, 1, 3], 0) is False
+    assert seen == []
+    with pytest.raises(NotImplementedError):
+        aten._use_cudnn_ctc_loss.default(lp, targets, [6, 4, 2], [3, 1, 3], 0)
