@@ -98,12 +98,12 @@ def state() -> tuple:
 
 
 @contextlib.contextmanager
-def in_state(saved: tuple):
-    """Inside, the checks go where state() said (nothing to set where they already do)."""
-    pending, captured = saved
-    if _PENDING.get() is pending and _CAPTURED.get() is captured:
+def in_state(saved: tuple | None):
+    """Inside, the checks go where state() said (None, or where they already do: nothing to set)."""
+    if saved is None or (_PENDING.get() is saved[0] and _CAPTURED.get() is saved[1]):
         yield
         return
+    pending, captured = saved
     tokens = _PENDING.set(pending), _CAPTURED.set(captured)
     try:
         yield

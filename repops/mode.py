@@ -430,7 +430,7 @@ class RepOpsMode(TorchDispatchMode):
         # kwargs) before it if it has that attribute: the Verde recorder hooks here
         self.trace = trace
         self._cuda_table = cuda_table  # () -> the CUDA backend table, built on first CUDA op
-        self.faults = (None, None)  # the block's faults.state(), for the ops autograd runs on its device thread
+        self.faults = None  # the block's faults.state(), for the ops autograd runs on its device thread
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

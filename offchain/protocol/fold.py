@@ -153,7 +153,8 @@ def _static_shapes(ep) -> None:
                     if node.target is torch.ops.aten._assert_scalar.default:
                         if not isinstance(args[0], bool):
                             return
-                        env[node] = _check_scalar(args, "shapes")
+                        _check_scalar(args, "shapes")
+                        env[node] = None
                     else:
                         env[node] = _op(node)(*args, **kwargs)
     except (torch._subclasses.fake_tensor.DataDependentOutputException,
@@ -202,7 +203,8 @@ def _constants(ep) -> tuple[dict, set]:
                 env[a] = env[a].clone()  # (never write a state tensor or a lifted constant)
             args, kwargs = torch.fx.node.map_aggregate((node.args, node.kwargs), load)
             if node.target is torch.ops.aten._assert_scalar.default:  # torch.export's check of a folded number
-                env[node] = _check_scalar(args, "constants")
+                _check_scalar(args, "constants")
+                env[node] = None
                 continue
             env[node] = _op(node)(*args, **kwargs)
     return env, constant

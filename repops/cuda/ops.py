@@ -85,6 +85,9 @@ _CONSTANTS = 4096  # device constants kept per runtime (by value); beyond, the c
 _PLANS: dict = {}
 _PLANS_MAX = 4096
 
+_F32 = np.dtype(F32)
+_FOLDS = {P.add: 0, P.max_: 1}  # fold_f32's codes
+
 
 def _plan(key, make):
     """_PLANS[key], made by make() once (False: not the plain case, the general path)."""
@@ -94,8 +97,6 @@ def _plan(key, make):
             _PLANS.clear()
         plan = _PLANS[key] = make() or False
     return plan
-_F32 = np.dtype(F32)
-_FOLDS = {P.add: 0, P.max_: 1}  # fold_f32's codes
 
 
 CHECK_BLOCKS = 128  # an index check's blocks at most (a slot each)

@@ -130,8 +130,9 @@ void launch(dim3 grid, dim3 block, F body) {
     body_fn = call_body<F>;
     body_arg = &body;
     const unsigned nthreads = block.x * block.y * block.z;
-    std::vector<Fiber> fibers(nthreads);
-    std::vector<Fiber *> waiting;
+    static std::vector<Fiber> fibers;  // (kept across launches, as the stacks: under the lock)
+    static std::vector<Fiber *> waiting;
+    if (fibers.size() < nthreads) fibers.resize(nthreads);
     waiting.reserve(nthreads);
     static unsigned launches = 0;
     unsigned order = launches++;
