@@ -14,9 +14,10 @@ On a device (CuPy arrays) reading a check's flags on the host waits for the devi
 per check. Inside `deferred()` (repops.deterministic() enters it unless a trace records
 each op's inputs) the flags stay on the device and are read together, once, when the block
 ends (settle): the same error for the first failing check, raised at the end of the block
-instead of at its op (the ops after it ran on, each gather reading its fill). The index rule,
-the one a training step checks, is the CUDA backend's own kernel there (index_flags: a launch
-writing the first bad element into the block's slots, no CuPy kernel and no flag array)."""
+instead of at its op (the ops after it ran on, each gather reading its fill). The rules a
+training step checks, index and (in embedding backward) finite, are the CUDA backend's own
+kernels there (index_flags, finite_flags: a launch writing the first bad element into the
+block's slots, no CuPy kernel and no flag array, so a CUDA graph can hold the step)."""
 from __future__ import annotations
 
 import contextlib
@@ -286,9 +287,21 @@ def finite(x, op: str, why: str) -> None:
     """Rule `domain`: every element of the binary32 array x is finite, where the spec's result
     for a non-finite one would not be torch's (a one-hot accumulation: 0 · inf is NaN in every
     other row). Kernels: fault(not(lt(abs(x), +inf)))."""
-    inf = np.float32(np.inf)
-    _holds(P.lt(P.abs_(x), inf) if P.observing() else abs(x) < inf, "domain", DomainFault,
-           lambda e: f"{op}: element {e} is not finite, {why}")
+    def describe(e):
+        return f"{op}: element {e} is not finite, {why}"
+    if P.observing():
+        _holds(P.lt(P.abs_(x), np.float32(np.inf)), "domain", DomainFault, describe)
+    else:
+        _check(finite_flags(x), "domain", DomainFault, describe)
+
+
+@P.overridable("finite_check")
+def finite_flags(x):
+    """Rule `domain`'s flags for finite(), where the binary32 array x lives: true where an
+    element is not finite. A backend may return its own check instead, read by first() (the
+    CUDA backend's: one kernel, no flag array, read when the block settles; a CUDA graph can
+    hold it, as it holds index_flags')."""
+    return ~(abs(x) < np.float32(np.inf))
 
 
 def offsets_ordered(o, n: int, op: str) -> None:

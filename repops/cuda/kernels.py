@@ -33,6 +33,7 @@ KERNELS = {
     "gather_u32": ("indexing.cu", (CU, CQ, CU, MU, Q, Q, Q, Q)),
     "onehot_u32": ("indexing.cu", (CQ, CU, Q, CU, Q, MU, Q, Q)),
     "index_check_i64": ("indexing.cu", (CQ, Q, Q, Q, Q, Q, Q, Q, Q, Q, Q, I, MQ)),  # repops/faults.py's index rule, read at settle
+    "finite_check_f32": ("indexing.cu", (CF, Q, Q, Q, Q, Q, Q, Q, Q, MQ)),  # faults.finite's rule, read at settle
     "embedding_poison_f32": ("indexing.cu", (CQ, CF, MQ, Q, Q, Q, I)),
     "embedding_backward_f32": ("indexing.cu", (CQ, CF, CQ, MF, Q, Q, Q, Q)),
     "philox_keep_u8": ("random.cu", (CI, U, U, U, MB, Q)),

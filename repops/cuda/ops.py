@@ -116,8 +116,8 @@ def _row_major(shape, strides, itemsize) -> bool:
 
 
 class CheckSlots:
-    """Device slots (int64) the index checks of a block of ops write (kernels/indexing.cu
-    index_check_i64), read in one download when the block settles."""
+    """Device slots (int64) the checks of a block of ops write (kernels/indexing.cu
+    index_check_i64, finite_check_f32), read in one download when the block settles."""
 
     def __init__(self, rt, size: int = 4096):
         self.rt, self.array, self.used, self.host = rt, rt.empty((size,), np.int64), 0, None
@@ -137,7 +137,7 @@ class CheckSlots:
 
 
 class DeviceCheck:
-    """One index check's slots: first() is its first bad element (None: none), as
+    """One check's slots: first() is its first bad element (None: none), as
     repops/faults.py reads a check's flags."""
 
     def __init__(self, slots: CheckSlots, start: int, stop: int):
@@ -163,7 +163,7 @@ class Ops:
         # device constants by value, kept by the runtime (an Ops is made per repops.deterministic() block)
         self._constants = rt.__dict__.setdefault("_repops_constants", {})
         self.small_below = SMS  # a product of fewer tuned tiles runs on the small ones (tests pin either)
-        self._check_slots = None  # the index checks' slots being filled (index_check)
+        self._check_slots = None  # the checks' slots being filled (index_check, finite_check)
         # the matmul tiles' geometry (_matmul_tiles): the runtime's tuning is fixed
         self._tiles = tuple(matmul_geometry(rt.tuning, t) for t in ("MATMUL", "MATMUL_SMALL"))
         self._ndarray = rt.xp.ndarray  # the device's array type (CuPy's, the emulator's DeviceArray)
@@ -435,19 +435,33 @@ class Ops:
         reduction a check, from CuPy's own pool, kept a step out of a CUDA graph), no read
         until the block settles."""
         i = self.dev(i, np.int64)  # (a device array stays; host data moves once, as bytes)
-        walk = _collapse(i.shape, [_elements(i)], RANK) if i.size else None
-        if walk is None:  # (empty, or strides no 4 dims walk: the comparisons, where i lives)
-            return P.OVERRIDABLE["index_check"].reference(i, bound, ignore)
+        check = self._check("index_check_i64", i, bound, 0 if ignore is None else ignore, int(ignore is not None))
+        return P.OVERRIDABLE["index_check"].reference(i, bound, ignore) if check is None else check
+
+    def finite_check(self, x):
+        """faults.finite_flags as one launch (kernels/indexing.cu finite_check_f32), as
+        index_check: embedding backward's check, which as CuPy's comparisons kept the small
+        Llama's step out of a CUDA graph."""
+        x = self.dev(x)
+        check = self._check("finite_check_f32", x)
+        return P.OVERRIDABLE["finite_check"].reference(x) if check is None else check
+
+    def _check(self, kernel: str, a, *rule) -> DeviceCheck | None:
+        """A check kernel over the device array a (read through its strides) into this block's
+        slots; None where no 4-dim walk of a exists (empty, or strides that do not collapse)."""
+        walk = _collapse(a.shape, [_elements(a)], RANK) if a.size else None
+        if walk is None:
+            return None
         (_, d1, d2, d3), (strides,) = walk
-        grid, block = self._grid(i.size)
+        grid, block = self._grid(a.size)
         blocks = min(grid[0], CHECK_BLOCKS)
         slots = self._check_slots
         if slots is None or not slots.open or slots.used + blocks > slots.array.size:
             slots = self._check_slots = CheckSlots(self.rt)
         start = slots.used
         slots.used += blocks
-        self.rt.launch("index_check_i64", (blocks, 1, 1), block, i, *strides, i.size, d1, d2, d3, bound,
-                       0 if ignore is None else ignore, int(ignore is not None), slots.array[start:slots.used])
+        self.rt.launch(kernel, (blocks, 1, 1), block, a, *strides, a.size, d1, d2, d3, *rule,
+                       slots.array[start:slots.used])
         return DeviceCheck(slots, start, slots.used)
 
     # -- random bits ------------------------------------------------------------------------------
@@ -788,5 +802,6 @@ class Ops:
         t.update({name: getattr(self, name) for name in (
             "matmul", "matmul_add", "fold", "gather", "onehot", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
             "layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward", "rope", "rope_backward", "attention",
-            "attention_backward", "adamw", "adamw_foreach", "embedding_backward", "philox", "index_check")})
+            "attention_backward", "adamw", "adamw_foreach", "embedding_backward", "philox", "index_check",
+            "finite_check")})
         return t

@@ -19,7 +19,7 @@ from repops.models.quick_train import synthetic_batches
 from repops.optim import AdamW
 
 from repops_samples import SAMPLES  # noqa: E402  (tests/repops: see conftest.py)
-from test_faults import CASES, _run  # noqa: E402
+from test_faults import CASES, ONE_HOT, _run  # noqa: E402
 
 # per step of build(name) at its defaults (synthetic_batches); before #37 the same steps had
 # 4 / 6 host syncs and uploaded 23 / 66 constants; before the multi-tensor AdamW, 47 / 186 launches,
@@ -28,9 +28,11 @@ from test_faults import CASES, _run  # noqa: E402
 # the index checks are our kernel, index_check_i64, a launch each; views: CuPy arrays made over
 # torch's memory, device.as_array's calls on the GPU, 131 / 781 at the benchmark's shapes on the
 # H200 as here: ~16 us of host each there, the largest share of a step's glue; 132 / 426 before the
-# norm and row kernels took one never-touched element for their unused pointers, Ops._unused)
+# norm and row kernels took one never-touched element for their unused pointers, Ops._unused;
+# llama's 111th launch is embedding backward's finiteness check, finite_check_f32, counted since
+# it replaced 3 CuPy kernels a step that a stub count left out and a CUDA graph could not hold)
 CEILING = {"mlp": {"launches": 32, "copies": 0, "dlpack": 0, "cupy_ops": 0, "views": 127},
-           "llama": {"launches": 110, "copies": 0, "dlpack": 0, "cupy_ops": 0, "views": 409}}
+           "llama": {"launches": 111, "copies": 0, "dlpack": 0, "cupy_ops": 0, "views": 409}}
 
 
 def _trainer(name, backend="cuda-emu"):
@@ -66,6 +68,22 @@ def test_a_step_reads_nothing_on_the_host_and_uploads_no_constant(rt, name):
     assert c.uploads == 0, f"uploads after the first step: {dict(c.sites.get('upload', {}))}"
     for k, most in CEILING[name].items():
         assert getattr(c, k) <= most, f"{name}: {k} per step rose to {getattr(c, k)} (ceiling {most})"
+
+
+@pytest.mark.parametrize("name", sorted(CEILING))
+def test_every_check_in_a_step_is_one_a_cuda_graph_can_hold(rt, name):
+    """offchain/trainer/graphs.py captures an untraced step only if each of its checks is the
+    backend's own kernel writing slots (a replay rewrites them): a check left as CuPy's flag
+    arrays ends the capture (faults._keep) and the step runs eagerly (the small Llama's
+    embedding backward's finiteness check did, on the H200)."""
+    from repops import faults
+    _, step = _trainer(name)
+    step(0)
+    with counting(rt, stub=True, sites=False), faults.captured() as kept:
+        step(1)
+    rules = sorted({rule for _, rule, *_ in kept})
+    assert kept and all(hasattr(f, "keep") for f, *_ in kept), rules
+    assert rules == (["domain", "index"] if name == "llama" else []) or name == "mlp", rules
 
 
 def _bits(model):
@@ -155,6 +173,20 @@ def test_every_fault_case_is_the_same_fault_on_the_device(rt, name):
     assert all(s.endswith(("settle)", "(first)")) for s in c.sites["sync"])  # read when the block ended
 
 
+@pytest.mark.parametrize("name", sorted(ONE_HOT))
+def test_a_non_finite_one_hot_term_on_the_device_is_the_same_fault_read_once(rt, name):
+    """tests/repops/test_faults.py's one-hot sums (rule `domain`, faults.finite) on the emulated
+    device: the backend's finite_check_f32, read when the block ends, names the same element."""
+    fn, shape, element = ONE_HOT[name]
+    poisoned = torch.arange(10.0).reshape(shape)
+    poisoned.view(-1)[element] = float("inf")
+    with counting(rt) as c, pytest.raises(repops.DomainFault) as info, repops.deterministic("cuda-emu"):
+        fn(poisoned)
+    assert (info.value.rule, info.value.element) == ("domain", element)
+    assert c.kernels["finite_check_f32"] >= 1, dict(c.kernels)
+    assert all(s.endswith(("settle)", "(first)")) for s in c.sites["sync"])  # read when the block ended
+
+
 VIEWS = {"contiguous": lambda a: a, "transposed": lambda a: a.T, "sliced": lambda a: a[1:, ::2],
          "reversed": lambda a: a[::-1, 3:], "broadcast": lambda a: np.broadcast_to(a[2:3], (5, a.shape[1])),
          "row": lambda a: a[8]}
@@ -184,6 +216,27 @@ def test_the_device_index_check_finds_the_first_bad_element_the_comparisons_find
         assert faults.first(c) == faults.first(faults.index_flags.reference(VIEWS[view](h), 10, ignore))
     later = ops.index_check(rt.upload(cases[0]), 10, ignore)
     assert later.slots is not checks[0].slots  # read slots are never written again
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_the_device_finite_check_finds_the_first_non_finite_element_the_comparisons_find(rt, view):
+    """kernels/indexing.cu finite_check_f32 (faults.finite_flags on the device) against the
+    comparisons on the host, on every layout: none, one (the last element), or many of
+    inf, -inf and NaN payloads."""
+    from repops import faults
+    from repops.cuda.ops import DeviceCheck, Ops
+    ops, rng = Ops(rt), np.random.default_rng(8)
+    specials = np.array([0x7F800000, 0xFF800000, 0x7FC00000, 0xFFFFFFFF, 0x7F800001], np.uint32).view(np.float32)
+    cases = []
+    for bad in (0, 1, 3, 40):
+        host = rng.standard_normal((9, 31)).astype(np.float32)
+        host.reshape(-1)[rng.integers(0, host.size, bad)] = rng.choice(specials, bad)
+        host[8, 30] = np.inf if bad == 1 else host[8, 30]
+        cases.append(host)
+    checks = [ops.finite_check(VIEWS[view](rt.upload(h))) for h in cases]
+    assert all(isinstance(c, DeviceCheck) for c in checks)
+    for h, c in zip(cases, checks):
+        assert faults.first(c) == faults.first(faults.finite_flags.reference(VIEWS[view](h)))
 
 
 def test_checks_a_capture_keeps_are_read_after_each_replay_not_when_the_block_ends(rt):

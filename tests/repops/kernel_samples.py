@@ -233,7 +233,16 @@ def _index_check(rng, v):
             (np.zeros(0, np.int64), 4, None)]
 
 
-SAMPLES = {"embedding_backward": _embedding_backward, "index_check": _index_check,
+def _finite_check(rng, v):
+    """faults.finite_flags: the flavour's values (specials: infinities and NaNs throughout), one
+    infinity late, a NaN first, a transposed operand, empty."""
+    x = v(7, 90)
+    late, first = np.abs(v(7, 90)).clip(0, 1), np.zeros((3, 4), np.float32)
+    late[6, 89], first[0, 0] = np.inf, np.nan
+    return [(x,), (late,), (first,), (x.T,), (np.zeros(0, np.float32),)]
+
+
+SAMPLES = {"embedding_backward": _embedding_backward, "index_check": _index_check, "finite_check": _finite_check,
     "add": _binary, "sub": _binary, "mul": _binary, "div": _binary, "min": _binary, "max": _binary, "fma": _ternary,
     "sqrt": _unary, "neg": _unary, "abs": _unary, "rint": _unary, "floor": _unary, "trunc": _unary, "copy": _unary,
     "eq": _compare, "lt": _compare, "le": _compare, "select": _select, "ldexp": _ldexp,
@@ -249,8 +258,8 @@ SAMPLES = {"embedding_backward": _embedding_backward, "index_check": _index_chec
 }
 # argument positions a kernel may write in place (arrays, or lists of them): pass copies
 MUTATES = {"adamw": (0, 2, 3, 4, 5), "adamw_foreach": (0, 2, 3, 4, 5)}
-# outputs compared through what reads them: a backend's own index check is read by first()
-READS = {"index_check": lambda flags: np.int64(-1 if (e := faults.first(flags)) is None else e)}
+# outputs compared through what reads them: a backend's own checks are read by first()
+READS = {k: lambda flags: np.int64(-1 if (e := faults.first(flags)) is None else e) for k in ("index_check", "finite_check")}
 
 
 def fresh(a):

@@ -24,25 +24,19 @@ extern "C" __global__ void onehot_u32(const long long *index, const unsigned *va
     }
 }
 
-// The index rule's check (repops/faults.py, docs/NUMERICS.md §14) without CuPy's kernels or a
-// read: slot b = 1 + the first (row-major) element that block b visits of index (n elements,
-// read through its strides as RP_STRIDES says) outside [0, bound) and not `ignore` (when
-// use_ignore), 0 if none. Every block writes its slot, so slots need no zeroing; the smallest
-// nonzero slot of a check is its first bad element. The host reads a block of ops' slots in
-// one download when it settles.
+// The fault rules' checks (repops/faults.py, docs/NUMERICS.md §14) without CuPy's kernels or
+// a read: slot b = 1 + the first (row-major) element that block b visits of the operand (n
+// elements, read through its strides as RP_STRIDES says) that breaks the rule, 0 if none. Every
+// block writes its slot, so slots need no zeroing; the smallest nonzero slot of a check is its
+// first bad element. The host reads a block of ops' slots in one download when it settles.
 #define RP_CHECK_THREADS 256  // blockDim.x at most, a power of two
-extern "C" __global__ void index_check_i64(const long long *index, RP_STRIDES(si), long long n, long long d1,
-                                           long long d2, long long d3, long long bound, long long ignore,
-                                           int use_ignore, long long *slots) {
-    __shared__ long long first[RP_CHECK_THREADS];
+
+// A block's slot: the least nonzero of its threads' `mine` (each thread's elements rise, so
+// its first bad one is its least), by halves through `first` (RP_CHECK_THREADS entries).
+__device__ __forceinline__ void repops_check_slot(long long mine, long long *first, long long *slots) {
     const int t = threadIdx.x;
-    long long mine = 0;  // a thread's elements rise: its first bad one is its least
-    for (long long e = (long long)blockIdx.x * blockDim.x + t; e < n && !mine; e += (long long)blockDim.x * gridDim.x) {
-        const long long v = index[RP_AT(si, rp_coords(e, d1, d2, d3))];
-        if ((v < 0 || v >= bound) && !(use_ignore && v == ignore)) mine = e + 1;
-    }
     first[t] = mine;
-    for (int s = blockDim.x / 2; s > 0; s /= 2) {  // the least nonzero, by halves
+    for (int s = blockDim.x / 2; s > 0; s /= 2) {
         __syncthreads();
         if (t < s) {
             const long long o = first[t + s];
@@ -50,6 +44,33 @@ extern "C" __global__ void index_check_i64(const long long *index, RP_STRIDES(si
         }
     }
     if (t == 0) slots[blockIdx.x] = first[0];
+}
+
+// Rule `index`: an element outside [0, bound) and not `ignore` (when use_ignore).
+extern "C" __global__ void index_check_i64(const long long *index, RP_STRIDES(si), long long n, long long d1,
+                                           long long d2, long long d3, long long bound, long long ignore,
+                                           int use_ignore, long long *slots) {
+    __shared__ long long first[RP_CHECK_THREADS];
+    long long mine = 0;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n && !mine;
+         e += (long long)blockDim.x * gridDim.x) {
+        const long long v = index[RP_AT(si, rp_coords(e, d1, d2, d3))];
+        if ((v < 0 || v >= bound) && !(use_ignore && v == ignore)) mine = e + 1;
+    }
+    repops_check_slot(mine, first, slots);
+}
+
+// Rule `domain` as faults.finite states it: an element that is not finite (all exponent bits
+// set: an infinity or a NaN, read as bits: no float compare).
+extern "C" __global__ void finite_check_f32(const float *x, RP_STRIDES(sx), long long n, long long d1, long long d2,
+                                            long long d3, long long *slots) {
+    __shared__ long long first[RP_CHECK_THREADS];
+    long long mine = 0;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n && !mine;
+         e += (long long)blockDim.x * gridDim.x) {
+        if ((__float_as_uint(x[RP_AT(sx, rp_coords(e, d1, d2, d3))]) & 0x7f800000u) == 0x7f800000u) mine = e + 1;
+    }
+    repops_check_slot(mine, first, slots);
 }
 
 // Embedding backward (repops/reference/nn.py; the CPU's kernels/indexing.c): out [V, D] =
