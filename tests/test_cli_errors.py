@@ -140,3 +140,14 @@ def test_posting_a_job_whose_first_step_cannot_be_computed_is_refused_before_any
     assert rc == 2 and "Traceback" not in out, out
     assert "the job cannot be posted" in out and "first step cannot be computed" in out and "Fix:" in out, out
     assert "bad port" not in out and "cannot reach" not in out, out
+
+
+def test_a_chain_command_s_mistake_is_said_without_importing_torch(tmp_path):
+    """`verde status` with no chain given took 3.6 s, 2.5 of them importing torch to ask whether
+    a model's op had raised (none had run): the suite's CLI tests run dozens of such commands."""
+    import subprocess
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("VERDE_")}
+    code = ("import sys; from offchain.cli import main; rc = main(['status', '1']); "
+            "print(rc, 'torch' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert r.stdout.split()[-2:] == ["2", "False"] and "no chain given" in r.stdout, r.stdout + r.stderr

@@ -84,7 +84,11 @@ def _main(argv, chain) -> int:
 
 def _model_s(e: Exception) -> Exception:
     """An error an op of a client's program raised (in any command: train, agent, demo) is the
-    model's: said with the op and the model's line (exit 2), not as a bug in verde."""
+    model's: said with the op and the model's line (exit 2), not as a bug in verde. A command
+    that never loaded torch ran no program (and its error is said without the ~2 s import)."""
+    import sys
+    if "torch" not in sys.modules:
+        return e
     from ..protocol.model_errors import explain, program_node
     if program_node(e.__traceback__) is None:
         return e
@@ -94,10 +98,14 @@ def _model_s(e: Exception) -> Exception:
 def _unexpected(e: Exception) -> bool:
     """Not one of the errors a user causes and the message explains (exit 2): a bug, or the
     environment failing under us (exit 1)."""
-    from ..protocol.delivery import DeliveryError
+    import sys
     from ..protocol.job import JobError
     from repops.errors import RepOpsError
-    return not isinstance(e, (ChainError, JobError, DeliveryError, RepOpsError, OSError))
+    said = (ChainError, JobError, RepOpsError, OSError)
+    delivery = sys.modules.get("offchain.protocol.delivery")  # (loaded by any command that can raise it: it
+    if delivery is not None:                                 # imports torch, ~2 s an error would pay)
+        said += (delivery.DeliveryError,)
+    return not isinstance(e, said)
 
 
 def _said(e: Exception) -> str:

@@ -9,6 +9,7 @@ numerics contract: never -ffast-math/-Ofast; no implicit contraction.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import shutil
@@ -39,7 +40,9 @@ def default_threads() -> int:
 
 
 
+@functools.cache
 def compiler_version() -> str:
+    """Once per process: each C library's first use asked gcc (a process each)."""
     if shutil.which(CC) is None:
         raise BackendError(f"C compiler {CC!r} not found: RepOps' CPU kernels (and the fast tensor commitments) "
                            "are built with it. Install gcc (Debian: apt-get install gcc) or set REPOPS_CC.")
