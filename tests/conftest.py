@@ -48,6 +48,30 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """VERDE_CPU_LOG=FILE: one JSON line per test, its CPU seconds (this worker's and the child
+    processes it reaped: the nodes, agents and CLI commands a test runs) beside its wall
+    seconds. The suite is CPU-bound on CI's 2 cores, so CPU, not --durations' wall time, is
+    what a cut saves (scripts/cpu_report.py sums it per test and per file)."""
+    log = os.environ.get("VERDE_CPU_LOG")
+    if not log:
+        yield
+        return
+    import json
+    import resource
+    import time
+
+    def cpu():
+        return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                     resource.getrusage(resource.RUSAGE_CHILDREN)))
+    c0, t0 = cpu(), time.monotonic()
+    yield
+    with open(log, "a") as f:
+        f.write(json.dumps({"test": item.nodeid, "cpu_s": round(cpu() - c0, 2),
+                            "wall_s": round(time.monotonic() - t0, 2)}) + "\n")
+
+
 class Settled:
     """A match played to its end on chain: the Verde client, the match, its decision, the
     seats' addresses, and what the job paid and staked."""

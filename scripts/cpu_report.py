@@ -1,0 +1,28 @@
+"""The suite's CPU per test and per file from a VERDE_CPU_LOG file (tests/conftest.py):
+`VERDE_CPU_LOG=/tmp/cpu.jsonl bash scripts/test.sh -q; python scripts/cpu_report.py /tmp/cpu.jsonl`.
+CI's 2 cores are busy throughout the suite, so its wall time is about its CPU seconds / 2."""
+import json
+import sys
+from collections import defaultdict
+
+
+def main(path: str, top: int = 40) -> None:
+    rows = [json.loads(line) for line in open(path)]
+    files = defaultdict(lambda: [0.0, 0.0, 0])
+    for r in rows:
+        f = files[r["test"].split("::")[0]]
+        f[0] += r["cpu_s"]
+        f[1] += r["wall_s"]
+        f[2] += 1
+    cpu, wall = sum(r["cpu_s"] for r in rows), sum(r["wall_s"] for r in rows)
+    print(f"{len(rows)} tests: {cpu:,.0f} CPU s, {wall:,.0f} wall s (workers' sum)\n")
+    print(f"{'CPU s':>8} {'wall s':>8} {'tests':>6}  file")
+    for name, (c, w, n) in sorted(files.items(), key=lambda kv: -kv[1][0])[:top]:
+        print(f"{c:8.1f} {w:8.1f} {n:6d}  {name}")
+    print(f"\n{'CPU s':>8} {'wall s':>8}  test")
+    for r in sorted(rows, key=lambda r: -r["cpu_s"])[:top]:
+        print(f"{r['cpu_s']:8.1f} {r['wall_s']:8.1f}  {r['test']}")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:2], *(int(a) for a in sys.argv[2:3]))
