@@ -116,6 +116,9 @@ def test_key_fund_gives_a_new_key_eth_on_a_local_chain_and_node_lists_every_acco
     assert profile_of(SimpleNamespace(local=False, chain_id=1)) is PUBLIC  # a public chain keeps today's defaults
     assert profile_of(SimpleNamespace(local=False, chain_id=31337)) is LOCAL
     assert PUBLIC.floors.clock_s == 600 and PUBLIC.join_s == 600 and PUBLIC.policy.min_clock_s == 1800
+    for p in (LOCAL, PUBLIC):  # an idle agent's reads: far inside the shortest window its policy stakes on
+        shortest = min(p.policy.min_answer_window_s, p.policy.min_reveal_window_s, p.policy.min_clock_s)
+        assert 0 < p.poll_s <= shortest / 20, (p.name, p.poll_s, shortest)
     port = free_port()
     p = subprocess.Popen([str(VERDE), "node", "--port", str(port)], env=env(None), stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)

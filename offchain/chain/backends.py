@@ -20,6 +20,17 @@ N_ACCOUNTS = 10
 RPC_TIMEOUT_S = 10
 
 
+# answers a node never changes while it runs, asked once per connection: web3's validation asked
+# eth_chainId before every call, 4 of an idle agent's 7 requests a tick (a rate-limited public
+# RPC counts each). A node restarted with another chain id refuses our EIP-155 transactions.
+_CACHED = {"eth_chainId", "web3_clientVersion", "net_version"}
+
+
+def _http(url: str) -> Web3:
+    return Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": RPC_TIMEOUT_S}, cache_allowed_requests=True,
+                                  cacheable_requests=_CACHED))
+
+
 def _mnemonic_accounts(n: int = N_ACCOUNTS):
     Account.enable_unaudited_hdwallet_features()
     return [Account.from_mnemonic(MNEMONIC, account_path=f"m/44'/60'/0'/0/{i}") for i in range(n)]
@@ -35,7 +46,7 @@ def _over_http(node, backend: str, artifacts) -> Chain:
     artifacts = artifacts or compile_contracts()  # compile errors before a node is started
     node.start()
     try:
-        w3 = Web3(Web3.HTTPProvider(node.url, request_kwargs={"timeout": RPC_TIMEOUT_S}))
+        w3 = _http(node.url)
         chain = Chain(w3, _mnemonic_accounts(), backend, artifacts, local=True)
         chain._closer = node
         return chain
@@ -92,7 +103,7 @@ def rpc(url: str, artifacts=None) -> Chain:
         raise ChainError(f"RPC URL {url!r} is not an http(s) URL", "pass e.g. rpc:http://127.0.0.1:8545")
     keyed = any(os.environ.get(v) for v in ("VERDE_PRIVATE_KEY", "VERDE_KEYSTORE"))
     accounts = [load_key()] if keyed else NoKey()  # a key that is set but bad is an error now
-    w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": RPC_TIMEOUT_S}))
+    w3 = _http(url)
     try:
         w3.eth.chain_id
     except Exception as e:

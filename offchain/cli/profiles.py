@@ -30,14 +30,16 @@ class Profile:
     reveal_s: int               # verde post: after that, seconds to reveal
     clock_s: int                # verde post: each party's dispute clock
     policy: Policy              # verde agent: the terms it stakes on
+    poll_s: float               # verde agent: seconds between its reads of the chain when idle
 
 
+# (public poll_s: a block comes every ~12 s, so faster reads see nothing new, and a rate-limited RPC counts each)
 PUBLIC = Profile("public", Floors(), delivery_window_s=1800, answer_window_s=300, join_s=600, train_s=3600,
-                 reveal_s=600, clock_s=3600, policy=Policy())
+                 reveal_s=600, clock_s=3600, policy=Policy(), poll_s=4.0)
 LOCAL = Profile("local", Floors(clock_s=60, commit_window_s=20, reveal_window_s=20), delivery_window_s=300,
                 answer_window_s=60, join_s=60, train_s=40, reveal_s=20, clock_s=300,
                 policy=Policy(min_clock_s=60, min_reveal_window_s=20, commit_slack_s=10,
-                              min_answer_window_s=60))
+                              min_answer_window_s=60), poll_s=0.5)
 
 
 def is_local(chain) -> bool:

@@ -67,7 +67,8 @@ def cmd_agent(args) -> int:
                                                   "ID JOB --from http://THIS-HOST:%d)", args.name, agent.publish, host,
                                                   port, port)
         try:
-            agent.run(poll_s=args.poll_s, offline_s=args.offline_s)
+            from .profiles import profile_of
+            agent.run(poll_s=profile_of(chain).poll_s if args.poll_s is None else args.poll_s, offline_s=args.offline_s)
         except KeyboardInterrupt:  # SIGTERM too (cli._sigterm_interrupts)
             _warn_at_risk(agent)
             raise
@@ -228,7 +229,9 @@ def add(sub):
     q.add_argument("--behaviour", default="honest", action=_BehaviourHelp,
                    help="honest, or an adversary spec name:key=value,... (demos and tests); `help` lists them")
     q.add_argument("--name", default="agent")
-    q.add_argument("--poll-s", type=float, default=0.5)
+    q.add_argument("--poll-s", type=float, default=None,
+                   help="seconds between its reads of the chain while it waits (default: 0.5 on a local chain, 4 on "
+                        "any other, whose blocks come every ~12 s)")
     q.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                    help="where to train: auto = the GPU (RepOps CUDA backend) when there is one")
     q.add_argument("--log-format", default="text", choices=("text", "json"))
