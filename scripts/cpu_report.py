@@ -25,4 +25,10 @@ def main(path: str, top: int = 40) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:2], *(int(a) for a in sys.argv[2:3]))
+    if len(sys.argv) < 2:
+        sys.exit("usage: python scripts/cpu_report.py CPU_LOG [TOP]  (CPU_LOG: written by VERDE_CPU_LOG=FILE bash "
+                 "scripts/test.sh)")
+    try:
+        main(sys.argv[1], *(int(a) for a in sys.argv[2:3]))
+    except BrokenPipeError:  # (| head)
+        sys.stderr.close()
