@@ -292,6 +292,8 @@ REFUSED: dict = {"fnet": "RepOps has no FFT"}  # (its token mixing: torch.fft.ff
 # backend (run it with --only efficientnet); Hiera: minutes on the CPU backend too. (MobileNet 1-2, CvT and LeViT
 # were here at 1-5 minutes each on the emulated CUDA kernels: 1-9 s since the emulator's threads are fibers.)
 SLOW = {"efficientnet", "hiera"}
+
+
 def _not_run() -> dict:
     """The results file's note on each family the default run leaves out."""
     return {f: "slow on the CPU backend: --only " + f for f in sorted(SLOW)}
