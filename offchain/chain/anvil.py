@@ -22,6 +22,12 @@ MNEMONIC = "test test test test test test test test test test test junk"
 CHAIN_ID = 31337
 GAS_LIMIT = 60_000_000
 START_TIMEOUT_S = 20.0
+# Past its in-memory history (the last ~500 blocks' states) Anvil writes each state to disk
+# under ~/.foundry/anvil/tmp and leaves them there when stopped by a signal: test_game_steps'
+# shared node alone wrote 3.6 GB in one run; 74 GB from 20 hours of test runs filled this
+# machine's disk and the next CI run failed on it. Nothing here reads a state that old (agents
+# read the latest block), so none goes to disk.
+KEEP_NO_OLD_STATES = ("--max-persisted-states", "0")
 
 
 def free_port() -> int:
@@ -95,7 +101,7 @@ class AnvilProcess:
     def argv(self) -> list[str]:
         return [str(self.binary), "--host", "127.0.0.1", "--port", str(self.port), "--mnemonic", MNEMONIC,
                 "--chain-id", str(CHAIN_ID), "--gas-limit", str(GAS_LIMIT), "--hardfork", self.hardfork,
-                *self.extra_args]
+                *KEEP_NO_OLD_STATES, *self.extra_args]
 
     def restart(self) -> "AnvilProcess":
         self.stop(keep_port=True)

@@ -103,6 +103,22 @@ def test_anvil_dies_with_its_parent_even_on_sigkill(tmp_path):
     assert not _alive(int(pid)), "anvil outlived its SIGKILLed parent"
 
 
+@pytest.mark.anvil
+def test_anvil_writes_no_past_state_to_disk(tmp_path, monkeypatch):
+    """Past ~500 blocks Anvil wrote each state to ~/.foundry/anvil/tmp and left it there when
+    stopped by a signal: 20 hours of test runs filled the disk (74 GB) and failed the next CI run."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    with AnvilProcess() as node:
+        account = rpc(node.url, "eth_accounts")[0]
+        rpc(node.url, "anvil_mine", [hex(1200)], timeout=60)
+        time.sleep(1)  # Anvil moves states out of memory as it mines
+        assert rpc(node.url, "eth_getBalance", [account, hex(1100)]) != "0x0"  # recent history answers
+        written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert not written, f"Anvil wrote {written[:3]}"
+
+
 def test_rpc_unreachable_url_is_a_clear_error(monkeypatch, artifacts):
     monkeypatch.setenv("VERDE_PRIVATE_KEY", "0x" + "11" * 32)
     with socket.socket() as s:
