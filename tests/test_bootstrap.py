@@ -53,3 +53,23 @@ def test_unreachable_npm_registry_names_the_cause(tmp_path):
     assert r.returncode == 1, r.stderr
     assert "npm could not reach its registry" in r.stderr
     assert not (root / "node_modules" / ".verde-stamp").exists()  # nothing marked done
+
+
+def test_uv_is_given_pips_own_indexes(tmp_path):
+    """uv installs the lock (~20 s against pip's ~2 min) but reads neither pip's config files
+    nor PIP_* variables, where this machine's torch wheel (+cpu) and mirrors are named."""
+    body = (ROOT / "scripts" / "bootstrap.sh").read_text()
+    func = body[body.index("pip_index_args() {"):]
+    func = func[:func.index("\n}\n") + 3]
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nindex-url = https://index.invalid/simple\n"
+                    "extra-index-url = file:///mirror/a file:///mirror/b\n")
+    r = subprocess.run(["bash", "-c", func + "pip_index_args"], capture_output=True, text=True,
+                       env={**os.environ, "VENV": str(ROOT / ".venv"), "PIP_CONFIG_FILE": str(conf),
+                            "PIP_FIND_LINKS": "/wheels/here"})
+    assert r.returncode == 0, r.stderr
+    args = r.stdout.split("\n")
+    assert {"--index-url=https://index.invalid/simple", "--extra-index-url=file:///mirror/a",
+            "--extra-index-url=file:///mirror/b", "--find-links=/wheels/here"} <= set(args), args
+    assert "--index-url=file:///mirror/a file:///mirror/b" not in args  # extra-index-url is not index-url
+    assert len(args) == len(set(args))
