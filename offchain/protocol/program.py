@@ -480,17 +480,27 @@ def _check_calls(graph, where: str) -> None:
                        "Export plain tensor code (no control-flow operators, custom ops or submodules calls)")
 
 
+@functools.lru_cache(maxsize=4)
+def _parsed(data: bytes):
+    """The program file as torch's schema dataclasses, once per content in a process: parsing
+    costs ~0.8 s for a small LSTM's program (torch's serde asks typing.get_type_hints for every
+    object), and one process loads its program for the job's check, its graph, its state and
+    its steps. Deserializing reads it without changing it (tests/protocol/test_program_jobs.py)."""
+    from torch._export.serde import schema
+    from torch._export.serde.serialize import _bytes_to_dataclass
+    return _bytes_to_dataclass(schema.ExportedProgram, data)
+
+
 def load(data: bytes, state: dict, device="cpu", where: str = "model.program") -> torch.nn.Module:
     """The program as a trainable module on `device` (its parameters and buffers are
     `state`'s tensors); .loss(*batch) is its forward. torch.export writes the exporting
     device into every tensor it creates (arange(..., device=cpu)) and every move (.to(cpu)):
     those become `device`."""
-    from torch._export.serde import schema
-    from torch._export.serde.serialize import ExportedProgramDeserializer, _bytes_to_dataclass
+    from torch._export.serde.serialize import ExportedProgramDeserializer
 
     import repops.ops  # noqa: F401  (RepOps' own operators, which a program may call)
     try:
-        serialized = _bytes_to_dataclass(schema.ExportedProgram, data)
+        serialized = _parsed(bytes(data))
     except Exception as e:  # noqa: BLE001 - any parse failure is a malformed file
         raise JobError(f"{where}: not a torch.export program (JSON) that torch {torch.__version__} reads: "
                        f"{type(e).__name__}: {str(e)[:300]}") from None

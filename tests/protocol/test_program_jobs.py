@@ -2,6 +2,7 @@
 forward(*batch) returns the loss, with its weights and arrays. Every party loads it without
 running the client's Python, trains it with the same bits, and the referee settles a
 dispute over it down to one primitive; a bad file is a JobError before any money moves."""
+import copy
 import json
 import re
 
@@ -12,6 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from offchain.dispute.context import Context
+from offchain.protocol import dataset, program
 from offchain.protocol.dataset import write_program_job
 from offchain.protocol.job import JobError, sha256_file
 from offchain.protocol.jobfile import load
@@ -65,6 +67,26 @@ def test_trainers_agree_on_every_claim_and_a_step_settles_on_chain(program_job, 
     ctx = Context(program_job)
     assert ctx.kernel_graph.unsettled == []
     assert len(ctx.graph.structures) == len(one.step_trace(0).nodes)
+
+
+def test_a_program_parsed_once_a_process_loads_again_unchanged(program_job):
+    """program.load keeps a file's parse (program._parsed): each load must leave it as it was
+    and make a module of its own."""
+    data = program_job.path(program_job.spec.model.program).read_bytes()
+    init = dataset._load(program_job, program_job.spec.init, "init")
+    parsed = program._parsed(data)
+    before = copy.deepcopy(parsed)
+    batch = [t[:4] for t in _data().values()]
+    losses = []
+    for _ in range(2):
+        module = program.load(data, {k: v.clone() for k, v in init.items()})
+        losses.append(module.loss(*batch).detach().view(torch.int32).item())
+        with torch.no_grad():
+            for p in module.parameters():
+                p.add_(1.0)  # a step of this module's; the next load starts from init again
+        assert losses[-1] != module.loss(*batch).detach().view(torch.int32).item()
+    assert program._parsed(bytes(data)) is parsed and parsed == before
+    assert losses[0] == losses[1]
 
 
 def test_a_cheater_on_a_convolution_loses_at_the_primitive(program_job, tmp_path):
