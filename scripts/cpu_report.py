@@ -22,6 +22,15 @@ def main(path: str, top: int = 40) -> None:
     print(f"\n{'CPU s':>8} {'wall s':>8}  test")
     for r in sorted(rows, key=lambda r: -r["cpu_s"])[:top]:
         print(f"{r['cpu_s']:8.1f} {r['wall_s']:8.1f}  {r['test']}")
+    timed = [r for r in rows if "end" in r]
+    if timed:  # the suite's tail: a worker whose last test ended early waited for the others
+        start, end = min(r["end"] - r["wall_s"] for r in timed), max(r["end"] for r in timed)
+        print(f"\nsuite {end - start:,.0f} s from the first test's start to the last one's end")
+        print(f"{'worker':>8} {'in tests s':>11} {'idle at the end s':>18}  last test")
+        for w in sorted({r["worker"] for r in timed}):
+            mine = [r for r in timed if r["worker"] == w]
+            last = max(mine, key=lambda r: r["end"])
+            print(f"{w:>8} {sum(r['wall_s'] for r in mine):11,.0f} {end - last['end']:18,.0f}  {last['test']}")
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_protocol(item, nextitem):
     """VERDE_CPU_LOG=FILE: one JSON line per test, its CPU seconds (this worker's and the child
     processes it reaped: the nodes, agents and CLI commands a test runs) beside its wall
-    seconds. The suite is CPU-bound on CI's 2 cores, so CPU, not --durations' wall time, is
+    seconds, with its worker and end time (the report shows each worker's idle tail). The suite is CPU-bound on CI's 2 cores, so CPU, not --durations' wall time, is
     what a cut saves (scripts/cpu_report.py sums it per test and per file)."""
     log = os.environ.get("VERDE_CPU_LOG")
     if not log:
@@ -69,7 +69,8 @@ def pytest_runtest_protocol(item, nextitem):
     yield
     with open(log, "a") as f:
         f.write(json.dumps({"test": item.nodeid, "cpu_s": round(cpu() - c0, 2),
-                            "wall_s": round(time.monotonic() - t0, 2)}) + "\n")
+                            "wall_s": round(time.monotonic() - t0, 2), "end": round(time.time(), 2),
+                            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")}) + "\n")
 
 
 class Settled:
