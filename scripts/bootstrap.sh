@@ -108,6 +108,22 @@ exec node \"$VERDE_ROOT/scripts/solc.cjs\" \"\$@\""
   export FOUNDRY_SOLC="$exe"
 }
 
+check_disk() {
+  # A full disk fails every test at once with errors that name anything but the disk (CI of
+  # e2f1958: 767 s of errors; Anvil's leftover states had filled it). The install is ~1.8 GB,
+  # a suite run writes ~0.5 GB more (C and CUDA libraries, pytest's temp dirs).
+  local need_mb=$(( ${VERDE_MIN_FREE_GB:-2} * 1024 )) dir free
+  for dir in "$VERDE_ROOT" "${TMPDIR:-/tmp}"; do
+    free=$(df -Pm "$dir" | awk 'NR == 2 {print $4}')
+    if [ -n "$free" ] && [ "$free" -lt "$need_mb" ]; then
+      local old="${HOME:-}/.foundry/anvil/tmp"
+      die "only $free MB free on the disk of $dir; the install and a test run need $need_mb MB. Fix: free some space$( \
+        [ -d "$old" ] && echo " (Anvil's leftover states: $(du -sh "$old" 2>/dev/null | cut -f1) in $old, safe to delete when no Anvil runs)")."
+    fi
+  done
+}
+
+check_disk
 # npm's install and pip's run side by side (each is mostly one core waiting on the network or
 # unpacking); either one's failure stops the script with its own message
 setup_node &

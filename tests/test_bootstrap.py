@@ -73,3 +73,11 @@ def test_uv_is_given_pips_own_indexes(tmp_path):
             "--extra-index-url=file:///mirror/b", "--find-links=/wheels/here"} <= set(args), args
     assert "--index-url=file:///mirror/a file:///mirror/b" not in args  # extra-index-url is not index-url
     assert len(args) == len(set(args))
+
+
+def test_a_disk_too_full_is_said_before_anything_installs(tmp_path):
+    root = _copy_checkout(tmp_path)
+    r = _run(root, {"PATH": os.environ["PATH"], "VERDE_MIN_FREE_GB": str(10**6)})
+    assert r.returncode == 1
+    assert "MB free on the disk of" in r.stderr and "Fix: free some space" in r.stderr, r.stderr
+    assert not (root / "node_modules").exists()
