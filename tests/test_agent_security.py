@@ -628,6 +628,35 @@ def test_an_honest_agent_s_gas_in_a_dispute_is_within_its_policy_s_budget(world,
         assert run.chain.w3.eth.get_balance(honest) > before
 
 
+def test_an_agent_refuses_a_job_whose_checkpoints_its_disk_cannot_hold(world, tmp_path):
+    """A disk that fills mid-job stops an honest trainer after it staked (no space left for a
+    checkpoint), and the stake is lost to the deadlines it then misses: refused before joining,
+    nothing sent, the figures said. (A reserve larger than the disk stands in for a full one.)"""
+    import dataclasses
+
+    from offchain.agent.policy import FANOUT, STEPS, checkpoints
+    from offchain.agent.trainer_agent import NotEnoughDisk
+    from offchain.chain.verde import MAX_TRAINERS
+    job, ctx, chain, _ = world
+    v = Verde.deploy(chain)
+    jid = v.post(job, ctx, PAY, STAKE, client=chain.accounts[1])
+    free_mb = shutil.disk_usage(tmp_path).free // 2**20
+    agent = TrainerAgent(v, chain.accounts[2], job, jid, tmp_path / "a", name="full",
+                         policy=dataclasses.replace(LOCAL_POLICY, disk_reserve_mb=free_mb + 1))
+    agent.__dict__["train_s"] = 1.0  # (no training step timed: only the disk is checked here)
+    terms = v.status(jid)[4]
+    n = checkpoints(terms[STEPS], terms[FANOUT], terms[MAX_TRAINERS])
+    with pytest.raises(NotEnoughDisk, match=rf"up to {n} checkpoints .*--disk-reserve-mb.* GB free") as e:
+        agent.tick()
+    assert "--workdir" in e.value.fix
+    assert chain.w3.eth.get_transaction_count(chain.accounts[2].address) == 0
+    assert not chain.call(v.registry.functions.seats(jid, chain.accounts[2].address))[0]
+    # the same agent with the disk it has joins
+    agent.policy = dataclasses.replace(LOCAL_POLICY, disk_reserve_mb=0)
+    agent.tick()
+    assert chain.call(v.registry.functions.seats(jid, chain.accounts[2].address))[0]
+
+
 def test_an_agent_refuses_a_key_that_holds_the_stake_but_not_its_moves_gas(world, tmp_path):
     """A key that holds the stake and a join's gas, not the gas of the moves after it (commit,
     reveal, a match against each other seat): a cheater's dispute would outlast its funds, and the

@@ -22,12 +22,24 @@ MATCH_GAS = 3_000_000
 ROUND_GAS, ROUND_GAS_PER_POINT = 100_000, 2_000  # a level-1 round: postClaims with its points
 
 
-def match_gas(steps: int, fanout: int) -> int:
-    """The most gas one party's moves in one match cost (MATCH_GAS plus level 1's rounds)."""
+def level1_rounds(steps: int, fanout: int) -> int:
+    """The most rounds of level 1 (each splits the interval left into `fanout`)."""
     rounds, span = 0, steps
     while span > 1:
         span, rounds = math.ceil(span / fanout), rounds + 1
-    return MATCH_GAS + rounds * (ROUND_GAS + ROUND_GAS_PER_POINT * fanout)
+    return rounds
+
+
+def match_gas(steps: int, fanout: int) -> int:
+    """The most gas one party's moves in one match cost (MATCH_GAS plus level 1's rounds)."""
+    return MATCH_GAS + level1_rounds(steps, fanout) * (ROUND_GAS + ROUND_GAS_PER_POINT * fanout)
+
+
+def checkpoints(steps: int, fanout: int, seats: int) -> int:
+    """The most checkpoints of its state an honest trainer writes for a job (one file per step
+    at most): the first round's (its interior points and the last step), then in a match
+    against each other seat each level-1 round's points, every one re-executed and kept."""
+    return min(steps, fanout + (seats - 1) * level1_rounds(steps, fanout) * (fanout - 1))
 
 
 def honest_gas(terms) -> int:
@@ -50,6 +62,7 @@ class Policy:
     min_answer_window_s: int = 300   # the deployment's time to answer one delivery challenge on chain
     max_lock_s: int = 30 * 86400     # the longest the stake may be held: deadlines, every match, delivery
     gas_price_margin: float = 3.0    # the gas price its later moves are budgeted at: this many times today's
+    disk_reserve_mb: int = 512       # free disk kept beyond the job's checkpoints (logs, claims, the system's own)
 
     @staticmethod
     def dispute_steps(steps: int, fanout: int) -> int:
@@ -71,6 +84,19 @@ class Policy:
         against the rules: to the reveal deadline, then one match per other seat (each at most
         both clocks), then the delivery window (answers within it)."""
         return terms[REVEAL_BY] - now + (terms[MAX_TRAINERS] - 1) * 2 * terms[CLOCK] + delivery_window_s
+
+    def disk_refusal(self, terms, checkpoint_bytes: int, free_bytes: int, where) -> str | None:
+        """Whether the disk holds every checkpoint the job and its disputes write: one that
+        fills mid-job stops an honest trainer (no space left) after it staked, and the stake is
+        lost to the deadlines and clocks it then misses."""
+        n = checkpoints(terms[STEPS], terms[FANOUT], terms[MAX_TRAINERS])
+        need = n * checkpoint_bytes + self.disk_reserve_mb * 2**20
+        if free_bytes >= need:
+            return None
+        return (f"it keeps up to {n} checkpoints of its state ({checkpoint_bytes / 2**20:,.1f} MB each: the first "
+                f"round's and each level-1 round of a match against every other seat) plus {self.disk_reserve_mb} MB "
+                f"(--disk-reserve-mb), {need / 2**30:,.2f} GB, and the disk of {where} has {free_bytes / 2**30:,.2f} GB "
+                "free")
 
     def delivery_refusals(self, delivery: Delivery, gas_price: int) -> list[str]:
         """The deployment's delivery terms (JobRegistry's immutables, any registry's): an answer

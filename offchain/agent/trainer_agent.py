@@ -9,6 +9,7 @@ import logging
 import math
 import os
 import random
+import shutil
 import time
 from pathlib import Path
 
@@ -32,6 +33,10 @@ class CannotAffordStake(ChainError):
     pass
 
 
+class NotEnoughDisk(ChainError):
+    """This machine's disk cannot hold what the job writes: staking would lose the stake mid-job."""
+
+
 class NodeGone(ChainError):
     pass
 
@@ -42,7 +47,7 @@ class JobMismatch(ChainError):
 
 # decisions not to stake, raised by the checks before joining (the contracts, the job file, the
 # terms, the funds, a device that cannot compute the job): they end an agent that has not joined
-REFUSALS = (DeploymentError, JobMismatch, TermsRefused, CannotAffordStake, JobError, RepOpsError)
+REFUSALS = (DeploymentError, JobMismatch, TermsRefused, CannotAffordStake, NotEnoughDisk, JobError, RepOpsError)
 RETRY_MAX_S = 5.0  # the longest wait between retries of a failing tick
 
 
@@ -136,6 +141,7 @@ class TrainerAgent:
                 self.v.verify()  # Verde's contracts, not the client's (attach and deploy checked them)
                 self._check_terms(terms, now, restricted=j[7], payment=j[1])
                 self._check_funds(terms)
+                self._check_disk(terms)
                 self._send("join (stake)", reg.join(self.jid), value=terms[STAKE])
                 if self.delivery_window_s:
                     log.info("%s: if accepted, its pay is held for %d s after settlement while the client may ask "
@@ -289,6 +295,14 @@ class TrainerAgent:
                 f"price), {need / 1e18:.6f} ETH in all, so it did not join: with less, a cheater's dispute could "
                 "outlast its funds and its stake would be lost",
                 "fund this account, or run the agent with a key that holds the stake and the gas")
+
+    def _check_disk(self, terms):
+        """Refuse before staking on a disk that cannot hold the job's checkpoints."""
+        where = self.trainer.store.dir
+        why = self.policy.disk_refusal(terms, self.trainer.checkpoint_bytes, shutil.disk_usage(where).free, where)
+        if why:
+            raise NotEnoughDisk(f"job {self.jid} could stop this agent mid-job for want of disk, so it did not join: "
+                                f"{why}", "free space on that disk, or run the agent with --workdir on a larger one")
 
     def _play(self, terms):
         """Keep the job moving until it settles: open the match the registry asks for if

@@ -180,7 +180,7 @@ def _policy(args, chain):
     given = {k: v for k, v in (("min_clock_s", args.min_clock_s), ("min_reveal_window_s", args.min_reveal_window_s),
                                ("train_margin", args.train_margin), ("max_stake_wei", args.max_stake),
                                ("min_answer_window_s", args.min_answer_window_s), ("max_lock_s", args.max_lock_s),
-                               ("gas_price_margin", args.gas_price_margin))
+                               ("gas_price_margin", args.gas_price_margin), ("disk_reserve_mb", args.disk_reserve_mb))
              if v is not None}
     policy = dataclasses.replace(base, **given)
     logging.getLogger("verde.agent").info(
@@ -264,6 +264,8 @@ def add(sub):
     p.add_argument("--gas-price-margin", type=float, default=None, help="its later moves' gas is budgeted at this "
                    "many times today's gas price: the key must hold it, a cheater's stake must cover a match, a seat's "
                    f"share of the payment its own moves, the registry's bond an answer (default {Policy.gas_price_margin:g})")
+    p.add_argument("--disk-reserve-mb", type=int, default=None, help="free disk it keeps beyond the job's checkpoints "
+                   f"(it refuses a job whose checkpoints would not fit on --workdir's disk; default {Policy.disk_reserve_mb})")
     q.set_defaults(fn=cmd_agent)
     q = sub.add_parser("train", help="train (or run an inference job) locally, no chain: print the claim a trainer commits")
     q.add_argument("job", help="the job file")

@@ -269,6 +269,12 @@ class Trainer:
             self.store.save_claims(self.claims)
         return self.final_claim()
 
+    @functools.cached_property
+    def checkpoint_bytes(self) -> int:
+        """One checkpoint's size (the state's tensors, shapes only: built on meta), what an
+        agent weighs its free disk against before it stakes."""
+        return sum(t.numel() * t.element_size() for t in initial_state(self.job, "meta").tensors())
+
     def seconds_per_step(self) -> float:
         """One traced step from the initial state, timed (traced steps are the slow kind; no
         checkpoint, claim or loss is kept): what an agent weighs a commit deadline against

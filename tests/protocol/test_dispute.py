@@ -7,14 +7,18 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from offchain.agent.policy import checkpoints
+from offchain.dispute.context import Context
 from offchain.trainer import adversaries as A
 from offchain.dispute.party import InProcess, Party
 from offchain.dispute.referee import check_seal, dispute, tournament
 from offchain.protocol.claims import seal
+from offchain.protocol.dataset import write_job
+from offchain.protocol.jobfile import load
 from offchain.trainer import Trainer
 
 from playing import honest_wins_off_chain
-from small_job import ADVERSARIES, STEPS
+from small_job import ADVERSARIES, STEPS, mlp_data
 
 
 
@@ -206,3 +210,21 @@ def test_llama_job_disputes(llama, tmp_path, make):
     bad = cheater(job, tmp_path, beh)
     v = dispute(ctx, party(hon), party(bad))
     assert v.winner == "honest" and v.losers == ["cheater"] and v.level == beh.level, str(v)
+
+
+def test_the_checkpoints_an_honest_trainer_writes_stay_within_what_its_agent_budgets(tmp_path):
+    """An agent refuses a job whose checkpoints its disk cannot hold (policy.checkpoints: the
+    first round's, then each level-1 round's points in a match against every other seat). A
+    48-step job with fanout 3 (4 level-1 rounds), cheaters at its last step and inside it:
+    what the honest trainer kept on disk stays within that count, well under one a step."""
+    steps, fanout = 48, 3
+    job = load(write_job(tmp_path / "job", "mlp", {"d_in": 16, "d_hidden": 32, "n_classes": 10}, mlp_data(),
+                         steps=steps, batch_size=8, fanout=fanout, chunk=64))
+    ctx = Context(job)
+    honest = cheater(job, tmp_path, A.Honest(), "honest")
+    late = cheater(job, tmp_path, A.CorruptValue(step=steps - 1, node=9), "late")
+    inside = cheater(job, tmp_path, A.CorruptValue(step=20, node=9), "inside")
+    accepted, verdicts = tournament(ctx, [party(late), party(honest), party(inside)])
+    assert accepted == honest.final_claim() and all("honest" not in v.losers for v in verdicts)
+    kept = len(list((tmp_path / "honest").glob("ckpt-*.safetensors")))
+    assert honest.reexecuted > 0 and kept <= checkpoints(steps, fanout, 3) < steps, kept
