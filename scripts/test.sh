@@ -7,8 +7,8 @@ set -euo pipefail
 cd "$VERDE_ROOT"
 workers="${VERDE_TEST_WORKERS:-2}"
 # torch's own ops get the cores a worker's share (CI: 2 workers on 2 cores, 1 each): at torch's
-# default, a thread per core in every worker, they contend (test_hf_families -n 2: 68 -> 63 s,
-# two runs each). RepOps' kernels keep theirs (the CPUs available), so its multi-threaded paths
+# default, a thread per core in every worker, they contend (test_hf_families -n 2: 69, 68 -> 63, 63 s,
+# alternating runs). RepOps' kernels keep theirs (the CPUs available), so its multi-threaded paths
 # stay the ones most tests run; tests that vary thread counts set them outright.
 share=$(nproc)
 [[ "$workers" =~ ^[1-9][0-9]*$ ]] && share=$(( share / workers > 0 ? share / workers : 1 ))
