@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import http.server
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -55,7 +56,6 @@ def _proxy(upstream: str) -> tuple[http.server.ThreadingHTTPServer, Counter]:
 
 def _cpu_s(pid: int) -> float:
     """User + system CPU seconds of a live process (/proc/PID/stat, clock ticks)."""
-    import os
     fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 

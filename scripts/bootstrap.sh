@@ -61,7 +61,7 @@ setup_python() {
   fi
   say "installing pinned Python packages from requirements.lock (no resolver; first time ~30 s with uv, ~2 min with pip)"
   if ! install_lock; then
-    die "pip could not install requirements.lock. If it says it cannot reach the index, the PyPI registry is unreachable: check the network/proxy and run again (nothing is lost; finished packages are kept)."
+    die "neither uv nor pip could install requirements.lock. If pip says it cannot reach the index, the PyPI registry is unreachable: check the network/proxy and run again (nothing is lost; finished packages are kept)."
   fi
   say "installing the verde packages (repops, offchain) in editable mode"
   "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
