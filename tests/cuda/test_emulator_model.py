@@ -122,3 +122,43 @@ def test_kernels_round_as_ieee_whatever_the_callers_mxcsr_and_leave_it_as_it_was
     after = lib.run_product_under(_ptr(a), _ptr(b), _ptr(y), len(a), flush)
     assert np.array_equal(y.view(np.uint32), want.view(np.uint32))  # the kernel did not flush
     assert after == flush  # the caller's flush-to-zero MXCSR is back
+
+
+def test_two_threads_launching_two_kernels_at_once_each_get_their_bits(lib):
+    """Launches share the scheduler, the running fiber and the stacks, so the emulator runs one
+    at a time whatever the kernel (a lock per kernel let a CUDA-graph test's two threads cross
+    their fibers: a segfault about one run in 14). Two kernels with barriers, in two threads
+    (ctypes lets go of the GIL), many times: each launch's bits as when run alone."""
+    import threading
+    bx, by, blocks, rounds = 8, 8, 4, 300
+    n = bx * by
+    x = np.arange(blocks * n, dtype=np.float32) + 1
+    shifted = np.zeros_like(x)
+    lib.run_shift(_ptr(x), _ptr(shifted), blocks, bx, by, 1, 1)
+    sums = np.zeros(blocks, np.float32)
+    lib.run_tree_sum(_ptr(x), _ptr(sums), blocks, n, n)
+    bad, start = [], threading.Barrier(2)
+
+    def shift():
+        start.wait()
+        y = np.zeros_like(x)
+        for _ in range(rounds):
+            y[:] = 0
+            lib.run_shift(_ptr(x), _ptr(y), blocks, bx, by, 1, 1)
+            if not np.array_equal(y.view(np.uint32), shifted.view(np.uint32)):
+                bad.append("shift")
+
+    def tree():
+        start.wait()
+        out = np.zeros(blocks, np.float32)
+        for _ in range(rounds):
+            out[:] = 0
+            lib.run_tree_sum(_ptr(x), _ptr(out), blocks, n, n)
+            if not np.array_equal(out.view(np.uint32), sums.view(np.uint32)):
+                bad.append("tree_sum")
+    threads = [threading.Thread(target=f) for f in (shift, tree)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad, f"{len(bad)} launches of {2 * rounds} gave other bits: {sorted(set(bad))}"

@@ -118,10 +118,15 @@ inline void resume(Fiber &f) {
 template <class F>
 void call_body(void *f) { (*static_cast<F *>(f))(); }
 
-// Run `body` as the kernel over grid x block. One launch at a time per process.
+// One launch at a time per process, whatever the kernel: every launch shares the scheduler
+// context, the running fiber, the stacks and the __shared__ statics above. (A static inside
+// launch<F> was one mutex per kernel: two threads launching two kernels at once crossed
+// their fibers and crashed the process, ~1 run in 14 of test_launch_glue's two-thread test.)
+inline std::mutex one_at_a_time;
+
+// Run `body` as the kernel over grid x block.
 template <class F>
 void launch(dim3 grid, dim3 block, F body) {
-    static std::mutex one_at_a_time;
     std::lock_guard<std::mutex> guard(one_at_a_time);
     const unsigned caller_mxcsr = _mm_getcsr();
     _mm_setcsr(device_mxcsr(caller_mxcsr));  // getcontext copies it into every fiber
