@@ -24,7 +24,9 @@ with --counts, what the launch glue does per training step, counted on the CPU e
    narrow launches (< 132 blocks at the GPU's geometry, a serial loop of 64+ per thread;
    folds to fewer outputs than SMs listed apart), views (CuPy arrays over torch's memory: as_array's
    calls on the GPU, the largest host cost there), and glue_ratio = host time of a RepOps step with the launches stubbed
-   / native torch's CPU step, both on a tiny model with the same layers (TINY). Native torch
+   / native torch's CPU step, both on a tiny model with the same layers (TINY), interleaved
+   (passthrough_ratio beside it: the native step under two Python modes that only call
+   through, what torch charges any dispatch-mode system before it does anything). Native torch
    runs the models' plain compositions: outside RepOps, repops.ops' fused ops (rms_norm,
    attention, rope) are their plain torch ops, never a custom op's dispatch. Writes
    benchmarks/results/repops_cuda_counts.json.
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import xml.etree.ElementTree as ET
@@ -277,26 +280,41 @@ def count_step(name, configs=None, sites=True):
     return c
 
 
-def glue_ratio(name, reps=10):
-    """Host time of a RepOps step (launches stubbed) / native torch's CPU step, best of reps,
-    one torch thread (a shared machine's other threads only add noise at these sizes)."""
+def glue_ratio(name, reps=40):
+    """Host time of a RepOps step (launches stubbed) / native torch's CPU step, best of reps
+    each, the two interleaved (a shared machine's slow spells then slow both), one torch thread
+    (a shared machine's other threads only add noise at these sizes)."""
     import time
     from repops.cuda.counting import counting
     from repops.cuda.emulator import emulator
     get("cuda-emu")
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Functions(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    class Dispatch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    def passthrough():  # the native step under two Python modes that do nothing: what any such mode costs
+        with Functions(), Dispatch():
+            native()
     step, native = _emulated_step(name, TINY)
-    best, threads = {}, torch.get_num_threads()
+    steps = (("native", native), ("repops", step), ("passthrough", passthrough))
+    best, threads = {label: math.inf for label, _ in steps}, torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        for label, f in (("native", native), ("repops", step)):
-            with counting(emulator(), stub=True, sites=False):
+        with counting(emulator(), stub=True, sites=False):
+            for _, f in steps:
                 f()
-                times = []
-                for _ in range(reps):
+            for _ in range(reps):
+                for label, f in steps:
                     t = time.perf_counter()
                     f()
-                    times.append(time.perf_counter() - t)
-            best[label] = min(times)
+                    best[label] = min(best[label], time.perf_counter() - t)
     finally:
         torch.set_num_threads(threads)
     return best["repops"] / best["native"], best
@@ -308,11 +326,12 @@ def bench_counts(models, out: Path, con):
         c = count_step(name)
         ratio, times = glue_ratio(name)
         rows.append({"model": name, **c.row(), "glue_ratio": round(ratio, 2),
+                     "passthrough_ratio": round(times["passthrough"] / times["native"], 2),
                      "glue_s": {k: round(v, 5) for k, v in times.items()},
                      "sites": {k: dict(v.most_common()) for k, v in sorted(c.sites.items())},
                      "kernels": dict(c.kernels.most_common())})
     cols = ("launches", "syncs", "copies", "copy_mb", "cupy_ops", "dlpack", "uploads", "narrow_launches",
-            "allowed_launches", "views", "glue_ratio")
+            "allowed_launches", "views", "glue_ratio", "passthrough_ratio")
     t = Table("per step", *(r["model"] for r in rows), title="CUDA launch glue per training step (CUDA emulator)")
     for k in cols:
         t.add_row(k, *(str(r[k]) for r in rows))
@@ -329,9 +348,11 @@ def bench_counts(models, out: Path, con):
                  "(repops/faults.py settle); copies: CuPy copy kernels (contiguous copies, casts, fills), cupy_ops: "
                  "its other kernels (the index checks were, before index_check_i64); views: CuPy arrays made over torch's memory "
                  "(device.as_array, Device.empty's), the H200 host profile's as_array calls of the same steps (131 / 781), "
-                 "~16 us of host each there: what launches with raw pointers would remove; glue_ratio: best of 10 on a shared 2-core CPU, numpy "
+                 "~16 us of host each there: what launches with raw pointers would remove; glue_ratio: best of 40 each, native and RepOps steps interleaved, on a shared 2-core CPU, numpy "
                  "standing in for CuPy's host calls (CuPy's cost more): a lower bound, noisy; native: torch running "
-                 "the models' plain compositions (repops.ops' fused ops are plain torch outside RepOps)",
+                 "the models' plain compositions (repops.ops' fused ops are plain torch outside RepOps); passthrough_ratio: that "
+                 "native step under a TorchFunctionMode and a TorchDispatchMode that only call through (torch's own cost "
+                 "of a Python mode, with native torch's own, larger op count: its AdamW's per-parameter ops)",
         "models": rows}, indent=1))
     con.print(f"wrote {out}")
 

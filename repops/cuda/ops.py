@@ -316,11 +316,11 @@ class Ops:
         return d if d.flags.c_contiguous else self.copy(d)
 
     def _map_plan(self, xs):
-        """The launch of prim_map_f32 over binary32 device arrays xs, as _operand and _run
-        decide it: (shape, n, [(one element?, strides)] for 3 operands, the inner dims), or
+        """The launch of prim_map_f32 over binary32 device arrays xs (and host constants: one
+        value), as _operand and _run decide it: (shape, n, [(one element?, strides)] for 3 operands, the inner dims), or
         None where it is not that plain case (more dims than RANK after collapsing: copies)."""
         shape = self._shape(*xs)
-        per = [(True, (0,) * len(shape)) if math.prod(x.shape) == 1 else
+        per = [(True, (0,) * len(shape)) if math.prod(x.shape) == 1 or type(x) is np.ndarray else
                (False, _broadcast(x.shape, _elements(x), tuple(shape))) for x in xs]
         per += [per[0]] * (3 - len(per))
         n = math.prod(shape) if shape else 1
@@ -338,7 +338,9 @@ class Ops:
         nd = self._ndarray
         for x in xs:
             if type(x) is not nd or x.dtype is not _F32:
-                return None
+                if type(x) is not np.ndarray or x.dtype is not _F32 or not x.size or any(x.strides):
+                    return None
+                key.append(None)  # (a host constant, P.const's broadcast of one value, moves as that value)
             key += (x.shape, x.strides)
         key = tuple(key)
         plan = _plan(key, lambda: self._map_plan(xs))
@@ -349,7 +351,7 @@ class Ops:
         if n:
             args = [op]
             for x, (one, st) in zip(xs if len(xs) == 3 else (*xs, *(xs[0],) * (3 - len(xs))), per):
-                args.append(x.reshape(1) if one else x)
+                args.append(x.reshape(1) if type(x) is nd and one else self.constant(x.reshape(-1)[:1]) if one else x)
                 args += st
             self.rt.launch("prim_map_f32", *self._grid(n), *args, out, n, *tail)
         return out

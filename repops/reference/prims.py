@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import struct
 
 import numpy as np
 
@@ -80,9 +81,26 @@ def xp_of(x):
     return np
 
 
+_DOUBLE = struct.Struct("<d")
+_CONSTS: dict = {}  # (dtype, shape, type, value's bits) -> its read-only broadcast: ops ask for the same ones each step
+_CONSTS_MAX = 4096
+
+
 def const(value, shape, dtype=F32) -> np.ndarray:
     """A constant operand: one value broadcast (stride 0) to `shape`. Kernels see it as a
-    constant by its layout, never by comparing values (docs/PROTOCOL.md §7, descriptors)."""
+    constant by its layout, never by comparing values (docs/PROTOCOL.md §7, descriptors).
+    A Python number's is made once per value and shape (np.broadcast_to costs ~10 us; the
+    view is read-only, so sharing it is safe); keyed by the number's bits, so -0.0 and each
+    NaN are their own."""
+    t = type(value)
+    if t is float or t is int:
+        key = (dtype, tuple(shape), t, _DOUBLE.pack(value) if t is float else value)
+        c = _CONSTS.get(key)
+        if c is None:
+            if len(_CONSTS) >= _CONSTS_MAX:
+                _CONSTS.clear()
+            c = _CONSTS[key] = np.broadcast_to(np.asarray(value, dtype), key[1])
+        return c
     return np.broadcast_to(np.asarray(value, dtype), tuple(shape))
 
 
