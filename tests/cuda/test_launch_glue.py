@@ -450,3 +450,39 @@ def test_the_gpu_host_profile_counts_calls_per_step_and_sorts_by_own_time():
     assert mine[0]["function"].startswith("tests/cuda/test_launch_glue.py:")
     own = [r["own_ms"] for r in rows]
     assert own == sorted(own, reverse=True) and mine[0]["cumulative_ms"] >= mine[0]["own_ms"] >= 0
+
+
+def test_a_host_constant_and_a_broadcast_device_array_of_one_shape_each_launch_as_what_they_are(rt):
+    """prim_map_f32's planned launches are keyed by the operands' shapes and strides: a host
+    constant (P.const: one value at stride 0, moved as that value) and a device array broadcast
+    to the same shape (stride 0 too, read where it is) must not share a plan (one did, while this
+    was written: the device view then reached the kernel as a one-element reshape, which failed).
+    Either first, each gives the reference's bits."""
+    from repops.reference import prims as P
+    table = get("cuda-emu")
+    x = rt.upload(np.arange(20, dtype=np.float32).reshape(4, 5) - 7.5)
+    one = rt.xp.broadcast_to(rt.upload(np.array([2.5], np.float32)), (4, 5))
+    host = P.const(2.5, (4, 5))
+    with P.implementations({}):
+        want = np.asarray(P.mul(np.asarray(x), np.full((4, 5), 2.5, np.float32)))
+    for order in ((host, one), (one, host)):
+        for c in order:
+            got = table["mul"](x, c)
+            assert rt.is_device(got) and np.array_equal(np.asarray(got).view(np.uint32), want.view(np.uint32))
+
+
+def test_constants_are_shared_per_value_and_shape_and_keep_every_bit():
+    """P.const's broadcast of a Python number is made once per value and shape: read-only (a
+    shared one must not be written), and keyed by the number's bits: -0.0 is not +0.0, and two
+    NaN payloads are two constants."""
+    import struct
+    from repops.reference import prims as P
+    a, b = P.const(1.5, (3, 2)), P.const(1.5, (3, 2))
+    assert a is b and not a.flags.writeable and a.shape == (3, 2) and not any(a.strides)
+    assert P.const(1.5, (2, 3)) is not a
+    neg, pos = P.const(-0.0, (2,)), P.const(0.0, (2,))
+    assert neg.view(np.uint32)[0] == 0x80000000 and pos.view(np.uint32)[0] == 0
+    quiet, payload = (struct.unpack("<d", struct.pack("<Q", q))[0] for q in (0x7FF8000000000000, 0x7FFC000000000000))
+    nans = P.const(quiet, (1,)), P.const(payload, (1,))
+    assert nans[0].view(np.uint32)[0] != nans[1].view(np.uint32)[0]
+    assert P.const(3, (2,)).dtype == np.float32 and P.const(3, (2,))[0] == 3.0
