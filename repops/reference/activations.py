@@ -110,9 +110,10 @@ def hardswish(x):
 
 
 def hardswish_backward(g, x):
-    """x < -3 ? +0 : x <= 3 ? g (x / 3 + 0.5) : g."""
+    """x <= -3 ? +0 : x < 3 ? g (x / 3 + 0.5) : g (torch's breakpoints: its kernel gives 0 at
+    x = -3 and g at 3, the one-sided derivatives away from the middle piece)."""
     mid = P.mul(g, P.add(P.div(x, k(3.0)), k(0.5)))
-    return P.select(P.lt(x, k(-3.0)), k(0.0), P.select(P.le(x, k(3.0)), mid, g))
+    return P.select(P.le(x, k(-3.0)), k(0.0), P.select(P.lt(x, k(3.0)), mid, g))
 
 
 def hardsigmoid(x):

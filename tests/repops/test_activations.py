@@ -70,3 +70,22 @@ def test_a_losses_reduction_none_sum_and_mean_are_torchs():
             with repops.deterministic():
                 got = loss(x, y, reduction=reduction)
             torch.testing.assert_close(got, loss(x, y, reduction=reduction), rtol=1e-6, atol=1e-7)
+
+
+def test_piecewise_activations_take_torchs_gradient_at_their_breakpoints():
+    """At a breakpoint the gradient is a convention, and torch's is the one to meet: hardswish's
+    is +0 at -3 and g at 3 (RepOps had the middle piece's -0.5 g and 1.5 g there: found by an
+    edge-value sweep); every other piecewise activation's at its own breakpoints too."""
+    x = torch.tensor([-6.0, -3.0, -2.0, -1.5, -1.0, -0.5, 0.0, -0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 6.0, 20.0, -20.0])
+    fns = [F.hardswish, F.hardsigmoid, F.relu6, F.hardtanh, lambda t: F.hardtanh(t, -2, 1.5), F.relu,
+           lambda t: F.leaky_relu(t, 0.1), F.elu, lambda t: F.celu(t, 0.5), F.selu, lambda t: F.hardshrink(t, 0.5),
+           lambda t: F.softshrink(t, 0.5), lambda t: F.threshold(t, 1.0, -3.0), lambda t: t.clamp(-1.0, 2.0),
+           torch.abs, F.softplus]
+    for fn in fns:
+        a = x.clone().requires_grad_()
+        fn(a).backward(torch.ones_like(x))
+        b = x.clone().requires_grad_()
+        with repops.deterministic():
+            fn(b).backward(torch.ones_like(x))
+        torch.testing.assert_close(b.grad, a.grad, rtol=1e-6, atol=0)
+        assert torch.equal(torch.signbit(b.grad), torch.signbit(a.grad)), fn
