@@ -7,7 +7,8 @@ import {Tensors} from "./lib/Tensors.sol";
 /// @title Verde jobs: payment, stakes, sealed results, settlement, pull payments
 /// @notice A client posts a job (its commitments and the payment; optionally the only
 /// trainers who may join); trainers join by staking, post a sealed result before the commit
-/// deadline and reveal it after; `settle` accepts a result all revealed trainers agree on,
+/// deadline and reveal it after (or as soon as every seat has committed: nobody can seal a
+/// copy then); `settle` (after the reveal deadline, or once everyone revealed) accepts a result all revealed trainers agree on,
 /// or asks for one match at a time (`requested`) that the game decides (`decide`, `draw`).
 /// Every path ends in withdrawable balances: a trainer that loses a match, draws one, or
 /// never reveals forfeits its stake into the job's pot; at settlement the accepted trainers
@@ -346,7 +347,35 @@ contract JobRegistry {
         emit Committed(id, msg.sender, sealHash);
     }
 
-    /// @notice Reveal after the commit deadline (so nobody can copy a revealed claim in time).
+    /// @notice Has every seat that can ever be taken committed? Joining is over (every seat taken,
+    /// or the join deadline passed) and each trainer that joined has sealed: nobody can commit any
+    /// more, so a claim revealed now can be copied into no seal. Then the reveal window opens
+    /// before the commit deadline.
+    function everyoneCommitted(uint256 id) public view returns (bool) {
+        Job storage j = _open(id);
+        address[] storage ts = j.trainers;
+        if (ts.length < j.terms.maxTrainers && block.timestamp < j.terms.joinBy) return false;
+        for (uint256 i; i < ts.length; ++i) {
+            if (seats[id][ts[i]].sealHash == bytes32(0)) return false;
+        }
+        return true;
+    }
+
+    /// @notice Has every trainer that will ever reveal revealed? everyoneCommitted, and each
+    /// trainer's claim is on chain: the reveal window has nothing left to wait for, so the job
+    /// may settle before the reveal deadline.
+    function everyoneRevealed(uint256 id) public view returns (bool) {
+        Job storage j = _open(id);
+        address[] storage ts = j.trainers;
+        if (ts.length < j.terms.maxTrainers && block.timestamp < j.terms.joinBy) return false;
+        for (uint256 i; i < ts.length; ++i) {
+            if (seats[id][ts[i]].claim == bytes32(0)) return false;
+        }
+        return true;
+    }
+
+    /// @notice Reveal after the commit deadline, or sooner once everyone committed (so nobody can
+    /// copy a revealed claim in time), and before the reveal deadline.
     function reveal(uint256 id, bytes32 claim, bytes32 salt) external {
         _reveal(id, claim, salt);
     }
@@ -365,7 +394,8 @@ contract JobRegistry {
         Job storage j = _open(id);
         Seat storage s = seats[id][msg.sender];
         if (!s.joined) revert NotATrainer(msg.sender);
-        if (block.timestamp < j.terms.commitBy || block.timestamp >= j.terms.revealBy) {
+        if (j.status != Status.Open) revert WrongStatus(id, j.status);
+        if (block.timestamp >= j.terms.revealBy || (block.timestamp < j.terms.commitBy && !everyoneCommitted(id))) {
             revert RevealNotOpen(id, j.terms.commitBy, j.terms.revealBy);
         }
         if (s.sealHash == bytes32(0)) revert NotCommitted(msg.sender);
@@ -389,13 +419,14 @@ contract JobRegistry {
         emit Forfeited(id, who, j.terms.stake, why);
     }
 
-    /// @notice After the reveal deadline: forfeit the stakes of trainers that did not reveal,
-    /// then accept the result if the rest agree, refund a job nobody delivered, or ask for
-    /// the next match (the first two live trainers that disagree). Anyone may call it, again
-    /// after each decision (the winner's agent does).
+    /// @notice After the reveal deadline, or sooner once everyone revealed (everyoneRevealed):
+    /// forfeit the stakes of trainers that did not reveal, then accept the result if the rest
+    /// agree, refund a job nobody delivered, or ask for the next match (the first two live
+    /// trainers that disagree). Anyone may call it, again after each decision (the winner's
+    /// agent does).
     function settle(uint256 id) external {
         Job storage j = _open(id);
-        if (block.timestamp < j.terms.revealBy) revert TooEarly(id, j.terms.revealBy);
+        if (block.timestamp < j.terms.revealBy && !everyoneRevealed(id)) revert TooEarly(id, j.terms.revealBy);
         if (j.status != Status.Open) revert WrongStatus(id, j.status);
         address[] storage ts = j.trainers;
         bytes32 first;

@@ -153,7 +153,37 @@ def test_an_agent_waiting_says_what_for(setup, artifacts, tmp_path):
         agent.jid = jid
         agent.tick()
         agent.tick()  # joined, committed
-        assert agent.doing().startswith("committed; the reveal window opens in ")
+        assert agent.doing().startswith("committed; the reveal window opens once every seat has committed, or in ")
         chain.advance(1300)
         agent.tick()  # revealed
-        assert agent.doing().startswith("revealed; settlement opens in ")
+        assert agent.doing().startswith("revealed; settlement opens once every seat has revealed, or in ")
+
+
+def test_agents_reveal_and_settle_as_soon_as_every_seat_has_acted(setup, artifacts, tmp_path):
+    """The registry's windows close once every seat has acted (JobRegistry.everyoneCommitted,
+    everyoneRevealed): two agents on a two-seat job reveal before the commit deadline and settle
+    before the reveal deadline, with no clock moved, and are paid; on a three-seat job the same
+    two wait for the join deadline (a third could still join and copy)."""
+    from offchain.chain.verde import COMMIT_BY, JOB_SETTLED as SETTLED, JOIN_BY, REVEAL_BY
+    job, ctx = setup
+    with connect("embedded", artifacts) as chain:
+        for seats in (2, 3):
+            v = Verde.deploy(chain)  # (a registry each: a spec revealed in one cannot be posted there again)
+            jid = v.post(job, ctx, 10**18, STAKE, max_trainers=seats, client=chain.accounts[1])
+            terms = v.status(jid)[4]
+            agents = [TrainerAgent(v, chain.accounts[k], job, jid, tmp_path / f"{seats}-{k}", ctx=ctx) for k in (2, 3)]
+            for _ in range(4):  # join, commit (training), reveal, settle: each a tick at most
+                for a in agents:
+                    a.tick()
+            status, now = v.status(jid)[2], chain.now()
+            if seats == 2:
+                assert status == SETTLED and now < terms[COMMIT_BY], (status, now, terms[COMMIT_BY])
+                assert [chain.call(v.registry.functions.seats(jid, a.me.address))[3] for a in agents][0] != bytes(32)
+                continue
+            assert status != SETTLED and now < terms[JOIN_BY], "a free seat keeps the reveal closed"
+            assert all(a.doing().startswith("committed; the reveal window opens once every seat") for a in agents)
+            chain.advance(terms[JOIN_BY] - now)
+            for _ in range(3):
+                for a in agents:
+                    a.tick()
+            assert v.status(jid)[2] == SETTLED and chain.now() < terms[REVEAL_BY]

@@ -1,8 +1,8 @@
 """The README's "Operating a job" commands, as written, as separate processes on `verde node`
 (issue #41): on a local chain the local profile (offchain/cli/profiles.py) gives the deploy
 floors, the post windows and the agents' policy, so the job settles within 3 minutes of wall
-time with no flag beyond those the README shows (printed: ~130 s alone; 172 s inside the full
-suite on a loaded 2-core machine, so the assertion is a hang guard at twice that bar, GUARD_S:
+time with no flag beyond those the README shows (printed: 69 s alone since the windows close once
+every seat has acted, ~130 s before; 172 s inside the full suite on a loaded 2-core machine then, so the assertion is a hang guard at twice that bar, GUARD_S:
 a wall-clock bar asserted under CI's load would fail on the machine, not on the code). The only changes: a free port instead of
 8545 (tests run side by side), real keys for `0x...`, and two trainers (`trainer-a`,
 `trainer-b`) for "per trainer"."""

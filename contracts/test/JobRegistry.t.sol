@@ -150,15 +150,15 @@ contract JobRegistryTest is Test {
         vm.prank(A);
         vm.expectRevert(abi.encodeWithSelector(JobRegistry.AlreadyCommitted.selector, A));
         reg.commit(id, "x");
-        vm.prank(A);
-        vm.expectRevert(abi.encodeWithSelector(JobRegistry.RevealNotOpen.selector, id, 1200, 1300));
-        reg.reveal(id, "r", bytes32(uint256(uint160(A))));
-        vm.warp(1250);
-        vm.prank(A);
+        vm.prank(A); // (its one seat committed: the reveal window is open before the commit deadline)
         vm.expectRevert(abi.encodeWithSelector(JobRegistry.SealMismatch.selector, A));
         reg.reveal(id, "other", bytes32(uint256(uint160(A))));
         vm.expectRevert(abi.encodeWithSelector(JobRegistry.TooEarly.selector, id, 1300));
-        reg.settle(id);
+        reg.settle(id); // A has not revealed
+        vm.warp(1300);
+        vm.prank(A);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.RevealNotOpen.selector, id, 1200, 1300));
+        reg.reveal(id, "r", bytes32(uint256(uint160(A))));
         vm.expectRevert(abi.encodeWithSelector(JobRegistry.UnknownJob.selector, 99));
         reg.settle(99);
         vm.prank(CLIENT);
@@ -215,6 +215,100 @@ contract JobRegistryTest is Test {
         reg.settle(id);
         assertEq(reg.owed(A), 2 * STAKE + PAY, "A takes the whole payment and the copier's stake");
         assertEq(reg.owed(CLIENT), 0, "the client gains nothing from a forfeit");
+        _balanced();
+    }
+
+    /// The reveal window opens before the commit deadline once nobody can commit any more (every
+    /// seat taken and sealed), and the job settles before the reveal deadline once every seat has
+    /// revealed: an honest trainer's result is accepted when its work is done, not when the
+    /// windows end. Never sooner: a free seat (before the join deadline) or an unsealed one keeps
+    /// the reveal closed (a joiner could copy a revealed claim into its seal), an unrevealed one
+    /// keeps settlement closed.
+    function test_the_windows_close_early_once_every_seat_has_acted() public {
+        uint256 id = _post(2);
+        _enter(id, A, "r");
+        vm.prank(A);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.RevealNotOpen.selector, id, 1200, 1300));
+        reg.reveal(id, "r", bytes32(uint256(uint160(A)))); // a seat is free: B could still join and copy
+        assertTrue(!reg.everyoneCommitted(id), "a free seat");
+        vm.prank(B);
+        reg.join{value: STAKE}(id);
+        vm.prank(A);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.RevealNotOpen.selector, id, 1200, 1300));
+        reg.reveal(id, "r", bytes32(uint256(uint160(A)))); // B has not sealed
+        bytes32 sb = reg.sealOf(SPEC, B, "r", bytes32(uint256(uint160(B))));
+        vm.prank(B);
+        reg.commit(id, sb);
+        assertTrue(reg.everyoneCommitted(id) && !reg.everyoneRevealed(id), "every seat sealed");
+        vm.warp(1050); // before the join deadline, every seat taken and sealed
+        _reveal(id, A, "r");
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.TooEarly.selector, id, 1300));
+        reg.settle(id); // B has not revealed
+        _reveal(id, B, "r");
+        assertTrue(reg.everyoneRevealed(id), "every seat revealed");
+        reg.settle(id);
+        assertEq(uint256(reg.job(id).status), uint256(JobRegistry.Status.Settled), "settled at 1050, not 1300");
+        assertEq(reg.owed(A) + reg.owed(B), 2 * STAKE + PAY, "both paid");
+        vm.prank(C);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.JoinClosed.selector, id));
+        reg.join{value: STAKE}(id);
+        _balanced();
+    }
+
+    /// After the join deadline the seats taken are all there will be: once they are sealed the
+    /// reveal opens, and a job whose claims differ is disputed early; a revealed trainer's
+    /// second reveal then names the status.
+    function test_after_the_join_deadline_the_seats_taken_are_everyone() public {
+        uint256 id = _post(3);
+        _enter(id, A, "honest");
+        _enter(id, B, "other");
+        vm.prank(A);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.RevealNotOpen.selector, id, 1200, 1300));
+        reg.reveal(id, "honest", bytes32(uint256(uint160(A)))); // before the join deadline: C may join
+        vm.warp(1100); // the join deadline: two seats of three taken, both sealed
+        _reveal(id, A, "honest");
+        _reveal(id, B, "other");
+        reg.settle(id);
+        assertEq(uint256(reg.job(id).status), uint256(JobRegistry.Status.Disputed), "disputed at 1100");
+        vm.prank(A);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.WrongStatus.selector, id, JobRegistry.Status.Disputed));
+        reg.reveal(id, "honest", bytes32(uint256(uint160(A))));
+        vm.prank(GAME);
+        reg.decide(id, A, B);
+        reg.settle(id);
+        assertEq(reg.owed(A), 2 * STAKE + PAY, "the winner takes all");
+        _balanced();
+    }
+
+    /// A seat taken and never sealed keeps the reveal closed until the commit deadline, and the
+    /// job unsettled until the reveal deadline: that trainer may still commit (and reveal) in time.
+    function test_an_unsealed_seat_keeps_the_windows_to_their_deadlines() public {
+        uint256 id = _post(2);
+        _enter(id, A, "r");
+        vm.prank(B);
+        reg.join{value: STAKE}(id);
+        vm.warp(1150);
+        vm.prank(A);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.RevealNotOpen.selector, id, 1200, 1300));
+        reg.reveal(id, "r", bytes32(uint256(uint160(A))));
+        vm.warp(1200);
+        _reveal(id, A, "r");
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.TooEarly.selector, id, 1300));
+        reg.settle(id);
+        vm.warp(1300);
+        reg.settle(id);
+        assertEq(reg.owed(A), 2 * STAKE + PAY, "B forfeits for never revealing");
+        _balanced();
+    }
+
+    /// A job nobody joined is refundable once joining is over, not at the reveal deadline.
+    function test_a_job_nobody_joined_is_refunded_after_the_join_deadline() public {
+        uint256 id = _post(2);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.TooEarly.selector, id, 1300));
+        reg.settle(id);
+        vm.warp(1100);
+        reg.settle(id);
+        assertEq(reg.owed(CLIENT), PAY, "the payment back");
         _balanced();
     }
 

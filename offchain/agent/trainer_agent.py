@@ -135,7 +135,7 @@ class TrainerAgent:
             if not joined:
                 if now >= terms[JOIN_BY]:
                     log.warning("%s: job %d closed for joining (a job nobody joined: its client recovers the "
-                                "payment with `verde settle %d` after the reveal deadline)", self.name, self.jid,
+                                "payment with `verde settle %d` now that joining is over)", self.name, self.jid,
                                 self.jid)
                     return True
                 self.v.verify()  # Verde's contracts, not the client's (attach and deploy checked them)
@@ -171,12 +171,13 @@ class TrainerAgent:
                            f"commitment is not in {self.state.path} (another workdir? a deleted one?); its stake of "
                            f"{terms[STAKE] / 1e18} ETH will be forfeited unless that agent state is put back "
                            "before the reveal deadline")
-            if mine is not None and terms[COMMIT_BY] <= now < terms[REVEAL_BY] and self._acts("reveal"):
+            if mine is not None and self.v.reveal_open(self.jid, terms, now) and self._acts("reveal"):
                 T = self.job.spec.steps  # (a fault claim reveals its step and trace: revealFault)
                 self._send("reveal", self.v.reveal_call(self.jid, *mine, self.trainer.open_claim(T), T))
                 return False
-            if now >= terms[REVEAL_BY] and self._acts("settle"):
-                self._try("settle", reg.settle(self.jid))
+            if claim != bytes(32) or now >= terms[REVEAL_BY]:  # (its own reveal first: settling asks every seat's)
+                if self.v.settle_open(self.jid, terms, now) and self._acts("settle"):
+                    self._try("settle", reg.settle(self.jid))
             return False
         if status == DISPUTED:
             self._play(terms)
@@ -363,9 +364,10 @@ class TrainerAgent:
             return f"job {self.jid} disputed: {mine} match ({a[:10]}… vs {b[:10]}…) is in play" + \
                 (" (this agent is out)" if out else "")
         if sealed != bytes(32) and claim == bytes(32) and now < terms[COMMIT_BY]:
-            return f"committed; the reveal window opens in {terms[COMMIT_BY] - now} s"
+            return (f"committed; the reveal window opens once every seat has committed, or in "
+                    f"{terms[COMMIT_BY] - now} s")
         if claim != bytes(32) and now < terms[REVEAL_BY]:
-            return f"revealed; settlement opens in {terms[REVEAL_BY] - now} s"
+            return f"revealed; settlement opens once every seat has revealed, or in {terms[REVEAL_BY] - now} s"
         from .watcher import utc
         return f"job {self.jid} open; chain time {utc(now)}"
 

@@ -270,6 +270,19 @@ class Verde:
     def status(self, job_id: int):
         return self.chain.call(self.registry.functions.job(job_id))
 
+    def reveal_open(self, job_id: int, terms, now: int) -> bool:
+        """Is the reveal window open? From the commit deadline, or sooner once every seat that can
+        be taken is sealed (JobRegistry.everyoneCommitted: nobody can seal a copy any more), to the
+        reveal deadline. (The registry is asked only inside the commit window.)"""
+        if now >= terms[REVEAL_BY]:
+            return False
+        return now >= terms[COMMIT_BY] or self.chain.call(self.registry.functions.everyoneCommitted(job_id))
+
+    def settle_open(self, job_id: int, terms, now: int) -> bool:
+        """May the job settle? From the reveal deadline, or sooner once every seat that can be
+        taken has revealed (JobRegistry.everyoneRevealed)."""
+        return now >= terms[REVEAL_BY] or self.chain.call(self.registry.functions.everyoneRevealed(job_id))
+
     def accepted_fault(self, job_id: int) -> dict | None:
         """The FaultAccepted event's (step, paid, refunded) when the job settled on a fault claim."""
         logs = self.registry.events.FaultAccepted().get_logs(from_block=self.from_block, argument_filters={"id": job_id})

@@ -29,7 +29,7 @@ ROLES = """by role:
                                          every one you lack; a bond each), or pay you
             release ID                   got the model: pay the accepted trainers now
             withdraw                     take what the registry owes your key
-  anyone    settle ID                    move a job on: settle after the reveal deadline (refunds a job
+  anyone    settle ID                    move a job on: settle once revealed or due (refunds a job
                                          nobody joined), open its match, time out a silent party
             report ID [JOB] --out PNG    any job's report from the chain: phases, bisection, gas, payouts
   trainer   train JOB                    train locally, no chain: the claim you would commit

@@ -55,8 +55,9 @@ def view(v, jid: int) -> dict:
     status = STATUS[j[2]]
     phase = status
     if status == "open":
-        phase = PHASE[1 if now < terms[JOIN_BY] else 2 if now < terms[COMMIT_BY] else 3 if now < terms[REVEAL_BY]
-                      else 4]
+        # (the windows close early once every seat has acted: JobRegistry.everyoneCommitted / everyoneRevealed)
+        phase = PHASE[4 if v.settle_open(jid, terms, now) else 3 if v.reveal_open(jid, terms, now)
+                      else 1 if now < terms[JOIN_BY] and len(j[5]) < terms[MAX_TRAINERS] else 2]
     matches = []
     for opened in by_name.get("MatchOpened", ()):
         m, parties = opened["id"], [opened["a"], opened["b"]]
@@ -105,18 +106,18 @@ def next_move(d: dict) -> dict:
     if d["status"] == "open":
         if d["phase"] == PHASE[4]:
             why = ("nobody joined: settling refunds the client's payment (then verde withdraw)" if not d["trainers"]
-                   else "the reveal deadline passed: settling accepts the revealed result, forfeits every seat that did "
-                   "not reveal, or asks for a dispute")
+                   else "every seat revealed, or the reveal deadline passed: settling accepts the revealed result, "
+                   "forfeits every seat that did not reveal, or asks for a dispute")
             return dict(action="settle", command=settle, who="anyone", why=why)
         if d["phase"] == PHASE[1]:
             return dict(action=None, command=None, who="trainers",
                         why=f"trainers join until {d['deadlines']['join']['at']} (verde agent JOB {jid}); "
-                        f"if nobody does, `{settle}` refunds the payment after the reveal deadline")
+                        f"if nobody does, `{settle}` refunds the payment after the join deadline")
         what = "commit" if d["phase"] == PHASE[2] else "reveal"
         key = "commit" if what == "commit" else "reveal"
         return dict(action=None, command=None, who="trainers",
-                    why=f"the trainers' agents {what} by {d['deadlines'][key]['at']}; then `{settle}` (anyone) if "
-                    "no agent settles")
+                    why=f"the trainers' agents {what} by {d['deadlines'][key]['at']} (the window closes sooner once "
+                    f"every seat has: then `{settle}`, anyone, if no agent settles)")
     if d["status"] == "disputed":
         live = [m for m in d["matches"] if "where" in m]
         if not live:

@@ -6,8 +6,10 @@ logs. They train, commit, reveal, settle, dispute, publish and withdraw by thems
 this process is the client and a watcher: once the job settles it takes its model from the
 honest agent's result store (checked against the accepted claim), spot-checks the other
 accepted trainer on chain (a delivery challenge its agent answers), and releases their
-held pay. Its one intervention: on a local chain it moves the clock past the commit and
-reveal deadlines once every trainer has acted, instead of waiting for them in real time."""
+held pay. Every seat taken, the registry opens the reveal once all have committed and the
+settlement once all have revealed; were a seat left free, this process would move the local
+chain's clock past the commit and reveal deadlines once every trainer has acted, instead of
+waiting for them in real time."""
 from __future__ import annotations
 
 import json
@@ -183,12 +185,17 @@ def _follow(chain, v, jid, agents, watcher, names, console, deadline, client=Non
             console.print("    " + _named(line, names))
         committed = {a["trainer"] for _, name, a in watcher.events if name == "Committed"}
         revealed = {a["trainer"] for _, name, a in watcher.events if name == "Revealed"}
-        if len(committed) == len(agents) and chain.now() < terms[COMMIT_BY]:
+        if len(committed) == len(agents):
             t_train = t_train or time.time()
+        # every seat taken and sealed opens the reveal, every seat revealed the settlement (the registry's
+        # early windows); the clock moves only where a seat was left free
+        settling = any(n in ("Settled", "DisputeRequired") for _, n, _ in watcher.events)
+        if len(committed) == len(agents) and not revealed and chain.now() < terms[COMMIT_BY] \
+                and not v.reveal_open(jid, terms, chain.now()):
             console.print("    [dim]client: every trainer committed; moving the local chain's clock past the "
                           "commit deadline[/]")
             chain.advance(terms[COMMIT_BY] - chain.now() + 1)
-        if len(revealed) == len(agents) and chain.now() < terms[REVEAL_BY]:
+        if len(revealed) == len(agents) and not settling and not v.settle_open(jid, terms, chain.now()):
             console.print("    [dim]client: every result revealed; moving the clock past the reveal deadline[/]")
             chain.advance(terms[REVEAL_BY] - chain.now() + 1)
         if client is not None and client.stage != "done" and any(n == "Settled" for _, n, _ in watcher.events):

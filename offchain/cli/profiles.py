@@ -3,8 +3,8 @@
 - public: any other chain. Floors, windows and clocks sized for a real network, where a
   block may wait, a trainer may be slow to answer and a client to check (today's defaults).
 - local: a test node (Anvil, the embedded node; chain id 31337 or one that says it is a test
-  node). Nothing waits there, so a job posted with the README's commands settles in about two
-  minutes: `verde deploy` sets small floors, `verde post` short windows, `verde agent` a policy
+  node). Nothing waits there, so a job posted with the README's commands settles in about a
+  minute (its windows close early once every seat has acted): `verde deploy` sets small floors, `verde post` short windows, `verde agent` a policy
   that accepts them.
 
 A flag given on the command line always wins; `verde post`'s defaults never go below the
