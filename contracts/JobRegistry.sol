@@ -426,9 +426,13 @@ contract JobRegistry {
     /// agent does).
     function settle(uint256 id) external {
         Job storage j = _open(id);
-        if (block.timestamp < j.terms.revealBy && !everyoneRevealed(id)) revert TooEarly(id, j.terms.revealBy);
-        if (j.status != Status.Open) revert WrongStatus(id, j.status);
         address[] storage ts = j.trainers;
+        // before the reveal deadline only once every seat has revealed (everyoneRevealed, checked in
+        // the loop below: each seat's claim read once)
+        if (block.timestamp < j.terms.revealBy && ts.length < j.terms.maxTrainers && block.timestamp < j.terms.joinBy) {
+            revert TooEarly(id, j.terms.revealBy);
+        }
+        if (j.status != Status.Open) revert WrongStatus(id, j.status);
         bytes32 first;
         address firstT;
         address otherT;
@@ -437,6 +441,7 @@ contract JobRegistry {
             Seat storage s = seats[id][ts[i]];
             if (s.out) continue;
             if (s.claim == bytes32(0)) {
+                if (block.timestamp < j.terms.revealBy) revert TooEarly(id, j.terms.revealBy); // (it may still reveal)
                 _forfeit(id, j, ts[i], "no reveal");
                 continue;
             }
