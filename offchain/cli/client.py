@@ -251,9 +251,9 @@ def cmd_release(args) -> int:
 
 def cmd_settle(args) -> int:
     """Move a job on by the transactions anyone may send (job_view.next_move): settle it after
-    the reveal deadline or once every seat has revealed (an unjoined job's payment goes back to the client, a decided match's
-    job settles or asks for its next match), open the match the registry asks for, claim the
-    timeout of a party whose clock ran out; repeated while one is due."""
+    the reveal deadline or once every seat has revealed (an unjoined job's payment goes back to
+    the client, a decided match's job settles or asks for its next match), open the match the
+    registry asks for, claim the timeout of a party whose clock ran out; repeated while one is due."""
     from ..chain.verde import PHASE_OPERATOR
     from .job_view import view
     chain, v = verde_of(args)
@@ -402,8 +402,9 @@ def add(sub):
     q.add_argument("job_id", type=int)
     q.add_argument("--trainer", action="append", type=address, metavar="ADDRESS", help="only this trainer (repeat)")
     q.set_defaults(fn=cmd_release)
-    q = sub.add_parser("settle", help="move a job on (anyone): settle it after the reveal deadline or once every seat revealed (refunds a job "
-                                      "nobody joined), open its requested match, time out a party out of time")
+    q = sub.add_parser("settle", help="move a job on (anyone): settle it after the reveal deadline or once every "
+                                      "seat revealed (refunds a job nobody joined), open its requested match, time "
+                                      "out a party out of time")
     chain_args(q)
     q.add_argument("job_id", type=int)
     q.set_defaults(fn=cmd_settle)

@@ -4,8 +4,8 @@
   block may wait, a trainer may be slow to answer and a client to check (today's defaults).
 - local: a test node (Anvil, the embedded node; chain id 31337 or one that says it is a test
   node). Nothing waits there, so a job posted with the README's commands settles in about a
-  minute (its windows close early once every seat has acted): `verde deploy` sets small floors, `verde post` short windows, `verde agent` a policy
-  that accepts them.
+  minute (its windows close early once every seat has acted): `verde deploy` sets small
+  floors, `verde post` short windows, `verde agent` a policy that accepts them.
 
 A flag given on the command line always wins; `verde post`'s defaults never go below the
 floors of the registry it posts to (a local chain deployed with public floors keeps them)."""

@@ -317,8 +317,9 @@ class Ops:
 
     def _map_plan(self, xs):
         """The launch of prim_map_f32 over binary32 device arrays xs (and host constants: one
-        value), as _operand and _run decide it: (shape, n, [(one element?, strides)] for 3 operands, the inner dims), or
-        None where it is not that plain case (more dims than RANK after collapsing: copies)."""
+        value), as _operand and _run decide it: (shape, n, [(one element?, strides)] for 3
+        operands, the inner dims), or None where it is not that plain case (more dims than RANK
+        after collapsing: copies)."""
         shape = self._shape(*xs)
         per = [(True, (0,) * len(shape)) if math.prod(x.shape) == 1 or type(x) is np.ndarray else
                (False, _broadcast(x.shape, _elements(x), tuple(shape))) for x in xs]
@@ -351,7 +352,9 @@ class Ops:
         if n:
             args = [op]
             for x, (one, st) in zip(xs if len(xs) == 3 else (*xs, *(xs[0],) * (3 - len(xs))), per):
-                args.append(x.reshape(1) if type(x) is nd and one else self.constant(x.reshape(-1)[:1]) if one else x)
+                if one:  # its one value: a device array's own element, a host constant's uploaded once
+                    x = x.reshape(1) if type(x) is nd else self.constant(x.reshape(-1)[:1])
+                args.append(x)
                 args += st
             self.rt.launch("prim_map_f32", *self._grid(n), *args, out, n, *tail)
         return out
