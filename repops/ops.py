@@ -96,7 +96,7 @@ def _attention_plain(q, k, v, mask, scale, bias=None):
         s = s + bias
     if mask is not None:
         s = s.masked_fill(mask, float("-inf"))
-    p = torch.softmax(s, -1)
+    p = torch.ops.aten._safe_softmax(s, -1)  # (a fully masked row attends to nothing: +0, as torch's SDPA)
     return p @ v, p
 
 
@@ -154,7 +154,8 @@ _attention.register_autograd(_att_backward, setup_context=_att_setup)
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], scale: float,
               bias: Optional[Tensor] = None) -> Tensor:
-    """softmax((q k^T) scale + bias, masked entries (mask True) -inf) v, as one op; q, k, v
+    """softmax((q k^T) scale + bias, masked entries (mask True) -inf) v, as one op (a row with
+    every entry masked gives +0, as torch's SDPA: its _safe_softmax); q, k, v
     [..., T, d], mask bool broadcastable to [..., T, S] or None, bias float or None (one op
     under RepOps)."""
     if not _fused():
@@ -189,7 +190,8 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
             s = s + bias
         if mask is not None:
             s = s.masked_fill(mask, float("-inf"))
-        return dropout(torch.softmax(s, -1), dropout_p, what="scaled_dot_product_attention's dropout") @ value
+        return dropout(torch.ops.aten._safe_softmax(s, -1), dropout_p,
+                       what="scaled_dot_product_attention's dropout") @ value
     return attention(query, key, value, mask, scale, bias)
 
 

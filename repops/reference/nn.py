@@ -230,7 +230,9 @@ def _t(a):
 
 @P.overridable("attention")
 def attention(q, k, v, mask, scale, bias=None):
-    """s = (q k^T) scale (+ bias); masked entries (mask True) -inf; p = softmax(s); o = p v.
+    """s = (q k^T) scale (+ bias); masked entries (mask True) -inf; p = softmax(s), +0 on a row
+    whose every score is -inf (torch's _safe_softmax, what its SDPA computes: a fully masked
+    query attends to nothing, o = 0, where softmax would give NaN); o = p v.
     -> (o, p). q, k, v [..., T, d]; mask None or bool broadcastable to [..., T, S]; bias None
     or float broadcastable to it (an additive mask)."""
     s = P.mul(matmul(q, _t(k)), np.asarray(scale, F32))
@@ -238,7 +240,8 @@ def attention(q, k, v, mask, scale, bias=None):
         s = P.add(s, bias)
     if mask is not None:
         s = P.select(mask, P.const(-np.inf, s.shape), s)
-    p = softmax(s, -1)
+    none = P.eq(max_dims(s, [-1], True), np.float32(-np.inf))
+    p = P.select(none, P.const(0.0, s.shape), softmax(s, -1))
     return matmul(p, v), p
 
 

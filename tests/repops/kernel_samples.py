@@ -135,9 +135,14 @@ def _rope(rng, v):
 
 
 def _attention(rng, v):
+    """A causal mask, none, an all-keep mask, and one with fully masked query rows (their p and o
+    are +0: torch's _safe_softmax, where softmax would give NaN)."""
     mask = np.triu(np.ones((7, 7), bool), 1)
+    padded = np.zeros((2, 1, 5, 6), bool)
+    padded[0, 0, 1], padded[1, 0, 4], padded[1, 0, :, 5] = True, True, True  # rows 1 and 4 attend to nothing
     return [(v(2, 3, 7, 4), v(2, 3, 7, 4), v(2, 3, 7, 4), mask, 0.5), (v(1, 2, 7, 8), v(1, 2, 7, 8), v(1, 2, 7, 8), None, 0.125),
-            (v(2, 5, 3), v(2, 5, 3), v(2, 5, 2), np.zeros((5, 5), bool), 1.0)]
+            (v(2, 5, 3), v(2, 5, 3), v(2, 5, 2), np.zeros((5, 5), bool), 1.0),
+            (v(2, 3, 5, 4), v(2, 3, 6, 4), v(2, 3, 6, 4), padded, 0.5)]
 
 
 def _attention_backward(rng, v):

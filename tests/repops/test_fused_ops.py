@@ -253,3 +253,35 @@ def test_the_ops_run_natively_and_close_to_the_composition():
     # (interleaved pairs as complex numbers, each times e^(i theta) = cos + i sin: another route)
     turned = torch.view_as_real(torch.view_as_complex(x.reshape(2, 5, 4, 2)) * torch.complex(cos, sin)).flatten(-2)
     torch.testing.assert_close(rope(x, cos, sin), turned, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu", "cuda-emu"])
+def test_sdpa_with_fully_masked_query_rows_gives_torchs_zeros_and_gradients(backend):
+    """A query whose every key is masked (a left-padded position under a bool padding mask)
+    attends to nothing: torch's SDPA gives 0 there (its _safe_softmax) and finite gradients;
+    RepOps gave NaN, which also reached every key's and value's gradient. Now +0, on every
+    backend with the same bits, and the rest to rounding of torch's."""
+    import torch.nn.functional as F
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 3, 4, 8, generator=g) for _ in range(3))
+    keep = torch.rand(2, 1, 4, 4, generator=g) > 0.3
+    keep[0, 0, 1], keep[1, 0, 3] = False, False
+    a = [t.clone().requires_grad_() for t in (q, k, v)]
+    want = F.scaled_dot_product_attention(*a, attn_mask=keep)
+    want.sum().backward()
+    got, grads = [], []
+    for b in (backend, "cpu"):
+        x = [t.clone().requires_grad_() for t in (q, k, v)]
+        with repops.deterministic(b):
+            out = F.scaled_dot_product_attention(*x, attn_mask=keep)
+            out.sum().backward()
+        got.append(out.detach())
+        grads.append([t.grad for t in x])
+    assert torch.equal(got[0][0, :, 1].view(torch.int32), torch.zeros(3, 8, dtype=torch.int32))  # +0, not NaN
+    torch.testing.assert_close(got[0], want.detach(), rtol=1e-5, atol=1e-6)
+    for mine, theirs in zip(grads[0], (t.grad for t in a)):
+        assert not mine.isnan().any()
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6)
+    assert torch.equal(got[0].view(torch.int32), got[1].view(torch.int32))  # every backend: the CPU's bits
+    for mine, cpus in zip(grads[0], grads[1]):
+        assert torch.equal(mine.view(torch.int32), cpus.view(torch.int32))

@@ -43,7 +43,7 @@ static void unpack(const float *P, long r0, int L, long n, long inner, float *y)
 
 /* -- softmax family and attention rows -------------------------------------------------------------------
  * op: 0 softmax(a); 1 log_softmax(a); 2 softmax_backward(g = a, y = b); 3 log_softmax_backward(g = a, y = b);
- * 4 attention rows: softmax(mask ? -inf : a * scale); 5 attention rows back:
+ * 4 attention rows: softmax(mask ? -inf : a * scale), +0 on a row whose max is -inf; 5 attention rows back:
  *   (mask ? +0 : softmax_backward(a, b)) * scale. M: the mask panel (bytes as floats 0/1) or NULL. */
 enum { SOFTMAX, LOG_SOFTMAX, SOFTMAX_BWD, LOG_SOFTMAX_BWD, ATT_ROWS, ATT_ROWS_BWD };
 
@@ -69,6 +69,8 @@ static inline __attribute__((always_inline)) void softmax_body(int op, long n, f
             ROWS LANE AT(O, j)[l] = rp_exp(AT(A, j)[l] - m[l]);
             ROWS LANE acc[l] = acc[l] + AT(O, j)[l];
             ROWS LANE AT(O, j)[l] = AT(O, j)[l] / acc[l];
+            if (op == ATT_ROWS)                                /* select(max == -inf, +0, p): a fully masked row */
+                ROWS LANE AT(O, j)[l] = m[l] == -RP_INF ? 0.0f : AT(O, j)[l];
         }
     } else if (op == SOFTMAX_BWD || op == ATT_ROWS_BWD) {      /* y (g - sum(g y)) */
         LANE acc[l] = -0.0f;

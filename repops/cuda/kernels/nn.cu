@@ -10,7 +10,7 @@
 #define MASK_AT(r, j) ((r) / (mo1 * mo2) * ms0 + (r) / mo2 % mo1 * ms1 + (r) % mo2 * ms2 + (j) * ms)
 
 // op: 0 softmax(x); 1 log_softmax(x); 2 softmax_backward(g = x, y); 3 log_softmax_backward(g = x, y);
-// 4 attention rows: softmax(mask ? -inf : x scale); 5 attention rows back: (mask ? +0 : softmax_backward(x, y)) scale.
+// 4 attention rows: softmax(mask ? -inf : x scale), +0 on a row whose max is -inf; 5 attention rows back: (mask ? +0 : softmax_backward(x, y)) scale.
 // The mask (ops 4, 5: rows along the last axis, inner = 1) is read through its strides: row r
 // as 3 dims [outer / (mo1 mo2), mo1, mo2] of strides (ms0, ms1, ms2), ms along the row (a
 // [T, T] or [B, 1, T, T] mask broadcast over batch and heads is never copied).
@@ -38,8 +38,8 @@ extern "C" __global__ void rows_f32(int op, const float *x, const float *y, int 
                 for (long long j = threadIdx.x; j < n; j += blockDim.x)
                     out[b + j * inner] = rp_canon((x[b + j * inner] - m) - l);
             } else {
-                for (long long j = threadIdx.x; j < n; j += blockDim.x)
-                    out[b + j * inner] = rp_canon(out[b + j * inner] / acc[0]);
+                for (long long j = threadIdx.x; j < n; j += blockDim.x)  // (op 4: +0 on a fully masked row)
+                    out[b + j * inner] = op == 4 && m == -RP_INF ? 0.0f : rp_canon(out[b + j * inner] / acc[0]);
             }
         } else if (op == 2 || op == 5) {
             rp_block_sums<1>(n, [&](long long j, float *v) { v[0] = x[b + j * inner] * y[b + j * inner]; }, acc, stage);
