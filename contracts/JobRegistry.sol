@@ -352,24 +352,24 @@ contract JobRegistry {
     /// more, so a claim revealed now can be copied into no seal. Then the reveal window opens
     /// before the commit deadline.
     function everyoneCommitted(uint256 id) public view returns (bool) {
-        Job storage j = _open(id);
-        address[] storage ts = j.trainers;
-        if (ts.length < j.terms.maxTrainers && block.timestamp < j.terms.joinBy) return false;
-        for (uint256 i; i < ts.length; ++i) {
-            if (seats[id][ts[i]].sealHash == bytes32(0)) return false;
-        }
-        return true;
+        return _everyone(id, false);
     }
 
     /// @notice Has every trainer that will ever reveal revealed? everyoneCommitted, and each
     /// trainer's claim is on chain: the reveal window has nothing left to wait for, so the job
     /// may settle before the reveal deadline.
     function everyoneRevealed(uint256 id) public view returns (bool) {
+        return _everyone(id, true);
+    }
+
+    /// @dev Joining is over and every seat taken has sealed (revealed: has revealed).
+    function _everyone(uint256 id, bool revealed) internal view returns (bool) {
         Job storage j = _open(id);
         address[] storage ts = j.trainers;
         if (ts.length < j.terms.maxTrainers && block.timestamp < j.terms.joinBy) return false;
         for (uint256 i; i < ts.length; ++i) {
-            if (seats[id][ts[i]].claim == bytes32(0)) return false;
+            Seat storage s = seats[id][ts[i]];
+            if ((revealed ? s.claim : s.sealHash) == bytes32(0)) return false;
         }
         return true;
     }
