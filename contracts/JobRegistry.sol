@@ -8,8 +8,9 @@ import {Tensors} from "./lib/Tensors.sol";
 /// @notice A client posts a job (its commitments and the payment; optionally the only
 /// trainers who may join); trainers join by staking, post a sealed result before the commit
 /// deadline and reveal it after (or as soon as every seat has committed: nobody can seal a
-/// copy then); `settle` (after the reveal deadline, or once everyone revealed) accepts a result all revealed trainers agree on,
-/// or asks for one match at a time (`requested`) that the game decides (`decide`, `draw`).
+/// copy then); `settle` (after the reveal deadline, or once everyone revealed) accepts a result
+/// all revealed trainers agree on, or asks for one match at a time (`requested`) that the game
+/// decides (`decide`, `draw`).
 /// Every path ends in withdrawable balances: a trainer that loses a match, draws one, or
 /// never reveals forfeits its stake into the job's pot; at settlement the accepted trainers
 /// get their stakes back and share the payment and the pot, so a coalition of cheaters loses
@@ -365,13 +366,18 @@ contract JobRegistry {
     /// @dev Joining is over and every seat taken has sealed (revealed: has revealed).
     function _everyone(uint256 id, bool revealed) internal view returns (bool) {
         Job storage j = _open(id);
+        if (!_joiningOver(j)) return false;
         address[] storage ts = j.trainers;
-        if (ts.length < j.terms.maxTrainers && block.timestamp < j.terms.joinBy) return false;
         for (uint256 i; i < ts.length; ++i) {
             Seat storage s = seats[id][ts[i]];
             if ((revealed ? s.claim : s.sealHash) == bytes32(0)) return false;
         }
         return true;
+    }
+
+    /// @dev Every seat taken, or the join deadline passed: nobody can join any more.
+    function _joiningOver(Job storage j) internal view returns (bool) {
+        return j.trainers.length >= j.terms.maxTrainers || block.timestamp >= j.terms.joinBy;
     }
 
     /// @notice Reveal after the commit deadline, or sooner once everyone committed (so nobody can
@@ -429,9 +435,7 @@ contract JobRegistry {
         address[] storage ts = j.trainers;
         // before the reveal deadline only once every seat has revealed (everyoneRevealed, checked in
         // the loop below: each seat's claim read once)
-        if (block.timestamp < j.terms.revealBy && ts.length < j.terms.maxTrainers && block.timestamp < j.terms.joinBy) {
-            revert TooEarly(id, j.terms.revealBy);
-        }
+        if (block.timestamp < j.terms.revealBy && !_joiningOver(j)) revert TooEarly(id, j.terms.revealBy);
         if (j.status != Status.Open) revert WrongStatus(id, j.status);
         bytes32 first;
         address firstT;
