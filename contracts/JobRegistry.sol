@@ -28,7 +28,8 @@ import {Tensors} from "./lib/Tensors.sol";
 /// that goes to the trainer for each chunk answered; any chunk left unanswered at its deadline
 /// gives the held amount (and the unanswered bonds) to the client. The client releases early
 /// once it has its model. A spec hash whose claim was revealed in a job cannot be posted again
-/// (its result would be replayed, not computed). §6.
+/// (its result would be replayed, not computed; a reveal in the post's own block does not count:
+/// no front-runner's veto). §6.
 /// @dev Invariant (tests/contracts, forge invariant test): this contract's balance ==
 /// escrow (payments and stakes of unsettled jobs) + totalOwed (sum of `owed`).
 contract JobRegistry {
@@ -100,6 +101,11 @@ contract JobRegistry {
         bytes32 commitment;
         bytes32[] stateProof;
         Tensors.ElementProof[] chunks;
+    }
+
+    struct FirstReveal {
+        uint192 job;
+        uint64 atBlock;
     }
 
     struct Seat {
@@ -189,7 +195,8 @@ contract JobRegistry {
     /// @notice A trainer's revealed fault claim: the step that faulted, plus one (0: a result claim).
     mapping(uint256 => mapping(address => uint32)) public faultAt;
     mapping(uint256 => mapping(address => mapping(uint256 => Ask))) public asks;
-    mapping(bytes32 => uint256) public revealedIn; // spec hash -> the first job a claim of it was revealed in
+    /// @dev spec hash -> the first job a claim of it was revealed in, and that reveal's block; one slot
+    mapping(bytes32 => FirstReveal) internal firstReveal;
     uint256 private locked = 1;
 
     constructor(
@@ -248,6 +255,12 @@ contract JobRegistry {
         return (root, t.graphNodes, t.stateCount, t.chunk);
     }
 
+    /// @notice The first job a claim of `specHash` was revealed in (0: none): from the next block on,
+    /// `post` refuses that spec (SpecRevealedBefore).
+    function revealedIn(bytes32 specHash) external view returns (uint256) {
+        return firstReveal[specHash].job;
+    }
+
     function trainers(uint256 id) external view returns (address[] memory) {
         return jobs[id].trainers;
     }
@@ -270,7 +283,7 @@ contract JobRegistry {
     }
 
     /// @notice Post a job with its payment (msg.value); any trainer may join.
-    /// @dev CAUTION: a spec hash already revealed in an earlier job is refused
+    /// @dev CAUTION: a spec hash already revealed in an earlier job (an earlier block) is refused
     /// (`SpecRevealedBefore`): that result is public, so a trainer could replay it unearned.
     function post(Terms calldata t) external payable returns (uint256) {
         return _post(t);
@@ -293,7 +306,10 @@ contract JobRegistry {
         if (t.fanout < 2) revert BadTerms("fanout");
         if (t.chunk == 0) revert BadTerms("chunk");
         if (t.chunk > MAX_CHUNK) revert BadTerms("chunk above MAX_CHUNK: its moves would not fit a block");
-        if (revealedIn[t.specHash] != 0) revert SpecRevealedBefore(t.specHash, revealedIn[t.specHash]);
+        // (not a reveal in this very block: a front-runner that saw this post pending could post the
+        // spec, seal and reveal junk ahead of it in one transaction, the early window open at once)
+        FirstReveal memory r = firstReveal[t.specHash];
+        if (r.job != 0 && r.atBlock < block.number) revert SpecRevealedBefore(t.specHash, r.job);
         if (t.maxTrainers == 0) revert BadTerms("maxTrainers");
         if (t.stake == 0) revert BadTerms("stake");
         if (!(block.timestamp < t.joinBy && t.joinBy <= t.commitBy && t.commitBy < t.revealBy)) {
@@ -408,7 +424,8 @@ contract JobRegistry {
         if (s.claim != bytes32(0)) revert AlreadyRevealed(msg.sender);
         if (sealOf(j.terms.specHash, msg.sender, claim, salt) != s.sealHash) revert SealMismatch(msg.sender);
         s.claim = claim;
-        if (revealedIn[j.terms.specHash] == 0) revealedIn[j.terms.specHash] = id; // no repost can replay it
+        FirstReveal storage r = firstReveal[j.terms.specHash];
+        if (r.job == 0) (r.job, r.atBlock) = (uint192(id), uint64(block.number)); // no later repost can replay it
         emit Revealed(id, msg.sender, claim);
     }
 

@@ -96,6 +96,11 @@ def test_a_race_lost_is_debug_and_a_stopped_agent_says_its_reveal_deadline(job_f
     said = agent.at_risk()
     assert f"its stake of 0.1 ETH in job {jid} is committed and not revealed" in said, said
     assert "before the reveal deadline" in said and "UTC (in " in said and "--workdir" in said, said
+    v.chain.advance(601)  # past the join deadline: its one seat is every seat, the reveal and settle open early
+    agent.tick()
+    assert agent._seat()[3] != bytes(32), "not revealed"
+    said = agent.at_risk()  # not "after the reveal deadline": a cheater's early settle starts the match now
+    assert "a match may start now" in said and "dispute clock" in said, said
 
     def lost(*a, **k):
         raise TransactionReverted("settle()", "WrongStatus")

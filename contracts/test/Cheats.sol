@@ -8,6 +8,7 @@ interface Vm {
     function parseJsonUint(string calldata json, string calldata key) external pure returns (uint256);
     function expectRevert(bytes calldata revertData) external;
     function warp(uint256 timestamp) external;
+    function roll(uint256 blockNumber) external;
     function deal(address who, uint256 balance) external;
     function prank(address sender) external;
     function startPrank(address sender) external;

@@ -34,6 +34,22 @@ contract Reenterer {
     }
 }
 
+/// @dev A front-runner of a client's post: in one transaction it posts the same spec, takes every
+/// seat, seals and reveals junk (the window opens at once: every seat sealed) and settles, all it
+/// put in back.
+contract FrontRunner {
+    function run(JobRegistry reg, JobRegistry.Terms memory t) external payable {
+        uint256 id = reg.post{value: 1}(t);
+        reg.join{value: t.stake}(id);
+        reg.commit(id, reg.sealOf(t.specHash, address(this), "junk", 0));
+        reg.reveal(id, "junk", 0);
+        reg.settle(id);
+        reg.withdraw();
+    }
+
+    receive() external payable {}
+}
+
 contract JobRegistryTest is Test {
     JobRegistry internal reg;
     address internal constant GAME = address(0x6A3E);
@@ -351,6 +367,7 @@ contract JobRegistryTest is Test {
         _enter(id, A, "r");
         vm.warp(1250);
         _reveal(id, A, "r");
+        vm.roll(block.number + 1);
         vm.prank(CLIENT);
         vm.expectRevert(abi.encodeWithSelector(JobRegistry.SpecRevealedBefore.selector, SPEC, id));
         reg.post{value: PAY}(_terms(1));
@@ -363,6 +380,29 @@ contract JobRegistryTest is Test {
         t.specHash = bytes32(uint256(0x5bed)); // another seed: another computation
         vm.prank(CLIENT);
         reg.post{value: PAY}(t);
+    }
+
+    /// The replay guard is no front-runner's veto: a client's post whose spec was first revealed in
+    /// its own block (a front-runner that saw it pending posted the spec, sealed and revealed junk
+    /// in one transaction ahead of it, the early window open at once) still goes through, and its
+    /// honest trainer is paid; a post in a later block is refused as before.
+    function test_a_spec_revealed_in_the_same_block_does_not_block_the_clients_post() public {
+        FrontRunner f = new FrontRunner();
+        JobRegistry.Terms memory t = _terms(1);
+        f.run{value: 1 + STAKE}(reg, t);
+        assertEq(reg.revealedIn(SPEC), 1, "revealed in the front-runner's job");
+        assertEq(address(f).balance, 1 + STAKE, "it paid only gas");
+        vm.prank(CLIENT);
+        uint256 id = reg.post{value: PAY}(t); // same block
+        _enter(id, A, "r");
+        _reveal(id, A, "r");
+        reg.settle(id);
+        assertEq(reg.owed(A), STAKE + PAY, "the honest trainer paid");
+        vm.roll(block.number + 1);
+        vm.prank(CLIENT);
+        vm.expectRevert(abi.encodeWithSelector(JobRegistry.SpecRevealedBefore.selector, SPEC, 1));
+        reg.post{value: PAY}(t);
+        _balanced();
     }
 
     /// A job that got no reveal (nobody joined, or nobody revealed) may be posted again.

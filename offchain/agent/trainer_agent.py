@@ -392,9 +392,11 @@ class TrainerAgent:
         if status == OPEN and claim == bytes(32) and sealed != bytes(32) and now < terms[REVEAL_BY]:
             return f"{stake} is committed and not revealed: {back} before the reveal deadline {by(terms[REVEAL_BY])}"
         if status == OPEN and claim != bytes(32):
-            return (f"{stake}: its result is revealed; if another trainer's differs, a match starts after "
-                    f"{by(terms[REVEAL_BY])} and this agent must play it within its dispute clock of {terms[CLOCK]} s: "
-                    f"{back}")
+            # (a match may start before the reveal deadline: settle opens once every seat has revealed)
+            start = "may start now" if self.v.settle_open(self.jid, terms, now) else \
+                f"may start once every seat has revealed, {by(terms[REVEAL_BY])} at the latest,"
+            return (f"{stake}: its result is revealed; if another trainer's differs, a match {start} and this agent "
+                    f"must play it within its dispute clock of {terms[CLOCK]} s from then: {back}")
         if status == DISPUTED:
             (a, b), m = self.v.requested_match(self.jid)
             if self.me.address in (a, b) and m:
