@@ -181,33 +181,82 @@ RP_FN float rp_tanh(float x) {
     return x == x ? y : RP_NAN;
 }
 
-/* sin and cos (math._sincos): n = rint(x 2/pi), r = x - n pi/2 in three fma steps, clamped
- * to +-0.79, quadrant q = n - 4 floor(n/4), degree-3 polynomials, signs by quadrant. */
-RP_FN float rp_sincos(float x, int want_cos) {
-    const float CL = RP_C(0x3F4A3D71);
-    float n = rintf(x * RP_C(0x3F22F983));
-    float r = RP_FMA(-n, RP_C(0x3FC90000), x);
-    r = RP_FMA(-n, RP_C(0x39FDA000), r);
-    r = RP_FMA(-n, RP_C(0x33A22169), r);
-    r = rp_min(rp_max(r, -CL), CL);
+/* sin and cos (math._sincos): above pi/4, r = x - n pi/2 by Payne-Hanek in exact float digits
+ * (|x| = M 2^E times 2/pi to 192 bits in base 2^12, modulo 4) as rh + rl; below, r = x;
+ * quadrant q = n mod 4, degree-3 polynomials with rl's correction, signs by quadrant and by x.
+ * Every line is one step of the reference, in its order. */
+RP_FN float rp_two_over_pi_digit(int j) { /* d_j of 2/pi = sum d_j 2^(-12 j), 0 outside 1..16 */
+    return j == 1 ? 2607.0f : j == 2 ? 2435.0f : j == 3 ? 1764.0f : j == 4 ? 3652.0f : j == 5 ? 338.0f
+         : j == 6 ? 2556.0f : j == 7 ? 629.0f : j == 8 ? 2001.0f : j == 9 ? 3923.0f : j == 10 ? 1245.0f
+         : j == 11 ? 3085.0f : j == 12 ? 2914.0f : j == 13 ? 2393.0f : j == 14 ? 2364.0f : j == 15 ? 1081.0f
+         : j == 16 ? 65.0f : 0.0f;
+}
+RP_FN float rp_mod4(float v) { return v - 4.0f * floorf(v * 0.25f); }
+RP_FN float rp_hi12(float v) { return floorf(v * RP_C(0x39800000)); } /* v div 2^12 */
+RP_FN float rp_lo12(float v, float hi) { return v - hi * 4096.0f; }
+RP_FN void rp_two_sum(float a, float b, float *s, float *e) {
+    float t = a + b, bb = t - a;
+    *s = t;
+    *e = (a - (t - bb)) + (b - bb);
+}
+RP_FN void rp_sincos(float x, float *sin_out, float *cos_out) {
+    float a = fabsf(x);
+    int small = a < RP_C(0x3F490FDB), finite = a < RP_INF;
+    float ar = small ? 1.0f : (finite ? a : 1.0f);
+    unsigned u = RP_U32(ar);
+    float big = RP_F32((u & 0x7FFFFFu) | 0x4B000000u), ee = (float)((int)(u >> 23) - 150);
+    float d = floorf(ee / 12.0f);
+    float g = ee - 12.0f * d;
+    float scale = rp_pow2((int)g);
+    float mh = rp_hi12(big), ml = rp_lo12(big, mh);
+    float dig[9], lh[8], ll[8], hh[8], hl[8], nd[7];
+    for (int i = 0; i < 9; i++) dig[i] = rp_two_over_pi_digit((int)d + i);
+    for (int i = 0; i < 8; i++) {
+        float p = ml * dig[i], q = mh * dig[i + 1];
+        lh[i] = rp_hi12(p); ll[i] = rp_lo12(p, lh[i]);
+        hh[i] = rp_hi12(q); hl[i] = rp_lo12(q, hh[i]);
+    }
+    float carry = 0.0f;
+    for (int i = 6; i >= 0; i--) {
+        float t = ((ll[i] + hl[i]) + (lh[i + 1] + hh[i + 1])) + carry;
+        carry = rp_hi12(t);
+        nd[i] = rp_lo12(t, carry);
+    }
+    float z = rp_mod4(rp_mod4(nd[0] * scale) + rp_mod4((nd[1] * scale) * RP_C(0x39800000)));
+    float n = rintf(z + (nd[2] * scale) * RP_C(0x33800000));
+    float p2 = (RP_FMA(nd[2], 4096.0f, nd[3]) * scale) * RP_C(0x2D800000);   /* 2^-36 */
+    float p4 = (RP_FMA(nd[4], 4096.0f, nd[5]) * scale) * RP_C(0x21800000);   /* 2^-60 */
+    float s1, e1, s2, e2, fh, e3;
+    rp_two_sum(z - n, p2, &s1, &e1);
+    rp_two_sum(s1, p4, &s2, &e2);
+    rp_two_sum(s2, (nd[6] * scale) * RP_C(0x1B800000), &fh, &e3);            /* 2^-72 */
+    float fl = (e1 + e2) + e3;
+    float rh = fh * RP_C(0x3FC90FDB);
+    float rl = RP_FMA(fh, RP_C(0x3FC90FDB), -rh) + RP_FMA(fh, RP_C(0xB33BBD2E), fl * RP_C(0x3FC90FDB));
+    rh = small ? a : rh;
+    rl = small ? 0.0f : rl;
+    n = small ? 0.0f : n;
+    float zz = rh * rh, hz = 0.5f * zz;
+    float sp = RP_FMA(RP_C(0x363665BB), zz, RP_C(0xB95007B0));
+    sp = RP_FMA(sp, zz, RP_C(0x3C088884));
+    sp = RP_FMA(sp, zz, RP_C(0xBE2AAAAB));
+    float s = rh + RP_FMA(rh * zz, sp, RP_FMA(-hz, rl, rl));
+    float cp = RP_FMA(RP_C(0xB4920B86), zz, RP_C(0x37D0085B));
+    cp = RP_FMA(cp, zz, RP_C(0xBAB60B5C));
+    cp = RP_FMA(cp, zz, RP_C(0x3D2AAAAB));
+    float w = 1.0f - hz;
+    float c = w + (((1.0f - w) - hz) + RP_FMA(zz * zz, cp, -(rh * rl)));
     float q = n - 4.0f * floorf(n * 0.25f);
-    float z = r * r;
-    float s = RP_FMA(RP_C(0x363665BB), z, RP_C(0xB95007B0));
-    s = RP_FMA(s, z, RP_C(0x3C088884));
-    s = RP_FMA(s, z, RP_C(0xBE2AAAAB));
-    s = RP_FMA(r * z, s, r);
-    float c = RP_FMA(RP_C(0xB4920B86), z, RP_C(0x37D0085B));
-    c = RP_FMA(c, z, RP_C(0xBAB60B5C));
-    c = RP_FMA(c, z, RP_C(0x3D2AAAAB));
-    c = RP_FMA(z * z, c, 1.0f - 0.5f * z);
     int odd = (q - 2.0f * floorf(q * 0.5f)) == 1.0f;
     float sv = odd ? c : s, cv = odd ? s : c;
     sv = 2.0f <= q ? -sv : sv;
     cv = (q == 1.0f) | (q == 2.0f) ? -cv : cv;
-    return want_cos ? cv : sv;
+    sv = x < 0.0f ? -sv : (x == 0.0f ? x : sv);
+    *sin_out = finite ? sv : RP_NAN;
+    *cos_out = finite ? cv : RP_NAN;
 }
-RP_FN float rp_sin(float x) { return rp_sincos(x, 0); }
-RP_FN float rp_cos(float x) { return rp_sincos(x, 1); }
+RP_FN float rp_sin(float x) { float s, c; rp_sincos(x, &s, &c); return s; }
+RP_FN float rp_cos(float x) { float s, c; rp_sincos(x, &s, &c); return c; }
 
 /* -- activations (repops/reference/nn.py) and their gradients ------------------------------------ */
 #define RP_SQRT1_2 RP_C(0x3F3504F3)      /* RN(1/sqrt 2) */

@@ -214,11 +214,13 @@ def pow(x, y):
     """x^y with torch's (C99's) special cases, from r = exp(y log|x|):
     x < 0: r for an even integer y, -r for an odd one, NaN otherwise (but r for x = -inf); x = -0: -r for an odd
     integer y; |x| = 1 and y = +-inf: 1; x = 1 or y = 0: 1 (NaN in the other operand too).
-    Integer y: trunc(y) = y; even: trunc(y/2)*2 = y (both exact). Error: log's rounding grows
-    with the exponent, about |y log|x|| * 2^-24 relative beyond exp's ulp (ALiBi slopes,
-    |y log x| < 6: < 4e-7; 2^100: 2e-6)."""
+    Integer y: trunc(y) = y; even: trunc(y/2)*2 = y (both exact). y log|x| is carried in two floats
+    (math.log_hilo, the product's error by fma, math.exp_hilo): within ~1 ulp whatever the exponent
+    (in one float each, |y log x| 2^-24 relative beyond exp's ulp: 65 ulp measured before)."""
     one, nan = k(1.0), k(np.nan)
-    r = M.exp(P.mul(y, M.log(P.abs_(x))))
+    h, l = M.log_hilo(P.abs_(x))
+    ph = P.mul(y, h)
+    r = M.exp_hilo(ph, P.fma(y, l, P.fma(y, h, P.neg(ph))))
     integral = P.eq(P.trunc(y), y)
     even = P.eq(P.mul(P.trunc(P.mul(y, k(0.5))), k(2.0)), y)
     odd_r = P.select(even, r, P.neg(r))                        # (only read where y is integral)

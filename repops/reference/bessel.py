@@ -177,7 +177,7 @@ def _hankel(nu: int, a):
     u = P.div(k(25.0), P.mul(a, a))
     p = M.horner(u, BESSEL_P[nu])
     q = P.div(M.horner(u, BESSEL_Q[nu]), a)
-    s, co = M._sincos(a)
+    s, co = M.sin(a), M.cos(a)
     plus, minus = P.add(p, q), P.sub(p, q)
     root = P.sqrt(P.mul(PI_HI, a))
     if nu == 0:

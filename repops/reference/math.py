@@ -112,6 +112,68 @@ def log(x):
     return P.select(P.eq(x, x), y, x)                  # NaN in, NaN out
 
 
+# -- log and exp in two floats (the general power's y log x: repops/reference/activations.pow) ----------
+# log(1 + f) = 2 atanh(s), s = f/(2 + f): 2s + 2s^3 (1/3 + s^2/5 + ... + s^12/15): the Taylor
+# coefficients 2/(2k+1) rounded (|s| <= 0.1716: the first term left out is 2^-49 of 2s).
+LOG_T = [c(b) for b in (0x3E088889, 0x3E1D89D9, 0x3E3A2E8C, 0x3E638E39, 0x3E924925, 0x3ECCCCCD, 0x3F2AAAAB)]
+LOG_T_LO = c(0xB2AAAAAB)     # RN(2/3 - RN(2/3)): the lead coefficient in two floats
+
+
+def two_sum(a, b):
+    """(s, e) with s = RN(a + b) and s + e = a + b exactly (Knuth)."""
+    s = P.add(a, b)
+    bb = P.sub(s, a)
+    return s, P.add(P.sub(a, P.sub(s, bb)), P.sub(b, bb))
+
+
+def fast_two_sum(a, b):
+    """(s, e) with s = RN(a + b), s + e = a + b, for |a| >= |b| (Dekker)."""
+    s = P.add(a, b)
+    return s, P.sub(b, P.sub(s, a))
+
+
+def log_hilo(a):
+    """log a as hi + lo to ~2^-45 of itself, for a >= 0 (+0 -> (-inf, 0), +inf -> (inf, 0)):
+    a = m 2^k, f = m - 1 exact, s = f/(2 + f) as sh + sl (the quotient's residual by fma),
+    k ln2_hi + 2 sh + sh^3 RN(2/3) (TwoSums) + (k ln2_lo + 2 sl + the rest of the tail), renormalised."""
+    k = np.float32
+    safe = P.select(P.lt(k(0.0), a), P.select(P.lt(a, k(np.inf)), a, k(1.0)), k(1.0))
+    m, e = frexp1(safe)
+    up = P.lt(k(SQRT2), m)
+    m = P.select(up, P.mul(m, k(0.5)), m)
+    e = P.select(up, P.add(e, k(1.0)), e)
+    f = P.sub(m, k(1.0))
+    dh, dl = two_sum(k(2.0), f)
+    sh = P.div(f, dh)
+    sl = P.div(P.fma(P.neg(sh), dl, P.fma(P.neg(sh), dh, f)), dh)
+    zh = P.mul(sh, sh)                                         # s^2, s^3 = uh + ul (products' errors by fma)
+    uh = P.mul(sh, zh)
+    ul = P.fma(sh, P.fma(sh, sh, P.neg(zh)), P.fma(sh, zh, P.neg(uh)))
+    th = P.mul(uh, k(LOG_T[-1]))                               # the tail's lead, s^3 RN(2/3), and its error
+    rest = P.fma(uh, P.fma(zh, horner(zh, LOG_T[:-1]), k(LOG_T_LO)), P.fma(ul, k(LOG_T[-1]), P.fma(uh, k(LOG_T[-1]), P.neg(th))))
+    rest = P.fma(P.add(zh, zh), sl, rest)                      # the tail's slope at sh, 2 s^2, times sl
+    hi, e1 = two_sum(P.mul(e, k(LN2_HI)), P.add(sh, sh))
+    hi, e2 = two_sum(hi, th)
+    lo = P.add(P.add(e1, e2), P.add(P.fma(e, k(LN2_LO), P.add(sl, sl)), rest))
+    hi, lo = fast_two_sum(hi, lo)
+    positive = P.lt(k(0.0), a)
+    hi = P.select(positive, P.select(P.lt(a, k(np.inf)), hi, a), P.select(P.eq(a, k(0.0)), k(-np.inf), a))
+    return hi, P.select(positive, P.select(P.lt(a, k(np.inf)), lo, k(0.0)), k(0.0))   # (NaN: hi NaN)
+
+
+def exp_hilo(hi, lo):
+    """exp(hi + lo), |lo| <= ~ulp(hi): exp's reduction of hi with lo added to r before the
+    polynomial (hi clamped to [-104, 89]: the overflow boundary lies inside, lo decides it)."""
+    k = np.float32
+    xc = P.min_(P.max_(hi, k(EXP_UNDER)), k(89.0))
+    n = P.rint(P.mul(xc, k(LOG2E)))
+    r = P.fma(P.neg(n), k(LN2_HI), xc)
+    r = P.add(P.fma(P.neg(n), k(LN2_LO), r), P.select(P.lt(P.abs_(hi), k(89.0)), lo, k(0.0)))
+    p = P.add(P.fma(P.mul(r, r), horner(r, EXP_Q), r), k(1.0))
+    y = P.ldexp(p, P.to_int32_rne(n))
+    return P.select(P.le(k(89.0), hi), k(np.inf), y)
+
+
 # -- erf, sigmoid ----------------------------------------------------------------------------------
 # |x| < 1: erf(x) = x P(x^2), degree-6 least-squares fit of erf(x)/x.
 ERF_P = [c(b) for b in (0x38A6609F, 0xBA52A0F1, 0x3BAA1B19, 0xBCDBFFDB, 0x3DE716B2, 0xBEC093A0, 0x3F906EBB)]
@@ -192,31 +254,94 @@ def tanh(x):
 
 
 # -- sin, cos --------------------------------------------------------------------------------------------
-TWO_OVER_PI = c(0x3F22F983)
-PIO2 = [c(0x3FC90000), c(0x39FDA000), c(0x33A22169)]  # pi/2 in three parts of <= 12 bits
+# Payne-Hanek reduction in exact float arithmetic: |x| = M 2^E (M a 24-bit integer) times 2/pi,
+# modulo 4, as base-2^12 digits. Every product is of two 12-bit integers, every digit sum < 2^15,
+# so each step is exact until the last three TwoSums; the fraction f = x 2/pi - n comes out as
+# fh + fl to ~2^-47 of |f| for every finite x (the closest binary32 gets to a multiple of pi/2 is
+# 2^-29.2, at 16367173 2^72: 2^-55 absolute suffices, the truncation of 2/pi is 2^-70).
+TWO_OVER_PI_DIGITS = (0xA2F, 0x983, 0x6E4, 0xE44, 0x152, 0x9FC, 0x275, 0x7D1,   # 2/pi = sum d_j 2^(-12 j),
+                      0xF53, 0x4DD, 0xC0D, 0xB62, 0x959, 0x93C, 0x439, 0x041)   # j = 1..16 (192 bits)
+SINCOS_DIGITS = 7            # n_0 .. n_6 of x 2/pi below 2^g (digit i weighs 2^(g - 12 i))
+D_RANGE = range(-2, 9)       # floor(E / 12) for |x| in [1/2, 2^128)
+PIO2_HI = c(0x3FC90FDB)      # RN(pi/2)
+TWO_OVER_PI = c(0x3F22F983)  # RN(2/pi) (bessel.py)
+PIO2_LO = c(0xB33BBD2E)      # RN(pi/2 - PIO2_HI)
+PIO4 = c(0x3F490FDB)         # RN(pi/4): below, r = x
 SIN_S = [c(b) for b in (0x363665BB, 0xB95007B0, 0x3C088884, 0xBE2AAAAB)]   # sin r = r + r^3 S(r^2)
 COS_C = [c(b) for b in (0xB4920B86, 0x37D0085B, 0xBAB60B5C, 0x3D2AAAAB)]   # cos r = 1 - r^2/2 + r^4 C(r^2)
-R_CLAMP = c(0x3F4A3D71)      # 0.79 > pi/4
+
+
+def _mod4(v):
+    """v - 4 floor(v/4): exact for any float v >= 0."""
+    k = np.float32
+    return P.sub(v, P.mul(k(4.0), P.floor(P.mul(v, k(0.25)))))
+
+
+def _split12(v):
+    """(v div 2^12, v mod 2^12) of an integer-valued v < 2^24, both exact."""
+    k = np.float32
+    hi = P.floor(P.mul(v, k(2.0 ** -12)))
+    return hi, P.sub(v, P.mul(hi, k(4096.0)))
+
+
+def _digit(d, i):
+    """The 2/pi digit d_(D + i) for each element's D (a float), 0 outside 1..16."""
+    k = np.float32
+    v = k(0.0)
+    for dd in D_RANGE:
+        j = dd + i
+        if 1 <= j <= len(TWO_OVER_PI_DIGITS):
+            v = P.select(P.eq(d, k(dd)), k(TWO_OVER_PI_DIGITS[j - 1]), v)
+    return v
+
+
+def _reduce(a):
+    """For a = |x| >= pi/4, finite: (n, fh, fl) with a 2/pi = n + fh + fl (mod 4), n in 0..4."""
+    k = np.float32
+    m, e = frexp1(a)
+    big = P.mul(m, k(2.0 ** 23))                         # a = big 2^E, big an integer in [2^23, 2^24)
+    ee = P.sub(e, k(23.0))
+    d = P.floor(P.div(ee, k(12.0)))                      # E = 12 D + g, g in 0..11
+    g = P.sub(ee, P.mul(k(12.0), d))
+    scale = P.ldexp(P.const(1.0, a.shape), P.to_int32_rne(g))   # 2^g
+    mh, ml = _split12(big)
+    digits = [_digit(d, i) for i in range(SINCOS_DIGITS + 2)]
+    # digit i of a 2/pi (weight 2^(g - 12 i)): ml d_(D+i) + mh d_(D+i+1), each product < 2^24
+    lo = [_split12(P.mul(ml, digits[i])) for i in range(SINCOS_DIGITS + 1)]
+    hi = [_split12(P.mul(mh, digits[i + 1])) for i in range(SINCOS_DIGITS + 1)]
+    carry, n_ = k(0.0), [None] * SINCOS_DIGITS
+    for i in reversed(range(SINCOS_DIGITS)):             # normalise to digits < 2^12 (digit -1 is 0 mod 4)
+        t = P.add(P.add(P.add(lo[i][1], hi[i][1]), P.add(lo[i + 1][0], hi[i + 1][0])), carry)
+        carry, n_[i] = _split12(t)
+    z = _mod4(P.add(_mod4(P.mul(n_[0], scale)), _mod4(P.mul(P.mul(n_[1], scale), k(2.0 ** -12)))))
+    n = P.rint(P.add(z, P.mul(P.mul(n_[2], scale), k(2.0 ** -24))))
+    pair = [P.mul(P.mul(P.fma(n_[i], k(4096.0), n_[i + 1]), scale), k(2.0 ** (-12 * i - 12))) for i in (2, 4)]
+    s1, e1 = two_sum(P.sub(z, n), pair[0])
+    s2, e2 = two_sum(s1, pair[1])
+    fh, e3 = two_sum(s2, P.mul(P.mul(n_[6], scale), k(2.0 ** -72)))
+    return n, fh, P.add(P.add(e1, e2), e3)
 
 
 def _sincos(x):
-    """Shared reduction: n = rint(x 2/pi), r = x - n pi/2 (three fma steps), quadrant
-    q = n - 4 floor(n/4) in {0,1,2,3}; returns (sin, cos). Accurate while |n| < 2^12
-    (|x| < ~6400); beyond, deterministic and in [-1, 1] but inaccurate (no Payne-Hanek yet)."""
+    """(sin x, cos x): r = x - n pi/2 as rh + rl (Payne-Hanek above, r = x below pi/4), quadrant
+    q = n mod 4, sin r = rh + (rh^3 S + rl (1 - rh^2/2)), cos r = w + ((1 - w) - rh^2/2 + (rh^4 C -
+    rh rl)) with w = 1 - rh^2/2 (degree 3 each); the quadrant picks +-sin/+-cos, x < 0 negates sin.
+    About 1 ulp for every finite x (benchmarks/repops_ulp.py); sin(+-0) = +-0, non-finite -> NaN."""
     x = P.f32(x)
     k = np.float32  # constants broadcast (0-d), no full-size arrays
-    n = P.rint(P.mul(x, k(TWO_OVER_PI)))
-    r = x
-    for part in PIO2:
-        r = P.fma(P.neg(n), k(part), r)
-    # Beyond the accurate range the reduction can leave a huge r; clamping keeps the result
-    # finite and in [-1, 1] (inaccurate there, but deterministic). No effect below ~6400.
-    r = P.min_(P.max_(r, k(-R_CLAMP)), k(R_CLAMP))
+    a = P.abs_(x)
+    small = P.lt(a, k(PIO4))
+    n, fh, fl = _reduce(P.select(small, k(1.0), P.select(P.lt(a, k(np.inf)), a, k(1.0))))
+    rh = P.mul(fh, k(PIO2_HI))
+    rl = P.add(P.fma(fh, k(PIO2_HI), P.neg(rh)), P.fma(fh, k(PIO2_LO), P.mul(fl, k(PIO2_HI))))
+    rh, rl = P.select(small, a, rh), P.select(small, k(0.0), rl)
+    n = P.select(small, k(0.0), n)
+    z = P.mul(rh, rh)
+    hz = P.mul(k(0.5), z)
+    s = P.add(rh, P.fma(P.mul(rh, z), horner(z, SIN_S), P.fma(P.neg(hz), rl, rl)))
+    w = P.sub(k(1.0), hz)
+    co = P.add(w, P.add(P.sub(P.sub(k(1.0), w), hz), P.fma(P.mul(z, z), horner(z, COS_C), P.neg(P.mul(rh, rl)))))
     q = P.sub(n, P.mul(k(4.0), P.floor(P.mul(n, k(0.25)))))
-    z = P.mul(r, r)
-    s = P.fma(P.mul(r, z), horner(z, SIN_S), r)
-    cz = P.sub(k(1.0), P.mul(k(0.5), z))
-    co = P.fma(P.mul(z, z), horner(z, COS_C), cz)
     # quadrant: (sin, cos) = (s, c), (c, -s), (-s, -c), (-c, s) for q = 0, 1, 2, 3
     odd = P.eq(P.sub(q, P.mul(k(2.0), P.floor(P.mul(q, k(0.5))))), k(1.0))
     neg_sin = P.le(k(2.0), q)
@@ -225,7 +350,9 @@ def _sincos(x):
     cos_v = P.select(odd, s, co)
     sin_v = P.select(neg_sin, P.neg(sin_v), sin_v)
     cos_v = P.select(P.eq(neg_cos, k(1.0)), P.neg(cos_v), cos_v)
-    return sin_v, cos_v
+    sin_v = P.select(P.lt(x, k(0.0)), P.neg(sin_v), P.select(P.eq(x, k(0.0)), x, sin_v))
+    finite = P.lt(a, k(np.inf))
+    return P.select(finite, sin_v, k(np.nan)), P.select(finite, cos_v, k(np.nan))
 
 
 @P.overridable("sin")

@@ -58,6 +58,15 @@ def _unary(rng, v):
     return [(v(1031),), (v(7, 33),), (P.const(-0.0, (5,)),), (v(3, 4)[:, ::2],)]
 
 
+def _trig(rng, v):
+    """_unary's, and what the reduction must get right: the inputs closest to a multiple of pi/2
+    (16367173 2^72 is the closest of all binary32), either side of pi/4, every binade to 2^128."""
+    worst = np.array([7.72917892e+28, 2.19993846e+10, 252.898209, 4.71238899, 52516.4, 3.4028235e38,
+                      0.785398185, 0.785398125, 0.785398245, -1e10, 6400.0, 2.0 ** 24, -0.0, 1e-45], F32)
+    spread = (rng.random(512) * 2 - 1) * np.exp2(rng.integers(-3, 128, 512))
+    return _unary(rng, v) + [(worst,), (spread.astype(F32),)]
+
+
 def _binary(rng, v):
     return [(v(1031), v(1031)), (v(6, 7), v(7)), (v(5, 1), F32(-0.0)), (F32(1e-45), v(9)), (v(4, 6).T, v(6, 4))]
 
@@ -252,7 +261,7 @@ SAMPLES = {"embedding_backward": _embedding_backward, "index_check": _index_chec
     "sqrt": _unary, "neg": _unary, "abs": _unary, "rint": _unary, "floor": _unary, "trunc": _unary, "copy": _unary,
     "eq": _compare, "lt": _compare, "le": _compare, "select": _select, "ldexp": _ldexp,
     "from_int32": _from_int, "to_int32_trunc": _to_int, "to_int32_rne": _to_int,
-    "exp": _unary, "log": _unary, "sigmoid": _unary, "tanh": _unary, "erf": _unary, "sin": _unary, "cos": _unary,
+    "exp": _unary, "log": _unary, "sigmoid": _unary, "tanh": _unary, "erf": _unary, "sin": _trig, "cos": _trig,
     "silu": _unary, "gelu": _unary, "gelu_tanh": _unary, "silu_backward": _binary, "gelu_backward": _binary,
     "gelu_tanh_backward": _binary, "tanh_backward": _binary, "sigmoid_backward": _binary,
     "softmax": _rows, "log_softmax": _rows, "softmax_backward": _rows2, "log_softmax_backward": _rows2,
