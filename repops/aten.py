@@ -119,13 +119,18 @@ def _scaled(b, alpha, op):
 
 
 def _binary(prim, name, inplace=False, reflected=False):
-    """aten binary op: prim(a, alpha * b) (the mul only when alpha != 1); in-place variants
-    copy the result back into a; reflected (rsub) swaps the operands."""
+    """aten binary op: prim(a, alpha * b) (the mul only when alpha != 1), but add/sub with an alpha
+    as torch's CPU kernel computes them, fma(b, +-alpha, a): the same bits, and no overflow of
+    alpha * b where the sum is finite; in-place variants copy the result back into a; reflected
+    (rsub) swaps the operands."""
     def impl(a, b, alpha=1):
         x, y = np_(a, name), np_(b, name)
         if reflected:
             x, y = y, x
-        r = prim(x, _scaled(y, alpha, name))
+        if alpha != 1 and prim in (P.add, P.sub) and x.dtype == F32 and y.dtype == F32:
+            r = P.fma(y, np_(alpha if prim is P.add else -alpha, name), x)
+        else:
+            r = prim(x, _scaled(y, alpha, name))
         return _inplace(a, r) if inplace else tt(r)
     return impl
 
