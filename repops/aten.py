@@ -333,8 +333,10 @@ register(aten.amin.default)(_extremum(P.min_, "amin"))
 
 @register(aten.var.correction, aten.var.dim)
 def var(a, dims=None, *args, correction=None, keepdim=False, unbiased=None):
-    """sum((x - mean)^2) / max(n - correction, 0) over the dims (mean = sum / n; the sums fold
-    in row-major order from -0); correction 1 by default, 0 when unbiased is False."""
+    """max(sum(d^2) - c (c / n), +0) / max(n - correction, 0) over the dims, d = x - mean, c = sum(d)
+    (mean = sum / n; the sums fold in row-major order from -0): c (c / n) takes out what the
+    mean's rounding adds to sum(d^2) (n delta^2: up to 1.6x the variance itself where the
+    values spread over an ulp or two of the mean); correction 1 by default, 0 when unbiased is False."""
     if args:  # aten.var.dim(self, dim, unbiased=True, keepdim=False)
         unbiased, *rest = args
         keepdim = rest[0] if rest else keepdim
@@ -344,6 +346,8 @@ def var(a, dims=None, *args, correction=None, keepdim=False, unbiased=None):
     n = int(np.prod([x.shape[d] for d in _dims(x, dims)]))
     d = P.sub(x, mean_dims(x, dims, True))
     s = sum_dims(P.mul(d, d), dims, keepdim)
+    c = sum_dims(d, dims, keepdim)
+    s = P.max_(P.sub(s, P.mul(c, P.div(c, P.const(float(n), c.shape)))), P.const(0.0, s.shape))
     return tt(P.div(s, P.const(max(n - float(correction), 0.0), s.shape)))
 
 
