@@ -13,7 +13,7 @@ MAP_OPS = {
     "exp": (100, 1), "log": (101, 1), "sigmoid": (102, 1), "tanh": (103, 1), "erf": (104, 1), "sin": (105, 1),
     "cos": (106, 1), "silu": (107, 1), "gelu": (108, 1), "gelu_tanh": (109, 1),
     "silu_backward": (120, 2), "gelu_backward": (121, 2), "gelu_tanh_backward": (122, 2),
-    "tanh_backward": (123, 2), "sigmoid_backward": (124, 2),
+    "tanh_backward": (123, 2), "sigmoid_backward": (124, 2), "pow": (125, 2),
 }
 FUSED_MAPS = [name for name, (code, _) in MAP_OPS.items() if code >= 100]
 # row-operator opcodes of kernels/nn.c and nn.cu

@@ -258,6 +258,72 @@ RP_FN void rp_sincos(float x, float *sin_out, float *cos_out) {
 RP_FN float rp_sin(float x) { float s, c; rp_sincos(x, &s, &c); return s; }
 RP_FN float rp_cos(float x) { float s, c; rp_sincos(x, &s, &c); return c; }
 
+/* the general power (activations.pow): y log|x| in two floats (math.log_hilo, the product's
+ * error by fma, math.exp_hilo), then C99's special cases; step for step the reference. */
+RP_FN float rp_pow(float x, float y) {
+    float a = fabsf(x);
+    float safe = (0.0f < a) ? (a < RP_INF ? a : 1.0f) : 1.0f;
+    unsigned u = RP_U32(safe);
+    int sub = u < 0x00800000u; /* subnormal: scale by 2^64 first (exact), as frexp1 */
+    unsigned v = sub ? RP_U32(safe * RP_C(0x5F800000)) : u;
+    float m = RP_F32((v & 0x007FFFFFu) | 0x3F800000u);
+    float e = (float)((int)(v >> 23) - 127 - (sub ? 64 : 0));
+    int up = RP_C(0x3FB504F3) < m;
+    m = up ? m * 0.5f : m;
+    e = up ? e + 1.0f : e;
+    float f = m - 1.0f, dh, dl;
+    rp_two_sum(2.0f, f, &dh, &dl);
+    float sh = f / dh;
+    float sl = RP_FMA(-sh, dl, RP_FMA(-sh, dh, f)) / dh;
+    float zh = sh * sh, uh = sh * zh;
+    float ul = RP_FMA(sh, RP_FMA(sh, sh, -zh), RP_FMA(sh, zh, -uh));
+    const float T_HI = RP_C(0x3F2AAAAB);
+    float th = uh * T_HI;
+    float t = RP_FMA(RP_C(0x3E088889), zh, RP_C(0x3E1D89D9));
+    t = RP_FMA(t, zh, RP_C(0x3E3A2E8C));
+    t = RP_FMA(t, zh, RP_C(0x3E638E39));
+    t = RP_FMA(t, zh, RP_C(0x3E924925));
+    t = RP_FMA(t, zh, RP_C(0x3ECCCCCD));
+    float rest = RP_FMA(uh, RP_FMA(zh, t, RP_C(0xB2AAAAAB)), RP_FMA(ul, T_HI, RP_FMA(uh, T_HI, -th)));
+    rest = RP_FMA(zh + zh, sl, rest);
+    float hi, e1, e2;
+    rp_two_sum(e * RP_C(0x3F317200), sh + sh, &hi, &e1);
+    rp_two_sum(hi, th, &hi, &e2);
+    float lo = (e1 + e2) + (RP_FMA(e, RP_C(0x35BFBE8E), sl + sl) + rest);
+    float s = hi + lo;
+    lo = lo - (s - hi);
+    hi = s;
+    int positive = 0.0f < a;
+    hi = positive ? (a < RP_INF ? hi : a) : (a == 0.0f ? -RP_INF : a);
+    lo = positive ? (a < RP_INF ? lo : 0.0f) : 0.0f;
+    /* exp_hilo(ph, pl) */
+    float ph = y * hi;
+    float pl = RP_FMA(y, lo, RP_FMA(y, hi, -ph));
+    float xc = rp_min(rp_max(ph, RP_C(0xC2D00000)), 89.0f);
+    float n = rintf(xc * RP_C(0x3FB8AA3B));
+    float r = RP_FMA(-n, RP_C(0x3F317200), xc);
+    r = RP_FMA(-n, RP_C(0x35BFBE8E), r) + (fabsf(ph) < 89.0f ? pl : 0.0f);
+    float q = RP_FMA(RP_C(0x3950AF03), r, RP_C(0x3AB6A7A0));
+    q = RP_FMA(q, r, RP_C(0x3C088860));
+    q = RP_FMA(q, r, RP_C(0x3D2AAA70));
+    q = RP_FMA(q, r, RP_C(0x3E2AAAAB));
+    q = RP_FMA(q, r, RP_C(0x3F000000));
+    float p = RP_FMA(r * r, q, r) + 1.0f;
+    int ni = n == n ? (int)n : 0; /* integral, in [-150, 128]; to_int32 of a NaN is 0 */
+    int n1 = ni < -100 ? -100 : (ni > 127 ? 127 : ni);
+    float res = (p * rp_pow2(n1)) * rp_pow2(ni - n1);
+    res = 89.0f <= ph ? RP_INF : res;
+    /* C99's special cases */
+    int integral = truncf(y) == y;
+    int even = truncf(y * 0.5f) * 2.0f == y;
+    float odd_r = even ? res : -res;
+    float negative = integral ? odd_r : (x == -RP_INF ? res : RP_NAN);
+    float minus_zero = (1.0f / x < 0.0f) ? (integral ? odd_r : res) : res;
+    res = x < 0.0f ? negative : minus_zero;
+    res = fabsf(y) == RP_INF ? (fabsf(x) == 1.0f ? 1.0f : res) : res;
+    return y == 0.0f ? 1.0f : (x == 1.0f ? 1.0f : res);
+}
+
 /* -- activations (repops/reference/nn.py) and their gradients ------------------------------------ */
 #define RP_SQRT1_2 RP_C(0x3F3504F3)      /* RN(1/sqrt 2) */
 #define RP_INV_SQRT_2PI RP_C(0x3ECC422A) /* RN(1/sqrt(2 pi)) */

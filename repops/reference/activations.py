@@ -210,6 +210,7 @@ def bce_with_logits(x, y, pos_weight=None):
 
 
 # -- powers --------------------------------------------------------------------------------------------------
+@P.overridable("pow")
 def pow(x, y):
     """x^y with torch's (C99's) special cases, from r = exp(y log|x|):
     x < 0: r for an even integer y, -r for an odd one, NaN otherwise (but r for x = -inf); x = -0: -r for an odd

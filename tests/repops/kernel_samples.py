@@ -67,6 +67,14 @@ def _trig(rng, v):
     return _unary(rng, v) + [(worst,), (spread.astype(F32),)]
 
 
+def _pow(rng, v):
+    """_binary's, every pair of C99's special operands, and results across the range."""
+    sp = F32([0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -3.0, 2.5, np.inf, -np.inf, np.nan, 1e-40, 3.4028235e38])
+    x = np.abs(v(600)) + F32(1e-30)
+    y = (rng.uniform(-87, 88, 600) / np.log(x.astype(np.float64))).astype(F32)
+    return _binary(rng, v) + [(np.repeat(sp, sp.size), np.tile(sp, sp.size)), (x, y)]
+
+
 def _binary(rng, v):
     return [(v(1031), v(1031)), (v(6, 7), v(7)), (v(5, 1), F32(-0.0)), (F32(1e-45), v(9)), (v(4, 6).T, v(6, 4))]
 
@@ -261,7 +269,7 @@ SAMPLES = {"embedding_backward": _embedding_backward, "index_check": _index_chec
     "sqrt": _unary, "neg": _unary, "abs": _unary, "rint": _unary, "floor": _unary, "trunc": _unary, "copy": _unary,
     "eq": _compare, "lt": _compare, "le": _compare, "select": _select, "ldexp": _ldexp,
     "from_int32": _from_int, "to_int32_trunc": _to_int, "to_int32_rne": _to_int,
-    "exp": _unary, "log": _unary, "sigmoid": _unary, "tanh": _unary, "erf": _unary, "sin": _trig, "cos": _trig,
+    "exp": _unary, "log": _unary, "sigmoid": _unary, "tanh": _unary, "erf": _unary, "sin": _trig, "cos": _trig, "pow": _pow,
     "silu": _unary, "gelu": _unary, "gelu_tanh": _unary, "silu_backward": _binary, "gelu_backward": _binary,
     "gelu_tanh_backward": _binary, "tanh_backward": _binary, "sigmoid_backward": _binary,
     "softmax": _rows, "log_softmax": _rows, "softmax_backward": _rows2, "log_softmax_backward": _rows2,

@@ -107,6 +107,7 @@ static void RP_INNER(int op, long n, const void *a, int sa, const void *b, int s
         case OP_GELU_TANH_BWD: MAP2(rp_canon(rp_gelu_tanh_backward(x, y))); break;
         case OP_TANH_BWD: MAP2(rp_canon(rp_tanh_backward(x, y))); break;
         case OP_SIGMOID_BWD: MAP2(rp_canon(rp_sigmoid_backward(x, y))); break;
+        case OP_POW: MAP2(rp_canon(rp_pow(x, y))); break;
         default: break;
     }
 }

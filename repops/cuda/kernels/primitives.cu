@@ -40,6 +40,7 @@ extern "C" __global__ void prim_map_f32(int op, const float *a, RP_STRIDES(sa), 
             case 122: r = rp_gelu_tanh_backward(x, b[RP_AT(sb, at)]); break;
             case 123: r = rp_tanh_backward(x, b[RP_AT(sb, at)]); break;
             case 124: r = rp_sigmoid_backward(x, b[RP_AT(sb, at)]); break;
+            case 125: r = rp_pow(x, b[RP_AT(sb, at)]); break;
             default: out[i] = x; continue;     // 21 copy: data movement, bits unchanged
         }
         out[i] = rp_canon(r);
