@@ -150,7 +150,8 @@ def log_hilo(a):
     uh = P.mul(sh, zh)
     ul = P.fma(sh, P.fma(sh, sh, P.neg(zh)), P.fma(sh, zh, P.neg(uh)))
     th = P.mul(uh, k(LOG_T[-1]))                               # the tail's lead, s^3 RN(2/3), and its error
-    rest = P.fma(uh, P.fma(zh, horner(zh, LOG_T[:-1]), k(LOG_T_LO)), P.fma(ul, k(LOG_T[-1]), P.fma(uh, k(LOG_T[-1]), P.neg(th))))
+    rest = P.fma(uh, P.fma(zh, horner(zh, LOG_T[:-1]), k(LOG_T_LO)),
+                 P.fma(ul, k(LOG_T[-1]), P.fma(uh, k(LOG_T[-1]), P.neg(th))))
     rest = P.fma(P.add(zh, zh), sl, rest)                      # the tail's slope at sh, 2 s^2, times sl
     hi, e1 = two_sum(P.mul(e, k(LN2_HI)), P.add(sh, sh))
     hi, e2 = two_sum(hi, th)

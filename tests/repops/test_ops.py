@@ -124,8 +124,8 @@ def test_add_and_sub_with_alpha_are_torchs_fused_multiply_add_bit_for_bit(backen
 @pytest.mark.parametrize("backend", ["reference", "cpu"])
 def test_var_and_std_stay_accurate_when_the_values_spread_over_an_ulp_of_their_mean(backend):
     """The mean's rounding adds n delta^2 to sum((x - mean)^2): with values an ulp or two apart
-    that made var 2.6x too large (448 values at 1000, 0-2 ulps apart). Now within 1e-5 of float64's, for var, std and var_mean,
-    over rows and whole tensors; ordinary data stays within rounding of float64's too."""
+    that made var 2.6x too large (448 values at 1000, 0-2 ulps apart). Now within 1e-5 of
+    float64's, for var, std and var_mean, over rows and whole tensors; ordinary data too."""
     g = torch.Generator().manual_seed(4)
     ulp = 6.103515625e-05                                    # at 1000
     tight = 1000.0 + torch.randint(0, 3, (7, 64), generator=g).float() * ulp

@@ -208,8 +208,8 @@ def test_where_torch_float32_rounds_badly_repops_gives_the_true_pole_or_value():
 
 
 # -- symmetry --------------------------------------------------------------------------------------------------------
-ODD = {"sin": M.sin, "atan": T.atan, "asin": T.asin, "asinh": T.asinh, "atanh": T.atanh, "sinh": T.sinh, "erfinv": S.erfinv,
-       "i1e": B.i1e, "i1": B.i1, "bessel_j1": B.j1}
+ODD = {"sin": M.sin, "atan": T.atan, "asin": T.asin, "asinh": T.asinh, "atanh": T.atanh, "sinh": T.sinh,
+       "erfinv": S.erfinv, "i1e": B.i1e, "i1": B.i1, "bessel_j1": B.j1}
 EVEN = {"cos": M.cos, "cosh": T.cosh, "i0": B.i0, "i0e": B.i0e, "spherical_bessel_j0": B.spherical_bessel_j0,
         "bessel_j0": B.j0}
 
