@@ -37,11 +37,15 @@ def np_(t, op) -> np.ndarray:
     host becomes its to_f32 kernel's output, nearest-even as numpy's cast)."""
     if isinstance(t, (int, float, bool)):
         return np.asarray(t, F32)
+    if isinstance(t, complex):
+        raise DTypeError(f"{op}: RepOps computes in float32 only; got the complex number {t!r}. Complex "
+                         "arithmetic is outside its binary32 spec: keep real and imaginary parts as float32 tensors "
+                         "(rotary embeddings as cos/sin tables), or keep this op out of repops.deterministic().")
     if t.dtype is _F32:  # (the common case: dtypes are singletons)
         return arr(t)
     if t.dim() == 0 and t.dtype.is_floating_point:
         return np.asarray(t.item(), F32)
-    if t.dtype.is_floating_point:
+    if t.dtype.is_floating_point or t.dtype.is_complex:  # (a complex operand read as float32 keeps its real part)
         raise dtype_error(op, t.dtype, [t])
     a = arr(t)
     if P.xp_of(a) is np and I.dtype_name(a):  # an integer or bool operand of a float op: its to_f32
@@ -334,6 +338,7 @@ register(aten.amin.default)(_extremum(P.min_, "amin"))
 @register(aten.var.correction, aten.var.dim)
 def var(a, dims=None, *args, correction=None, keepdim=False, unbiased=None):
     """max(sum(d^2) - c (c / n), +0) / max(n - correction, 0) over the dims, d = x - mean, c = sum(d)
+    (sum(d^2) itself where it overflowed to inf)
     (mean = sum / n; the sums fold in row-major order from -0): c (c / n) takes out what the
     mean's rounding adds to sum(d^2) (n delta^2: up to 1.6x the variance itself where the
     values spread over an ulp or two of the mean); correction 1 by default, 0 when unbiased is False."""
@@ -347,7 +352,8 @@ def var(a, dims=None, *args, correction=None, keepdim=False, unbiased=None):
     d = P.sub(x, mean_dims(x, dims, True))
     s = sum_dims(P.mul(d, d), dims, keepdim)
     c = sum_dims(d, dims, keepdim)
-    s = P.max_(P.sub(s, P.mul(c, P.div(c, P.const(float(n), c.shape)))), P.const(0.0, s.shape))
+    corrected = P.max_(P.sub(s, P.mul(c, P.div(c, P.const(float(n), c.shape)))), P.const(0.0, s.shape))
+    s = P.select(P.lt(s, P.const(np.inf, s.shape)), corrected, s)  # (squares overflowed: inf, not inf - inf)
     return tt(P.div(s, P.const(max(n - float(correction), 0.0), s.shape)))
 
 

@@ -125,7 +125,7 @@ def grid_sampler(a, grid, interpolation: int = 0, padding: int = 0, align_corner
             inb = ok if inb is None else torch.logical_and(inb, ok)
         idx = [torch.where(inb, _index(c, s), 0) for c, s in zip(cs, sizes)]
         v = a[(n_idx, c_idx, *reversed(idx))]
-        return v * torch.where(inb, w, 0) if not isinstance(w, int) else torch.where(inb, v, 0)
+        return torch.where(inb, v * w if not isinstance(w, int) else v, 0)  # (not v * 0: NaN for an inf pixel)
 
     comps = [g[..., i] for i in range(nd)]
     if interpolation == 2:

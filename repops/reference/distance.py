@@ -46,8 +46,14 @@ def _pairs(x1, x2):
 
 
 def cdist(x1, x2, p):
-    """d[..., i, j] = vector_norm(x1[..., i, :] - x2[..., j, :], p) over the last axis."""
-    return vector_norm(_pairs(x1, x2), p, [-1], False)
+    """d[..., i, j] = vector_norm(x1[..., i, :] - x2[..., j, :], p) over the last axis; p = 0 counts
+    the nonzero differences as torch's distance kernel, min(ceil|d|, 1): a NaN difference gives NaN
+    (vector_norm's ord 0 counts a NaN as nonzero, as torch's x != 0)."""
+    diff = _pairs(x1, x2)
+    if p == 0:
+        nz = P.select(P.eq(diff, _c(0.0, diff)), _c(0.0, diff), P.select(P.eq(diff, diff), _c(1.0, diff), diff))
+        return sum_dims(nz, [-1], False)
+    return vector_norm(diff, p, [-1], False)
 
 
 def cdist_backward(g, x1, x2, p, d):

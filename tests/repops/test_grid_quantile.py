@@ -53,6 +53,20 @@ def test_grid_sampler_2d_close_to_torch(mode, padding, align):
     _close(_run(fn, (a, grid), True), _run(fn, (a, grid), False))
 
 
+@pytest.mark.parametrize("mode,padding,align", GRID_2D)
+def test_an_infinite_or_nan_pixel_reaches_only_the_samples_that_weigh_it(mode, padding, align):
+    """A corner outside the input (zeros padding) or of weight 0 was its clamped pixel times 0:
+    an inf or NaN pixel made every sample near the border NaN, where torch never reads it."""
+    g = _g(200 + mode * 6 + padding * 2 + align)
+    a, grid = torch.randn(1, 2, 4, 5, generator=g), torch.rand(1, 3, 6, 2, generator=g) * 3 - 1.5
+    a[0, 0, 0, 0], a[0, 1, 3, 4] = float("nan"), float("inf")
+    fn = lambda a, grid: torch.grid_sampler_2d(a, grid, mode, padding, align)  # noqa: E731
+    mine, native = _run(fn, (a, grid), True)[0], _run(fn, (a, grid), False)[0]  # (forward: torch's
+    # gradients with respect to the grid are NaN beside a NaN pixel either way)
+    assert torch.equal(mine.isnan(), native.isnan()) and torch.equal(mine.isinf(), native.isinf())
+    _close(mine.nan_to_num(posinf=0.0, neginf=0.0), native.nan_to_num(posinf=0.0, neginf=0.0))
+
+
 @pytest.mark.parametrize("mode,padding,align", GRID_3D)
 def test_grid_sampler_3d_close_to_torch(mode, padding, align):
     g = _g(100 + mode * 6 + padding * 2 + align)

@@ -2,6 +2,7 @@
 reproducible (bitwise across backends, batch rows, memory layouts and thread counts)."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 import repops
 from repops import DTypeError, UnsupportedOpError
@@ -137,6 +138,44 @@ def test_var_and_std_stay_accurate_when_the_values_spread_over_an_ulp_of_their_m
                 got = f(x)
             want = f(x.double())
             assert ((got.double() - want).abs() <= 1e-5 * want.abs()).all(), (got, want)
+
+
+def test_complex_operands_are_refused_never_read_as_their_real_part():
+    """A complex operand (a tensor, a 0-dim one, a Python complex) used to enter the float32
+    primitives as its real part: torch.where(m, 2j, x) gave [0, 2, 0], fc.abs() |Re fc|, sum(fc)
+    Re sum (found by OpInfo's reference inputs). Each is a DTypeError now; polar (RepOps' cos and
+    sin, packed) and .to(complex64) (exact) still run."""
+    x, m = torch.tensor([0.5, 2.0, 3.0]), torch.tensor([True, False, True])
+    with repops.deterministic():
+        fc = torch.polar(x, torch.tensor([0.5, 1.0, 2.0]))
+        assert fc.dtype == torch.complex64 and x.to(torch.complex64).dtype == torch.complex64
+    ops = [lambda: torch.where(m, 2j, x), lambda: torch.where(m, x, torch.tensor(1 + 2j)), lambda: x * 2j,
+           lambda: x * fc, lambda: fc.abs(), lambda: fc.sum(), lambda: fc.exp(), lambda: fc @ fc,
+           lambda: torch.addcmul(x, x, fc.to(torch.complex128))]
+    for op in ops:
+        with pytest.raises(DTypeError, match="float32 only"):
+            with repops.deterministic():
+                op()
+
+
+def test_var_whose_squares_overflow_is_inf_not_nan():
+    """(the correction c (c / n) of an overflowed sum(d^2) was inf - inf)"""
+    x = torch.tensor([[3e38, 1.0, 2.0], [1.0, 2.0, -3e38], [1.0, 2.0, 4.0]])
+    with repops.deterministic():
+        got = x.var(1)
+    assert got[:2].isinf().all() and abs(float(got[2]) - 7 / 3) < 3e-7
+
+
+def test_p0_distances_propagate_nan_as_torchs():
+    """cdist/pdist with p = 0 count nonzero differences as torch's min(ceil|d|, 1): NaN in, NaN
+    out (vector_norm's ord 0 counts a NaN as nonzero, torch's x != 0, and stays so)."""
+    a, b = torch.tensor([[float("nan"), 1.0], [1.0, 2.0]]), torch.tensor([[1.0, 1.0], [0.0, 0.0]])
+    for f in (lambda: torch.cdist(a, b, p=0), lambda: F.pdist(torch.cat([a, b]), p=0),
+              lambda: torch.linalg.vector_norm(a, ord=0, dim=1)):
+        with repops.deterministic():
+            got = f()
+        want = f()
+        assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num())
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16])
