@@ -38,9 +38,7 @@ def np_(t, op) -> np.ndarray:
     if isinstance(t, (int, float, bool)):
         return np.asarray(t, F32)
     if isinstance(t, complex):
-        raise DTypeError(f"{op}: RepOps computes in float32 only; got the complex number {t!r}. Complex "
-                         "arithmetic is outside its binary32 spec: keep real and imaginary parts as float32 tensors "
-                         "(rotary embeddings as cos/sin tables), or keep this op out of repops.deterministic().")
+        raise DTypeError(f"{op}: RepOps computes in float32 only; got the complex number {t!r}. {_COMPLEX}")
     if t.dtype is _F32:  # (the common case: dtypes are singletons)
         return arr(t)
     if t.dim() == 0 and t.dtype.is_floating_point:
@@ -54,11 +52,19 @@ def np_(t, op) -> np.ndarray:
 
 
 def dtype_error(op, dtype, args) -> DTypeError:
-    """The one refusal of a float dtype other than float32 (an operand's, or torch's result's)."""
+    """The one refusal of a float or complex dtype other than float32 (an operand's, or torch's result's)."""
     shapes = ", ".join(f"{t.dtype}{list(t.shape)}" for t in args if isinstance(t, torch.Tensor))
+    if dtype.is_complex:
+        return DTypeError(f"{op}: RepOps computes in float32 only; got a {dtype} tensor (operands: {shapes}). "
+                          f"{_COMPLEX}")
     return DTypeError(f"{op}: RepOps computes in float32 only; got a {dtype} tensor (operands: {shapes}). Convert "
                       "the model and its inputs with .float() (a bf16/fp16 checkpoint loads into a float32 model), "
                       "and train without torch.autocast.")
+
+
+_COMPLEX = ("Complex numbers (torch.fft, products of torch.polar, complex rotary embeddings) are outside RepOps' "
+            "binary32 spec: keep real and imaginary parts as float32 tensors (rotary embeddings as cos/sin "
+            "tables), or keep this op out of repops.deterministic().")
 
 
 def arr(t: torch.Tensor):

@@ -205,10 +205,14 @@ def opinfo_id(op) -> str:
     return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
 
 
-def opinfo_samples(op, limit: int | None = None):
-    backward = op.supports_autograd and torch.float32 in op.supported_backward_dtypes("cpu")
+def opinfo_samples(op, limit: int | None = None, reference: bool = False):
+    """reference: the OpInfo's reference inputs (its samples, then extremal values: inf, NaN,
+    huge and tiny magnitudes, -0, noncontiguous and broadcast layouts), where it has them;
+    forward only (some databases make none with gradients: where's complex scalars)."""
+    backward = not reference and op.supports_autograd and torch.float32 in op.supported_backward_dtypes("cpu")
     torch.manual_seed(0)
-    samples = op.sample_inputs("cpu", torch.float32, requires_grad=backward)
+    make = op.reference_inputs if reference else op.sample_inputs
+    samples = make("cpu", torch.float32, requires_grad=backward)
     out = []
     for i, s in enumerate(samples):
         if limit is not None and i >= limit:
@@ -228,10 +232,11 @@ def check_sample(op, sample, backward: bool, thread_check: bool = True) -> Outco
                    thread_check=thread_check)
 
 
-def check_opinfo(op, limit: int | None = None, thread_check: bool = True) -> tuple[Outcome, int]:
+def check_opinfo(op, limit: int | None = None, thread_check: bool = True,
+                 reference: bool = False) -> tuple[Outcome, int]:
     """The op's worst outcome over its samples (the first of that kind), and how many ran."""
     try:
-        samples, backward = opinfo_samples(op, limit)
+        samples, backward = opinfo_samples(op, limit, reference)
     except Exception as e:  # noqa: BLE001 - the database cannot make samples here
         return Outcome(PASS, f"no samples ({type(e).__name__})"), 0
     worst, ran = Outcome(PASS), 0

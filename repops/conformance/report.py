@@ -106,6 +106,17 @@ def sweep(limit: int | None = None, progress: bool = True):
     return ops, modules, seen
 
 
+def edges(limit: int | None = None, progress: bool = True) -> str:
+    """Every float32 OpInfo on its reference inputs: the counts, then each op whose worst outcome
+    is neither a pass nor a refusal (the first such sample's message)."""
+    from tqdm import tqdm
+    ops = {H.opinfo_id(op): H.check_opinfo(op, limit, reference=True)
+           for op in tqdm(H.float32_opinfos(), desc="OpInfo reference inputs", disable=not progress)}
+    lines = [f"{dict(_counts(ops))} over {sum(n for _, n in ops.values())} samples"]
+    lines += [f"{k}: {o.status}: {o.detail}" for k, (o, _) in sorted(ops.items()) if o.status not in (H.PASS, H.REFUSED)]
+    return "\n".join(lines)
+
+
 def _counts(results: dict) -> collections.Counter:
     return collections.Counter(o.status for o, _ in results.values())
 
