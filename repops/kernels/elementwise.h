@@ -57,6 +57,20 @@ RP_FN float rp_min(float a, float b) {
 /* 2^e for e in [-126, 127], exact. */
 RP_FN float rp_pow2(int e) { return RP_F32((unsigned)(e + 127) << 23); }
 
+/* exp's polynomial and scaling (math.exp_scaled): p = 1 + (r + r^2 Q(r)), then p 2^n as
+ * (p 2^n1) 2^n2 with n1 = clamp(n, -100, 127): the first product is exact, the second rounds
+ * once, which is ldexp's rounding. */
+RP_FN float rp_exp_scaled(float r, int n) {
+    float q = RP_FMA(RP_C(0x3950AF03), r, RP_C(0x3AB6A7A0));
+    q = RP_FMA(q, r, RP_C(0x3C088860));
+    q = RP_FMA(q, r, RP_C(0x3D2AAA70));
+    q = RP_FMA(q, r, RP_C(0x3E2AAAAB));
+    q = RP_FMA(q, r, RP_C(0x3F000000));
+    float p = RP_FMA(r * r, q, r) + 1.0f;
+    int n1 = n < -100 ? -100 : (n > 127 ? 127 : n);
+    return (p * rp_pow2(n1)) * rp_pow2(n - n1);
+}
+
 /* exp (math.exp): clamp, n = rint(x log2e), two-part Cody-Waite, degree-5 Horner, ldexp as
  * (p 2^n1) 2^n2 with n1 = clamp(n, -100, 127): the first product is exact, the second rounds
  * once, which is ldexp's rounding. */
@@ -69,15 +83,7 @@ RP_FN float rp_exp(float x) {
     float n = rintf(xc * RP_C(0x3FB8AA3B));
     float r = RP_FMA(-n, RP_C(0x3F317200), xc);
     r = RP_FMA(-n, RP_C(0x35BFBE8E), r);
-    float q = RP_FMA(RP_C(0x3950AF03), r, RP_C(0x3AB6A7A0));
-    q = RP_FMA(q, r, RP_C(0x3C088860));
-    q = RP_FMA(q, r, RP_C(0x3D2AAA70));
-    q = RP_FMA(q, r, RP_C(0x3E2AAAAB));
-    q = RP_FMA(q, r, RP_C(0x3F000000));
-    float p = RP_FMA(r * r, q, r) + 1.0f;
-    int ni = (int)n; /* integral, in [-150, 128] */
-    int n1 = ni < -100 ? -100 : (ni > 127 ? 127 : ni);
-    float y = (p * rp_pow2(n1)) * rp_pow2(ni - n1);
+    float y = rp_exp_scaled(r, (int)n); /* n integral, in [-150, 128] */
     y = OVER <= x ? RP_INF : y;
     return x != x ? RP_NAN : y;
 }
@@ -303,15 +309,7 @@ RP_FN float rp_pow(float x, float y) {
     float n = rintf(xc * RP_C(0x3FB8AA3B));
     float r = RP_FMA(-n, RP_C(0x3F317200), xc);
     r = RP_FMA(-n, RP_C(0x35BFBE8E), r) + (fabsf(ph) < 89.0f ? pl : 0.0f);
-    float q = RP_FMA(RP_C(0x3950AF03), r, RP_C(0x3AB6A7A0));
-    q = RP_FMA(q, r, RP_C(0x3C088860));
-    q = RP_FMA(q, r, RP_C(0x3D2AAA70));
-    q = RP_FMA(q, r, RP_C(0x3E2AAAAB));
-    q = RP_FMA(q, r, RP_C(0x3F000000));
-    float p = RP_FMA(r * r, q, r) + 1.0f;
-    int ni = n == n ? (int)n : 0; /* integral, in [-150, 128]; to_int32 of a NaN is 0 */
-    int n1 = ni < -100 ? -100 : (ni > 127 ? 127 : ni);
-    float res = (p * rp_pow2(n1)) * rp_pow2(ni - n1);
+    float res = rp_exp_scaled(r, n == n ? (int)n : 0); /* integral, in [-150, 128]; to_int32 of a NaN is 0 */
     res = 89.0f <= ph ? RP_INF : res;
     /* C99's special cases */
     int integral = truncf(y) == y;

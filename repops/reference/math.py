@@ -55,9 +55,13 @@ def exp(x):
     n = P.rint(P.mul(xc, k(LOG2E)))
     r = P.fma(P.neg(n), k(LN2_HI), xc)
     r = P.fma(P.neg(n), k(LN2_LO), r)
-    p = P.add(P.fma(P.mul(r, r), horner(r, EXP_Q), r), k(1.0))
-    y = P.ldexp(p, P.to_int32_rne(n))
-    return P.select(P.le(k(EXP_OVER), x), k(np.inf), y)
+    return P.select(P.le(k(EXP_OVER), x), k(np.inf), exp_scaled(r, n))
+
+
+def exp_scaled(r, n):
+    """exp's polynomial and scaling: ldexp(1 + (r + r^2 Q(r)), n) (exp and exp_hilo share it)."""
+    p = P.add(P.fma(P.mul(r, r), horner(r, EXP_Q), r), np.float32(1.0))
+    return P.ldexp(p, P.to_int32_rne(n))
 
 
 # -- frexp (exact, primitives only) ---------------------------------------------------------------
@@ -170,9 +174,7 @@ def exp_hilo(hi, lo):
     n = P.rint(P.mul(xc, k(LOG2E)))
     r = P.fma(P.neg(n), k(LN2_HI), xc)
     r = P.add(P.fma(P.neg(n), k(LN2_LO), r), P.select(P.lt(P.abs_(hi), k(89.0)), lo, k(0.0)))
-    p = P.add(P.fma(P.mul(r, r), horner(r, EXP_Q), r), k(1.0))
-    y = P.ldexp(p, P.to_int32_rne(n))
-    return P.select(P.le(k(89.0), hi), k(np.inf), y)
+    return P.select(P.le(k(89.0), hi), k(np.inf), exp_scaled(r, n))
 
 
 # -- erf, sigmoid ----------------------------------------------------------------------------------
