@@ -344,10 +344,10 @@ register(aten.amin.default)(_extremum(P.min_, "amin"))
 @register(aten.var.correction, aten.var.dim)
 def var(a, dims=None, *args, correction=None, keepdim=False, unbiased=None):
     """max(sum(d^2) - c (c / n), +0) / max(n - correction, 0) over the dims, d = x - mean, c = sum(d)
-    (sum(d^2) itself where it overflowed to inf)
     (mean = sum / n; the sums fold in row-major order from -0): c (c / n) takes out what the
     mean's rounding adds to sum(d^2) (n delta^2: up to 1.6x the variance itself where the
-    values spread over an ulp or two of the mean); correction 1 by default, 0 when unbiased is False."""
+    values spread over an ulp or two of the mean); sum(d^2) itself where it overflowed to inf;
+    correction 1 by default, 0 when unbiased is False."""
     if args:  # aten.var.dim(self, dim, unbiased=True, keepdim=False)
         unbiased, *rest = args
         keepdim = rest[0] if rest else keepdim
