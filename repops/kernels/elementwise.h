@@ -71,9 +71,7 @@ RP_FN float rp_exp_scaled(float r, int n) {
     return (p * rp_pow2(n1)) * rp_pow2(n - n1);
 }
 
-/* exp (math.exp): clamp, n = rint(x log2e), two-part Cody-Waite, degree-5 Horner, ldexp as
- * (p 2^n1) 2^n2 with n1 = clamp(n, -100, 127): the first product is exact, the second rounds
- * once, which is ldexp's rounding. */
+/* exp (math.exp): clamp, n = rint(x log2e), two-part Cody-Waite, then rp_exp_scaled. */
 RP_FN float rp_exp(float x) {
     const float OVER = RP_C(0x42B17218), UNDER = RP_C(0xC2D00000);
     /* = min(max(x, UNDER), OVER) for every non-NaN x (the bounds are not zeros); a NaN
@@ -88,9 +86,9 @@ RP_FN float rp_exp(float x) {
     return x != x ? RP_NAN : y;
 }
 
-/* log (math.log): x = m 2^e exactly (m in [1, 2); what frexp1's exact binary search gives),
- * m halved above sqrt2, f = m - 1, s = f/(2+f), degree-3 Horner in s^2, fdlibm's recombination. */
-RP_FN float rp_log(float x) {
+/* log's reduction (math._log_mantissa): x = m 2^e exactly (m in [1, 2); what frexp1's exact
+ * binary search gives), m halved above sqrt2; 1 stands in for x not finite and positive. */
+RP_FN void rp_log_mantissa(float x, float *m_out, float *e_out) {
     float safe = (0.0f < x) ? (x < RP_INF ? x : 1.0f) : 1.0f;
     unsigned u = RP_U32(safe);
     int sub = u < 0x00800000u; /* subnormal: scale by 2^64 first (exact) */
@@ -99,8 +97,15 @@ RP_FN float rp_log(float x) {
     float m = RP_F32((v & 0x007FFFFFu) | 0x3F800000u);
     float e = (float)((int)(v >> 23) - 127 - (sub ? 64 : 0));
     int up = RP_C(0x3FB504F3) < m;
-    m = up ? m * 0.5f : m;
-    e = up ? e + 1.0f : e;
+    *m_out = up ? m * 0.5f : m;
+    *e_out = up ? e + 1.0f : e;
+}
+
+/* log (math.log): rp_log_mantissa, f = m - 1, s = f/(2+f), degree-3 Horner in s^2, fdlibm's
+ * recombination. */
+RP_FN float rp_log(float x) {
+    float m, e;
+    rp_log_mantissa(x, &m, &e);
     float f = m - 1.0f;
     float s = f / (2.0f + f);
     float z = s * s;
@@ -267,16 +272,8 @@ RP_FN float rp_cos(float x) { float s, c; rp_sincos(x, &s, &c); return c; }
 /* the general power (activations.pow): y log|x| in two floats (math.log_hilo, the product's
  * error by fma, math.exp_hilo), then C99's special cases; step for step the reference. */
 RP_FN float rp_pow(float x, float y) {
-    float a = fabsf(x);
-    float safe = (0.0f < a) ? (a < RP_INF ? a : 1.0f) : 1.0f;
-    unsigned u = RP_U32(safe);
-    int sub = u < 0x00800000u; /* subnormal: scale by 2^64 first (exact), as frexp1 */
-    unsigned v = sub ? RP_U32(safe * RP_C(0x5F800000)) : u;
-    float m = RP_F32((v & 0x007FFFFFu) | 0x3F800000u);
-    float e = (float)((int)(v >> 23) - 127 - (sub ? 64 : 0));
-    int up = RP_C(0x3FB504F3) < m;
-    m = up ? m * 0.5f : m;
-    e = up ? e + 1.0f : e;
+    float a = fabsf(x), m, e;
+    rp_log_mantissa(a, &m, &e);
     float f = m - 1.0f, dh, dl;
     rp_two_sum(2.0f, f, &dh, &dl);
     float sh = f / dh;

@@ -217,7 +217,7 @@ def pow(x, y):
     integer y; |x| = 1 and y = +-inf: 1; x = 1 or y = 0: 1 (NaN in the other operand too).
     Integer y: trunc(y) = y; even: trunc(y/2)*2 = y (both exact). y log|x| is carried in two floats
     (math.log_hilo, the product's error by fma, math.exp_hilo): within ~1 ulp whatever the exponent
-    (in one float each, |y log x| 2^-24 relative beyond exp's ulp: 65 ulp measured before)."""
+    (in one float each, |y log x| 2^-24 relative beyond exp's ulp: 128 ulp on the test's sweep)."""
     one, nan = k(1.0), k(np.nan)
     h, l = M.log_hilo(P.abs_(x))
     ph = P.mul(y, h)

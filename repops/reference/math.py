@@ -92,17 +92,24 @@ SQRT2 = c(0x3FB504F3)
 LOG_R = [c(b) for b in (0x3E6F265F, 0x3E922CF4, 0x3ECCCCF8, 0x3F2AAAAB)]
 
 
+def _log_mantissa(x):
+    """(m, k) with x = m 2^k, m in [sqrt2/2, sqrt2), for finite x > 0 (1 stands in for the
+    others): log's and log_hilo's reduction."""
+    k = np.float32
+    safe = P.select(P.lt(k(0.0), x), P.select(P.lt(x, k(np.inf)), x, k(1.0)), k(1.0))
+    m, e = frexp1(safe)
+    up = P.lt(k(SQRT2), m)
+    return (P.select(up, P.ldexp(m, P.const(-1, np.shape(x), np.int32)), m),
+            P.select(up, P.add(e, k(1.0)), e))
+
+
 @P.overridable("log")
 def log(x):
     """Natural log: x = m 2^k with m in [sqrt2/2, sqrt2); f = m - 1 (exact);
     k ln2_hi - ((hfsq - (s (hfsq + R) + k ln2_lo)) - f). x < 0 -> NaN, +-0 -> -inf."""
     x = P.f32(x)
     k = np.float32  # constants broadcast (0-d), no full-size arrays
-    safe = P.select(P.lt(k(0.0), x), P.select(P.lt(x, k(np.inf)), x, k(1.0)), k(1.0))
-    m, e = frexp1(safe)
-    up = P.lt(k(SQRT2), m)
-    m = P.select(up, P.ldexp(m, P.const(-1, x.shape, np.int32)), m)
-    e = P.select(up, P.add(e, k(1.0)), e)
+    m, e = _log_mantissa(x)
     f = P.sub(m, k(1.0))
     s = P.div(f, P.add(k(2.0), f))
     z = P.mul(s, s)
@@ -141,11 +148,7 @@ def log_hilo(a):
     a = m 2^k, f = m - 1 exact, s = f/(2 + f) as sh + sl (the quotient's residual by fma),
     k ln2_hi + 2 sh + sh^3 RN(2/3) (TwoSums) + (k ln2_lo + 2 sl + the rest of the tail), renormalised."""
     k = np.float32
-    safe = P.select(P.lt(k(0.0), a), P.select(P.lt(a, k(np.inf)), a, k(1.0)), k(1.0))
-    m, e = frexp1(safe)
-    up = P.lt(k(SQRT2), m)
-    m = P.select(up, P.mul(m, k(0.5)), m)
-    e = P.select(up, P.add(e, k(1.0)), e)
+    m, e = _log_mantissa(a)
     f = P.sub(m, k(1.0))
     dh, dl = two_sum(k(2.0), f)
     sh = P.div(f, dh)

@@ -50,7 +50,7 @@ def test_pow_meets_torch_on_every_pair_of_special_values():
 
 
 def test_pow_is_within_one_and_a_half_ulps_whatever_the_exponent():
-    """y log|x| in one float each lost |y log x| 2^-24 of the result (65 ulp measured, and
+    """y log|x| in one float each lost |y log x| 2^-24 of the result (128 ulp on this sweep, and
     pow(FLT_MAX, 1) = inf): in two floats, ~1 ulp over every result binade, subnormal results
     aside (their ulp is fixed), negative bases with integer exponents included."""
     rng = np.random.default_rng(5)
